@@ -1,0 +1,6 @@
+//! The vocabulary of nines, free of I/O: operations, units and their parsers, the workload
+//! specification and its deterministic request generator, the latency recorder and statistics,
+//! the per-I/O log format, and the versioned report schema. Both drivers (real and simulated)
+//! build on this crate, so nothing here reads a clock, sleeps, spawns or touches a file.
+
+pub mod op;

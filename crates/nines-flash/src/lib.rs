@@ -1,0 +1,1 @@
+//! nines-flash (being built).

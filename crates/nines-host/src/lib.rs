@@ -1,0 +1,1 @@
+//! nines-host (being built).

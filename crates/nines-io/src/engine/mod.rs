@@ -1,0 +1,101 @@
+//! I/O engines: one small interface (queue, commit, reap), as in fio, so engines are swappable
+//! and comparable. An engine owns one kernel context (an io_uring, an AIO context, or nothing for
+//! psync) and may drive many targets through it: the per-CPU worker model of the paper's Fig. 5.
+//!
+//! Contract, for every engine:
+//! - `add_target` registers an open file descriptor before any I/O and returns its slot.
+//! - `queue` hands one I/O to the engine. The buffer must stay valid and untouched until the I/O
+//!   with the same `user_data` is reaped. At most `depth_max` I/Os are in flight per engine.
+//! - `commit` submits everything queued since the last commit (psync performs I/O in `queue`).
+//! - `reap` waits for at least `min` completions (0 = do not wait), writes them into `out` and
+//!   returns how many it wrote (never more than `out.len()`).
+//! - Nothing on these paths allocates after construction.
+
+use std::os::fd::RawFd;
+
+use nines_core::op::Op;
+
+/// Which engine to use; the command-line names are the `Display` strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineKind {
+    /// One `pread`/`pwrite` at a time, one thread per target.
+    Psync,
+    /// Linux native AIO (`io_submit`/`io_getevents`), interrupt-driven.
+    Libaio,
+    /// io_uring, interrupt-driven completions.
+    IoUring,
+    /// io_uring with IOPOLL: the CPU polls the device's poll queues for completions.
+    IoUringPoll,
+}
+
+/// Engine options that are not the engine's kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// io_uring only: a kernel thread polls the submission queue (`IORING_SETUP_SQPOLL`).
+    pub sqpoll: bool,
+    /// io_uring only: the CPU the SQPOLL thread is pinned to.
+    pub sqpoll_cpu: Option<u32>,
+}
+
+/// One I/O handed to an engine.
+#[derive(Clone, Copy, Debug)]
+pub struct IoDesc {
+    /// Slot returned by `add_target`.
+    pub target: usize,
+    pub op: Op,
+    pub offset_bytes: u64,
+    pub len_bytes: u32,
+    /// Aligned buffer of at least `len_bytes`, valid until this I/O is reaped.
+    pub buf: *mut u8,
+    /// Returned unchanged in the completion.
+    pub user_data: u64,
+}
+
+/// One finished I/O.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Completion {
+    pub user_data: u64,
+    /// Bytes transferred, or a negative errno.
+    pub result: i64,
+}
+
+/// Errors an engine reports; the binary adds which target and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("{engine}: {what}: {source}")]
+    Sys {
+        engine: &'static str,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "io_uring-poll needs a device with poll queues: {detail}; for NVMe set the nvme module \
+         parameter poll_queues (e.g. `nvme.poll_queues=4` on the kernel command line) or use --engine io_uring"
+    )]
+    PollUnsupported { detail: String },
+    #[error("{engine}: queue is full ({depth_max} I/Os in flight)")]
+    QueueFull { engine: &'static str, depth_max: u32 },
+    #[error("{engine}: {detail}")]
+    Unsupported { engine: &'static str, detail: String },
+}
+
+/// The engine interface. Implementations live in the sibling modules.
+pub trait Engine: Send {
+    fn kind(&self) -> EngineKind;
+    fn add_target(&mut self, fd: RawFd) -> Result<usize, EngineError>;
+    fn queue(&mut self, io: IoDesc) -> Result<(), EngineError>;
+    fn commit(&mut self) -> Result<(), EngineError>;
+    fn reap(&mut self, min: usize, out: &mut [Completion]) -> Result<usize, EngineError>;
+}
+
+/// Builds an engine able to hold `depth_max` I/Os in flight over all its targets.
+pub fn build(
+    kind: EngineKind,
+    depth_max: u32,
+    options: EngineOptions,
+) -> Result<Box<dyn Engine>, EngineError> {
+    let _ = (kind, depth_max, options);
+    Err(EngineError::Unsupported { engine: "engine", detail: "engines are being built".into() })
+}

@@ -1,0 +1,1 @@
+//! nines-report (being built).

@@ -1,0 +1,1 @@
+//! nines-sim (being built).

@@ -1,0 +1,8 @@
+//! `nines doctor` (being built).
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`nines doctor` is not built yet")
+}

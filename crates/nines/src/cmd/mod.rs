@@ -1,0 +1,11 @@
+//! One module per verb. Each exposes `Args` (clap) and `run(Args) -> anyhow::Result<()>`.
+
+pub mod compare;
+pub mod doctor;
+pub mod log;
+pub mod profile;
+pub mod report;
+pub mod sim;
+pub mod sweep;
+pub mod tune;
+pub mod workload_args;

@@ -1,0 +1,1 @@
+//! Workload options shared by `profile` and `sim` (being built).
