@@ -1,0 +1,416 @@
+//! The report: one versioned JSON schema for every run, real or simulated, documented in
+//! docs/report-schema.md. Everything that reads runs (`report`, `compare`, `sweep`, fio-style
+//! export) reads this, so a simulated run and a measured one are interchangeable.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::op::Op;
+use crate::stats::{DeviceRecorder, DirRecorder, LatencySummary};
+use crate::units::percentile_key;
+use crate::workload::WorkloadSpec;
+
+pub const SCHEMA_NAME: &str = "nines-report";
+/// Bumped on any change that an older reader would misread; additions of optional fields keep it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunKind {
+    Profile,
+    Sim,
+}
+
+/// A whole run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    pub schema_version: u32,
+    pub nines_version: String,
+    pub kind: RunKind,
+    pub config: RunConfig,
+    pub devices: Vec<DeviceReport>,
+    pub aggregate: Aggregate,
+    #[serde(default)]
+    pub workers: Vec<WorkerReport>,
+    /// Host conditions under which the run was taken (a summary of `nines doctor`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Value>,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// How the run was configured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub workload: WorkloadSpec,
+    /// "psync", "libaio", "io_uring", "io_uring-poll" or "sim".
+    pub engine: String,
+    pub percentiles: Vec<f64>,
+    /// Time the statistics cover (ramp excluded).
+    pub measured_ns: u64,
+    /// Wall-clock start of a real run; absent for simulated runs so they are byte-reproducible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_unix_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lat_log: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hdr_log: Option<String>,
+    /// Driver-specific settings: CPUs, sqpoll, plan (profile); preset, scale, layout (sim).
+    #[serde(default)]
+    pub extra: Map<String, Value>,
+}
+
+/// One device (or file) of the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceReport {
+    pub index: u32,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub size_bytes: u64,
+    /// The CPU whose worker drove this device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
+    pub read: DirectionStats,
+    pub write: DirectionStats,
+    /// Which CPUs served this device's interrupts during the run (profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupts: Option<Value>,
+    /// Simulated device internals: GC, write amplification, suspensions, busy fractions (sim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internals: Option<Value>,
+}
+
+impl DeviceReport {
+    pub fn dir(&self, op: Op) -> &DirectionStats {
+        match op {
+            Op::Read => &self.read,
+            Op::Write => &self.write,
+        }
+    }
+}
+
+/// One direction's figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirectionStats {
+    pub ios: u64,
+    pub bytes: u64,
+    pub iops: f64,
+    /// Bytes per second.
+    pub bw_bytes: f64,
+    pub lat_ns: LatencySummary,
+}
+
+impl DirectionStats {
+    pub fn from_recorder(rec: &DirRecorder, percentiles: &[f64], measured_ns: u64) -> Self {
+        let secs = measured_ns as f64 / 1e9;
+        let per_s = |x: u64| if secs > 0.0 { x as f64 / secs } else { 0.0 };
+        DirectionStats {
+            ios: rec.ios,
+            bytes: rec.bytes,
+            iops: per_s(rec.ios),
+            bw_bytes: per_s(rec.bytes),
+            lat_ns: rec.summary(percentiles),
+        }
+    }
+}
+
+/// Across all devices: the merged distribution, and the spread of each percentile over devices.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Aggregate {
+    pub read: DirectionStats,
+    pub write: DirectionStats,
+    pub across_devices: AcrossDevices,
+}
+
+impl Aggregate {
+    pub fn dir(&self, op: Op) -> &DirectionStats {
+        match op {
+            Op::Read => &self.read,
+            Op::Write => &self.write,
+        }
+    }
+}
+
+/// For each percentile, its mean and standard deviation over the devices that did I/O in that
+/// direction (the paper's Fig. 12 and 14).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AcrossDevices {
+    pub read: Vec<PercentileSpread>,
+    pub write: Vec<PercentileSpread>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PercentileSpread {
+    pub percentile: String,
+    pub mean_ns: f64,
+    pub stddev_ns: f64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+}
+
+/// A worker thread's cost and interference.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerReport {
+    pub index: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
+    pub devices: Vec<u32>,
+    pub usr_cpu_s: f64,
+    pub sys_cpu_s: f64,
+    pub ctx_voluntary: u64,
+    pub ctx_involuntary: u64,
+}
+
+/// What a driver knows of a device besides its latencies.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceMeta {
+    pub name: String,
+    pub path: Option<String>,
+    pub size_bytes: u64,
+    pub cpu: Option<usize>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("not a nines report: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("not a nines report (schema is '{0}', expected '{SCHEMA_NAME}')")]
+    Schema(String),
+    #[error(
+        "report schema version {0} is newer than this nines reads ({SCHEMA_VERSION}); upgrade nines"
+    )]
+    Version(u32),
+}
+
+impl Report {
+    /// Pretty JSON. Deterministic: the same report gives the same bytes.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("reports serialise");
+        s.push('\n');
+        s
+    }
+
+    pub fn from_json(s: &str) -> Result<Report, ReportError> {
+        // Check the envelope first so a wrong file gets the right message, not a missing field.
+        let v: Value = serde_json::from_str(s)?;
+        match v.get("schema").and_then(Value::as_str) {
+            Some(SCHEMA_NAME) => {}
+            Some(other) => return Err(ReportError::Schema(other.to_owned())),
+            None => return Err(ReportError::Schema(String::new())),
+        }
+        if let Some(ver) = v.get("schema_version").and_then(Value::as_u64)
+            && ver > u64::from(SCHEMA_VERSION)
+        {
+            return Err(ReportError::Version(ver as u32));
+        }
+        Ok(serde_json::from_value(v)?)
+    }
+
+    /// Whether any device did I/O in this direction.
+    pub fn has(&self, op: Op) -> bool {
+        self.aggregate.dir(op).ios > 0
+    }
+}
+
+/// Builds a [`Report`] from recorders, computing the aggregate as devices are added.
+pub struct ReportBuilder {
+    kind: RunKind,
+    config: RunConfig,
+    devices: Vec<DeviceReport>,
+    merged: DeviceRecorder,
+    workers: Vec<WorkerReport>,
+    host: Option<Value>,
+    warnings: Vec<String>,
+}
+
+impl ReportBuilder {
+    pub fn new(kind: RunKind, config: RunConfig) -> Self {
+        ReportBuilder {
+            kind,
+            config,
+            devices: Vec::new(),
+            merged: DeviceRecorder::new(),
+            workers: Vec::new(),
+            host: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    pub fn device(&mut self, meta: DeviceMeta, rec: &DeviceRecorder) -> &mut Self {
+        let p = &self.config.percentiles;
+        let t = self.config.measured_ns;
+        self.devices.push(DeviceReport {
+            index: self.devices.len() as u32,
+            name: meta.name,
+            path: meta.path,
+            size_bytes: meta.size_bytes,
+            cpu: meta.cpu,
+            read: DirectionStats::from_recorder(rec.dir(Op::Read), p, t),
+            write: DirectionStats::from_recorder(rec.dir(Op::Write), p, t),
+            interrupts: None,
+            internals: None,
+        });
+        self.merged.merge_from(rec);
+        self
+    }
+
+    /// Attaches interrupt and simulator details to the device added last.
+    pub fn device_extra(
+        &mut self,
+        interrupts: Option<Value>,
+        internals: Option<Value>,
+    ) -> &mut Self {
+        let d = self.devices.last_mut().expect("device_extra after device");
+        d.interrupts = interrupts;
+        d.internals = internals;
+        self
+    }
+
+    pub fn worker(&mut self, w: WorkerReport) -> &mut Self {
+        self.workers.push(w);
+        self
+    }
+
+    pub fn host(&mut self, v: Value) -> &mut Self {
+        self.host = Some(v);
+        self
+    }
+
+    pub fn warn(&mut self, w: impl Into<String>) -> &mut Self {
+        self.warnings.push(w.into());
+        self
+    }
+
+    pub fn finish(self) -> Report {
+        let p = &self.config.percentiles;
+        let t = self.config.measured_ns;
+        let spread = |op: Op| -> Vec<PercentileSpread> {
+            let active: Vec<&DeviceReport> =
+                self.devices.iter().filter(|d| d.dir(op).ios > 0).collect();
+            if active.is_empty() {
+                return Vec::new();
+            }
+            p.iter()
+                .map(|&pct| {
+                    let key = percentile_key(pct);
+                    let vals: Vec<u64> = active
+                        .iter()
+                        .map(|d| d.dir(op).lat_ns.percentiles.get(&key).unwrap_or(0))
+                        .collect();
+                    let n = vals.len() as f64;
+                    let mean = vals.iter().map(|&v| v as f64).sum::<f64>() / n;
+                    let var = vals.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+                    PercentileSpread {
+                        percentile: key,
+                        mean_ns: mean,
+                        stddev_ns: var.sqrt(),
+                        min_ns: vals.iter().copied().min().unwrap_or(0),
+                        max_ns: vals.iter().copied().max().unwrap_or(0),
+                    }
+                })
+                .collect()
+        };
+        let aggregate = Aggregate {
+            read: DirectionStats::from_recorder(self.merged.dir(Op::Read), p, t),
+            write: DirectionStats::from_recorder(self.merged.dir(Op::Write), p, t),
+            across_devices: AcrossDevices {
+                read: spread(Op::Read),
+                write: spread(Op::Write),
+            },
+        };
+        Report {
+            schema: SCHEMA_NAME.to_owned(),
+            schema_version: SCHEMA_VERSION,
+            nines_version: env!("CARGO_PKG_VERSION").to_owned(),
+            kind: self.kind,
+            config: self.config,
+            devices: self.devices,
+            aggregate,
+            workers: self.workers,
+            host: self.host,
+            warnings: self.warnings,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::DEFAULT_PERCENTILES;
+
+    fn config() -> RunConfig {
+        RunConfig {
+            workload: WorkloadSpec::default(),
+            engine: "sim".into(),
+            percentiles: DEFAULT_PERCENTILES.to_vec(),
+            measured_ns: 2_000_000_000,
+            start_unix_ns: None,
+            lat_log: None,
+            hdr_log: None,
+            extra: Map::new(),
+        }
+    }
+
+    #[test]
+    fn aggregate_and_spread() {
+        let mut b = ReportBuilder::new(RunKind::Sim, config());
+        for (i, base) in [1000u64, 3000].into_iter().enumerate() {
+            let mut r = DeviceRecorder::new();
+            for k in 0..1000 {
+                r.record(Op::Read, base + k, 4096);
+            }
+            b.device(
+                DeviceMeta {
+                    name: format!("d{i}"),
+                    size_bytes: 1 << 30,
+                    ..Default::default()
+                },
+                &r,
+            );
+        }
+        let rep = b.finish();
+        assert_eq!(rep.aggregate.read.ios, 2000);
+        assert_eq!(rep.aggregate.read.iops, 1000.0);
+        assert_eq!(rep.aggregate.read.bw_bytes, 1000.0 * 4096.0);
+        assert_eq!(rep.aggregate.read.lat_ns.min_ns, 1000);
+        assert_eq!(rep.aggregate.read.lat_ns.max_ns, 3999);
+        assert!(rep.aggregate.across_devices.write.is_empty());
+        let p50 = &rep.aggregate.across_devices.read[0];
+        assert_eq!(p50.percentile, "50");
+        assert_eq!((p50.min_ns, p50.max_ns), (1499, 3499));
+        assert_eq!(p50.mean_ns, 2499.0);
+        assert_eq!(p50.stddev_ns, 1000.0);
+        let json = rep.to_json();
+        let back = Report::from_json(&json).unwrap();
+        assert_eq!(back, rep);
+        assert_eq!(back.to_json(), json);
+        let v: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            v["devices"][0]["read"]["lat_ns"]["percentiles"]["99.9999"],
+            1999
+        );
+        assert!(v["aggregate"]["read"]["lat_ns"]["percentiles"]["50"].is_u64());
+    }
+
+    #[test]
+    fn refuses_other_files() {
+        assert!(matches!(
+            Report::from_json("{}"),
+            Err(ReportError::Schema(_))
+        ));
+        assert!(matches!(
+            Report::from_json(r#"{"schema":"fio"}"#),
+            Err(ReportError::Schema(_))
+        ));
+        assert!(matches!(
+            Report::from_json(r#"{"schema":"nines-report","schema_version":99}"#),
+            Err(ReportError::Version(99))
+        ));
+        assert!(matches!(
+            Report::from_json("not json"),
+            Err(ReportError::Json(_))
+        ));
+    }
+}
