@@ -15,6 +15,12 @@ use std::os::fd::RawFd;
 
 use nines_core::op::Op;
 
+mod libaio;
+mod psync;
+mod uring;
+
+pub use uring::check_poll_support;
+
 /// Which engine to use; the command-line names are the `Display` strings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -76,9 +82,15 @@ pub enum EngineError {
     )]
     PollUnsupported { detail: String },
     #[error("{engine}: queue is full ({depth_max} I/Os in flight)")]
-    QueueFull { engine: &'static str, depth_max: u32 },
+    QueueFull {
+        engine: &'static str,
+        depth_max: u32,
+    },
     #[error("{engine}: {detail}")]
-    Unsupported { engine: &'static str, detail: String },
+    Unsupported {
+        engine: &'static str,
+        detail: String,
+    },
 }
 
 /// The engine interface. Implementations live in the sibling modules.
@@ -96,6 +108,113 @@ pub fn build(
     depth_max: u32,
     options: EngineOptions,
 ) -> Result<Box<dyn Engine>, EngineError> {
-    let _ = (kind, depth_max, options);
-    Err(EngineError::Unsupported { engine: "engine", detail: "engines are being built".into() })
+    if depth_max == 0 || depth_max > DEPTH_MAX_LIMIT {
+        return Err(EngineError::Unsupported {
+            engine: kind.name(),
+            detail: format!(
+                "in-flight limit {depth_max} is out of range; use an iodepth times targets per \
+                 worker between 1 and {DEPTH_MAX_LIMIT}"
+            ),
+        });
+    }
+    if options.sqpoll && !matches!(kind, EngineKind::IoUring | EngineKind::IoUringPoll) {
+        return Err(EngineError::Unsupported {
+            engine: kind.name(),
+            detail: "--sqpoll only applies to io_uring engines; drop it or use --engine io_uring"
+                .into(),
+        });
+    }
+    Ok(match kind {
+        EngineKind::Psync => Box::new(psync::Psync::new(depth_max)),
+        EngineKind::Libaio => Box::new(libaio::Libaio::new(depth_max)?),
+        EngineKind::IoUring => Box::new(uring::Uring::new(depth_max, options, false)?),
+        EngineKind::IoUringPoll => Box::new(uring::Uring::new(depth_max, options, true)?),
+    })
+}
+
+/// The largest number of I/Os one engine may hold in flight (io_uring's ring limit).
+pub const DEPTH_MAX_LIMIT: u32 = 32768;
+
+impl EngineKind {
+    /// Every engine, in the order they are documented.
+    pub const ALL: [EngineKind; 4] = [
+        EngineKind::Psync,
+        EngineKind::Libaio,
+        EngineKind::IoUring,
+        EngineKind::IoUringPoll,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Psync => "psync",
+            EngineKind::Libaio => "libaio",
+            EngineKind::IoUring => "io_uring",
+            EngineKind::IoUringPoll => "io_uring-poll",
+        }
+    }
+
+    /// Whether one engine (one thread) can keep several I/Os in flight; psync cannot, so the
+    /// driver gives it one thread per target.
+    pub fn is_async(self) -> bool {
+        !matches!(self, EngineKind::Psync)
+    }
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An engine name that is not one of `psync|libaio|io_uring|io_uring-poll`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown engine '{0}': use psync, libaio, io_uring or io_uring-poll")]
+pub struct UnknownEngine(pub String);
+
+impl std::str::FromStr for EngineKind {
+    type Err = UnknownEngine;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EngineKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownEngine(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for k in EngineKind::ALL {
+            assert_eq!(k.to_string().parse::<EngineKind>().unwrap(), k);
+        }
+        let e = "uring".parse::<EngineKind>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown engine 'uring': use psync, libaio, io_uring or io_uring-poll"
+        );
+    }
+
+    #[test]
+    fn bad_depths_and_options_are_refused() {
+        assert!(build(EngineKind::Psync, 0, EngineOptions::default()).is_err());
+        assert!(
+            build(
+                EngineKind::Libaio,
+                DEPTH_MAX_LIMIT + 1,
+                EngineOptions::default()
+            )
+            .is_err()
+        );
+        let sq = EngineOptions {
+            sqpoll: true,
+            sqpoll_cpu: None,
+        };
+        let e = build(EngineKind::Libaio, 4, sq).err().unwrap();
+        assert!(e.to_string().contains("--sqpoll"), "{e}");
+    }
 }

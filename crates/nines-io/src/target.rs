@@ -1,0 +1,480 @@
+//! Targets: the regular files and block devices nines measures.
+//!
+//! `Target::open` is the only way to get a target, and it runs the write-safety checks of
+//! `safety` for block devices before it opens anything writable, so no caller can skip them.
+//! Every failure is a `TargetError` whose one-line message says what to do.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use crate::safety::{self, SafetyError};
+
+/// How to open a target.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TargetOptions {
+    /// The workload writes to the target.
+    pub write: bool,
+    /// `--allow-writes`: writing to block devices is allowed at all.
+    pub allow_writes: bool,
+    /// `--force`: write even to a block device that is mounted, in use or holds data signatures.
+    pub force: bool,
+    /// `--buffered`: no O_DIRECT (goes through the page cache).
+    pub buffered: bool,
+    /// Bytes the workload needs (region offset + size). Regular files are created or extended to
+    /// this size when writing; a read workload refuses a file smaller than this.
+    pub create_size_bytes: Option<u64>,
+}
+
+/// Why a target cannot be used; every message is one line that says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("{path}: no such file or device; check the path{hint}")]
+    Missing { path: PathBuf, hint: &'static str },
+    #[error(
+        "{path}: permission denied opening it for {access}; run as root or choose a target you may {access}"
+    )]
+    PermissionDenied { path: PathBuf, access: &'static str },
+    #[error(
+        "{path}: the filesystem refused O_DIRECT; pass --buffered to use the page cache (this then measures the cache, not the device)"
+    )]
+    DirectRefused { path: PathBuf },
+    #[error(
+        "{path}: too many open files (limit {limit}); raise it with `ulimit -n` or pass fewer targets"
+    )]
+    TooManyOpenFiles { path: PathBuf, limit: u64 },
+    #[error(
+        "{path} is a {kind}, not a regular file or block device; give a file or a block device such as /dev/nvme0n1"
+    )]
+    NotFileOrBlock { path: PathBuf, kind: &'static str },
+    #[error(
+        "{path}: read-only filesystem; write workloads need a writable target, or use a read workload"
+    )]
+    ReadOnly { path: PathBuf },
+    #[error(
+        "{path} holds {size_bytes} bytes but the workload needs {needed_bytes}; pass a smaller --size/--offset, or create the file first (a write run with --size creates it)"
+    )]
+    TooSmall {
+        path: PathBuf,
+        size_bytes: u64,
+        needed_bytes: u64,
+    },
+    #[error(
+        "{path}: cannot grow the file to {needed_bytes} bytes: {source}; free space or pass a smaller --size"
+    )]
+    Grow {
+        path: PathBuf,
+        needed_bytes: u64,
+        source: std::io::Error,
+    },
+    #[error(
+        "block size {block_size_bytes} bytes is not a multiple of {name}'s logical block size {logical_block_bytes} bytes; use --bs {suggest_bytes} or another multiple"
+    )]
+    BlockSizeNotMultiple {
+        name: String,
+        block_size_bytes: u64,
+        logical_block_bytes: u32,
+        suggest_bytes: u64,
+    },
+    #[error(
+        "offset {offset_bytes} bytes is not a multiple of {name}'s logical block size {logical_block_bytes} bytes; pass an aligned --offset"
+    )]
+    OffsetNotAligned {
+        name: String,
+        offset_bytes: u64,
+        logical_block_bytes: u32,
+    },
+    #[error(
+        "region of {size_bytes} bytes at offset {offset_bytes} is larger than {name} ({target_size_bytes} bytes); pass a smaller --size or --offset"
+    )]
+    RegionTooLarge {
+        name: String,
+        offset_bytes: u64,
+        size_bytes: u64,
+        target_size_bytes: u64,
+    },
+    #[error(
+        "region of {size_bytes} bytes on {name} is smaller than one block of {block_size_bytes} bytes; pass a larger --size or a smaller --bs"
+    )]
+    RegionTooSmall {
+        name: String,
+        size_bytes: u64,
+        block_size_bytes: u64,
+    },
+    #[error(transparent)]
+    Unsafe(#[from] SafetyError),
+    #[error("{path}: {what}: {source}")]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: std::io::Error,
+    },
+}
+
+/// An open target.
+#[derive(Debug)]
+pub struct Target {
+    file: File,
+    path: PathBuf,
+    name: String,
+    size_bytes: u64,
+    logical_block_bytes: u32,
+    block: bool,
+    dev: Option<(u32, u32)>,
+    options: TargetOptions,
+}
+
+impl Target {
+    /// Opens `path` as `opts` says: O_DIRECT unless buffered, read-write when the workload
+    /// writes. Block devices that would be written go through `safety::check_writable` first,
+    /// on a read-only descriptor; regular files are created or extended when writing.
+    pub fn open(path: &Path, opts: &TargetOptions) -> Result<Target, TargetError> {
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(classify(path, e, opts.write, false)),
+        };
+        let (block, exists) = match &meta {
+            None => (false, false),
+            Some(m) => {
+                let ft = m.file_type();
+                if ft.is_block_device() {
+                    (true, true)
+                } else if ft.is_file() {
+                    (false, true)
+                } else {
+                    let kind = if ft.is_dir() {
+                        "directory"
+                    } else if ft.is_char_device() {
+                        "character device"
+                    } else if ft.is_fifo() {
+                        "FIFO"
+                    } else if ft.is_socket() {
+                        "socket"
+                    } else {
+                        "special file"
+                    };
+                    return Err(TargetError::NotFileOrBlock {
+                        path: path.to_path_buf(),
+                        kind,
+                    });
+                }
+            }
+        };
+        if !exists {
+            let can_create = opts.write && opts.create_size_bytes.is_some_and(|n| n > 0);
+            if !can_create {
+                let hint = if opts.write {
+                    " (pass --size to create a file of that size)"
+                } else {
+                    " (read workloads need an existing file or block device)"
+                };
+                return Err(TargetError::Missing {
+                    path: path.to_path_buf(),
+                    hint,
+                });
+            }
+        }
+
+        let (file, direct) = if block && opts.write {
+            // Check on a read-only descriptor first: nothing is opened for writing unless the
+            // safety checks pass.
+            let (ro, direct) = open_fd(path, false, false, opts.buffered)?;
+            let probe = Target::describe(ro, path, true, direct, opts)?;
+            safety::check_writable(&probe, opts.force)?;
+            drop(probe);
+            open_fd(path, true, false, opts.buffered)?
+        } else {
+            open_fd(path, opts.write, opts.write && !block, opts.buffered)?
+        };
+        let mut t = Target::describe(file, path, block, direct, opts)?;
+        if !block && let Some(needed_bytes) = opts.create_size_bytes {
+            if t.size_bytes < needed_bytes {
+                if !opts.write {
+                    return Err(TargetError::TooSmall {
+                        path: path.to_path_buf(),
+                        size_bytes: t.size_bytes,
+                        needed_bytes,
+                    });
+                }
+                grow(&t.file, t.size_bytes, needed_bytes).map_err(|source| TargetError::Grow {
+                    path: path.to_path_buf(),
+                    needed_bytes,
+                    source,
+                })?;
+                t.size_bytes = needed_bytes;
+            }
+        }
+        if !block && t.size_bytes == 0 {
+            return Err(TargetError::TooSmall {
+                path: path.to_path_buf(),
+                size_bytes: 0,
+                needed_bytes: 1,
+            });
+        }
+        Ok(t)
+    }
+
+    fn describe(
+        file: File,
+        path: &Path,
+        block: bool,
+        direct: bool,
+        opts: &TargetOptions,
+    ) -> Result<Target, TargetError> {
+        let fd = file.as_raw_fd();
+        let io_err = |what: &'static str| TargetError::Io {
+            path: path.to_path_buf(),
+            what,
+            source: std::io::Error::last_os_error(),
+        };
+        // SAFETY: fstat fills st.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return Err(io_err("fstat"));
+        }
+        let (size_bytes, logical_block_bytes, dev) = if block {
+            // SAFETY: lseek on an owned descriptor.
+            let end = unsafe { libc::lseek(fd, 0, libc::SEEK_END) };
+            if end < 0 {
+                return Err(io_err("size (lseek)"));
+            }
+            let mut lbs: libc::c_int = 0;
+            // SAFETY: BLKSSZGET writes one int.
+            if unsafe { libc::ioctl(fd, libc::BLKSSZGET, &mut lbs) } != 0 || lbs <= 0 {
+                return Err(io_err("logical block size (BLKSSZGET)"));
+            }
+            let rdev = st.st_rdev;
+            (
+                end as u64,
+                lbs as u32,
+                Some((libc::major(rdev), libc::minor(rdev))),
+            )
+        } else {
+            (st.st_size as u64, file_dio_align(fd, direct), None)
+        };
+        let name = if block {
+            std::fs::canonicalize(path)
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_owned()))
+        } else {
+            path.file_name().map(|n| n.to_owned())
+        }
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+        Ok(Target {
+            file,
+            path: path.to_path_buf(),
+            name,
+            size_bytes,
+            logical_block_bytes,
+            block,
+            dev,
+            options: opts.clone(),
+        })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Short name for reports: the kernel's device name ("zram3", "nvme0n1") or the file name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    /// Offsets and sizes of every I/O must be multiples of this.
+    pub fn logical_block_bytes(&self) -> u32 {
+        self.logical_block_bytes
+    }
+
+    pub fn is_block_device(&self) -> bool {
+        self.block
+    }
+
+    /// (major, minor) of a block device.
+    pub fn dev_t(&self) -> Option<(u32, u32)> {
+        self.dev
+    }
+
+    pub fn options(&self) -> &TargetOptions {
+        &self.options
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+/// Checks a workload region against a target: block size and offset aligned to the logical
+/// block size, region inside the target and at least one block long.
+pub fn check_region(
+    target: &Target,
+    offset_bytes: u64,
+    size_bytes: u64,
+    block_size_bytes: u64,
+) -> Result<(), TargetError> {
+    let lbs = target.logical_block_bytes();
+    let name = || target.name().to_string();
+    if block_size_bytes == 0 || !block_size_bytes.is_multiple_of(lbs as u64) {
+        return Err(TargetError::BlockSizeNotMultiple {
+            name: name(),
+            block_size_bytes,
+            logical_block_bytes: lbs,
+            suggest_bytes: block_size_bytes.max(1).next_multiple_of(lbs as u64),
+        });
+    }
+    if !offset_bytes.is_multiple_of(lbs as u64) {
+        return Err(TargetError::OffsetNotAligned {
+            name: name(),
+            offset_bytes,
+            logical_block_bytes: lbs,
+        });
+    }
+    let end = offset_bytes.checked_add(size_bytes);
+    if end.is_none_or(|e| e > target.size_bytes()) {
+        return Err(TargetError::RegionTooLarge {
+            name: name(),
+            offset_bytes,
+            size_bytes,
+            target_size_bytes: target.size_bytes(),
+        });
+    }
+    if size_bytes < block_size_bytes {
+        return Err(TargetError::RegionTooSmall {
+            name: name(),
+            size_bytes,
+            block_size_bytes,
+        });
+    }
+    Ok(())
+}
+
+fn open_raw(path: &Path, flags: libc::c_int) -> Result<File, std::io::Error> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: c is a valid NUL-terminated path.
+    let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, 0o644 as libc::c_uint) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Opens with the flags asked for; returns the file and whether it is O_DIRECT.
+fn open_fd(
+    path: &Path,
+    write: bool,
+    create: bool,
+    buffered: bool,
+) -> Result<(File, bool), TargetError> {
+    let mut flags = if write { libc::O_RDWR } else { libc::O_RDONLY };
+    if create {
+        flags |= libc::O_CREAT;
+    }
+    let direct = !buffered;
+    let with_direct = if direct {
+        flags | libc::O_DIRECT
+    } else {
+        flags
+    };
+    match open_raw(path, with_direct) {
+        Ok(f) => Ok((f, direct)),
+        Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+            // EINVAL is what open returns when the filesystem cannot do O_DIRECT; confirm by
+            // opening without it before blaming O_DIRECT.
+            match open_raw(path, flags) {
+                Ok(_) => Err(TargetError::DirectRefused {
+                    path: path.to_path_buf(),
+                }),
+                Err(e2) => Err(classify(path, e2, write, true)),
+            }
+        }
+        Err(e) => Err(classify(path, e, write, true)),
+    }
+}
+
+fn classify(path: &Path, e: std::io::Error, write: bool, opening: bool) -> TargetError {
+    let path = path.to_path_buf();
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => TargetError::Missing { path, hint: "" },
+        Some(libc::EACCES) | Some(libc::EPERM) => TargetError::PermissionDenied {
+            path,
+            access: if write { "write" } else { "read" },
+        },
+        Some(libc::EROFS) => TargetError::ReadOnly { path },
+        Some(libc::EMFILE) | Some(libc::ENFILE) => TargetError::TooManyOpenFiles {
+            path,
+            limit: nofile_limit(),
+        },
+        _ => TargetError::Io {
+            path,
+            what: if opening { "open" } else { "stat" },
+            source: e,
+        },
+    }
+}
+
+fn nofile_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills r.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+        r.rlim_cur
+    } else {
+        0
+    }
+}
+
+/// The alignment O_DIRECT needs on a regular file: statx's STATX_DIOALIGN when the kernel and
+/// filesystem report it, else 4096 (safe everywhere); 512 for buffered I/O.
+fn file_dio_align(fd: RawFd, direct: bool) -> u32 {
+    if !direct {
+        return 512;
+    }
+    // SAFETY: statx fills stx; the empty path with AT_EMPTY_PATH refers to fd itself.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let ret = unsafe {
+        libc::statx(
+            fd,
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            &mut stx,
+        )
+    };
+    if ret == 0 && stx.stx_mask & libc::STATX_DIOALIGN != 0 && stx.stx_dio_offset_align > 0 {
+        stx.stx_dio_offset_align.max(512)
+    } else {
+        4096
+    }
+}
+
+/// Extends a regular file to `needed_bytes` with allocated blocks (so writes measure the device,
+/// not block allocation); filesystems without fallocate get a plain size change.
+fn grow(file: &File, _size_bytes: u64, needed_bytes: u64) -> Result<(), std::io::Error> {
+    // SAFETY: fallocate on an owned descriptor.
+    let ret = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, needed_bytes as libc::off_t) };
+    if ret == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        return file.set_len(needed_bytes);
+    }
+    Err(e)
+}
