@@ -1,0 +1,532 @@
+//! Block-I/O trace readers for replay.
+//!
+//! Five text layouts are read into one in-memory [`Trace`] of [`TraceRecord`]s (arrival time in
+//! nanoseconds, device id, byte offset, byte length, direction):
+//!
+//! | format | line | time | offsets and sizes | direction |
+//! |---|---|---|---|---|
+//! | `mqsim` | `arrival_time_ns device start_sector size_sectors type` | ns | 512-byte sectors | type 1 = read, 0 = write |
+//! | `replayer` | `arrival_time_ms device offset size op` | fractional ms | bytes, or sectors with [`TraceUnit::Sectors`] | op 1 = read, 0 = write |
+//! | `msr-csv` | `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime` | Windows filetime (100 ns), made relative to the first record | bytes | `Read` / `Write` |
+//! | `disksim` | `time_ms devno blkno bcount flags` | fractional ms | 512-byte blocks | hex flags, bit 0 set = read |
+//! | `blkparse` | `maj,min cpu seq seconds pid action rwbs sector + count [process]` | fractional s | 512-byte sectors | rwbs with `R` = read, `W` = write |
+//!
+//! Rules shared by every format (see docs/arch-trace.md):
+//! - Empty lines and lines whose first non-blank character is `#` are skipped.
+//! - Any other line that does not parse is an error naming the line number, the field and the
+//!   problem; nothing is skipped silently. The only lines skipped on purpose are blkparse's
+//!   non-dispatch events, its flush-only and discard dispatches, its closing summary section, and
+//!   one `Timestamp,...` header line at the top of an msr-csv file.
+//! - Arrival times must not go backwards: a line earlier than the one before it is an error (the
+//!   published windows and blkparse's merged output are in order; reordering silently would hide a
+//!   broken file). Equal times are fine.
+//! - Zero-length requests are an error.
+//! - Times are kept as the file gives them (msr-csv: relative to its first record); the time scale
+//!   multiplies the gap of every record from the first one, which multiplies every inter-arrival
+//!   time by the same factor.
+//!
+//! [`Trace::fit`] then maps device ids onto the simulated devices and brings offsets beyond the
+//! device into range (or refuses them). [`write_trace`] writes records back in any of the formats,
+//! which the tests use for round trips and which can convert between formats.
+//!
+//! Parsing is hand-written rather than done with a CSV or parser-combinator crate: the formats are
+//! one line each, and the product needs exact decimal times (no float rounding) and errors that
+//! name the line, the field and the fix, which is the whole of the work.
+
+mod fit;
+mod parse;
+mod write;
+
+use std::fmt;
+use std::io::{BufRead, Read};
+use std::str::FromStr;
+
+use nines_core::op::Op;
+use serde::{Deserialize, Serialize};
+
+pub use write::write_trace;
+
+/// The longest line accepted, in bytes: a bound on the line buffer so that a binary file fed by
+/// mistake (e.g. a raw blktrace file) cannot make the reader allocate without limit.
+pub const LINE_BYTES_MAX: usize = 64 * 1024;
+
+/// Bytes per sector (block) in every format that counts in sectors.
+pub const SECTOR_BYTES: u64 = 512;
+
+/// The text layout of a trace file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TraceFormat {
+    Mqsim,
+    Replayer,
+    MsrCsv,
+    Disksim,
+    Blkparse,
+}
+
+impl TraceFormat {
+    pub const ALL: [TraceFormat; 5] = [
+        TraceFormat::Mqsim,
+        TraceFormat::Replayer,
+        TraceFormat::MsrCsv,
+        TraceFormat::Disksim,
+        TraceFormat::Blkparse,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            TraceFormat::Mqsim => "mqsim",
+            TraceFormat::Replayer => "replayer",
+            TraceFormat::MsrCsv => "msr-csv",
+            TraceFormat::Disksim => "disksim",
+            TraceFormat::Blkparse => "blkparse",
+        }
+    }
+}
+
+impl fmt::Display for TraceFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for TraceFormat {
+    type Err = TraceError;
+    fn from_str(s: &str) -> Result<Self, TraceError> {
+        TraceFormat::ALL
+            .into_iter()
+            .find(|f| f.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| TraceError::UnknownName {
+                what: "trace format",
+                value: parse::show(s),
+                allowed: "mqsim, replayer, msr-csv, disksim, blkparse",
+            })
+    }
+}
+
+/// The unit of the replayer format's offset and size columns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TraceUnit {
+    #[default]
+    Bytes,
+    /// 512-byte sectors.
+    Sectors,
+}
+
+impl TraceUnit {
+    pub const fn name(self) -> &'static str {
+        match self {
+            TraceUnit::Bytes => "bytes",
+            TraceUnit::Sectors => "sectors",
+        }
+    }
+
+    /// Bytes per unit.
+    pub const fn bytes(self) -> u64 {
+        match self {
+            TraceUnit::Bytes => 1,
+            TraceUnit::Sectors => SECTOR_BYTES,
+        }
+    }
+}
+
+impl fmt::Display for TraceUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for TraceUnit {
+    type Err = TraceError;
+    fn from_str(s: &str) -> Result<Self, TraceError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "bytes" => Ok(TraceUnit::Bytes),
+            "sectors" => Ok(TraceUnit::Sectors),
+            _ => Err(TraceError::UnknownName {
+                what: "trace unit",
+                value: parse::show(s),
+                allowed: "bytes, sectors",
+            }),
+        }
+    }
+}
+
+/// How reading interprets a trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceOptions {
+    /// Unit of the replayer format's offsets and sizes (other formats fix their own units).
+    pub unit: TraceUnit,
+    /// Multiplies every inter-arrival time: 0.5 replays twice as fast, 2.0 half as fast. Must be
+    /// finite and positive.
+    pub time_scale: f64,
+    /// Read at most this many input lines (every line counts: comments, blank lines and blkparse's
+    /// non-dispatch events too). None reads the whole file.
+    pub lines_max: Option<u64>,
+}
+
+impl Default for TraceOptions {
+    fn default() -> Self {
+        TraceOptions {
+            unit: TraceUnit::Bytes,
+            time_scale: 1.0,
+            lines_max: None,
+        }
+    }
+}
+
+impl TraceOptions {
+    pub fn validate(&self) -> Result<(), TraceError> {
+        if !(self.time_scale.is_finite() && self.time_scale > 0.0) {
+            return Err(TraceError::InvalidOption(format!(
+                "time scale {} must be a positive finite number (0.5 replays twice as fast, 2 half as fast)",
+                self.time_scale
+            )));
+        }
+        if self.lines_max == Some(0) {
+            return Err(TraceError::InvalidOption(
+                "a line limit of 0 reads nothing; give at least 1 or no limit".to_string(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One request of a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TraceRecord {
+    /// When the request arrives, in nanoseconds on the trace's time line (after time scaling).
+    pub arrival_ns: u64,
+    /// The trace's device id; after [`Trace::fit`], the simulated device index.
+    pub device: u32,
+    pub offset_bytes: u64,
+    /// Never 0.
+    pub len_bytes: u64,
+    pub op: Op,
+}
+
+impl TraceRecord {
+    /// One past the last byte; reading guarantees this does not overflow.
+    pub fn end_bytes(&self) -> u64 {
+        self.offset_bytes + self.len_bytes
+    }
+}
+
+/// A whole trace in memory, in arrival order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    pub records: Vec<TraceRecord>,
+    pub format: TraceFormat,
+    /// Distinct device ids of the records, ascending.
+    pub devices: Vec<u32>,
+    /// The input line number (1-based) of each record, parallel to `records`, so that later
+    /// checks ([`Trace::fit`]) can name the line. Empty for a trace built in code; errors then
+    /// name the record's index instead.
+    pub lines: Vec<u64>,
+}
+
+/// Totals of a trace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TraceStats {
+    pub reads: u64,
+    pub writes: u64,
+    /// Bytes of all requests, both directions.
+    pub bytes: u64,
+    /// Last arrival minus first arrival.
+    pub duration_ns: u64,
+}
+
+/// What [`Trace::fit`] does with requests that end beyond the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FitPolicy {
+    /// Refuse the trace, naming the first offending line.
+    #[default]
+    Error,
+    /// Offset modulo the room left for the request, aligned down (see [`Trace::fit`]).
+    Wrap,
+    /// Shrink every offset by device size / largest end, so the trace's footprint keeps its shape.
+    Scale,
+}
+
+impl FitPolicy {
+    pub const fn name(self) -> &'static str {
+        match self {
+            FitPolicy::Error => "error",
+            FitPolicy::Wrap => "wrap",
+            FitPolicy::Scale => "scale",
+        }
+    }
+}
+
+impl fmt::Display for FitPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FitPolicy {
+    type Err = TraceError;
+    fn from_str(s: &str) -> Result<Self, TraceError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "error" => Ok(FitPolicy::Error),
+            "wrap" => Ok(FitPolicy::Wrap),
+            "scale" => Ok(FitPolicy::Scale),
+            _ => Err(TraceError::UnknownName {
+                what: "fit policy",
+                value: parse::show(s),
+                allowed: "error, wrap, scale",
+            }),
+        }
+    }
+}
+
+/// What [`Trace::fit`] found and did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FitSummary {
+    /// Requests that ended beyond the device before fitting (all of them were moved, unless the
+    /// policy is Error, which then failed unless this is 0).
+    pub out_of_range: u64,
+    /// The largest end (offset + length) in the trace before fitting.
+    pub max_end_bytes: u64,
+    pub policy: FitPolicy,
+}
+
+/// Every way reading, fitting or writing a trace can fail. Each message is one line and says what
+/// to do.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("cannot read the trace at line {line}: {source}; check the file is readable")]
+    Io {
+        line: u64,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("line {line}: field {field}: {problem}")]
+    Field {
+        line: u64,
+        field: &'static str,
+        problem: String,
+    },
+    #[error("line {line}: {problem}")]
+    Line { line: u64, problem: String },
+    #[error(
+        "line {line}: arrival time {time_ns} ns is earlier than the previous request's {previous_ns} ns; sort the trace by time (e.g. `sort -s -n -k1,1` for space-separated formats) and retry"
+    )]
+    Backwards {
+        line: u64,
+        time_ns: u128,
+        previous_ns: u128,
+    },
+    #[error(
+        "the trace holds no requests ({lines} lines read as {format}); check the file and --trace-format"
+    )]
+    Empty { lines: u64, format: TraceFormat },
+    #[error("{0}")]
+    InvalidOption(String),
+    #[error("unknown {what} `{value}`; use one of: {allowed}")]
+    UnknownName {
+        what: &'static str,
+        value: String,
+        allowed: &'static str,
+    },
+    #[error(
+        "{at}: request at offset {offset_bytes} of {len_bytes} bytes ends at {end_bytes}, beyond the device size of {device_size_bytes} bytes ({out_of_range} requests are out of range, the largest end is {max_end_bytes}); replay with the wrap or scale fit policy, or simulate a larger device"
+    )]
+    OutOfRange {
+        at: String,
+        offset_bytes: u64,
+        len_bytes: u64,
+        end_bytes: u64,
+        device_size_bytes: u64,
+        out_of_range: u64,
+        max_end_bytes: u64,
+    },
+    #[error(
+        "{at}: a request of {len_bytes} bytes is larger than the whole device ({device_size_bytes} bytes); simulate a larger device"
+    )]
+    RequestTooLarge {
+        at: String,
+        len_bytes: u64,
+        device_size_bytes: u64,
+    },
+    #[error("cannot write record {index} as {format}: {problem}")]
+    Unrepresentable {
+        index: usize,
+        format: TraceFormat,
+        problem: String,
+    },
+    #[error("cannot write the trace: {0}; check the output is writable")]
+    Write(#[source] std::io::Error),
+}
+
+impl TraceError {
+    /// The input line the error is about, where there is one.
+    pub fn line(&self) -> Option<u64> {
+        match self {
+            TraceError::Io { line, .. }
+            | TraceError::Field { line, .. }
+            | TraceError::Line { line, .. }
+            | TraceError::Backwards { line, .. } => Some(*line),
+            _ => None,
+        }
+    }
+}
+
+/// Reads a whole trace. See the module documentation for the rules.
+///
+/// Errors: the first malformed line (with its number, field and problem), a time that goes
+/// backwards, a zero-length request, an I/O error, invalid options, or a file with no requests.
+pub fn read_trace(
+    mut reader: impl BufRead,
+    format: TraceFormat,
+    opts: &TraceOptions,
+) -> Result<Trace, TraceError> {
+    opts.validate()?;
+    let mut buf: Vec<u8> = Vec::with_capacity(256);
+    let mut state = parse::State::new(format, opts.unit);
+    let mut records: Vec<TraceRecord> = Vec::new();
+    let mut lines: Vec<u64> = Vec::new();
+    // The previous record's time in the format's own unit, for the order check.
+    let mut time_previous: Option<u64> = None;
+    // The first record's time in ns after conversion (the origin of time scaling).
+    let mut first_ns: Option<u64> = None;
+    let mut line: u64 = 0;
+    loop {
+        if opts.lines_max.is_some_and(|max| line >= max) {
+            break;
+        }
+        buf.clear();
+        let read = Read::take(&mut reader, LINE_BYTES_MAX as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|source| TraceError::Io {
+                line: line + 1,
+                source,
+            })?;
+        if read == 0 {
+            break;
+        }
+        line += 1;
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        } else if buf.len() > LINE_BYTES_MAX {
+            return Err(TraceError::Line {
+                line,
+                problem: format!(
+                    "longer than {LINE_BYTES_MAX} bytes; is this a text trace in the {format} format?"
+                ),
+            });
+        }
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+        let text = std::str::from_utf8(&buf).map_err(|_| TraceError::Line {
+            line,
+            problem: format!(
+                "not UTF-8 text; is this a {format} text trace (a binary blktrace file must go through blkparse first)?"
+            ),
+        })?;
+        let trimmed = text.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let Some(raw) = state.parse_line(text, line)? else {
+            continue;
+        };
+        if let Some(previous) = time_previous
+            && raw.time < previous
+        {
+            return Err(TraceError::Backwards {
+                line,
+                time_ns: state.time_to_display_ns(raw.time),
+                previous_ns: state.time_to_display_ns(previous),
+            });
+        }
+        time_previous = Some(raw.time);
+        let time_ns = state.time_to_ns(raw.time, line)?;
+        let first = *first_ns.get_or_insert(time_ns);
+        let arrival_ns = scale_arrival(first, time_ns, opts.time_scale, line)?;
+        records.push(TraceRecord {
+            arrival_ns,
+            device: raw.device,
+            offset_bytes: raw.offset_bytes,
+            len_bytes: raw.len_bytes,
+            op: raw.op,
+        });
+        lines.push(line);
+    }
+    if records.is_empty() {
+        return Err(TraceError::Empty {
+            lines: line,
+            format,
+        });
+    }
+    let devices = distinct_devices(&records);
+    Ok(Trace {
+        records,
+        format,
+        devices,
+        lines,
+    })
+}
+
+/// first + (time - first) * scale, rounded to the nanosecond. Monotonic in `time_ns` for a positive
+/// scale, so scaled traces stay in order.
+fn scale_arrival(first_ns: u64, time_ns: u64, scale: f64, line: u64) -> Result<u64, TraceError> {
+    assert!(time_ns >= first_ns, "times are checked to be in order");
+    let delta_ns = time_ns - first_ns;
+    let scaled_ns = if scale == 1.0 {
+        delta_ns
+    } else {
+        let v = (delta_ns as f64 * scale).round();
+        // 2^64 as f64; anything at or above it does not fit.
+        if v >= 18_446_744_073_709_551_616.0 {
+            return Err(TraceError::Line {
+                line,
+                problem: "the arrival time overflows 64-bit nanoseconds after time scaling; use a smaller time scale".to_string(),
+            });
+        }
+        v as u64
+    };
+    first_ns
+        .checked_add(scaled_ns)
+        .ok_or_else(|| TraceError::Line {
+            line,
+            problem:
+                "the arrival time overflows 64-bit nanoseconds after time scaling; use a smaller time scale"
+                    .to_string(),
+        })
+}
+
+pub(crate) fn distinct_devices(records: &[TraceRecord]) -> Vec<u32> {
+    let mut devices: Vec<u32> = records.iter().map(|r| r.device).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    devices
+}
+
+impl Trace {
+    /// Counts and totals.
+    pub fn stats(&self) -> TraceStats {
+        let mut stats = TraceStats::default();
+        for r in &self.records {
+            match r.op {
+                Op::Read => stats.reads += 1,
+                Op::Write => stats.writes += 1,
+            }
+            stats.bytes = stats.bytes.saturating_add(r.len_bytes);
+        }
+        if let (Some(first), Some(last)) = (self.records.first(), self.records.last()) {
+            stats.duration_ns = last.arrival_ns.saturating_sub(first.arrival_ns);
+        }
+        stats
+    }
+
+    /// Where record `index` came from, for error messages: "line N" when known.
+    pub fn location(&self, index: usize) -> String {
+        match self.lines.get(index) {
+            Some(line) => format!("line {line}"),
+            None => format!("request {}", index + 1),
+        }
+    }
+}
