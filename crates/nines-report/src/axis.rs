@@ -1,0 +1,333 @@
+//! Axes: scales, tick positions and labels, and the "nines" percentile scale.
+//!
+//! Plot values are stored in data units (nanoseconds, seconds, IOPS, or "nines" for the
+//! percentile axis); an [`Axis`] says how they map to the page (linear or log10) and where the
+//! labelled ticks go. Ticks are computed here rather than left to the plotting crate so that they
+//! can be tested and so that log and percentile axes get ticks a reader expects (decades, 99.9).
+
+/// How data values map to the page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    Linear,
+    /// log10 of the value; values <= 0 cannot be shown.
+    Log10,
+    /// The percentile axis: the value is already `nines_x(p)` = -log10(1 - p/100), plotted
+    /// linearly, labelled as percentiles (and "max" one step beyond the last percentile).
+    Nines,
+}
+
+/// How tick values are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelFormat {
+    Plain,
+    Nanoseconds,
+    Seconds,
+    BytesPerSecond,
+    Percent,
+}
+
+/// One labelled tick at a data value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tick {
+    pub value: f64,
+    pub label: String,
+}
+
+/// An axis: label, scale, data range and ticks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    pub label: String,
+    pub scale: Scale,
+    pub min: f64,
+    pub max: f64,
+    pub ticks: Vec<Tick>,
+}
+
+/// The position of percentile `p` (0 < p < 100) on the nines scale: 90 -> 1, 99 -> 2, 99.9 -> 3.
+pub fn nines_x(p: f64) -> f64 {
+    -(1.0 - p / 100.0).log10()
+}
+
+/// The inverse of [`nines_x`].
+pub fn nines_p(x: f64) -> f64 {
+    100.0 * (1.0 - 10f64.powf(-x))
+}
+
+/// Where "max" goes on a nines axis whose highest percentile is `p_max`: one step past it,
+/// at the next whole number of nines.
+pub fn nines_max_x(p_max: f64) -> f64 {
+    (nines_x(p_max) + 1e-9).floor() + 1.0
+}
+
+/// A percentile written with no trailing zeros: 99.9990 -> "99.999", 50 -> "50".
+pub fn format_percentile(p: f64) -> String {
+    let s = format!("{p:.6}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+/// A latency in nanoseconds with a readable unit: "812 ns", "12.3 µs", "4.10 ms", "1.20 s".
+pub fn format_ns(ns: f64) -> String {
+    let (v, unit) = if ns.abs() < 1e3 {
+        (ns, "ns")
+    } else if ns.abs() < 1e6 {
+        (ns / 1e3, "µs")
+    } else if ns.abs() < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    format!("{} {unit}", sig3(v))
+}
+
+/// Bytes per second in binary units: "512 B/s", "1.50 MiB/s".
+pub fn format_bytes_per_s(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"];
+    let mut v = b;
+    let mut i = 0;
+    while v.abs() >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{} {}", sig3(v), UNITS[i])
+}
+
+/// A plain number with SI suffix for large values: 1200 -> "1.2k", 2500000 -> "2.5M".
+pub fn format_plain(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{}G", sig3(v / 1e9))
+    } else if a >= 1e6 {
+        format!("{}M", sig3(v / 1e6))
+    } else if a >= 1e4 {
+        format!("{}k", sig3(v / 1e3))
+    } else {
+        sig3(v)
+    }
+}
+
+/// Three significant digits without trailing zeros.
+fn sig3(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let digits = v.abs().log10().floor() as i32;
+    let decimals = (2 - digits).clamp(0, 6) as usize;
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+pub fn format_value(v: f64, f: LabelFormat) -> String {
+    match f {
+        LabelFormat::Plain => format_plain(v),
+        LabelFormat::Nanoseconds => format_ns(v),
+        LabelFormat::Seconds => format!("{} s", sig3(v)),
+        LabelFormat::BytesPerSecond => format_bytes_per_s(v),
+        LabelFormat::Percent => format!("{}%", sig3(v)),
+    }
+}
+
+impl Axis {
+    /// The percentile axis from the lowest to the highest percentile plotted, with "max" one
+    /// step beyond when `with_max`. Ticks at 50, 90, 99, 99.9, ... up to the highest.
+    pub fn nines(label: &str, p_min: f64, p_max: f64, with_max: bool) -> Axis {
+        assert!(p_min > 0.0 && p_max < 100.0 && p_min <= p_max);
+        let x_lo = nines_x(p_min).min(nines_x(50.0));
+        let x_top = if with_max {
+            nines_max_x(p_max)
+        } else {
+            nines_x(p_max)
+        };
+        let mut ticks = Vec::new();
+        if p_min <= 50.0 + 1e-9 {
+            ticks.push(Tick {
+                value: nines_x(50.0),
+                label: "50".into(),
+            });
+        }
+        let mut k = 1.0;
+        while k <= nines_x(p_max) + 1e-9 {
+            ticks.push(Tick {
+                value: k,
+                label: format_percentile(nines_p(k)),
+            });
+            k += 1.0;
+        }
+        if with_max {
+            ticks.push(Tick {
+                value: x_top,
+                label: "max".into(),
+            });
+        }
+        let pad = 0.15;
+        Axis {
+            label: label.into(),
+            scale: Scale::Nines,
+            min: x_lo - pad,
+            max: x_top + pad,
+            ticks,
+        }
+    }
+
+    /// A log10 axis covering [lo, hi] (both > 0), widened to whole decades when that costs
+    /// less than one decade, with ticks at each decade (and 2x, 5x when there are few decades).
+    pub fn log(label: &str, lo: f64, hi: f64, format: LabelFormat) -> Axis {
+        let (lo, hi) = sanitize_log_range(lo, hi);
+        let d_lo = lo.log10().floor();
+        let d_hi = hi.log10().ceil();
+        let min = 10f64.powf(d_lo);
+        let max = 10f64.powf(d_hi);
+        let decades = (d_hi - d_lo) as i32;
+        let mut ticks = Vec::new();
+        let mults: &[f64] = if decades <= 2 {
+            &[1.0, 2.0, 5.0]
+        } else {
+            &[1.0]
+        };
+        let mut d = d_lo;
+        while d <= d_hi + 1e-9 {
+            for m in mults {
+                let v = m * 10f64.powf(d);
+                if v >= min * (1.0 - 1e-9) && v <= max * (1.0 + 1e-9) {
+                    ticks.push(Tick {
+                        value: v,
+                        label: format_value(v, format),
+                    });
+                }
+            }
+            d += 1.0;
+        }
+        Axis {
+            label: label.into(),
+            scale: Scale::Log10,
+            min,
+            max,
+            ticks,
+        }
+    }
+
+    /// A linear axis covering [lo, hi] with about six "nice" ticks (1, 2, 5 x 10^k steps).
+    pub fn linear(label: &str, lo: f64, hi: f64, format: LabelFormat) -> Axis {
+        let (lo, hi) = if !(lo.is_finite() && hi.is_finite()) {
+            (0.0, 1.0)
+        } else if hi - lo <= 0.0 {
+            let w = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
+            (lo - w, hi + w)
+        } else {
+            (lo, hi)
+        };
+        let raw = (hi - lo) / 6.0;
+        let mag = 10f64.powf(raw.log10().floor());
+        let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+            .iter()
+            .map(|m| m * mag)
+            .find(|s| *s >= raw)
+            .unwrap_or(10.0 * mag);
+        let min = (lo / step).floor() * step;
+        let max = (hi / step).ceil() * step;
+        let mut ticks = Vec::new();
+        let n = ((max - min) / step).round() as i64;
+        for i in 0..=n.min(100) {
+            let v = min + i as f64 * step;
+            let v = if v.abs() < step * 1e-9 { 0.0 } else { v };
+            ticks.push(Tick {
+                value: v,
+                label: format_value(v, format),
+            });
+        }
+        Axis {
+            label: label.into(),
+            scale: Scale::Linear,
+            min,
+            max,
+            ticks,
+        }
+    }
+
+    /// The position of a data value on the drawing coordinate (log10 for log axes).
+    pub fn to_coord(&self, v: f64) -> Option<f64> {
+        match self.scale {
+            Scale::Linear | Scale::Nines => v.is_finite().then_some(v),
+            Scale::Log10 => (v > 0.0 && v.is_finite()).then(|| v.log10()),
+        }
+    }
+
+    /// The drawing-coordinate range.
+    pub fn coord_range(&self) -> (f64, f64) {
+        match self.scale {
+            Scale::Linear | Scale::Nines => (self.min, self.max),
+            Scale::Log10 => (self.min.log10(), self.max.log10()),
+        }
+    }
+}
+
+fn sanitize_log_range(lo: f64, hi: f64) -> (f64, f64) {
+    let lo = if lo.is_finite() && lo > 0.0 { lo } else { 1.0 };
+    let hi = if hi.is_finite() && hi > lo {
+        hi
+    } else {
+        lo * 10.0
+    };
+    (lo, hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nines_scale_places_each_nine_one_step_apart() {
+        assert!((nines_x(90.0) - 1.0).abs() < 1e-12);
+        assert!((nines_x(99.9999) - 6.0).abs() < 1e-9);
+        assert!((nines_p(3.0) - 99.9).abs() < 1e-9);
+        assert_eq!(nines_max_x(99.9999), 7.0);
+        assert_eq!(nines_max_x(99.0), 3.0);
+    }
+
+    #[test]
+    fn nines_axis_ticks() {
+        let a = Axis::nines("percentile", 50.0, 99.9999, true);
+        let labels: Vec<_> = a.ticks.iter().map(|t| t.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "50", "90", "99", "99.9", "99.99", "99.999", "99.9999", "max"
+            ]
+        );
+        assert!(a.min < nines_x(50.0) && a.max > 7.0);
+    }
+
+    #[test]
+    fn log_axis_decades() {
+        let a = Axis::log("latency", 12_000.0, 3_400_000.0, LabelFormat::Nanoseconds);
+        assert_eq!(a.min, 10_000.0);
+        assert_eq!(a.max, 10_000_000.0);
+        let labels: Vec<_> = a.ticks.iter().map(|t| t.label.as_str()).collect();
+        assert_eq!(labels, ["10 µs", "100 µs", "1 ms", "10 ms"]);
+        let b = Axis::log("latency", 20.0, 70.0, LabelFormat::Plain);
+        assert_eq!(b.ticks.len(), 4, "{:?}", b.ticks); // 10 20 50 100
+    }
+
+    #[test]
+    fn linear_axis_nice_steps() {
+        let a = Axis::linear("t", 0.0, 9.3, LabelFormat::Seconds);
+        assert_eq!(a.min, 0.0);
+        assert_eq!(a.max, 10.0);
+        assert_eq!(a.ticks[1].value, 2.0);
+        assert_eq!(a.ticks.last().unwrap().label, "10 s");
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(format_ns(812.0), "812 ns");
+        assert_eq!(format_ns(12_345.0), "12.3 µs");
+        assert_eq!(format_ns(4_100_000.0), "4.1 ms");
+        assert_eq!(format_bytes_per_s(1.5 * 1024.0 * 1024.0), "1.5 MiB/s");
+        assert_eq!(format_percentile(99.999), "99.999");
+        assert_eq!(format_plain(25_000.0), "25k");
+    }
+}
