@@ -8,5 +8,9 @@ pub mod engine;
 pub mod latlog_sink;
 pub mod safety;
 pub mod sched;
+pub mod scratch;
 pub mod target;
 mod worker;
+
+/// Re-exported so the binary and its tests read interval logs with the same crate version.
+pub use hdrhistogram;

@@ -41,6 +41,11 @@ struct Dev {
     rec: DeviceRecorder,
     interval: Option<Box<DeviceRecorder>>,
     issued: u64,
+    /// I/Os of this device in flight.
+    inflight: u32,
+    /// I/Os counted in the statistics (completed after the ramp).
+    counted: u64,
+    /// Counted I/Os to run (`--ios`, ramp excluded).
     ios_max: u64,
     /// Free I/O slots, in the order they became free (so thinktime readiness is FIFO).
     free: VecDeque<u32>,
@@ -153,6 +158,8 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
             rec: DeviceRecorder::new(),
             interval,
             issued: 0,
+            inflight: 0,
+            counted: 0,
             ios_max: spec.ios_max.unwrap_or(u64::MAX),
             free,
         });
@@ -201,7 +208,9 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
                 break;
             }
             while let Some(&s) = dev.free.front() {
-                if dev.issued >= dev.ios_max {
+                // After the ramp every I/O in flight will be counted, so this stops at exactly
+                // `ios_max` counted I/Os; during the ramp I/Os are not limited.
+                if now >= ramp_end_ns && dev.counted + u64::from(dev.inflight) >= dev.ios_max {
                     break;
                 }
                 let slot = &mut slots[s as usize];
@@ -235,6 +244,7 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
                         source,
                     })?;
                 dev.issued += 1;
+                dev.inflight += 1;
                 queued += 1;
                 inflight += 1;
             }
@@ -277,7 +287,9 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
                 return Err(io_failure(dev, slot, c.result));
             }
             let latency_ns = t.saturating_sub(slot.start_ns);
+            dev.inflight -= 1;
             if t >= ramp_end_ns {
+                dev.counted += 1;
                 dev.rec.record(slot.op, latency_ns, slot.len_bytes);
                 if let Some(iv) = dev.interval.as_mut() {
                     iv.record(slot.op, latency_ns, slot.len_bytes);

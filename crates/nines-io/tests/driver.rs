@@ -233,3 +233,28 @@ fn a_region_past_the_end_is_refused_before_running() {
         .to_string();
     assert!(e.starts_with("f0: region") && e.contains("larger"), "{e}");
 }
+
+#[test]
+fn ios_counts_exactly_after_the_ramp_and_the_log_holds_the_ramp_too() {
+    let (dir, files) = make_files(2);
+    let ts = targets(&files);
+    let spec = WorkloadSpec {
+        ramp_ns: 100_000_000,
+        ..ios_spec(300, 8)
+    };
+    let log_path = dir.path().join("ramp.lat");
+    let mut cfg = config(EngineKind::IoUring, spec);
+    cfg.lat_log = Some(File::create(&log_path).unwrap());
+    let out = driver::run(&ts, cfg).unwrap();
+    let logged = log_multiset(&log_path).len() as u64;
+    let mut executed = 0;
+    for d in &out.devices {
+        assert_eq!(d.recorder.ios(), 300);
+        assert!(d.ios_executed > 300, "the ramp ran I/Os too");
+        executed += d.ios_executed;
+    }
+    assert_eq!(
+        logged, executed,
+        "every executed I/O is logged, ramp included"
+    );
+}

@@ -1,0 +1,109 @@
+//! The embedded default of `nines profile`: temporary files, filled with data so reads are real,
+//! on a filesystem that accepts O_DIRECT, removed when dropped.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// Temporary files that exist until this is dropped.
+#[derive(Debug)]
+pub struct ScratchFiles {
+    dir: tempfile::TempDir,
+    paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot create the default temporary files ({detail}); give a target (a file or block device) or set TMPDIR to a disk-backed directory"
+)]
+pub struct ScratchError {
+    detail: String,
+}
+
+impl ScratchFiles {
+    /// Creates `count` files of `size_bytes` each in the first of $TMPDIR, /var/tmp and the current
+    /// directory whose filesystem accepts O_DIRECT (tmpfs does not).
+    pub fn create(count: usize, size_bytes: u64) -> Result<ScratchFiles, ScratchError> {
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        if let Some(t) = std::env::var_os("TMPDIR") {
+            candidates.push(PathBuf::from(t));
+        }
+        candidates.push(PathBuf::from("/var/tmp"));
+        candidates.push(std::env::temp_dir());
+        candidates.push(PathBuf::from("."));
+        let mut reasons = Vec::new();
+        for base in candidates {
+            match Self::create_in(&base, count, size_bytes) {
+                Ok(s) => return Ok(s),
+                Err(e) => reasons.push(format!("{}: {e}", base.display())),
+            }
+        }
+        Err(ScratchError {
+            detail: reasons.join("; "),
+        })
+    }
+
+    fn create_in(base: &Path, count: usize, size_bytes: u64) -> io::Result<ScratchFiles> {
+        let dir = tempfile::Builder::new()
+            .prefix("nines-default-")
+            .tempdir_in(base)?;
+        // Probe O_DIRECT before writing anything large.
+        let probe = dir.path().join("probe");
+        File::create(&probe)?;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&probe)?;
+        std::fs::remove_file(&probe)?;
+        let chunk_bytes = 1 << 20;
+        let mut chunk = vec![0u8; chunk_bytes];
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut paths = Vec::new();
+        for i in 0..count {
+            let path = dir.path().join(format!("default{i}"));
+            let mut f = File::create(&path)?;
+            let mut left = size_bytes;
+            while left > 0 {
+                for w in chunk.chunks_mut(8) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    w.copy_from_slice(&x.to_le_bytes()[..w.len()]);
+                }
+                let n = left.min(chunk_bytes as u64) as usize;
+                f.write_all(&chunk[..n])?;
+                left -= n as u64;
+            }
+            f.sync_all()?;
+            paths.push(path);
+        }
+        Ok(ScratchFiles { dir, paths })
+    }
+
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_created_filled_and_removed() {
+        let s = ScratchFiles::create(2, 3 << 20).unwrap();
+        let dir = s.dir().to_path_buf();
+        for p in s.paths() {
+            let data = std::fs::read(p).unwrap();
+            assert_eq!(data.len(), 3 << 20);
+            assert!(data.iter().filter(|&&b| b == 0).count() < data.len() / 100);
+        }
+        drop(s);
+        assert!(!dir.exists());
+    }
+}
