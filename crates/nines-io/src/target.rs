@@ -191,22 +191,23 @@ impl Target {
             open_fd(path, opts.write, opts.write && !block, opts.buffered)?
         };
         let mut t = Target::describe(file, path, block, direct, opts)?;
-        if !block && let Some(needed_bytes) = opts.create_size_bytes {
-            if t.size_bytes < needed_bytes {
-                if !opts.write {
-                    return Err(TargetError::TooSmall {
-                        path: path.to_path_buf(),
-                        size_bytes: t.size_bytes,
-                        needed_bytes,
-                    });
-                }
-                grow(&t.file, t.size_bytes, needed_bytes).map_err(|source| TargetError::Grow {
+        if !block
+            && let Some(needed_bytes) = opts.create_size_bytes
+            && t.size_bytes < needed_bytes
+        {
+            if !opts.write {
+                return Err(TargetError::TooSmall {
                     path: path.to_path_buf(),
+                    size_bytes: t.size_bytes,
                     needed_bytes,
-                    source,
-                })?;
-                t.size_bytes = needed_bytes;
+                });
             }
+            grow(&t.file, needed_bytes).map_err(|source| TargetError::Grow {
+                path: path.to_path_buf(),
+                needed_bytes,
+                source,
+            })?;
+            t.size_bytes = needed_bytes;
         }
         if !block && t.size_bytes == 0 {
             return Err(TargetError::TooSmall {
@@ -466,7 +467,7 @@ fn file_dio_align(fd: RawFd, direct: bool) -> u32 {
 
 /// Extends a regular file to `needed_bytes` with allocated blocks (so writes measure the device,
 /// not block allocation); filesystems without fallocate get a plain size change.
-fn grow(file: &File, _size_bytes: u64, needed_bytes: u64) -> Result<(), std::io::Error> {
+fn grow(file: &File, needed_bytes: u64) -> Result<(), std::io::Error> {
     // SAFETY: fallocate on an owned descriptor.
     let ret = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, needed_bytes as libc::off_t) };
     if ret == 0 {

@@ -1,0 +1,485 @@
+//! Targets and write safety on real files, loop devices and zram devices the tests create.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+
+use common::*;
+use nines_io::safety::SafetyError;
+use nines_io::target::{Target, TargetError, TargetOptions, check_region};
+
+fn read_opts() -> TargetOptions {
+    TargetOptions::default()
+}
+
+fn write_opts(size: Option<u64>) -> TargetOptions {
+    TargetOptions {
+        write: true,
+        create_size_bytes: size,
+        ..Default::default()
+    }
+}
+
+fn one_line(e: &impl std::fmt::Display) -> String {
+    let s = e.to_string();
+    assert!(!s.contains('\n'), "multi-line error: {s}");
+    s
+}
+
+#[test]
+fn files_are_created_extended_and_described() {
+    let dir = direct_dir();
+    let p = dir.path().join("new.dat");
+    // Reading a missing file: a clear error, nothing created.
+    let e = Target::open(&p, &read_opts()).unwrap_err();
+    assert!(matches!(e, TargetError::Missing { .. }), "{e:?}");
+    assert!(one_line(&e).contains("new.dat") && one_line(&e).contains("no such file"));
+    assert!(!p.exists());
+    // Writing without a size cannot create it either.
+    let e = Target::open(&p, &write_opts(None)).unwrap_err();
+    assert!(one_line(&e).contains("--size"), "{e}");
+    assert!(!p.exists());
+
+    let t = Target::open(&p, &write_opts(Some(3 << 20))).unwrap();
+    assert_eq!(t.size_bytes(), 3 << 20);
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), 3 << 20);
+    assert_eq!(t.name(), "new.dat");
+    assert_eq!(t.path(), p);
+    assert!(!t.is_block_device() && t.dev_t().is_none());
+    let lbs = t.logical_block_bytes();
+    assert!(
+        lbs.is_power_of_two() && (512..=4096).contains(&lbs),
+        "{lbs}"
+    );
+    // O_DIRECT really is on.
+    // SAFETY: fcntl on an open descriptor.
+    let fl = unsafe { libc::fcntl(t.fd(), libc::F_GETFL) };
+    assert_ne!(fl & libc::O_DIRECT, 0);
+    drop(t);
+
+    // Extended when a write workload needs more; never shrunk.
+    let t = Target::open(&p, &write_opts(Some(5 << 20))).unwrap();
+    assert_eq!(t.size_bytes(), 5 << 20);
+    drop(t);
+    let t = Target::open(&p, &write_opts(Some(1 << 20))).unwrap();
+    assert_eq!(t.size_bytes(), 5 << 20);
+    drop(t);
+
+    // A read workload that needs more than the file has is refused and names the fix.
+    let ro = TargetOptions {
+        create_size_bytes: Some(8 << 20),
+        ..Default::default()
+    };
+    let e = Target::open(&p, &ro).unwrap_err();
+    assert!(
+        matches!(e, TargetError::TooSmall { size_bytes, needed_bytes, .. } if size_bytes == 5 << 20 && needed_bytes == 8 << 20)
+    );
+    assert!(one_line(&e).contains("--size"));
+    assert_eq!(
+        std::fs::metadata(&p).unwrap().len(),
+        5 << 20,
+        "a read never grows a file"
+    );
+
+    // Buffered: no O_DIRECT.
+    let b = TargetOptions {
+        buffered: true,
+        ..Default::default()
+    };
+    let t = Target::open(&p, &b).unwrap();
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::fcntl(t.fd(), libc::F_GETFL) } & libc::O_DIRECT,
+        0
+    );
+
+    // An empty file cannot be read.
+    let empty = dir.path().join("empty");
+    std::fs::File::create(&empty).unwrap();
+    let e = Target::open(&empty, &read_opts()).unwrap_err();
+    assert!(
+        matches!(e, TargetError::TooSmall { size_bytes: 0, .. }),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn wrong_kinds_of_paths_are_refused() {
+    let dir = direct_dir();
+    let e = Target::open(dir.path(), &read_opts()).unwrap_err();
+    assert!(
+        one_line(&e).contains("is a directory, not a regular file or block device"),
+        "{e}"
+    );
+    let e = Target::open(Path::new("/dev/null"), &read_opts()).unwrap_err();
+    assert!(one_line(&e).contains("character device"), "{e}");
+}
+
+#[test]
+fn o_direct_refusal_suggests_buffered() {
+    // procfs files cannot do O_DIRECT: open(2) fails with EINVAL.
+    let p = Path::new("/proc/self/stat");
+    let e = Target::open(p, &read_opts()).unwrap_err();
+    assert!(matches!(e, TargetError::DirectRefused { .. }), "{e:?}");
+    assert!(one_line(&e).contains("--buffered"));
+}
+
+#[test]
+fn permission_denied_is_named() {
+    // Root bypasses file modes, but not the immutable attribute: writing to a +i file is EPERM.
+    let dir = direct_dir();
+    let p = dir.path().join("immutable");
+    std::fs::File::create(&p)
+        .unwrap()
+        .write_all(&[0u8; 8192])
+        .unwrap();
+    let chattr = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(&p)
+        .status();
+    if !matches!(chattr, Ok(s) if s.success()) {
+        eprintln!("SKIP: chattr +i is not available here");
+        return;
+    }
+    let r = Target::open(&p, &write_opts(None));
+    let _ = std::process::Command::new("chattr")
+        .arg("-i")
+        .arg(&p)
+        .status();
+    let e = r.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            TargetError::PermissionDenied {
+                access: "write",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(one_line(&e).contains("permission denied"));
+}
+
+/// Runs in a child process (the open-file limit is per process): see `too_many_open_files`.
+#[test]
+fn emfile_child() {
+    if std::env::var_os("NINES_EMFILE_CHILD").is_none() {
+        return;
+    }
+    let dir = direct_dir();
+    let p = dir.path().join("f");
+    Target::open(&p, &write_opts(Some(1 << 20))).unwrap();
+    let lim = libc::rlimit {
+        rlim_cur: 64,
+        rlim_max: 64,
+    };
+    // SAFETY: setrlimit with a valid struct.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    let mut open = Vec::new();
+    for _ in 0..100 {
+        match Target::open(&p, &read_opts()) {
+            Ok(t) => open.push(t),
+            Err(e) => {
+                assert!(
+                    matches!(e, TargetError::TooManyOpenFiles { limit: 64, .. }),
+                    "{e:?}"
+                );
+                assert!(one_line(&e).contains("ulimit -n"));
+                println!("EMFILE-OK after {} targets", open.len());
+                return;
+            }
+        }
+    }
+    panic!("100 targets opened under a limit of 64");
+}
+
+#[test]
+fn too_many_open_files() {
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "emfile_child", "--nocapture", "--test-threads=1"])
+        .env("NINES_EMFILE_CHILD", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("EMFILE-OK"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn regions_are_checked() {
+    let dir = direct_dir();
+    let t = Target::open(&dir.path().join("r"), &write_opts(Some(1 << 20))).unwrap();
+    let lbs = t.logical_block_bytes() as u64;
+    assert!(check_region(&t, 0, 1 << 20, 4096).is_ok());
+    assert!(check_region(&t, 4096, (1 << 20) - 4096, 4096).is_ok());
+    let e = check_region(&t, 4096, 1 << 20, 4096).unwrap_err();
+    assert!(matches!(e, TargetError::RegionTooLarge { .. }), "{e:?}");
+    assert!(one_line(&e).contains("--size"));
+    let e = check_region(&t, u64::MAX / 4096 * 4096, 8192, 4096).unwrap_err();
+    assert!(
+        matches!(e, TargetError::RegionTooLarge { .. }),
+        "overflow: {e:?}"
+    );
+    let e = check_region(&t, 0, 1 << 20, lbs + 1).unwrap_err();
+    assert!(
+        matches!(e, TargetError::BlockSizeNotMultiple { .. }),
+        "{e:?}"
+    );
+    assert!(one_line(&e).contains(&format!("--bs {}", 2 * lbs)), "{e}");
+    assert!(matches!(
+        check_region(&t, 0, 1 << 20, 0),
+        Err(TargetError::BlockSizeNotMultiple { .. })
+    ));
+    if lbs > 1 {
+        assert!(matches!(
+            check_region(&t, lbs / 2, 4096, 4096),
+            Err(TargetError::OffsetNotAligned { .. })
+        ));
+    }
+    assert!(matches!(
+        check_region(&t, 0, 2048, 4096),
+        Err(TargetError::RegionTooSmall { .. })
+    ));
+}
+
+#[test]
+fn zram_is_described_and_its_block_size_enforced() {
+    let Some(z) = Zram::create("64M") else { return };
+    let t = Target::open(&z.path, &read_opts()).unwrap();
+    assert!(t.is_block_device());
+    assert_eq!(t.size_bytes(), 64 << 20);
+    assert_eq!(t.logical_block_bytes(), 4096);
+    assert_eq!(t.name(), z.name());
+    let dev = std::fs::read_to_string(format!("/sys/block/{}/dev", z.name())).unwrap();
+    let (a, b) = t.dev_t().unwrap();
+    assert_eq!(format!("{a}:{b}"), dev.trim());
+    // 512-byte blocks are fine on a file but not on zram (4096-byte logical blocks).
+    let e = check_region(&t, 0, 64 << 20, 512).unwrap_err();
+    assert!(
+        one_line(&e).contains("not a multiple of") && one_line(&e).contains("--bs 4096"),
+        "{e}"
+    );
+    let e = check_region(&t, 0, 65 << 20, 4096).unwrap_err();
+    assert!(one_line(&e).contains("larger than"), "{e}");
+    // Reading a block device needs no permission to write.
+    assert!(Target::open(&z.path, &read_opts()).is_ok());
+}
+
+fn blockdev_write(allow: bool, force: bool) -> TargetOptions {
+    TargetOptions {
+        write: true,
+        allow_writes: allow,
+        force,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn blank_zram_is_writable_only_with_allow_writes() {
+    let Some(z) = Zram::create("32M") else { return };
+    let e = Target::open(&z.path, &blockdev_write(false, false)).unwrap_err();
+    assert!(
+        matches!(e, TargetError::Unsafe(SafetyError::WritesNotAllowed { .. })),
+        "{e:?}"
+    );
+    assert!(one_line(&e).contains("--allow-writes"));
+    let t = Target::open(&z.path, &blockdev_write(true, false))
+        .expect("blank device with --allow-writes");
+    // SAFETY: fcntl on an open descriptor.
+    let fl = unsafe { libc::fcntl(t.fd(), libc::F_GETFL) };
+    assert_eq!(fl & libc::O_ACCMODE, libc::O_RDWR);
+}
+
+#[test]
+fn ext4_zram_is_refused_and_left_unchanged() {
+    let Some(z) = Zram::create("64M") else { return };
+    run(&format!("mkfs.ext4 -q -F {}", z.path.display()));
+    let head = z.sha256(Some(1));
+    let whole = z.sha256(None);
+
+    let e = Target::open(&z.path, &blockdev_write(false, false)).unwrap_err();
+    assert!(
+        matches!(e, TargetError::Unsafe(SafetyError::WritesNotAllowed { .. })),
+        "{e:?}"
+    );
+    let e = Target::open(&z.path, &blockdev_write(true, false)).unwrap_err();
+    assert!(
+        matches!(e, TargetError::Unsafe(SafetyError::Signature { .. })),
+        "{e:?}"
+    );
+    let msg = one_line(&e);
+    assert!(
+        msg.contains("ext2/ext3/ext4 filesystem") && msg.contains("--force"),
+        "{msg}"
+    );
+    // --force alone (without --allow-writes) is not enough.
+    let e = Target::open(&z.path, &blockdev_write(false, true)).unwrap_err();
+    assert!(
+        matches!(e, TargetError::Unsafe(SafetyError::WritesNotAllowed { .. })),
+        "{e:?}"
+    );
+    // Buffered opens are checked the same way.
+    let buffered = TargetOptions {
+        buffered: true,
+        ..blockdev_write(true, false)
+    };
+    assert!(Target::open(&z.path, &buffered).is_err());
+
+    assert_eq!(
+        z.sha256(Some(1)),
+        head,
+        "first MiB changed by refused opens"
+    );
+    assert_eq!(z.sha256(None), whole, "device changed by refused opens");
+
+    // Mounted: refused for the mount first, naming the mount point.
+    let mnt = tempfile::tempdir().unwrap();
+    run(&format!(
+        "mount -o ro {} {}",
+        z.path.display(),
+        mnt.path().display()
+    ));
+    let r = Target::open(&z.path, &blockdev_write(true, false));
+    run(&format!("umount {}", mnt.path().display()));
+    let e = r.unwrap_err();
+    assert!(
+        matches!(e, TargetError::Unsafe(SafetyError::Mounted { .. })),
+        "{e:?}"
+    );
+    assert!(one_line(&e).contains(&mnt.path().display().to_string()));
+
+    // With --allow-writes --force the user takes responsibility.
+    let t = Target::open(&z.path, &blockdev_write(true, true)).expect("forced");
+    assert!(t.is_block_device());
+    drop(t);
+    assert_eq!(z.sha256(None), whole, "opening never writes");
+}
+
+#[test]
+fn swap_and_raw_signatures_are_refused() {
+    let Some(z) = Zram::create("16M") else { return };
+    run(&format!("mkswap -q {} >/dev/null", z.path.display()));
+    let e = Target::open(&z.path, &blockdev_write(true, false)).unwrap_err();
+    assert!(one_line(&e).contains("swap area"), "{e}");
+    // Active swap is named as such.
+    if std::process::Command::new("swapon")
+        .arg(&z.path)
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let r = Target::open(&z.path, &blockdev_write(true, false));
+        run(&format!("swapoff {}", z.path.display()));
+        let e = r.unwrap_err();
+        assert!(
+            matches!(e, TargetError::Unsafe(SafetyError::Swap { .. })),
+            "{e:?}"
+        );
+    } else {
+        eprintln!("SKIP (active swap part): swapon failed");
+    }
+
+    // A GPT header written by hand at 512 (after wiping the swap signature).
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&z.path)
+        .unwrap();
+    use std::io::{Seek, SeekFrom};
+    f.write_all(&vec![0u8; 1 << 20]).unwrap();
+    f.seek(SeekFrom::Start(512)).unwrap();
+    f.write_all(b"EFI PART").unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    let e = Target::open(&z.path, &blockdev_write(true, false)).unwrap_err();
+    assert!(one_line(&e).contains("GPT partition table"), "{e}");
+}
+
+#[test]
+fn partitioned_and_held_devices_are_refused() {
+    let Some(z) = Zram::create("32M") else { return };
+    // A device-mapper linear device over the zram makes dm-N a holder of it.
+    let dm_name = format!("nines-test-{}", z.index);
+    let sectors = 32 * 2048;
+    let dm = std::process::Command::new("dmsetup")
+        .args([
+            "create",
+            &dm_name,
+            "--table",
+            &format!("0 {sectors} linear {} 0", z.path.display()),
+        ])
+        .output();
+    match dm {
+        Ok(o) if o.status.success() => {
+            let r = Target::open(&z.path, &blockdev_write(true, false));
+            let _ = std::process::Command::new("dmsetup")
+                .args(["remove", &dm_name])
+                .status();
+            let e = r.unwrap_err();
+            assert!(
+                matches!(e, TargetError::Unsafe(SafetyError::Held { .. })),
+                "{e:?}"
+            );
+            assert!(one_line(&e).contains("dm-"), "{e}");
+        }
+        _ => eprintln!("SKIP (holders part): dmsetup cannot create devices here"),
+    }
+
+    // Partitions: a loop device over a file that carries an MBR with one partition.
+    let dir = direct_dir();
+    let img = dir.path().join("disk.img");
+    let mut mbr = vec![0u8; 8 << 20];
+    // Partition entry 1 at 446: type 0x83, first LBA 2048, 8192 sectors.
+    mbr[446 + 4] = 0x83;
+    mbr[446 + 8..446 + 12].copy_from_slice(&2048u32.to_le_bytes());
+    mbr[446 + 12..446 + 16].copy_from_slice(&8192u32.to_le_bytes());
+    mbr[510] = 0x55;
+    mbr[511] = 0xAA;
+    std::fs::write(&img, &mbr).unwrap();
+    let Ok(out) = std::process::Command::new("losetup")
+        .args(["-P", "-f", "--show"])
+        .arg(&img)
+        .output()
+    else {
+        eprintln!("SKIP (partitions part): losetup is missing");
+        return;
+    };
+    if !out.status.success() {
+        eprintln!(
+            "SKIP (partitions part): losetup failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let loopdev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let part = format!("{loopdev}p1");
+    // The kernel may have no partition-table parsers (minimal VM kernels): add it by hand.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    if !Path::new(&part).exists() {
+        let _ = std::process::Command::new("partx")
+            .args(["-a", &loopdev])
+            .status();
+    }
+    for _ in 0..200 {
+        if Path::new(&part).exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let whole = Target::open(Path::new(&loopdev), &blockdev_write(true, false));
+    let p1 = Target::open(Path::new(&part), &blockdev_write(true, false)).map(|_| ());
+    let _ = std::process::Command::new("losetup")
+        .args(["-d", &loopdev])
+        .status();
+    let e = whole.unwrap_err();
+    assert!(
+        matches!(e, TargetError::Unsafe(SafetyError::Partitioned { .. })),
+        "{e:?}"
+    );
+    assert!(one_line(&e).contains("p1"), "{e}");
+    // The blank partition itself is fair game with --allow-writes.
+    p1.expect("blank partition with --allow-writes");
+}
