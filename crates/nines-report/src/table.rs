@@ -1,0 +1,340 @@
+//! The readable table printed on stdout by `nines profile` and `nines sim`: one row per device
+//! and direction, then the merged distribution over all devices and, for each percentile, its mean
+//! and standard deviation across devices (the paper's Fig. 12 and 14), then the workers' CPU cost.
+
+use std::fmt::Write as _;
+
+use nines_core::op::Op;
+use nines_core::report::{DirectionStats, Report, RunKind};
+use nines_core::units::format_cpu_list;
+
+/// Formats nanoseconds with a unit chosen for 3-4 significant digits: `812ns`, `25.1us`, `1.20ms`,
+/// `2.50s`. ASCII `us`, so the table aligns in every terminal.
+pub fn format_ns(ns: f64) -> String {
+    let (v, unit) = if ns < 1e3 {
+        (ns, "ns")
+    } else if ns < 1e6 {
+        (ns / 1e3, "us")
+    } else if ns < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    if unit == "ns" {
+        format!("{v:.0}{unit}")
+    } else if v < 10.0 {
+        format!("{v:.2}{unit}")
+    } else if v < 100.0 {
+        format!("{v:.1}{unit}")
+    } else {
+        format!("{v:.0}{unit}")
+    }
+}
+
+/// Formats a count per second compactly: `812`, `25.1k`, `1.20M`.
+pub fn format_rate(x: f64) -> String {
+    if x < 1e3 {
+        format!("{x:.0}")
+    } else if x < 1e6 {
+        format!("{:.1}k", x / 1e3)
+    } else {
+        format!("{:.2}M", x / 1e6)
+    }
+}
+
+fn format_bytes(b: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+        ("B", 1),
+    ];
+    for (name, size) in UNITS {
+        if b >= size && b % size == 0 {
+            return format!("{}{name}", b / size);
+        }
+    }
+    format!("{b}B")
+}
+
+struct Table {
+    rows: Vec<Vec<String>>,
+    /// Columns aligned left (the rest align right).
+    left: usize,
+}
+
+impl Table {
+    fn render(&self, out: &mut String) {
+        let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let mut width = vec![0usize; cols];
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate() {
+                width[i] = width[i].max(c.chars().count());
+            }
+        }
+        for r in &self.rows {
+            let mut line = String::new();
+            for (i, c) in r.iter().enumerate() {
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                if i < self.left {
+                    let _ = write!(line, "{c:<w$}", w = width[i]);
+                } else {
+                    let _ = write!(line, "{c:>w$}", w = width[i]);
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+    }
+}
+
+fn pct_header(key: &str) -> String {
+    format!("p{key}")
+}
+
+fn stats_cells(s: &DirectionStats, keys: &[String]) -> Vec<String> {
+    let mut cells = vec![
+        s.ios.to_string(),
+        format_rate(s.iops),
+        format!("{:.1}", s.bw_bytes / 1e6),
+        format_ns(s.lat_ns.min_ns as f64),
+        format_ns(s.lat_ns.mean_ns),
+        format_ns(s.lat_ns.stddev_ns),
+    ];
+    for k in keys {
+        cells.push(
+            s.lat_ns
+                .percentiles
+                .get(k)
+                .map_or_else(|| "-".into(), |v| format_ns(v as f64)),
+        );
+    }
+    cells.push(format_ns(s.lat_ns.max_ns as f64));
+    cells
+}
+
+/// The whole table, ending with a newline.
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let c = &report.config;
+    let w = &c.workload;
+    let kind = match report.kind {
+        RunKind::Profile => "profile",
+        RunKind::Sim => "sim",
+    };
+    let mix = if w.rw == nines_core::workload::RwMode::RandRw {
+        format!(" {}% reads", w.read_mix_pct)
+    } else {
+        String::new()
+    };
+    let rate = w
+        .rate_iops
+        .map(|r| format!(", {r} IOPS/target {}", w.arrival))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "nines {kind}: {}{mix} {} QD{}{rate}, engine {}, {} device{}, {:.2} s measured",
+        w.rw,
+        format_bytes(w.block_size_bytes),
+        w.iodepth,
+        c.engine,
+        report.devices.len(),
+        if report.devices.len() == 1 { "" } else { "s" },
+        c.measured_ns as f64 / 1e9,
+    );
+    let keys: Vec<String> = c
+        .percentiles
+        .iter()
+        .map(|&p| nines_core::units::percentile_key(p))
+        .collect();
+    let mut header: Vec<String> = [
+        "device", "cpu", "dir", "ios", "IOPS", "MB/s", "min", "mean", "stdev",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    header.extend(keys.iter().map(|k| pct_header(k)));
+    header.push("max".into());
+    let mut t = Table {
+        rows: vec![header],
+        left: 3,
+    };
+    for op in Op::ALL {
+        if !report.has(op) {
+            continue;
+        }
+        for d in &report.devices {
+            let s = d.dir(op);
+            if s.ios == 0 {
+                continue;
+            }
+            let mut row = vec![
+                d.name.clone(),
+                d.cpu.map_or_else(|| "-".into(), |c| c.to_string()),
+                op.to_string(),
+            ];
+            row.extend(stats_cells(s, &keys));
+            t.rows.push(row);
+        }
+        if report.devices.len() > 1 {
+            let mut row = vec!["all (merged)".to_string(), String::new(), op.to_string()];
+            row.extend(stats_cells(report.aggregate.dir(op), &keys));
+            t.rows.push(row);
+            let spread = match op {
+                Op::Read => &report.aggregate.across_devices.read,
+                Op::Write => &report.aggregate.across_devices.write,
+            };
+            for (label, pick) in [("mean over devices", 0), ("stdev over devices", 1)] {
+                let mut row = vec![label.to_string(), String::new(), op.to_string()];
+                row.extend(std::iter::repeat_n(String::new(), 6));
+                for k in &keys {
+                    let v = spread
+                        .iter()
+                        .find(|s| &s.percentile == k)
+                        .map(|s| if pick == 0 { s.mean_ns } else { s.stddev_ns });
+                    row.push(v.map_or_else(|| "-".into(), format_ns));
+                }
+                row.push(String::new());
+                t.rows.push(row);
+            }
+        }
+    }
+    out.push('\n');
+    t.render(&mut out);
+    if !report.workers.is_empty() {
+        out.push('\n');
+        let mut wt = Table {
+            rows: vec![
+                [
+                    "worker",
+                    "cpu",
+                    "devices",
+                    "usr s",
+                    "sys s",
+                    "ctx vol",
+                    "ctx invol",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ],
+            left: 3,
+        };
+        for wr in &report.workers {
+            let devs: Vec<usize> = wr.devices.iter().map(|&d| d as usize).collect();
+            wt.rows.push(vec![
+                wr.index.to_string(),
+                wr.cpu.map_or_else(|| "-".into(), |c| c.to_string()),
+                format_cpu_list(&devs),
+                format!("{:.2}", wr.usr_cpu_s),
+                format!("{:.2}", wr.sys_cpu_s),
+                wr.ctx_voluntary.to_string(),
+                wr.ctx_involuntary.to_string(),
+            ]);
+        }
+        wt.render(&mut out);
+    }
+    for w in &report.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nines_core::report::{DeviceMeta, ReportBuilder, RunConfig, WorkerReport};
+    use nines_core::stats::DeviceRecorder;
+    use nines_core::units::DEFAULT_PERCENTILES;
+    use nines_core::workload::WorkloadSpec;
+
+    pub(crate) fn sample_report() -> Report {
+        let config = RunConfig {
+            workload: WorkloadSpec::default(),
+            engine: "io_uring".into(),
+            percentiles: DEFAULT_PERCENTILES.to_vec(),
+            measured_ns: 1_000_000_000,
+            start_unix_ns: Some(1),
+            lat_log: None,
+            hdr_log: None,
+            extra: Default::default(),
+        };
+        let mut b = ReportBuilder::new(RunKind::Profile, config);
+        for i in 0..3u64 {
+            let mut r = DeviceRecorder::new();
+            for k in 0..10_000u64 {
+                r.record(Op::Read, 20_000 + i * 1000 + k, 4096);
+            }
+            b.device(
+                DeviceMeta {
+                    name: format!("zram{i}"),
+                    path: Some(format!("/dev/zram{i}")),
+                    size_bytes: 1 << 28,
+                    cpu: Some(i as usize % 2),
+                },
+                &r,
+            );
+        }
+        b.worker(WorkerReport {
+            index: 0,
+            cpu: Some(0),
+            devices: vec![0, 2],
+            usr_cpu_s: 0.2,
+            sys_cpu_s: 0.5,
+            ctx_voluntary: 10,
+            ctx_involuntary: 2,
+        });
+        b.warn("test warning");
+        b.finish()
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(format_ns(812.0), "812ns");
+        assert_eq!(format_ns(25_100.0), "25.1us");
+        assert_eq!(format_ns(1_204_000.0), "1.20ms");
+        assert_eq!(format_ns(250_000_000.0), "250ms");
+        assert_eq!(format_ns(2.5e9), "2.50s");
+        assert_eq!(format_rate(25_100.0), "25.1k");
+        assert_eq!(format_rate(1_200_000.0), "1.20M");
+        assert_eq!(format_bytes(4096), "4KiB");
+        assert_eq!(format_bytes(1536), "1536B");
+    }
+
+    #[test]
+    fn table_has_a_row_per_device_and_the_aggregates() {
+        let r = sample_report();
+        let text = render(&r);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].starts_with("nines profile: randread 4KiB QD1, engine io_uring, 3 devices"),
+            "{}",
+            lines[0]
+        );
+        let header = lines.iter().find(|l| l.starts_with("device")).unwrap();
+        for col in ["p50", "p99.9999", "max", "IOPS"] {
+            assert!(header.split_whitespace().any(|c| c == col), "{header}");
+        }
+        let dev_rows: Vec<&&str> = lines.iter().filter(|l| l.starts_with("zram")).collect();
+        assert_eq!(dev_rows.len(), 3);
+        assert!(
+            dev_rows[0].contains("10000") && dev_rows[0].contains("10.0k"),
+            "{}",
+            dev_rows[0]
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("all (merged)") && l.contains("30000"))
+        );
+        assert!(lines.iter().any(|l| l.starts_with("mean over devices")));
+        assert!(lines.iter().any(|l| l.starts_with("stdev over devices")));
+        assert!(lines.iter().any(|l| l.starts_with("worker")));
+        assert!(text.ends_with("warning: test warning\n"));
+        // Rows align: every device row is as wide as the header or narrower.
+        let width = header.len();
+        assert!(dev_rows.iter().all(|l| l.len() <= width + 2));
+    }
+}
