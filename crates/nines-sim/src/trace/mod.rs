@@ -311,12 +311,16 @@ pub enum TraceError {
     #[error("line {line}: {problem}")]
     Line { line: u64, problem: String },
     #[error(
-        "line {line}: arrival time {time_ns} ns is earlier than the previous request's {previous_ns} ns; sort the trace by time (e.g. `sort -s -n -k1,1` for space-separated formats) and retry"
+        "line {line}: arrival time {time} {unit} is earlier than the previous request's {previous} {unit}; {fix}"
     )]
     Backwards {
         line: u64,
-        time_ns: u128,
-        previous_ns: u128,
+        /// In the file's own time unit, `unit`.
+        time: u64,
+        previous: u64,
+        unit: &'static str,
+        /// How to put the file in order.
+        fix: &'static str,
     },
     #[error(
         "the trace holds no requests ({lines} lines read as {format}); check the file and --trace-format"
@@ -324,7 +328,7 @@ pub enum TraceError {
     Empty { lines: u64, format: TraceFormat },
     #[error("{0}")]
     InvalidOption(String),
-    #[error("unknown {what} `{value}`; use one of: {allowed}")]
+    #[error("unknown {what} {value}; use one of: {allowed}")]
     UnknownName {
         what: &'static str,
         value: String,
@@ -436,10 +440,13 @@ pub fn read_trace(
         if let Some(previous) = time_previous
             && raw.time < previous
         {
+            let (unit, fix) = state.time_unit_and_fix();
             return Err(TraceError::Backwards {
                 line,
-                time_ns: state.time_to_display_ns(raw.time),
-                previous_ns: state.time_to_display_ns(previous),
+                time: raw.time,
+                previous,
+                unit,
+                fix,
             });
         }
         time_previous = Some(raw.time);

@@ -93,14 +93,22 @@ impl State {
         }
     }
 
-    /// The format's time unit in ns, for messages only.
-    pub fn time_to_display_ns(&self, time: u64) -> u128 {
+    /// The unit of the times in [`Raw::time`] and how to put a file of the format in time
+    /// order, for messages.
+    pub fn time_unit_and_fix(&self) -> (&'static str, &'static str) {
         match self.format {
-            TraceFormat::MsrCsv => {
-                let base = self.msr_base.unwrap_or(0);
-                (time as u128 * 100).saturating_sub(base as u128 * 100)
-            }
-            _ => time as u128,
+            TraceFormat::MsrCsv => (
+                "filetime ticks (100 ns)",
+                "sort the trace by time (e.g. `sort -s -t, -n -k1,1 FILE`) and retry",
+            ),
+            TraceFormat::Blkparse => (
+                "ns",
+                "regenerate it with blkparse's default output, which merges the CPUs in time order",
+            ),
+            _ => (
+                "ns",
+                "sort the trace by time (e.g. `sort -s -n -k1,1 FILE`) and retry",
+            ),
         }
     }
 }

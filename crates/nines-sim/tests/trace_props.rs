@@ -1,0 +1,209 @@
+//! Property tests of the trace readers: every valid record round-trips through its text form, and
+//! arbitrary input never panics and either parses or fails with a line-numbered one-line error.
+
+use nines_core::op::Op;
+use nines_sim::trace::{
+    Trace, TraceError, TraceFormat, TraceOptions, TraceRecord, TraceUnit, read_trace, write_trace,
+};
+use proptest::prelude::*;
+
+fn format_strategy() -> impl Strategy<Value = TraceFormat> {
+    prop::sample::select(TraceFormat::ALL.to_vec())
+}
+
+fn unit_strategy() -> impl Strategy<Value = TraceUnit> {
+    prop_oneof![Just(TraceUnit::Bytes), Just(TraceUnit::Sectors)]
+}
+
+/// Whether the format counts offsets and sizes in 512-byte sectors.
+fn in_sectors(format: TraceFormat, unit: TraceUnit) -> bool {
+    match format {
+        TraceFormat::Replayer => unit == TraceUnit::Sectors,
+        TraceFormat::MsrCsv => false,
+        _ => true,
+    }
+}
+
+/// Records the format can express exactly, starting at time 0.
+fn records_strategy(
+    format: TraceFormat,
+    unit: TraceUnit,
+) -> impl Strategy<Value = Vec<TraceRecord>> {
+    let sectors = in_sectors(format, unit);
+    let tick_ns: u64 = if format == TraceFormat::MsrCsv {
+        100
+    } else {
+        1
+    };
+    let one = (
+        // Gap to the previous arrival, often 0 (equal times are allowed).
+        prop_oneof![Just(0u64), 0u64..1_000_000_000_000],
+        any::<u32>(),
+        0u64..(1u64 << 45),
+        1u64..(1u64 << 21),
+        any::<bool>(),
+    );
+    prop::collection::vec(one, 1..40).prop_map(move |v| {
+        let mut t_ns = 0u64;
+        v.into_iter()
+            .enumerate()
+            .map(|(i, (gap, device, offset, len, read))| {
+                if i > 0 {
+                    t_ns += gap / tick_ns * tick_ns;
+                }
+                let (offset_bytes, len_bytes) = if sectors {
+                    (offset * 512, len.div_ceil(512) * 512)
+                } else {
+                    (offset, len)
+                };
+                TraceRecord {
+                    arrival_ns: t_ns,
+                    device,
+                    offset_bytes,
+                    len_bytes,
+                    op: if read { Op::Read } else { Op::Write },
+                }
+            })
+            .collect()
+    })
+}
+
+fn case_strategy() -> impl Strategy<Value = (TraceFormat, TraceUnit, Vec<TraceRecord>, Vec<u8>)> {
+    (format_strategy(), unit_strategy()).prop_flat_map(|(format, unit)| {
+        (
+            Just(format),
+            Just(unit),
+            records_strategy(format, unit),
+            // Per line: 0 plain, 1 CRLF ending, 2 a comment line before, 3 a blank line before.
+            prop::collection::vec(0u8..4, 40),
+        )
+    })
+}
+
+fn opts(unit: TraceUnit) -> TraceOptions {
+    TraceOptions {
+        unit,
+        ..TraceOptions::default()
+    }
+}
+
+/// The invariants of any trace that reads successfully.
+fn check_trace(trace: &Trace, lines_total: usize) {
+    assert!(!trace.records.is_empty());
+    assert_eq!(trace.lines.len(), trace.records.len());
+    assert!(trace.lines.windows(2).all(|w| w[0] < w[1]));
+    assert!(
+        trace
+            .lines
+            .iter()
+            .all(|&l| l >= 1 && l as usize <= lines_total)
+    );
+    assert!(
+        trace
+            .records
+            .windows(2)
+            .all(|w| w[0].arrival_ns <= w[1].arrival_ns)
+    );
+    for r in &trace.records {
+        assert!(r.len_bytes > 0);
+        assert!(r.offset_bytes.checked_add(r.len_bytes).is_some());
+        assert!(trace.devices.binary_search(&r.device).is_ok());
+    }
+    assert!(trace.devices.windows(2).all(|w| w[0] < w[1]));
+}
+
+/// The invariants of any error from reading: one line, and a line number in range when it is about
+/// a line.
+fn check_error(err: &TraceError, lines_total: usize) {
+    let msg = err.to_string();
+    assert!(
+        !msg.contains('\n') && !msg.contains('\r'),
+        "one line: {msg:?}"
+    );
+    match err {
+        TraceError::Empty { .. } => {}
+        _ => {
+            let line = err
+                .line()
+                .unwrap_or_else(|| panic!("no line number: {msg}"));
+            assert!(line >= 1 && line as usize <= lines_total.max(1), "{msg}");
+            assert!(msg.starts_with(&format!("line {line}: ")), "{msg}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn valid_records_round_trip((format, unit, records, decor) in case_strategy()) {
+        let mut text = Vec::new();
+        write_trace(&mut text, &records, format, unit).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        // Decorate: CRLF endings, comment and blank lines, which reading must skip while
+        // keeping line numbers right.
+        let mut decorated = String::new();
+        let mut line_of_record = Vec::new();
+        let mut line = 0u64;
+        for (i, l) in text.lines().enumerate() {
+            match decor[i] {
+                1 => { decorated.push_str(l); decorated.push_str("\r\n"); }
+                2 => { decorated.push_str("# comment\n"); line += 1; decorated.push_str(l); decorated.push('\n'); }
+                3 => { decorated.push_str("   \n"); line += 1; decorated.push_str(l); decorated.push('\n'); }
+                _ => { decorated.push_str(l); decorated.push('\n'); }
+            }
+            line += 1;
+            line_of_record.push(line);
+        }
+        let trace = read_trace(decorated.as_bytes(), format, &opts(unit))
+            .unwrap_or_else(|e| panic!("{format}/{unit}: {e}\n{decorated}"));
+        prop_assert_eq!(&trace.records, &records);
+        prop_assert_eq!(&trace.lines, &line_of_record);
+        prop_assert_eq!(trace.format, format);
+        check_trace(&trace, line as usize);
+        let stats = trace.stats();
+        prop_assert_eq!(stats.reads + stats.writes, records.len() as u64);
+        prop_assert_eq!(stats.reads, records.iter().filter(|r| r.op == Op::Read).count() as u64);
+        prop_assert_eq!(stats.duration_ns, records.last().unwrap().arrival_ns);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(
+        format in format_strategy(),
+        unit in unit_strategy(),
+        lines in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..80), 0..8),
+    ) {
+        let text = lines.join(&b'\n');
+        let total = text.split(|&b| b == b'\n').count();
+        match read_trace(&text[..], format, &opts(unit)) {
+            Ok(trace) => check_trace(&trace, total),
+            Err(e) => check_error(&e, total),
+        }
+    }
+
+    /// Lines built from the formats' own characters, which get much further into the parsers than
+    /// random bytes do.
+    #[test]
+    fn near_valid_lines_never_panic(
+        format in format_strategy(),
+        unit in unit_strategy(),
+        lines in prop::collection::vec(
+            prop_oneof![
+                "[0-9 ]{0,40}",
+                "[0-9.]{1,8} [0-9]{1,3} [0-9]{1,12} [0-9]{1,6} [01x]{1,2}",
+                "[0-9]{1,20},[a-z]{0,3},[0-9]{1,2},(Read|Write|read|x),[0-9]{1,12},[0-9]{1,6},[0-9]{1,5}",
+                " *[0-9]{1,4},[0-9]{1,7} +[0-9]{1,2} +[0-9]{1,8} +[0-9]{1,3}\\.[0-9]{9} +[0-9]{1,5} +[DQCm] +[FRWSMDN]{1,3}( [0-9]{1,10} \\+ [0-9]{1,5})?( \\[[a-z]+\\])?",
+                "(CPU[0-9] \\(sda\\):|Total \\(sda\\):| Reads Queued: 1)",
+                "[ -~]{0,60}",
+            ],
+            0..10,
+        ),
+    ) {
+        let text = lines.join("\n");
+        let total = text.split('\n').count();
+        match read_trace(text.as_bytes(), format, &opts(unit)) {
+            Ok(trace) => check_trace(&trace, total),
+            Err(e) => check_error(&e, total),
+        }
+    }
+}
