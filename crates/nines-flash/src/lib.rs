@@ -1,1 +1,34 @@
-//! nines-flash (being built).
+//! The SSD model: geometry, timing, a page-mapping FTL with greedy GC, a DRAM write buffer,
+//! read/write interference and program/erase suspend, housekeeping stalls, preconditioning and
+//! a scale knob. Sans-IO: no clock, no thread, no file I/O in the model; the time is an argument.
+//!
+//! - [`DeviceConfig`]: the description (TOML presets in `presets/`, or a user's file), validated.
+//! - [`Ftl`]: mapping and GC without time (also used for fast preconditioning).
+//! - [`Ssd`]: the timed device: `submit(now_ns, op, offset, len) -> completion_ns`.
+
+pub mod config;
+pub mod ftl;
+pub mod ssd;
+
+pub use config::{DeviceConfig, PRESETS, preset_names};
+pub use ftl::{Ftl, FtlStats, GcWork};
+pub use ssd::{Precondition, Ssd, SsdCounters};
+
+/// Errors from loading or validating a device description. One line each.
+#[derive(Debug, thiserror::Error)]
+pub enum FlashError {
+    #[error("invalid device description: {field}: {rule}")]
+    Invalid { field: &'static str, rule: String },
+    #[error(
+        "unknown device preset `{name}`; available presets: {available} (or give a path to a .toml file)"
+    )]
+    UnknownPreset { name: String, available: String },
+    #[error("device description {origin}{}: {message}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
+    Toml {
+        origin: String,
+        message: String,
+        line: Option<usize>,
+    },
+    #[error("cannot read device file {path}: {message}")]
+    Io { path: String, message: String },
+}

@@ -1,0 +1,492 @@
+//! Device descriptions: the TOML schema, the shipped presets, validation and the scale knob.
+//!
+//! A description is plain data. [`DeviceConfig::validate`] checks every rule the model relies on
+//! and names the field and the rule when one is broken, so a user's own TOML file gets one clear
+//! line instead of a panic deep in the FTL.
+
+use serde::{Deserialize, Serialize};
+
+use crate::FlashError;
+
+/// The presets shipped with nines, embedded at build time. Each file documents where its
+/// numbers come from.
+pub const PRESETS: [(&str, &str); 5] = [
+    ("afa-m2-2018", include_str!("../presets/afa-m2-2018.toml")),
+    ("intel-750", include_str!("../presets/intel-750.toml")),
+    ("z-ssd", include_str!("../presets/z-ssd.toml")),
+    (
+        "mqsim-default",
+        include_str!("../presets/mqsim-default.toml"),
+    ),
+    (
+        "ttflash-fast17",
+        include_str!("../presets/ttflash-fast17.toml"),
+    ),
+];
+
+/// The names of the shipped presets, in a stable order.
+pub fn preset_names() -> Vec<&'static str> {
+    PRESETS.iter().map(|(n, _)| *n).collect()
+}
+
+/// A complete SSD description, as written in a preset or a user's TOML file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// The advertised capacity; the geometry after over-provisioning must hold it. When absent
+    /// the exported capacity is the geometry minus over-provisioning.
+    #[serde(default)]
+    pub capacity_bytes: Option<u64>,
+    pub geometry: Geometry,
+    pub timing: Timing,
+    pub ftl: FtlConfig,
+    pub controller: Controller,
+    #[serde(default)]
+    pub buffer: BufferConfig,
+    #[serde(default)]
+    pub suspend: SuspendConfig,
+    #[serde(default)]
+    pub housekeeping: Housekeeping,
+    #[serde(default)]
+    pub slow_io: SlowIo,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Geometry {
+    pub channels: u32,
+    pub chips_per_channel: u32,
+    pub dies_per_chip: u32,
+    /// Planes only set how many blocks a die holds; multi-plane operations are folded into the
+    /// effective per-page program time.
+    pub planes_per_die: u32,
+    pub blocks_per_plane: u32,
+    pub pages_per_block: u32,
+    pub page_size_bytes: u32,
+    /// The FTL's mapping unit; several units are packed into one flash page.
+    #[serde(default = "default_map_unit_bytes")]
+    pub map_unit_bytes: u32,
+}
+
+fn default_map_unit_bytes() -> u32 {
+    4096
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timing {
+    /// tR: array read time of one page.
+    pub read_ns: u64,
+    /// tPROG: program time of one page.
+    pub program_ns: u64,
+    /// tBERS: erase time of one block.
+    pub erase_ns: u64,
+    /// Optional per page type (page index in block modulo the list length, e.g. LSB/MSB);
+    /// replaces `read_ns` when given.
+    #[serde(default)]
+    pub read_ns_by_page_type: Vec<u64>,
+    /// Optional per page type; replaces `program_ns` when given.
+    #[serde(default)]
+    pub program_ns_by_page_type: Vec<u64>,
+    /// Flash channel (bus) transfer rate.
+    pub channel_bytes_per_s: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FtlConfig {
+    /// Spare share of the physical flash, in [0, 1): 0.07 = 7%.
+    pub over_provisioning: f64,
+    /// Below this share of free blocks in a die, GC runs whenever the die is idle.
+    pub gc_soft_threshold: f64,
+    /// Below this share of free blocks in a die, GC runs before the next host page, whatever
+    /// else the die has queued.
+    pub gc_hard_threshold: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Controller {
+    /// Latency the controller adds to every command (firmware, DMA setup, completion posting).
+    pub overhead_ns: u64,
+    /// Controller occupancy per command (serial): caps the command rate at 1e9/command_ns.
+    /// 0 = unlimited.
+    #[serde(default)]
+    pub command_ns: u64,
+    /// Host interface data rate towards the host (reads).
+    pub read_bytes_per_s: u64,
+    /// Host interface data rate towards the device (writes).
+    pub write_bytes_per_s: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BufferConfig {
+    /// DRAM write buffer; writes complete once buffered. At least two flash pages.
+    #[serde(default = "default_write_buffer_bytes")]
+    pub write_buffer_bytes: u64,
+}
+
+fn default_write_buffer_bytes() -> u64 {
+    16 << 20
+}
+
+impl Default for BufferConfig {
+    fn default() -> Self {
+        BufferConfig {
+            write_buffer_bytes: default_write_buffer_bytes(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuspendConfig {
+    /// Program/erase suspend-resume: a read to a programming or erasing die suspends it.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Time added to the suspended operation for each suspension.
+    #[serde(default)]
+    pub resume_overhead_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Housekeeping {
+    /// Every `period_ns` the controller stalls for `duration_ns` (e.g. SMART log updates).
+    /// 0 = off. Each device gets its own phase, drawn from its seed.
+    #[serde(default)]
+    pub period_ns: u64,
+    #[serde(default)]
+    pub duration_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlowIo {
+    /// Each command independently takes `extra_ns` longer with this probability (firmware
+    /// hiccups, retries). 0 = off.
+    #[serde(default)]
+    pub probability: f64,
+    #[serde(default)]
+    pub extra_ns: u64,
+}
+
+fn invalid(field: &'static str, rule: impl Into<String>) -> FlashError {
+    FlashError::Invalid {
+        field,
+        rule: rule.into(),
+    }
+}
+
+impl DeviceConfig {
+    /// A shipped preset by name.
+    pub fn preset(name: &str) -> Result<DeviceConfig, FlashError> {
+        let Some((_, text)) = PRESETS.iter().find(|(n, _)| *n == name) else {
+            return Err(FlashError::UnknownPreset {
+                name: name.to_string(),
+                available: preset_names().join(", "),
+            });
+        };
+        DeviceConfig::from_toml(text, name)
+    }
+
+    /// Parse and validate a description. `origin` names it in errors (a preset or a path).
+    pub fn from_toml(text: &str, origin: &str) -> Result<DeviceConfig, FlashError> {
+        let cfg: DeviceConfig = toml::from_str(text).map_err(|e| FlashError::Toml {
+            origin: origin.to_string(),
+            message: e.message().to_string(),
+            line: line_of(text, e.span().map(|s| s.start)),
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// A preset name or a path to a TOML file (anything ending in `.toml` or containing a `/`).
+    pub fn load(spec: &str) -> Result<DeviceConfig, FlashError> {
+        if spec.ends_with(".toml") || spec.contains('/') {
+            let text = std::fs::read_to_string(spec).map_err(|e| FlashError::Io {
+                path: spec.to_string(),
+                message: e.to_string(),
+            })?;
+            DeviceConfig::from_toml(&text, spec)
+        } else {
+            DeviceConfig::preset(spec)
+        }
+    }
+
+    pub fn dies(&self) -> u64 {
+        let g = &self.geometry;
+        g.channels as u64 * g.chips_per_channel as u64 * g.dies_per_chip as u64
+    }
+
+    /// Units (mapping granules) per flash page.
+    pub fn units_per_page(&self) -> u32 {
+        self.geometry.page_size_bytes / self.geometry.map_unit_bytes
+    }
+
+    pub fn physical_bytes(&self) -> u128 {
+        let g = &self.geometry;
+        self.dies() as u128
+            * g.planes_per_die as u128
+            * g.blocks_per_plane as u128
+            * g.pages_per_block as u128
+            * g.page_size_bytes as u128
+    }
+
+    /// Check every rule; the first broken one is returned naming its field.
+    pub fn validate(&self) -> Result<(), FlashError> {
+        let g = &self.geometry;
+        for (field, v) in [
+            ("geometry.channels", g.channels),
+            ("geometry.chips_per_channel", g.chips_per_channel),
+            ("geometry.dies_per_chip", g.dies_per_chip),
+            ("geometry.planes_per_die", g.planes_per_die),
+            ("geometry.blocks_per_plane", g.blocks_per_plane),
+            ("geometry.pages_per_block", g.pages_per_block),
+        ] {
+            if v == 0 {
+                return Err(invalid(field, "must be at least 1"));
+            }
+        }
+        if g.page_size_bytes == 0 || g.page_size_bytes % 512 != 0 {
+            return Err(invalid(
+                "geometry.page_size_bytes",
+                format!("{} is not a positive multiple of 512", g.page_size_bytes),
+            ));
+        }
+        if g.map_unit_bytes == 0
+            || g.map_unit_bytes % 512 != 0
+            || g.page_size_bytes % g.map_unit_bytes != 0
+        {
+            return Err(invalid(
+                "geometry.map_unit_bytes",
+                format!(
+                    "{} must be a multiple of 512 that divides page_size_bytes ({})",
+                    g.map_unit_bytes, g.page_size_bytes
+                ),
+            ));
+        }
+        if g.pages_per_block > 1 << 16 || self.units_per_page() > 64 {
+            return Err(invalid(
+                "geometry.pages_per_block",
+                "at most 65536 pages per block and 64 mapping units per page",
+            ));
+        }
+        if self.dies() > 1 << 16 {
+            return Err(invalid(
+                "geometry.channels",
+                "channels x chips_per_channel x dies_per_chip must be at most 65536",
+            ));
+        }
+        let op = self.ftl.over_provisioning;
+        if !(0.0..1.0).contains(&op) || op.is_nan() {
+            return Err(invalid(
+                "ftl.over_provisioning",
+                format!(
+                    "{op} must be at least 0 and below 1 (a share of the physical flash, 0.07 = 7%)"
+                ),
+            ));
+        }
+        for (field, v) in [
+            ("ftl.gc_soft_threshold", self.ftl.gc_soft_threshold),
+            ("ftl.gc_hard_threshold", self.ftl.gc_hard_threshold),
+        ] {
+            if !(0.0..1.0).contains(&v) || v.is_nan() {
+                return Err(invalid(field, format!("{v} must be a share in [0, 1)")));
+            }
+        }
+        if self.ftl.gc_hard_threshold > self.ftl.gc_soft_threshold {
+            return Err(invalid(
+                "ftl.gc_hard_threshold",
+                "must not exceed ftl.gc_soft_threshold",
+            ));
+        }
+        let t = &self.timing;
+        for (field, v) in [
+            ("timing.read_ns", t.read_ns),
+            ("timing.program_ns", t.program_ns),
+            ("timing.erase_ns", t.erase_ns),
+            ("timing.channel_bytes_per_s", t.channel_bytes_per_s),
+            (
+                "controller.read_bytes_per_s",
+                self.controller.read_bytes_per_s,
+            ),
+            (
+                "controller.write_bytes_per_s",
+                self.controller.write_bytes_per_s,
+            ),
+        ] {
+            if v == 0 {
+                return Err(invalid(field, "must be positive"));
+            }
+        }
+        if t.read_ns_by_page_type.contains(&0) || t.program_ns_by_page_type.contains(&0) {
+            return Err(invalid(
+                "timing.read_ns_by_page_type",
+                "every per-page-type time must be positive",
+            ));
+        }
+        if self.buffer.write_buffer_bytes < 2 * g.page_size_bytes as u64 {
+            return Err(invalid(
+                "buffer.write_buffer_bytes",
+                format!(
+                    "must hold at least two pages ({} bytes)",
+                    2 * g.page_size_bytes
+                ),
+            ));
+        }
+        let hk = &self.housekeeping;
+        if hk.period_ns > 0 && hk.duration_ns >= hk.period_ns {
+            return Err(invalid(
+                "housekeeping.duration_ns",
+                "must be shorter than housekeeping.period_ns",
+            ));
+        }
+        let p = self.slow_io.probability;
+        if !(0.0..=1.0).contains(&p) || p.is_nan() {
+            return Err(invalid(
+                "slow_io.probability",
+                format!("{p} must be in [0, 1]"),
+            ));
+        }
+        let physical = self.physical_bytes();
+        if physical / g.map_unit_bytes as u128 >= u32::MAX as u128 {
+            return Err(invalid(
+                "geometry.blocks_per_plane",
+                "the geometry has 2^32 or more mapping units; the FTL maps with 32-bit entries",
+            ));
+        }
+        if let Some(cap) = self.capacity_bytes {
+            let holds = (physical as f64 * (1.0 - op)) as u128;
+            if cap == 0 || cap as u128 > holds {
+                return Err(invalid(
+                    "capacity_bytes",
+                    format!(
+                        "{cap} does not fit: the geometry holds {physical} bytes, {holds} after \
+                         {:.1}% over-provisioning; add blocks or lower ftl.over_provisioning",
+                        op * 100.0
+                    ),
+                ));
+            }
+        }
+        self.check_gc_room()
+    }
+
+    /// Blocks per die.
+    pub fn blocks_per_die(&self) -> u32 {
+        self.geometry.planes_per_die * self.geometry.blocks_per_plane
+    }
+
+    /// Blocks per die that logical data cannot occupy (spare blocks).
+    pub fn spare_blocks_per_die(&self) -> u64 {
+        let block_bytes =
+            self.geometry.pages_per_block as u64 * self.geometry.page_size_bytes as u64;
+        (self.blocks_per_die() as u64)
+            .saturating_sub(self.logical_bytes().div_ceil(block_bytes * self.dies()))
+    }
+
+    /// The thresholds in blocks per die, clamped so that GC always has room to move pages:
+    /// hard >= 2, soft >= hard + 1, and soft below the spare blocks (on heavily scaled
+    /// devices the configured share can exceed the spare blocks; GC would then never stop).
+    pub fn gc_thresholds_blocks(&self) -> (u32, u32) {
+        let bpd = self.blocks_per_die() as f64;
+        let hard = ((self.ftl.gc_hard_threshold * bpd).ceil() as u32).max(2);
+        let spare = self.spare_blocks_per_die().min(u32::MAX as u64) as u32;
+        let soft = ((self.ftl.gc_soft_threshold * bpd).ceil() as u32)
+            .min(spare.saturating_sub(2))
+            .max(hard + 1);
+        (soft, hard)
+    }
+
+    /// The smallest blocks-per-plane at which the FTL keeps enough spare blocks per die for GC.
+    fn min_blocks_per_plane(&self) -> u32 {
+        for bpp in 1..=self.geometry.blocks_per_plane.max(1) {
+            let mut c = self.clone();
+            c.geometry.blocks_per_plane = bpp;
+            if let Some(cap) = self.capacity_bytes {
+                let ratio = bpp as f64 / self.geometry.blocks_per_plane as f64;
+                c.capacity_bytes = Some((cap as f64 * ratio) as u64);
+            }
+            if c.check_gc_room().is_ok() && c.blocks_per_die() >= 8 {
+                return bpp;
+            }
+        }
+        self.geometry.blocks_per_plane
+    }
+
+    /// A copy with fewer blocks per plane: same page geometry and over-provisioning share.
+    /// `scale` in (0, 1]; the result is clamped up to the smallest size that keeps GC workable.
+    pub fn scaled(&self, scale: f64) -> Result<DeviceConfig, FlashError> {
+        if !(scale > 0.0 && scale <= 1.0) {
+            return Err(invalid("scale", format!("{scale} must be in (0, 1]")));
+        }
+        let mut c = self.clone();
+        let want = ((self.geometry.blocks_per_plane as f64) * scale).floor() as u32;
+        let min = self.min_blocks_per_plane();
+        c.geometry.blocks_per_plane = want.max(min).min(self.geometry.blocks_per_plane).max(1);
+        if let Some(cap) = self.capacity_bytes {
+            let ratio = c.geometry.blocks_per_plane as f64 / self.geometry.blocks_per_plane as f64;
+            c.capacity_bytes = Some(
+                ((cap as f64 * ratio) as u64 / c.geometry.map_unit_bytes as u64)
+                    * c.geometry.map_unit_bytes as u64,
+            );
+        }
+        c.check_gc_room()?;
+        Ok(c)
+    }
+
+    /// The FTL needs spare blocks beyond its hard threshold (two open blocks per die, one
+    /// block of slack for uneven fill across dies); checked before a model is built.
+    pub fn check_gc_room(&self) -> Result<(), FlashError> {
+        let (_, hard) = self.gc_thresholds_blocks();
+        let spare = self.spare_blocks_per_die();
+        if spare < hard as u64 + 4 {
+            return Err(invalid(
+                "ftl.over_provisioning",
+                format!(
+                    "leaves {spare} spare blocks per die; GC needs at least {} \
+                     (hard threshold {hard} + 4); raise over_provisioning or blocks_per_plane, \
+                     or use a larger scale",
+                    hard + 4
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Exported (logical) capacity, a multiple of the mapping unit.
+    pub fn logical_bytes(&self) -> u64 {
+        let unit = self.geometry.map_unit_bytes as u64;
+        let by_op = (self.physical_bytes() as f64 * (1.0 - self.ftl.over_provisioning)) as u64;
+        let cap = self.capacity_bytes.unwrap_or(by_op).min(by_op);
+        (cap / unit) * unit
+    }
+
+    /// Bytes of model state per device for this geometry (maps and per-block arrays).
+    pub fn model_bytes(&self) -> u64 {
+        let unit = self.geometry.map_unit_bytes as u64;
+        let physical_units = (self.physical_bytes() / unit as u128) as u64;
+        let logical_units = self.logical_bytes() / unit;
+        let blocks = self.dies() * self.blocks_per_die() as u64;
+        physical_units * 4 + logical_units * 4 + blocks * 9
+    }
+
+    /// The largest scale (<= 1) whose model fits in `budget_bytes`, or the smallest workable.
+    pub fn scale_for_budget(&self, budget_bytes: u64) -> f64 {
+        let full = self.model_bytes().max(1);
+        (budget_bytes as f64 / full as f64).min(1.0)
+    }
+
+    /// The smallest scale at which GC still works (see [`DeviceConfig::scaled`]).
+    pub fn min_scale(&self) -> f64 {
+        self.min_blocks_per_plane() as f64 / self.geometry.blocks_per_plane as f64
+    }
+}
+
+fn line_of(text: &str, offset: Option<usize>) -> Option<usize> {
+    offset.map(|o| text[..o.min(text.len())].matches('\n').count() + 1)
+}
