@@ -2,7 +2,11 @@
 //! comparisons and spike detection.
 
 pub mod axis;
+pub mod decimate;
 pub mod fio;
+pub mod html;
+pub mod intervals;
 pub mod plot;
+pub mod run;
 pub mod spikes;
 pub mod table;

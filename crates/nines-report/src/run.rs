@@ -1,0 +1,1033 @@
+//! The report of one run: figures, tables and a short summary, assembled into one HTML page.
+//!
+//! Data flow: the binary reads the run JSON ([`Report`]), and when the run wrote them, the
+//! per-I/O log (two passes through [`LatPass1`] and [`LatPass2`], so memory stays bounded
+//! however long the log) and the interval histograms ([`crate::intervals`]). Everything here is
+//! sans-IO: plain data in, [`Figure`]s, text and HTML out.
+
+use hdrhistogram::Histogram;
+use nines_core::latlog::LatRecord;
+use nines_core::op::Op;
+use nines_core::report::{DeviceReport, Report};
+use nines_core::units::percentile_key;
+
+use crate::axis::{
+    Axis, LabelFormat, format_bytes_per_s, format_ns, format_percentile, format_plain, nines_max_x,
+    nines_x,
+};
+use crate::decimate::{Decimated, TimeDecimator};
+use crate::html::{Figure, Page, flatten_json};
+use crate::intervals::IntervalSeries;
+use crate::plot::{Band, Plot, PlotError, Series, SeriesStyle, Span, palette};
+use crate::spikes::{SpikeAnalysis, SpikeDetector, SpikeParams};
+
+/// Pixel columns of the latency-over-time figure.
+pub const TIME_COLUMNS: usize = 900;
+/// Individually kept I/Os in the latency-over-time figure.
+pub const OUTLIERS_MAX: usize = 20_000;
+/// Devices drawn with their own colour (and legend) before they are lumped together.
+pub const DEVICES_COLOURED_MAX: usize = 12;
+
+/// First pass over a per-I/O log: the latency distribution and the time span.
+pub struct LatPass1 {
+    hist: Histogram<u64>,
+    t_min_ns: u64,
+    t_max_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatPass1Summary {
+    pub ios: u64,
+    pub median_ns: u64,
+    pub p9999_ns: u64,
+    pub t_min_ns: u64,
+    pub t_max_ns: u64,
+}
+
+impl Default for LatPass1 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatPass1 {
+    pub fn new() -> LatPass1 {
+        LatPass1 {
+            hist: nines_core::stats::new_latency_histogram(),
+            t_min_ns: u64::MAX,
+            t_max_ns: 0,
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, r: &LatRecord) {
+        self.hist.saturating_record(
+            r.latency_ns
+                .clamp(1, nines_core::stats::LATENCY_NS_MAX_TRACKABLE),
+        );
+        self.t_min_ns = self.t_min_ns.min(r.completion_ns);
+        self.t_max_ns = self.t_max_ns.max(r.completion_ns);
+    }
+
+    pub fn finish(&self) -> LatPass1Summary {
+        let empty = self.hist.is_empty();
+        LatPass1Summary {
+            ios: self.hist.len(),
+            median_ns: if empty {
+                0
+            } else {
+                self.hist.value_at_quantile(0.5)
+            },
+            p9999_ns: if empty {
+                0
+            } else {
+                self.hist.value_at_quantile(0.9999)
+            },
+            t_min_ns: if empty { 0 } else { self.t_min_ns },
+            t_max_ns: self.t_max_ns,
+        }
+    }
+}
+
+/// Second pass: decimation for the picture and spike detection.
+pub struct LatPass2 {
+    dec: TimeDecimator,
+    det: SpikeDetector,
+}
+
+/// What the per-I/O log contributes to a report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatView {
+    pub devices: Vec<String>,
+    pub decimated: Decimated,
+    pub spikes: SpikeAnalysis,
+    pub median_ns: u64,
+}
+
+impl LatPass2 {
+    pub fn new(p1: &LatPass1Summary, params: SpikeParams) -> LatPass2 {
+        let det = SpikeDetector::new(params, p1.median_ns);
+        let outlier_ns = p1.p9999_ns.min(det.threshold_ns()).max(1);
+        LatPass2 {
+            dec: TimeDecimator::new(
+                p1.t_min_ns,
+                p1.t_max_ns + 1,
+                TIME_COLUMNS,
+                outlier_ns,
+                OUTLIERS_MAX,
+            ),
+            det,
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, r: &LatRecord) {
+        self.dec.push(r.completion_ns, r.latency_ns, r.device);
+        self.det.push(r.device, r.completion_ns, r.latency_ns);
+    }
+
+    pub fn finish(self, devices: Vec<String>, median_ns: u64) -> LatView {
+        LatView {
+            devices,
+            decimated: self.dec.finish(),
+            spikes: self.det.finish(),
+            median_ns,
+        }
+    }
+}
+
+/// Spike detection from interval histograms, for runs with `--hdr-log` but no per-I/O log.
+/// Devices are numbered in the order of `names` (a tag's device not among them is skipped).
+pub fn spikes_from_intervals(
+    series: &[IntervalSeries],
+    names: &[String],
+    params: SpikeParams,
+) -> Option<SpikeAnalysis> {
+    let mut p50s: Vec<u64> = series
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .filter(|p| p.ios > 0)
+        .map(|p| p.p50_ns)
+        .collect();
+    if p50s.is_empty() {
+        return None;
+    }
+    p50s.sort_unstable();
+    let mut det = SpikeDetector::new(params, p50s[p50s.len() / 2]);
+    for s in series {
+        let Some(dev) = device_index(names, &s.device) else {
+            continue;
+        };
+        for p in s.points.iter().filter(|p| p.ios > 0) {
+            let start = (p.start_s * 1e9) as u64;
+            det.push_interval(dev, start, start + (p.duration_s * 1e9) as u64, p.max_ns);
+        }
+    }
+    Some(det.finish())
+}
+
+/// A tag's device name (commas and whitespace were replaced by `_` when written) to its index.
+fn device_index(names: &[String], tag_device: &str) -> Option<u16> {
+    let clean = |n: &str| -> String {
+        n.chars()
+            .map(|c| {
+                if c == ',' || c.is_whitespace() {
+                    '_'
+                } else {
+                    c
+                }
+            })
+            .collect()
+    };
+    names
+        .iter()
+        .position(|n| clean(n) == tag_device)
+        .map(|i| i as u16)
+}
+
+/// The percentiles of a report that can go on the nines axis (below 100), ascending.
+fn plotted_percentiles(report: &Report) -> Vec<f64> {
+    let mut p: Vec<f64> = report
+        .config
+        .percentiles
+        .iter()
+        .copied()
+        .filter(|p| *p > 0.0 && *p < 100.0)
+        .collect();
+    p.sort_by(f64::total_cmp);
+    p.dedup();
+    p
+}
+
+/// One device's curve: (nines x, latency) for each percentile, then max.
+pub fn device_curve(d: &DeviceReport, op: Op, percentiles: &[f64]) -> Vec<(f64, f64)> {
+    let s = &d.dir(op).lat_ns;
+    let mut pts: Vec<(f64, f64)> = percentiles
+        .iter()
+        .filter_map(|&p| Some((nines_x(p), s.percentiles.get(&percentile_key(p))? as f64)))
+        .collect();
+    if let Some(&p_max) = percentiles.last() {
+        pts.push((nines_max_x(p_max), s.max_ns as f64));
+    }
+    pts
+}
+
+/// Devices that stand out: at some percentile (or max) at least `factor` x the median device.
+/// Returns (device index, worst ratio, where), worst first, at most `limit`.
+pub fn outlying_devices(
+    report: &Report,
+    op: Op,
+    factor: f64,
+    limit: usize,
+) -> Vec<(usize, f64, String)> {
+    let percentiles = plotted_percentiles(report);
+    let active: Vec<(usize, Vec<(f64, f64)>)> = report
+        .devices
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.dir(op).ios > 0)
+        .map(|(i, d)| (i, device_curve(d, op, &percentiles)))
+        .collect();
+    if active.len() < 3 {
+        return Vec::new();
+    }
+    let n_points = active.iter().map(|(_, c)| c.len()).min().unwrap_or(0);
+    let mut medians = Vec::with_capacity(n_points);
+    for k in 0..n_points {
+        let mut v: Vec<f64> = active.iter().map(|(_, c)| c[k].1).collect();
+        v.sort_by(f64::total_cmp);
+        medians.push(v[v.len() / 2]);
+    }
+    let labels: Vec<String> = percentiles
+        .iter()
+        .map(|p| format!("p{}", format_percentile(*p)))
+        .chain(std::iter::once("max".to_string()))
+        .collect();
+    let mut out: Vec<(usize, f64, String)> = active
+        .iter()
+        .filter_map(|(i, c)| {
+            let (k, ratio) = (0..n_points)
+                .map(|k| (k, c[k].1 / medians[k].max(1.0)))
+                .max_by(|a, b| a.1.total_cmp(&b.1))?;
+            (ratio >= factor).then(|| (*i, ratio, labels[k].clone()))
+        })
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out.truncate(limit);
+    out
+}
+
+/// Figure: latency percentile curves, one line per device, outlying devices named.
+pub fn percentile_figure(report: &Report, op: Op) -> Option<Figure> {
+    let percentiles = plotted_percentiles(report);
+    let (&p_lo, &p_hi) = (percentiles.first()?, percentiles.last()?);
+    let devices: Vec<(usize, &DeviceReport)> = report
+        .devices
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.dir(op).ios > 0)
+        .collect();
+    if devices.is_empty() {
+        return None;
+    }
+    let curves: Vec<Vec<(f64, f64)>> = devices
+        .iter()
+        .map(|(_, d)| device_curve(d, op, &percentiles))
+        .collect();
+    let (lo, hi) = y_range(curves.iter().flatten().map(|p| p.1));
+    let mut plot = Plot::new(
+        format!("{} latency by percentile, per device", op.name()),
+        Axis::nines("percentile", p_lo, p_hi, true),
+        Axis::log("latency", lo, hi, LabelFormat::Nanoseconds),
+    );
+    let outliers = outlying_devices(report, op, 1.5, 5);
+    plot.legend = devices.len() <= DEVICES_COLOURED_MAX;
+    for ((i, d), pts) in devices.iter().zip(curves) {
+        let mut s = Series::new(d.name.clone(), SeriesStyle::LinePoints, palette(*i));
+        s.points = pts;
+        if outliers.iter().any(|o| o.0 == *i) {
+            s.end_label = Some(d.name.clone());
+            s.bold = true;
+        }
+        plot.series.push(s);
+    }
+    let mut caption = format!(
+        "Latency at each percentile (x on a nines scale: each step is ten times rarer) for {} device(s).",
+        devices.len()
+    );
+    if !outliers.is_empty() {
+        let named: Vec<String> = outliers
+            .iter()
+            .map(|(i, r, at)| {
+                format!(
+                    "{} ({r:.1}x the median device at {at})",
+                    report.devices[*i].name
+                )
+            })
+            .collect();
+        caption.push_str(&format!(" Outlying: {}.", named.join(", ")));
+    }
+    Some(Figure {
+        id: format!("percentiles-{}", op.name()),
+        caption,
+        plot,
+    })
+}
+
+/// Figure: mean and standard deviation of each percentile across devices (paper 000, Fig. 12).
+pub fn spread_figure(report: &Report, op: Op) -> Option<Figure> {
+    let spread = match op {
+        Op::Read => &report.aggregate.across_devices.read,
+        Op::Write => &report.aggregate.across_devices.write,
+    };
+    let active: Vec<&DeviceReport> = report
+        .devices
+        .iter()
+        .filter(|d| d.dir(op).ios > 0)
+        .collect();
+    if spread.is_empty() || active.len() < 2 {
+        return None;
+    }
+    let mut rows: Vec<(f64, f64, f64, f64, f64)> = spread
+        .iter()
+        .filter_map(|s| {
+            let p: f64 = s.percentile.parse().ok()?;
+            (p > 0.0 && p < 100.0)
+                .then(|| (p, s.mean_ns, s.stddev_ns, s.min_ns as f64, s.max_ns as f64))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (p_lo, p_hi) = (rows.first()?.0, rows.last()?.0);
+    // "max" across devices, computed from the devices' maxima.
+    let maxes: Vec<f64> = active
+        .iter()
+        .map(|d| d.dir(op).lat_ns.max_ns as f64)
+        .collect();
+    let (m_mean, m_sd) = mean_sd(&maxes);
+    let m_min = maxes.iter().copied().fold(f64::INFINITY, f64::min);
+    let m_max = maxes.iter().copied().fold(0.0, f64::max);
+    let mut pts: Vec<(f64, f64, f64, f64, f64)> = rows
+        .iter()
+        .map(|r| (nines_x(r.0), r.1, r.2, r.3, r.4))
+        .collect();
+    pts.push((nines_max_x(p_hi), m_mean, m_sd, m_min, m_max));
+    let (lo, hi) = y_range(pts.iter().flat_map(|r| [r.3, r.4, r.1]));
+    let mut plot = Plot::new(
+        format!(
+            "{} latency across {} devices: mean ± stddev",
+            op.name(),
+            active.len()
+        ),
+        Axis::nines("percentile", p_lo, p_hi, true),
+        Axis::log("latency", lo, hi, LabelFormat::Nanoseconds),
+    );
+    plot.bands.push(Band {
+        name: "mean ± stddev".into(),
+        color: palette(0),
+        points: pts
+            .iter()
+            .map(|r| (r.0, (r.1 - r.2).max(r.3).max(1.0), r.1 + r.2))
+            .collect(),
+    });
+    let mut mean = Series::new("mean", SeriesStyle::LinePoints, palette(0));
+    mean.bold = true;
+    mean.points = pts.iter().map(|r| (r.0, r.1)).collect();
+    let mut min = Series::new("fastest device", SeriesStyle::Line, palette(2));
+    min.points = pts.iter().map(|r| (r.0, r.3)).collect();
+    let mut max = Series::new("slowest device", SeriesStyle::Line, palette(3));
+    max.points = pts.iter().map(|r| (r.0, r.4)).collect();
+    plot.series.extend([mean, min, max]);
+
+    Some(Figure {
+        id: format!("spread-{}", op.name()),
+        caption:
+            "Mean of each percentile over the devices, the band one standard deviation either \
+                  side, and the fastest and slowest device at that percentile."
+                .into(),
+        plot,
+    })
+}
+
+/// Figure: the standard deviation across devices of each percentile (Fig. 12, right).
+pub fn stddev_figure(report: &Report, op: Op) -> Option<Figure> {
+    let spread = match op {
+        Op::Read => &report.aggregate.across_devices.read,
+        Op::Write => &report.aggregate.across_devices.write,
+    };
+    let active: Vec<&DeviceReport> = report
+        .devices
+        .iter()
+        .filter(|d| d.dir(op).ios > 0)
+        .collect();
+    if spread.is_empty() || active.len() < 2 {
+        return None;
+    }
+    let mut rows: Vec<(f64, f64)> = spread
+        .iter()
+        .filter_map(|s| {
+            let p: f64 = s.percentile.parse().ok()?;
+            (p > 0.0 && p < 100.0).then_some((p, s.stddev_ns))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (p_lo, p_hi) = (rows.first()?.0, rows.last()?.0);
+    let maxes: Vec<f64> = active
+        .iter()
+        .map(|d| d.dir(op).lat_ns.max_ns as f64)
+        .collect();
+    let mut pts: Vec<(f64, f64)> = rows.iter().map(|r| (nines_x(r.0), r.1)).collect();
+    pts.push((nines_max_x(p_hi), mean_sd(&maxes).1));
+    let (lo, hi) = y_range(pts.iter().map(|p| p.1));
+    let mut plot = Plot::new(
+        format!("{} latency: standard deviation across devices", op.name()),
+        Axis::nines("percentile", p_lo, p_hi, true),
+        Axis::log("stddev", lo, hi, LabelFormat::Nanoseconds),
+    );
+    let mut s = Series::new("stddev", SeriesStyle::LinePoints, palette(4));
+    s.points = pts;
+    plot.series.push(s);
+    plot.legend = false;
+    Some(Figure {
+        id: format!("stddev-{}", op.name()),
+        caption: "How far the devices disagree at each percentile.".into(),
+        plot,
+    })
+}
+
+/// Figure: latency of every I/O over time (decimated), detected spikes shaded.
+pub fn time_figure(view: &LatView) -> Option<Figure> {
+    let d = &view.decimated;
+    if d.columns.is_empty() {
+        return None;
+    }
+    let s = |ns: u64| ns as f64 / 1e9;
+    let t_lo = d.columns.first().map_or(0.0, |c| s(c.t_ns));
+    let t_hi = d.columns.last().map_or(1.0, |c| s(c.t_ns));
+    let (lo, hi) = y_range(
+        d.columns
+            .iter()
+            .flat_map(|c| [c.min_ns as f64, c.max_ns as f64])
+            .chain(d.outliers.iter().map(|o| o.latency_ns as f64)),
+    );
+    let mut plot = Plot::new(
+        "latency of every I/O over time",
+        Axis::linear("time since start", t_lo, t_hi, LabelFormat::Seconds),
+        Axis::log("latency", lo, hi, LabelFormat::Nanoseconds),
+    );
+    plot.bands.push(Band {
+        name: "min..max per column".into(),
+        color: palette(7),
+        points: d
+            .columns
+            .iter()
+            .map(|c| (s(c.t_ns), c.min_ns as f64, c.max_ns as f64))
+            .collect(),
+    });
+    for (name, color, f) in [
+        (
+            "p50",
+            palette(0),
+            (|c: &crate::decimate::ColumnStats| c.p50_ns) as fn(&_) -> u64,
+        ),
+        ("p99", palette(1), |c| c.p99_ns),
+    ] {
+        let mut line = Series::new(name, SeriesStyle::Line, color);
+        line.points = d.columns.iter().map(|c| (s(c.t_ns), f(c) as f64)).collect();
+        plot.series.push(line);
+    }
+    // Outliers: one colour per device while few devices, else one series.
+    let coloured = view.devices.len() <= DEVICES_COLOURED_MAX;
+    let mut by_dev: std::collections::BTreeMap<u16, Series> = Default::default();
+    for o in &d.outliers {
+        let key = if coloured { o.device } else { 0 };
+        let series = by_dev.entry(key).or_insert_with(|| {
+            let name = if coloured {
+                let dev = view
+                    .devices
+                    .get(usize::from(o.device))
+                    .cloned()
+                    .unwrap_or_else(|| format!("device {}", o.device));
+                format!("{dev} ≥ {}", format_ns(d.outlier_threshold_ns as f64))
+            } else {
+                format!("I/Os ≥ {}", format_ns(d.outlier_threshold_ns as f64))
+            };
+            Series::new(name, SeriesStyle::Points, palette(3 + usize::from(key)))
+        });
+        series
+            .points
+            .push((s(o.completion_ns), o.latency_ns as f64));
+    }
+    plot.series.extend(by_dev.into_values());
+    plot.legend = plot.series.len() <= DEVICES_COLOURED_MAX + 2;
+    for sp in &view.spikes.spikes {
+        plot.spans.push(Span {
+            x_start: s(sp.start_ns),
+            x_end: s(sp.end_ns),
+            color: [214, 39, 40],
+        });
+    }
+    let mut caption = format!(
+        "{} I/Os in {} columns: the band spans each column's fastest to slowest I/O; every I/O of at least {} is drawn as a point.",
+        format_plain(d.ios as f64),
+        d.columns.len(),
+        format_ns(d.outlier_threshold_ns as f64)
+    );
+    if !view.spikes.spikes.is_empty() {
+        caption.push_str(&format!(
+            " Shaded: {} detected spike(s) (I/Os at least {}).",
+            view.spikes.spikes.len(),
+            format_ns(view.spikes.threshold_ns as f64)
+        ));
+    }
+    Some(Figure {
+        id: "latency-over-time".into(),
+        caption,
+        plot,
+    })
+}
+
+/// Figures: IOPS and bandwidth over time per device and direction, from interval histograms.
+pub fn throughput_figures(series: &[IntervalSeries], block_size_bytes: u64) -> Vec<Figure> {
+    let active: Vec<&IntervalSeries> = series
+        .iter()
+        .filter(|s| s.points.iter().any(|p| p.ios > 0))
+        .collect();
+    if active.is_empty() {
+        return Vec::new();
+    }
+    let t0 = active
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .map(|p| p.start_s)
+        .fold(f64::INFINITY, f64::min);
+    let mid = |p: &crate::intervals::IntervalPoint| p.start_s - t0 + p.duration_s / 2.0;
+    let iops = |p: &crate::intervals::IntervalPoint| {
+        if p.duration_s > 0.0 {
+            p.ios as f64 / p.duration_s
+        } else {
+            0.0
+        }
+    };
+    let t_hi = active
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .map(mid)
+        .fold(0.0, f64::max);
+    let v_hi = active
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .map(iops)
+        .fold(0.0, f64::max);
+    let mut out = Vec::new();
+    for (id, title, scale, fmt) in [
+        ("iops-over-time", "IOPS over time", 1.0, LabelFormat::Plain),
+        (
+            "bandwidth-over-time",
+            "bandwidth over time",
+            block_size_bytes as f64,
+            LabelFormat::BytesPerSecond,
+        ),
+    ] {
+        let mut plot = Plot::new(
+            format!("{title}, per device"),
+            Axis::linear(
+                "time since start",
+                0.0,
+                t_hi.max(1e-3),
+                LabelFormat::Seconds,
+            ),
+            Axis::linear(
+                if scale == 1.0 { "IOPS" } else { "bandwidth" },
+                0.0,
+                (v_hi * scale * 1.05).max(1.0),
+                fmt,
+            ),
+        );
+        plot.legend = active.len() <= DEVICES_COLOURED_MAX;
+        for (i, s) in active.iter().enumerate() {
+            let mut line = Series::new(
+                format!("{} {}", s.device, s.op.name()),
+                SeriesStyle::Line,
+                palette(i),
+            );
+            line.points = s.points.iter().map(|p| (mid(p), iops(p) * scale)).collect();
+            plot.series.push(line);
+        }
+        out.push(Figure {
+            id: id.into(),
+            caption: format!(
+                "From the interval histograms{}.",
+                if scale == 1.0 {
+                    String::new()
+                } else {
+                    format!(
+                        " (IOPS x {} blocks)",
+                        crate::axis::format_plain(block_size_bytes as f64)
+                    )
+                }
+            ),
+            plot,
+        });
+    }
+    out
+}
+
+/// The lowest percentile at which the slowest device is at least `ratio` x the fastest, if any.
+pub fn divergence(report: &Report, op: Op, ratio: f64) -> Option<(String, f64)> {
+    let spread = match op {
+        Op::Read => &report.aggregate.across_devices.read,
+        Op::Write => &report.aggregate.across_devices.write,
+    };
+    let active: Vec<&DeviceReport> = report
+        .devices
+        .iter()
+        .filter(|d| d.dir(op).ios > 0)
+        .collect();
+    if active.len() < 2 {
+        return None;
+    }
+    let mut rows: Vec<(f64, String, f64)> = spread
+        .iter()
+        .filter_map(|s| {
+            let p: f64 = s.percentile.parse().ok()?;
+            Some((
+                p,
+                format!("p{}", s.percentile),
+                s.max_ns as f64 / (s.min_ns.max(1)) as f64,
+            ))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let maxes: Vec<u64> = active.iter().map(|d| d.dir(op).lat_ns.max_ns).collect();
+    let mx = *maxes.iter().max()? as f64 / (*maxes.iter().min()?).max(1) as f64;
+    rows.push((100.0, "max".into(), mx));
+    rows.into_iter().find(|r| r.2 >= ratio).map(|r| (r.1, r.2))
+}
+
+/// The summary: what stands out in this run, one sentence each.
+pub fn summary(
+    report: &Report,
+    lat: Option<&LatView>,
+    interval_spikes: Option<&SpikeAnalysis>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let w = &report.config.workload;
+    out.push(format!(
+        "{} run of {} device(s): {} {} QD{} on {}, {} measured.",
+        match report.kind {
+            nines_core::report::RunKind::Profile => "Measured",
+            nines_core::report::RunKind::Sim => "Simulated",
+        },
+        report.devices.len(),
+        w.rw,
+        crate::axis::format_plain(w.block_size_bytes as f64) + "B",
+        w.iodepth,
+        report.config.engine,
+        format_ns(report.config.measured_ns as f64)
+    ));
+    let percentiles = plotted_percentiles(report);
+    for op in Op::ALL {
+        let a = report.aggregate.dir(op);
+        if a.ios == 0 {
+            continue;
+        }
+        let top = percentiles.last().map(|p| {
+            format!(
+                ", p{} {}",
+                format_percentile(*p),
+                format_ns(a.lat_ns.percentiles.get(&percentile_key(*p)).unwrap_or(0) as f64)
+            )
+        });
+        out.push(format!(
+            "{}: {} IOPS, {} in total; mean {}, p50 {}{}, max {}.",
+            op.name(),
+            format_plain(a.iops),
+            format_bytes_per_s(a.bw_bytes),
+            format_ns(a.lat_ns.mean_ns),
+            format_ns(a.lat_ns.percentiles.at(50.0).unwrap_or(0) as f64),
+            top.unwrap_or_default(),
+            format_ns(a.lat_ns.max_ns as f64)
+        ));
+        // Worst device by its highest percentile, then max.
+        let active: Vec<&DeviceReport> = report
+            .devices
+            .iter()
+            .filter(|d| d.dir(op).ios > 0)
+            .collect();
+        if active.len() >= 2 {
+            let key = |d: &DeviceReport| {
+                let s = &d.dir(op).lat_ns;
+                let top = percentiles
+                    .last()
+                    .and_then(|p| s.percentiles.get(&percentile_key(*p)))
+                    .unwrap_or(0);
+                (top, s.max_ns)
+            };
+            if let Some(worst) = active.iter().max_by_key(|d| key(d)) {
+                let (top, max) = key(worst);
+                let mut tops: Vec<u64> = active.iter().map(|d| key(d).0).collect();
+                tops.sort_unstable();
+                let median = tops[tops.len() / 2].max(1);
+                out.push(format!(
+                    "Worst {op} device: {} (p{} {}, {:.1}x the median device; max {}).",
+                    worst.name,
+                    percentiles
+                        .last()
+                        .map_or("?".into(), |p| format_percentile(*p)),
+                    format_ns(top as f64),
+                    top as f64 / median as f64,
+                    format_ns(max as f64),
+                    op = op.name(),
+                ));
+            }
+            match divergence(report, op, 2.0) {
+                Some((at, r)) => out.push(format!(
+                    "{} latency diverges across devices from {at} on: the slowest device is {r:.1}x the fastest there.",
+                    op.name()
+                )),
+                None => out.push(format!(
+                    "{} latency of all devices stays within 2x of each other up to max.",
+                    op.name()
+                )),
+            }
+        }
+    }
+    let names: Vec<&str> = report.devices.iter().map(|d| d.name.as_str()).collect();
+    let spike_text = |a: &SpikeAnalysis, source: &str| -> Vec<String> {
+        let mut v = Vec::new();
+        for p in &a.periodic {
+            let devs: Vec<&str> = p
+                .devices
+                .iter()
+                .map(|&d| names.get(usize::from(d)).copied().unwrap_or("?"))
+                .collect();
+            v.push(format!(
+                "Periodic latency spikes ({source}): every {} lasting about {} and reaching {} (max {}), on {}{}; {} of {} expected occurrences seen.",
+                format_ns(p.period_ns as f64),
+                format_ns(p.duration_ns as f64),
+                format_ns(p.height_ns as f64),
+                format_ns(p.height_ns_max as f64),
+                devs.join(", "),
+                if p.devices.len() > 1 {
+                    if p.together { ", together" } else { ", at different times" }
+                } else {
+                    ""
+                },
+                p.occurrences,
+                p.expected
+            ));
+        }
+        if a.periodic.is_empty() {
+            if a.spikes.is_empty() {
+                v.push(format!(
+                    "No latency spikes ({source}): no I/O took {} (8x the median) or longer.",
+                    format_ns(a.threshold_ns as f64)
+                ));
+            } else {
+                let worst = a.spikes.iter().map(|s| s.height_ns).max().unwrap_or(0);
+                v.push(format!(
+                    "{} latency spike(s) of at least {} ({source}), the worst {}; not periodic.",
+                    a.spikes.len(),
+                    format_ns(a.threshold_ns as f64),
+                    format_ns(worst as f64)
+                ));
+            }
+        }
+        if a.slow_dropped > 0 {
+            v.push(format!(
+                "Spike analysis kept the first slow I/Os only; {} more were not analysed.",
+                a.slow_dropped
+            ));
+        }
+        v
+    };
+    match (lat, interval_spikes) {
+        (Some(l), _) => out.extend(spike_text(&l.spikes, "per-I/O log")),
+        (None, Some(a)) => out.extend(spike_text(a, "interval histograms")),
+        (None, None) => out.push(
+            "No per-I/O or interval log: run `nines profile` with --lat-log or --hdr-log to look for spikes over time."
+                .into(),
+        ),
+    }
+    out
+}
+
+/// Everything a run report draws on.
+pub struct RunInputs<'a> {
+    pub report: &'a Report,
+    pub title: String,
+    pub lat: Option<LatView>,
+    pub intervals: Option<Vec<IntervalSeries>>,
+}
+
+/// All the figures of a run report, in page order.
+pub fn figures(inp: &RunInputs) -> Vec<Figure> {
+    let mut figs = Vec::new();
+    for op in Op::ALL {
+        figs.extend(percentile_figure(inp.report, op));
+        figs.extend(spread_figure(inp.report, op));
+        figs.extend(stddev_figure(inp.report, op));
+    }
+    if let Some(l) = &inp.lat {
+        figs.extend(time_figure(l));
+    }
+    if let Some(iv) = &inp.intervals {
+        figs.extend(throughput_figures(
+            iv,
+            inp.report.config.workload.block_size_bytes,
+        ));
+    }
+    figs
+}
+
+/// The configuration as (key, value) rows.
+pub fn config_rows(report: &Report) -> Vec<Vec<String>> {
+    let c = &report.config;
+    let w = &c.workload;
+    let mut rows = vec![
+        vec!["kind".into(), format!("{:?}", report.kind).to_lowercase()],
+        vec!["nines version".into(), report.nines_version.clone()],
+        vec!["engine".into(), c.engine.clone()],
+        vec!["rw".into(), w.rw.to_string()],
+        vec!["block size".into(), format!("{} B", w.block_size_bytes)],
+        vec!["iodepth".into(), w.iodepth.to_string()],
+        vec!["measured".into(), format_ns(c.measured_ns as f64)],
+        vec!["ramp".into(), format_ns(w.ramp_ns as f64)],
+        vec!["distribution".into(), w.distribution.to_string()],
+        vec!["seed".into(), w.seed.to_string()],
+        vec![
+            "percentiles".into(),
+            c.percentiles
+                .iter()
+                .map(|p| format_percentile(*p))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ],
+    ];
+    if w.rw == nines_core::workload::RwMode::RandRw {
+        rows.push(vec!["read share".into(), format!("{}%", w.read_mix_pct)]);
+    }
+    if let Some(r) = w.rate_iops {
+        rows.push(vec![
+            "rate".into(),
+            format!("{r} IOPS per target ({})", w.arrival),
+        ]);
+    }
+    if let Some(n) = w.ios_max {
+        rows.push(vec!["I/Os per target".into(), n.to_string()]);
+    }
+    for (k, v) in flatten_json(&serde_json::Value::Object(c.extra.clone())) {
+        rows.push(vec![k, v]);
+    }
+    rows
+}
+
+/// The whole HTML page of a run.
+pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError> {
+    let r = inp.report;
+    let interval_spikes = match (&inp.lat, &inp.intervals) {
+        (None, Some(iv)) => {
+            let names: Vec<String> = r.devices.iter().map(|d| d.name.clone()).collect();
+            spikes_from_intervals(iv, &names, SpikeParams::default())
+        }
+        _ => None,
+    };
+    let mut page = Page::new(&inp.title);
+    page.h2("Summary");
+    page.list(&summary(r, inp.lat.as_ref(), interval_spikes.as_ref()));
+    for w in &r.warnings {
+        page.warning(&format!("Warning: {w}"));
+    }
+    if !figs.is_empty() {
+        page.h2("Figures");
+        for f in figs {
+            page.figure(f)?;
+        }
+    }
+    page.h2("Devices");
+    let percentiles = plotted_percentiles(r);
+    let top = percentiles.last().copied();
+    let mut header: Vec<String> = ["device", "path", "cpu", "op", "I/Os", "IOPS", "mean", "p50"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if let Some(t) = top {
+        header.push(format!("p{}", format_percentile(t)));
+    }
+    header.push("max".into());
+    let mut rows = Vec::new();
+    for d in &r.devices {
+        for op in Op::ALL {
+            let s = d.dir(op);
+            if s.ios == 0 {
+                continue;
+            }
+            let mut row = vec![
+                d.name.clone(),
+                d.path.clone().unwrap_or_default(),
+                d.cpu.map(|c| c.to_string()).unwrap_or_default(),
+                op.name().into(),
+                s.ios.to_string(),
+                format_plain(s.iops),
+                format_ns(s.lat_ns.mean_ns),
+                format_ns(s.lat_ns.percentiles.at(50.0).unwrap_or(0) as f64),
+            ];
+            if let Some(t) = top {
+                row.push(format_ns(s.lat_ns.percentiles.at(t).unwrap_or(0) as f64));
+            }
+            row.push(format_ns(s.lat_ns.max_ns as f64));
+            rows.push(row);
+        }
+    }
+    page.table(&header, &rows);
+    if let Some(spikes) = inp
+        .lat
+        .as_ref()
+        .map(|l| &l.spikes)
+        .or(interval_spikes.as_ref())
+        && !spikes.spikes.is_empty()
+    {
+        page.h2("Latency spikes");
+        let mut rows = Vec::new();
+        for s in spikes.spikes.iter().take(50) {
+            let devs: Vec<String> = s
+                .devices
+                .iter()
+                .map(|&d| {
+                    r.devices
+                        .get(usize::from(d))
+                        .map_or(format!("#{d}"), |x| x.name.clone())
+                })
+                .collect();
+            rows.push(vec![
+                format!("{:.3} s", s.start_ns as f64 / 1e9),
+                format_ns(s.duration_ns() as f64),
+                format_ns(s.height_ns as f64),
+                s.slow_ios.to_string(),
+                devs.join(", "),
+            ]);
+        }
+        page.table(
+            &["start", "duration", "height", "slow I/Os", "devices"].map(String::from),
+            &rows,
+        );
+        if spikes.spikes.len() > 50 {
+            page.p(&format!("... and {} more.", spikes.spikes.len() - 50));
+        }
+    }
+    page.h2("Configuration");
+    page.table(&["setting".into(), "value".into()], &config_rows(r));
+    if !r.workers.is_empty() {
+        page.h2("Workers");
+        let rows: Vec<Vec<String>> = r
+            .workers
+            .iter()
+            .map(|w| {
+                vec![
+                    w.index.to_string(),
+                    w.cpu.map(|c| c.to_string()).unwrap_or_default(),
+                    w.devices
+                        .iter()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    format!("{:.3}", w.usr_cpu_s),
+                    format!("{:.3}", w.sys_cpu_s),
+                    w.ctx_voluntary.to_string(),
+                    w.ctx_involuntary.to_string(),
+                ]
+            })
+            .collect();
+        page.table(
+            &[
+                "worker",
+                "cpu",
+                "devices",
+                "usr s",
+                "sys s",
+                "ctx vol",
+                "ctx invol",
+            ]
+            .map(String::from),
+            &rows,
+        );
+    }
+    page.h2("Host conditions");
+    match &r.host {
+        Some(h) => {
+            let rows: Vec<Vec<String>> = flatten_json(h)
+                .into_iter()
+                .map(|(k, v)| vec![k, v])
+                .collect();
+            page.table(&["item".into(), "value".into()], &rows);
+        }
+        None => {
+            page.p("Not recorded for this run.");
+        }
+    }
+    Ok(page.finish(&inp.title))
+}
+
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = v.len() as f64;
+    let m = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n;
+    (m, var.sqrt())
+}
+
+/// The positive range of some values for a log axis.
+fn y_range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+    for v in vals.filter(|v| v.is_finite() && *v > 0.0) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo.is_infinite() {
+        (1.0, 10.0)
+    } else {
+        (lo, hi.max(lo * 1.0001))
+    }
+}

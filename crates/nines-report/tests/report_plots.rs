@@ -1,0 +1,246 @@
+//! Structure of the run report's figures and page, on reports built from known latencies.
+
+use nines_core::latlog::LatRecord;
+use nines_core::op::Op;
+use nines_core::report::{DeviceMeta, Report, ReportBuilder, RunConfig, RunKind};
+use nines_core::stats::DeviceRecorder;
+use nines_core::units::DEFAULT_PERCENTILES;
+use nines_core::workload::WorkloadSpec;
+use nines_report::axis::{Scale, nines_x};
+use nines_report::plot::{DEFAULT_SIZE, hex, inspect_svg, palette, render_svg};
+use nines_report::run::{
+    LatPass1, LatPass2, RunInputs, divergence, figures, outlying_devices, percentile_figure,
+    render_html, spread_figure, summary, time_figure,
+};
+use nines_report::spikes::SpikeParams;
+
+/// Deterministic latencies: a smooth body from `base` up, with `tail` slow I/Os at `tail_ns`.
+fn device_latencies(base: u64, n: u64, tail: u64, tail_ns: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n)
+        .map(|i| base + (i * 7919 % 1000) * base / 1000)
+        .collect();
+    for i in 0..tail {
+        v[(i * 97 % n) as usize] = tail_ns + i;
+    }
+    v
+}
+
+fn config() -> RunConfig {
+    RunConfig {
+        workload: WorkloadSpec::default(),
+        engine: "io_uring".into(),
+        percentiles: DEFAULT_PERCENTILES.to_vec(),
+        measured_ns: 10_000_000_000,
+        start_unix_ns: None,
+        lat_log: None,
+        hdr_log: None,
+        extra: Default::default(),
+    }
+}
+
+/// Eight devices; device 5 has a heavy tail (10 in 100k I/Os at 5 ms).
+fn report() -> Report {
+    let mut b = ReportBuilder::new(RunKind::Profile, config());
+    for d in 0..8u64 {
+        let mut rec = DeviceRecorder::new();
+        let tail = if d == 5 { 10 } else { 1 };
+        let tail_ns = if d == 5 {
+            5_000_000
+        } else {
+            300_000 + d * 1000
+        };
+        for l in device_latencies(80_000 + d * 1000, 100_000, tail, tail_ns) {
+            rec.record(Op::Read, l, 4096);
+        }
+        b.device(
+            DeviceMeta {
+                name: format!("nvme{d}"),
+                path: Some(format!("/dev/nvme{d}n1")),
+                size_bytes: 1 << 30,
+                cpu: Some(d as usize),
+            },
+            &rec,
+        );
+    }
+    b.host(serde_json::json!({"cpu": {"governor": "performance"}}));
+    b.finish()
+}
+
+#[test]
+fn percentile_curves_one_line_per_device_and_the_outlier_named() {
+    let r = report();
+    let f = percentile_figure(&r, Op::Read).unwrap();
+    assert_eq!(f.plot.series.len(), 8);
+    assert!(
+        percentile_figure(&r, Op::Write).is_none(),
+        "no writes, no write figure"
+    );
+    assert_eq!(f.plot.x.scale, Scale::Nines);
+    assert_eq!(f.plot.y.scale, Scale::Log10);
+    // Each series: the seven percentiles then max, at the nines positions.
+    let s = &f.plot.series[5];
+    assert_eq!(s.points.len(), 8);
+    assert!((s.points[3].0 - nines_x(99.9)).abs() < 1e-9);
+    assert_eq!(s.points[7].0, 7.0);
+    assert_eq!(s.points[7].1, r.devices[5].read.lat_ns.max_ns as f64);
+    // y axis covers every value.
+    for s in &f.plot.series {
+        for p in &s.points {
+            assert!(p.1 >= f.plot.y.min && p.1 <= f.plot.y.max);
+        }
+    }
+    // Only the heavy-tailed device is labelled.
+    let labelled: Vec<_> = f
+        .plot
+        .series
+        .iter()
+        .filter_map(|s| s.end_label.clone())
+        .collect();
+    assert_eq!(labelled, ["nvme5"]);
+    let out = outlying_devices(&r, Op::Read, 1.5, 5);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, 5);
+    assert!(f.caption.contains("nvme5"));
+
+    let svg = inspect_svg(&render_svg(&f.plot, DEFAULT_SIZE).unwrap());
+    for d in 0..8 {
+        let n = svg
+            .polyline_strokes
+            .iter()
+            .filter(|c| **c == hex(palette(d)))
+            .count();
+        assert_eq!(n, 2, "device {d}: line + legend");
+    }
+    for label in ["50", "99.9999", "max", "percentile", "latency", "nvme5"] {
+        assert!(svg.texts.iter().any(|t| t == label), "missing {label}");
+    }
+}
+
+#[test]
+fn spread_figure_matches_the_aggregate() {
+    let r = report();
+    let f = spread_figure(&r, Op::Read).unwrap();
+    assert_eq!(f.plot.bands.len(), 1);
+    let names: Vec<_> = f.plot.series.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["mean", "fastest device", "slowest device"]);
+    let mean = &f.plot.series[0];
+    for (i, s) in r.aggregate.across_devices.read.iter().enumerate() {
+        assert_eq!(mean.points[i].1, s.mean_ns);
+        assert_eq!(f.plot.series[2].points[i].1, s.max_ns as f64);
+    }
+    // The last point is max: mean of the devices' maxima.
+    let maxes: Vec<f64> = r
+        .devices
+        .iter()
+        .map(|d| d.read.lat_ns.max_ns as f64)
+        .collect();
+    let m = maxes.iter().sum::<f64>() / 8.0;
+    assert!((mean.points.last().unwrap().1 - m).abs() < 1e-6);
+}
+
+#[test]
+fn divergence_found_where_the_tail_device_departs() {
+    let r = report();
+    // Device 5 has 10 in 100k I/Os at 5 ms, ranks 99,991..100,000: p99.99 (rank 99,990) is
+    // still in its body, p99.999 (rank 99,999) is in the tail.
+    let (at, ratio) = divergence(&r, Op::Read, 2.0).unwrap();
+    assert_eq!(at, "p99.999");
+    assert!(ratio > 10.0);
+    let s = summary(&r, None, None);
+    assert!(
+        s.iter().any(|l| l.contains("Worst read device: nvme5")),
+        "{s:#?}"
+    );
+    assert!(
+        s.iter()
+            .any(|l| l.contains("diverges across devices from p99.999 on"))
+    );
+    assert!(s.iter().any(|l| l.contains("--lat-log")));
+}
+
+/// Per-I/O records: 4 devices at QD1, 100 µs, all stalling 20 ms every 1.5 s.
+fn periodic_log() -> Vec<LatRecord> {
+    let mut out = Vec::new();
+    for dev in 0..4u16 {
+        let mut t = 0u64;
+        while t < 9_000_000_000 {
+            let mut done = t + 100_000 + u64::from(dev) * 1000;
+            let k = done / 1_500_000_000;
+            let s = k * 1_500_000_000 + 400_000_000;
+            if done > s && t < s + 20_000_000 {
+                done = s + 20_000_000 + 100_000;
+            }
+            out.push(LatRecord {
+                completion_ns: done,
+                latency_ns: done - t,
+                offset_bytes: 0,
+                device: dev,
+                op: Op::Read,
+            });
+            t = done;
+        }
+    }
+    out
+}
+
+#[test]
+fn latency_over_time_marks_the_planted_spikes() {
+    let log = periodic_log();
+    let mut p1 = LatPass1::new();
+    log.iter().for_each(|r| p1.push(r));
+    let s1 = p1.finish();
+    let mut p2 = LatPass2::new(&s1, SpikeParams::default());
+    log.iter().for_each(|r| p2.push(r));
+    let names: Vec<String> = (0..4).map(|d| format!("zram{d}")).collect();
+    let view = p2.finish(names, s1.median_ns);
+    assert_eq!(view.spikes.periodic.len(), 1);
+    let per = &view.spikes.periodic[0];
+    assert!((per.period_ns as f64 - 1.5e9).abs() / 1.5e9 < 0.05);
+    assert!(
+        (per.duration_ns as f64 - 2e7).abs() / 2e7 < 0.05,
+        "{}",
+        per.duration_ns
+    );
+    assert!(per.together);
+    let f = time_figure(&view).unwrap();
+    assert_eq!(f.plot.spans.len(), 6, "one shaded span per stall");
+    assert_eq!(f.plot.x.scale, Scale::Linear);
+    assert_eq!(f.plot.y.scale, Scale::Log10);
+    // p50 and p99 lines plus one outlier series per device.
+    let names: Vec<_> = f.plot.series.iter().map(|s| s.name.clone()).collect();
+    assert_eq!(names.len(), 6, "{names:?}");
+    assert!(names[2].starts_with("zram0 ≥"));
+    // Every stall's I/O is kept as a point.
+    let points: usize = f.plot.series[2..].iter().map(|s| s.points.len()).sum();
+    assert!(points >= 24, "{points}");
+    assert!(f.plot.x.max >= 8.9 && f.plot.x.min <= 0.1);
+
+    let r = report();
+    let lines = summary(&r, Some(&view), None);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("Periodic latency spikes") && l.contains("together")),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn html_page_is_self_contained_with_every_figure() {
+    let r = report();
+    let inp = RunInputs {
+        report: &r,
+        title: "nines report: test".into(),
+        lat: None,
+        intervals: None,
+    };
+    let figs = figures(&inp);
+    let ids: Vec<_> = figs.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(ids, ["percentiles-read", "spread-read", "stddev-read"]);
+    let html = render_html(&inp, &figs).unwrap();
+    assert_eq!(html.matches("<svg").count(), 3);
+    assert!(html.contains("Worst read device: nvme5"));
+    assert!(html.contains("governor"));
+    assert!(!html.contains("<script"));
+    assert!(!html.contains("src=\"http"));
+}
