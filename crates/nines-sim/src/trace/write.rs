@@ -48,7 +48,7 @@ pub fn write_trace(
         }
         previous_ns = r.arrival_ns;
         let sectors = |bytes: u64, what: &str| {
-            if bytes % SECTOR_BYTES == 0 {
+            if bytes.is_multiple_of(SECTOR_BYTES) {
                 Ok(bytes / SECTOR_BYTES)
             } else {
                 Err(fail(format!(
@@ -91,7 +91,7 @@ pub fn write_trace(
             }
             TraceFormat::MsrCsv => {
                 let rel_ns = r.arrival_ns - first_ns;
-                if rel_ns % 100 != 0 {
+                if !rel_ns.is_multiple_of(100) {
                     return Err(fail(format!(
                         "its time {rel_ns} ns after the first record is not a whole number of 100 ns filetime ticks"
                     )));
