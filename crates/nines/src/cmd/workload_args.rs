@@ -11,7 +11,7 @@ use nines_core::workload::{Arrival, Distribution, RwMode, WorkloadSpec};
 /// The default measured time when neither `--runtime` nor `--ios` is given.
 pub const RUNTIME_DEFAULT: &str = "10s";
 
-#[derive(Args, Debug, Clone, Default)]
+#[derive(Args, Debug, Clone)]
 pub struct WorkloadArgs {
     /// Access pattern: read, write, randread, randwrite or randrw.
     #[arg(long, default_value = "randread", value_parser = parse_rw)]
