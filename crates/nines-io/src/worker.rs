@@ -196,7 +196,7 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
         }
         let now = clock::now_ns();
         if now >= next_interval_ns && plan.intervals.is_some() {
-            interval_misses += swap_intervals(&mut plan, &mut devs, interval_start_ns, now);
+            interval_misses += swap_intervals(&mut plan, &mut devs, interval_start_ns, now, false);
             interval_start_ns = now;
             next_interval_ns = now + interval_ns;
         }
@@ -328,7 +328,7 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
     // Flush the last, partial interval.
     if plan.intervals.is_some() {
         let end = clock::now_ns().max(interval_start_ns);
-        interval_misses += swap_intervals(&mut plan, &mut devs, interval_start_ns, end);
+        interval_misses += swap_intervals(&mut plan, &mut devs, interval_start_ns, end, true);
     }
     let usage = ThreadUsage::current_thread().since(&usage_start);
     let latlog_stalls = plan.lat_log.take().map_or(0, |lane| lane.finish());
@@ -348,13 +348,34 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
 
 /// Hands every device's interval recorder to the collector and continues in a spare. Without a
 /// spare (the collector lags) the device keeps its recorder, so the interval merges into the next;
-/// returns how many devices did so.
-fn swap_intervals(plan: &mut WorkerPlan, devs: &mut [Dev], start_ns: u64, end_ns: u64) -> u64 {
+/// returns how many devices did so. The final swap (`last`) sends the recorders themselves and
+/// waits if it must: the run is over, and no interval may be lost.
+fn swap_intervals(
+    plan: &mut WorkerPlan,
+    devs: &mut [Dev],
+    start_ns: u64,
+    end_ns: u64,
+    last: bool,
+) -> u64 {
     let Some((tx, spare_rx)) = plan.intervals.as_ref() else {
         return 0;
     };
     let mut misses = 0;
     for dev in devs.iter_mut() {
+        if last {
+            if let Some(rec) = dev.interval.take() {
+                let msg = IntervalMsg {
+                    worker: plan.index,
+                    device: dev.index,
+                    start_ns,
+                    end_ns,
+                    rec,
+                };
+                // Fails only when the collector is gone, and then nobody wants the interval.
+                let _ = tx.send(msg);
+            }
+            continue;
+        }
         let spare = match spare_rx.try_recv() {
             Ok(s) => s,
             Err(TryRecvError::Empty | TryRecvError::Disconnected) => {

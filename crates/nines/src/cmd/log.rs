@@ -1,8 +1,153 @@
-//! `nines log` (being built).
+//! `nines log FILE [-o out.csv]`: decode a per-I/O latency log (from `nines profile --lat-log`)
+//! to CSV: `completion_ns,device,direction,offset_bytes,latency_ns`, the device by name.
+//!
+//! Records are in the order the workers' buffers reached the writer, so different workers'
+//! records interleave in blocks; `--sort` orders them by completion time (in memory).
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use nines_core::latlog::{LatLogReader, LatRecord};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The log written by `nines profile --lat-log FILE`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Write the CSV here instead of standard output.
+    #[arg(long, short, value_name = "OUT")]
+    pub output: Option<PathBuf>,
+    /// Order records by completion time (reads the whole log into memory).
+    #[arg(long)]
+    pub sort: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`nines log` is not built yet")
+pub fn run(args: Args) -> Result<()> {
+    let f =
+        File::open(&args.file).with_context(|| format!("{}: cannot open", args.file.display()))?;
+    let reader = LatLogReader::new(BufReader::with_capacity(1 << 20, f))
+        .with_context(|| format!("{}", args.file.display()))?;
+    match &args.output {
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
+            let r = decode(reader, &mut out, args.sort, &args.file).and_then(|()| {
+                out.flush().context("writing the CSV")?;
+                Ok(())
+            });
+            // A reader that stops early (`nines log F | head`) is not an error.
+            if let Err(e) = r {
+                let broken_pipe = e
+                    .chain()
+                    .filter_map(|c| c.downcast_ref::<std::io::Error>())
+                    .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe);
+                if !broken_pipe {
+                    return Err(e);
+                }
+            }
+        }
+        Some(path) => {
+            // Written under a temporary name and renamed, so a failure leaves no partial CSV.
+            let tmp = temp_name(path);
+            let result = (|| -> Result<()> {
+                let file = File::create(&tmp)
+                    .with_context(|| format!("-o {}: cannot create", path.display()))?;
+                let mut out = BufWriter::with_capacity(1 << 20, file);
+                decode(reader, &mut out, args.sort, &args.file)?;
+                out.flush()
+                    .with_context(|| format!("-o {}: write failed", path.display()))?;
+                std::fs::rename(&tmp, path)
+                    .with_context(|| format!("-o {}: cannot move into place", path.display()))?;
+                Ok(())
+            })();
+            if result.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            result?;
+        }
+    }
+    Ok(())
+}
+
+fn temp_name(path: &Path) -> PathBuf {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    dir.join(format!(".{name}.nines-partial-{}", std::process::id()))
+}
+
+fn decode<R: std::io::Read>(
+    reader: LatLogReader<R>,
+    out: &mut impl Write,
+    sort: bool,
+    file: &Path,
+) -> Result<()> {
+    let devices = reader.header().devices.clone();
+    writeln!(
+        out,
+        "completion_ns,device,direction,offset_bytes,latency_ns"
+    )?;
+    let mut write_one = |r: &LatRecord| -> Result<()> {
+        let Some(name) = devices.get(r.device as usize) else {
+            bail!(
+                "{}: record names device {} but the log's header lists {} devices; the log is corrupt",
+                file.display(),
+                r.device,
+                devices.len()
+            );
+        };
+        writeln!(
+            out,
+            "{},{},{},{},{}",
+            r.completion_ns,
+            csv_field(name),
+            r.op,
+            r.offset_bytes,
+            r.latency_ns
+        )?;
+        Ok(())
+    };
+    if sort {
+        let mut all = Vec::new();
+        for rec in reader {
+            all.push(rec.with_context(|| format!("{}", file.display()))?);
+        }
+        all.sort_by_key(|r| (r.completion_ns, r.device, r.offset_bytes));
+        for r in &all {
+            write_one(r)?;
+        }
+    } else {
+        for rec in reader {
+            write_one(&rec.with_context(|| format!("{}", file.display()))?)?;
+        }
+    }
+    Ok(())
+}
+
+/// Quotes a CSV field when it holds a comma, quote or line break (RFC 4180).
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_only_when_needed() {
+        assert_eq!(csv_field("zram3"), "zram3");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
 }

@@ -1,8 +1,394 @@
-//! `nines profile` (being built).
+//! `nines profile`: measure every target's latency distribution in parallel with the real driver
+//! (nines-io), then print the table and write the requested outputs.
+//!
+//! Order matters for "nothing written on a failure": parse and validate every option, open every
+//! target (the safety checks run there), check every region, and create the output files under
+//! temporary names in their final directories; only a run that succeeded renames them into place.
+
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use nines_core::report::{DeviceMeta, ReportBuilder, RunConfig, RunKind, WorkerReport};
+use nines_core::units::{parse_cpu_list, parse_duration_ns};
+use nines_io::driver::{self, DriverConfig, DriverTarget};
+use nines_io::engine::{EngineKind, EngineOptions};
+use nines_io::scratch::ScratchFiles;
+use nines_io::target::{Target, TargetOptions, check_region};
+use serde_json::{Map, Value, json};
+
+use super::workload_args::WorkloadArgs;
+
+/// Files and size of the embedded default (no TARGET given).
+const DEFAULT_FILES: usize = 4;
+const DEFAULT_FILE_BYTES: u64 = 64 << 20;
+/// Measured time of the embedded default unless --runtime or --ios is given: with the files'
+/// creation, a complete report in about ten seconds.
+const DEFAULT_RUNTIME_NS: u64 = 5_000_000_000;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Block devices or regular files to measure at the same time. None: profile temporary files
+    /// that nines creates and removes (the embedded default).
+    #[arg(value_name = "TARGET")]
+    pub targets: Vec<PathBuf>,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// I/O engine: psync, libaio, io_uring or io_uring-poll.
+    #[arg(long, default_value = "libaio", value_parser = parse_engine)]
+    pub engine: EngineKind,
+    /// io_uring: a kernel thread polls the submission queue (IORING_SETUP_SQPOLL).
+    #[arg(long)]
+    pub sqpoll: bool,
+    /// CPUs for the workers, e.g. 4-19,24-39; devices are assigned round-robin over them.
+    /// Default: every CPU this process may use.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Run the workers under SCHED_FIFO at this priority (1-99; needs root or CAP_SYS_NICE).
+    #[arg(long, value_name = "N")]
+    pub rt_priority: Option<u32>,
+    /// Do not lock memory (mlockall); use when RLIMIT_MEMLOCK is small and you cannot raise it.
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Allow writes to block devices (never needed for regular files).
+    #[arg(long)]
+    pub allow_writes: bool,
+    /// With --allow-writes: write even to a device that is mounted or holds a filesystem or
+    /// partition-table signature. Destroys its data.
+    #[arg(long)]
+    pub force: bool,
+    /// No O_DIRECT: go through the page cache (measures the cache, not the device).
+    #[arg(long)]
+    pub buffered: bool,
+    /// Write the report as JSON (schema: docs/report-schema.md).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write fio-compatible JSON (one job per device), for fio-plot and other fio tooling.
+    #[arg(long, value_name = "FILE")]
+    pub fio_json: Option<PathBuf>,
+    /// Write interval histograms in the HdrHistogram log format, one tag per device and direction.
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+    /// Interval of --hdr-log.
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = parse_duration)]
+    pub hdr_interval: u64,
+    /// Log every I/O in nines' compact binary format (decode with `nines log FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub lat_log: Option<PathBuf>,
+    /// No live status line.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`nines profile` is not built yet")
+fn parse_engine(s: &str) -> Result<EngineKind, String> {
+    s.parse::<EngineKind>().map_err(|e| e.to_string())
+}
+
+fn parse_duration(s: &str) -> Result<u64, String> {
+    match parse_duration_ns(s) {
+        Ok(0) => Err("must be longer than 0".into()),
+        Ok(v) => Ok(v),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// An output file written under a temporary name in its final directory and renamed into place
+/// only when the run succeeded; dropped uncommitted, it is removed.
+struct PendingOutput {
+    option: &'static str,
+    path: PathBuf,
+    tmp: PathBuf,
+    committed: bool,
+}
+
+impl PendingOutput {
+    fn create(option: &'static str, path: &Path) -> Result<(PendingOutput, File)> {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if path.is_dir() {
+            bail!(
+                "{option} {}: is a directory; give a file name",
+                path.display()
+            );
+        }
+        if !dir.is_dir() {
+            bail!(
+                "{option} {}: directory {} does not exist; create it first",
+                path.display(),
+                dir.display()
+            );
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = dir.join(format!(".{name}.nines-partial-{}", std::process::id()));
+        let file = File::create(&tmp).with_context(|| {
+            format!(
+                "{option} {}: cannot create a file in {}",
+                path.display(),
+                dir.display()
+            )
+        })?;
+        Ok((
+            PendingOutput {
+                option,
+                path: path.to_path_buf(),
+                tmp,
+                committed: false,
+            },
+            file,
+        ))
+    }
+
+    fn commit(mut self) -> Result<()> {
+        std::fs::rename(&self.tmp, &self.path).with_context(|| {
+            format!(
+                "{} {}: cannot move the output into place",
+                self.option,
+                self.path.display()
+            )
+        })?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for PendingOutput {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+pub fn run(args: Args) -> Result<()> {
+    // 1. Options.
+    let mut spec = args.workload.to_spec()?;
+    let percentiles = args.workload.percentiles()?;
+    let cpus = match &args.cpus {
+        Some(list) => parse_cpu_list(list).map_err(|e| anyhow::anyhow!("--cpus: {e}"))?,
+        None => nines_io::sched::allowed_cpus(),
+    };
+    nines_io::sched::check_cpus(&cpus)?;
+    if let Some(p) = args.rt_priority {
+        nines_io::sched::probe_rt_priority(p)?;
+    }
+    if args.force && !args.allow_writes {
+        bail!("--force only applies with --allow-writes; add --allow-writes or drop --force");
+    }
+    if args.sqpoll && !matches!(args.engine, EngineKind::IoUring | EngineKind::IoUringPoll) {
+        bail!("--sqpoll applies only to --engine io_uring or io_uring-poll");
+    }
+
+    // 2. Targets: the embedded default, or the user's, opened with the safety checks.
+    let scratch = if args.targets.is_empty() {
+        let needed = spec.region_offset_bytes + spec.region_size_bytes.unwrap_or(0);
+        let size = DEFAULT_FILE_BYTES.max(needed);
+        if args.workload.runtime.is_none() && args.workload.ios.is_none() {
+            spec.runtime_ns = Some(DEFAULT_RUNTIME_NS);
+        }
+        eprintln!(
+            "nines: no target given: profiling the embedded default, {DEFAULT_FILES} temporary files of {} MiB (created now, removed afterwards); name block devices or files to measure them",
+            size >> 20
+        );
+        Some(ScratchFiles::create(DEFAULT_FILES, size)?)
+    } else {
+        None
+    };
+    let paths: Vec<PathBuf> = match &scratch {
+        Some(s) => s.paths().to_vec(),
+        None => args.targets.clone(),
+    };
+    let open_limit = nines_io::sched::open_files_limit();
+    // Each target takes a descriptor; keep room for the logs, the engines and the standard ones.
+    if paths.len() as u64 + 32 > open_limit {
+        bail!(
+            "{} targets are more than this process may open (open-file limit {open_limit}); raise it with `ulimit -n {}` or pass fewer targets",
+            paths.len(),
+            paths.len() + 64
+        );
+    }
+    let topts = TargetOptions {
+        write: spec.writes(),
+        allow_writes: args.allow_writes,
+        force: args.force,
+        buffered: args.buffered,
+        create_size_bytes: spec.region_size_bytes.map(|s| spec.region_offset_bytes + s),
+    };
+    let mut targets = Vec::with_capacity(paths.len());
+    for p in &paths {
+        targets.push(Target::open(p, &topts)?);
+    }
+    for t in &targets {
+        let size = spec
+            .region_size_bytes
+            .unwrap_or_else(|| t.size_bytes().saturating_sub(spec.region_offset_bytes));
+        check_region(t, spec.region_offset_bytes, size, spec.block_size_bytes)?;
+    }
+    let names = unique_names(&targets, scratch.is_some());
+
+    // 3. Outputs, under temporary names until the run succeeds.
+    let mut pending = Vec::new();
+    let mut open_output = |option: &'static str, p: &Option<PathBuf>| -> Result<Option<File>> {
+        match p {
+            Some(path) => {
+                let (out, file) = PendingOutput::create(option, path)?;
+                pending.push(out);
+                Ok(Some(file))
+            }
+            None => Ok(None),
+        }
+    };
+    let json_file = open_output("--json", &args.json)?;
+    let fio_file = open_output("--fio-json", &args.fio_json)?;
+    let hdr_file = open_output("--hdr-log", &args.hdr_log)?;
+    let lat_file = open_output("--lat-log", &args.lat_log)?;
+
+    let dtargets: Vec<DriverTarget> = targets
+        .iter()
+        .zip(&names)
+        .map(|(t, name)| DriverTarget {
+            name: name.clone(),
+            fd: t.fd(),
+            size_bytes: t.size_bytes(),
+            logical_block_bytes: t.logical_block_bytes(),
+        })
+        .collect();
+    let cfg = DriverConfig {
+        spec: spec.clone(),
+        engine: args.engine,
+        engine_options: EngineOptions {
+            sqpoll: args.sqpoll,
+            sqpoll_cpu: None,
+        },
+        cpus: cpus.clone(),
+        rt_priority: args.rt_priority,
+        mlock: !args.no_mlock,
+        lat_log: lat_file,
+        hdr_log: hdr_file,
+        interval_ns: args.hdr_interval,
+        progress: !args.quiet && std::io::stderr().is_terminal(),
+    };
+    driver::validate(&dtargets, &cfg)?;
+    println!("{}", placement_line(args.engine, &names, &cpus));
+
+    // 4. The run.
+    let outcome = driver::run(&dtargets, cfg)?;
+
+    // 5. The report.
+    let mut extra = Map::new();
+    extra.insert("cpus".into(), json!(cpus));
+    extra.insert("sqpoll".into(), json!(args.sqpoll));
+    extra.insert("rt_priority".into(), json!(args.rt_priority));
+    extra.insert("mlock".into(), json!(!args.no_mlock));
+    extra.insert("buffered".into(), json!(args.buffered));
+    extra.insert("embedded_default".into(), json!(scratch.is_some()));
+    let executed: Vec<u64> = outcome.devices.iter().map(|d| d.ios_executed).collect();
+    extra.insert("ios_executed".into(), json!(executed));
+    let config = RunConfig {
+        workload: spec,
+        engine: args.engine.to_string(),
+        percentiles,
+        measured_ns: outcome.measured_ns,
+        start_unix_ns: Some(outcome.start_unix_ns),
+        lat_log: args.lat_log.as_ref().map(|p| p.display().to_string()),
+        hdr_log: args.hdr_log.as_ref().map(|p| p.display().to_string()),
+        extra,
+    };
+    let mut b = ReportBuilder::new(RunKind::Profile, config);
+    for ((t, d), name) in targets.iter().zip(&outcome.devices).zip(&names) {
+        let meta = DeviceMeta {
+            name: name.clone(),
+            path: Some(t.path().display().to_string()),
+            size_bytes: t.size_bytes(),
+            cpu: Some(d.cpu),
+        };
+        b.device(meta, &d.recorder);
+    }
+    for w in &outcome.workers {
+        b.worker(WorkerReport {
+            index: w.index,
+            cpu: Some(w.cpu),
+            devices: w.devices.clone(),
+            usr_cpu_s: w.usage.usr_cpu_s,
+            sys_cpu_s: w.usage.sys_cpu_s,
+            ctx_voluntary: w.usage.ctx_voluntary,
+            ctx_involuntary: w.usage.ctx_involuntary,
+        });
+    }
+    for warning in &outcome.warnings {
+        b.warn(warning.clone());
+    }
+    let report = b.finish();
+    print!("{}", nines_report::table::render(&report));
+
+    if let Some(mut f) = json_file {
+        f.write_all(report.to_json().as_bytes())
+            .context("--json: write failed")?;
+    }
+    if let Some(mut f) = fio_file {
+        let v: Value = nines_report::fio::to_fio_json(&report);
+        let mut s = serde_json::to_string_pretty(&v).context("--fio-json: encoding failed")?;
+        s.push('\n');
+        f.write_all(s.as_bytes())
+            .context("--fio-json: write failed")?;
+    }
+    for out in pending {
+        out.commit()?;
+    }
+    drop(targets);
+    drop(scratch);
+    Ok(())
+}
+
+/// Device names for tables, logs and tags: the target's name, with its index appended when two
+/// targets share one (e.g. files of the same name in different directories).
+fn unique_names(targets: &[Target], embedded: bool) -> Vec<String> {
+    let base: Vec<String> = targets.iter().map(|t| t.name().to_string()).collect();
+    base.iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if !embedded && base.iter().filter(|m| *m == n).count() > 1 {
+                format!("{n}#{i}")
+            } else {
+                n.clone()
+            }
+        })
+        .collect()
+}
+
+/// The placement, printed before the run: which CPU's worker drives which devices.
+fn placement_line(engine: EngineKind, names: &[String], cpus: &[usize]) -> String {
+    let cpu_of = nines_io::sched::assign_round_robin(names.len(), cpus);
+    let mut used: Vec<usize> = Vec::new();
+    for &c in &cpu_of {
+        if !used.contains(&c) {
+            used.push(c);
+        }
+    }
+    let per_cpu: Vec<String> = used
+        .iter()
+        .map(|&c| {
+            let devs: Vec<&str> = names
+                .iter()
+                .zip(&cpu_of)
+                .filter(|(_, dc)| **dc == c)
+                .map(|(n, _)| n.as_str())
+                .collect();
+            format!("CPU {c}: {}", devs.join(" "))
+        })
+        .collect();
+    let workers = if engine == EngineKind::Psync {
+        format!("{} workers (psync: one per device)", names.len())
+    } else {
+        format!("{} workers (one per CPU)", used.len())
+    };
+    format!(
+        "placement: engine {engine}, {workers}; {}",
+        per_cpu.join("; ")
+    )
 }
