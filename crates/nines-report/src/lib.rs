@@ -2,6 +2,7 @@
 //! comparisons and spike detection.
 
 pub mod axis;
+pub mod compare;
 pub mod decimate;
 pub mod fio;
 pub mod html;

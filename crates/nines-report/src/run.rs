@@ -499,7 +499,8 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
     }
     plot.series.extend(by_dev.into_values());
     plot.legend = plot.series.len() <= DEVICES_COLOURED_MAX + 2;
-    for sp in &view.spikes.spikes {
+    let major = major_spikes(&view.spikes);
+    for sp in &major {
         plot.spans.push(Span {
             x_start: s(sp.start_ns),
             x_end: s(sp.end_ns),
@@ -512,11 +513,12 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
         d.columns.len(),
         format_ns(d.outlier_threshold_ns as f64)
     );
-    if !view.spikes.spikes.is_empty() {
+    if !major.is_empty() {
         caption.push_str(&format!(
-            " Shaded: {} detected spike(s) (I/Os at least {}).",
+            " Shaded: {} of {} detected spike(s), those reaching {} or more.",
+            major.len(),
             view.spikes.spikes.len(),
-            format_ns(view.spikes.threshold_ns as f64)
+            format_ns(major_floor_ns(&view.spikes) as f64)
         ));
     }
     Some(Figure {
@@ -524,6 +526,31 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
         caption,
         plot,
     })
+}
+
+/// Spikes shaded in pictures: the ones at least a tenth as tall as the tallest (at most
+/// [`SPANS_MAX`], tallest first), so that scheduler noise just above the threshold does not
+/// paint the whole run.
+pub fn major_spikes(a: &SpikeAnalysis) -> Vec<crate::spikes::Spike> {
+    let floor = major_floor_ns(a);
+    let mut v: Vec<_> = a
+        .spikes
+        .iter()
+        .filter(|s| s.height_ns >= floor)
+        .cloned()
+        .collect();
+    v.sort_by_key(|s| std::cmp::Reverse(s.height_ns));
+    v.truncate(SPANS_MAX);
+    v.sort_by_key(|s| s.start_ns);
+    v
+}
+
+/// Spans drawn at most.
+pub const SPANS_MAX: usize = 200;
+
+fn major_floor_ns(a: &SpikeAnalysis) -> u64 {
+    let tallest = a.spikes.iter().map(|s| s.height_ns).max().unwrap_or(0);
+    (tallest / 10).max(a.threshold_ns)
 }
 
 /// Figures: IOPS and bandwidth over time per device and direction, from interval histograms.
@@ -660,7 +687,7 @@ pub fn summary(
         },
         report.devices.len(),
         w.rw,
-        crate::axis::format_plain(w.block_size_bytes as f64) + "B",
+        format_block(w.block_size_bytes),
         w.iodepth,
         report.config.engine,
         format_ns(report.config.measured_ns as f64)
@@ -708,14 +735,18 @@ pub fn summary(
                 let mut tops: Vec<u64> = active.iter().map(|d| key(d).0).collect();
                 tops.sort_unstable();
                 let median = tops[tops.len() / 2].max(1);
+                let vs_median = if active.len() >= 3 {
+                    format!(", {:.1}x the median device", top as f64 / median as f64)
+                } else {
+                    String::new()
+                };
                 out.push(format!(
-                    "Worst {op} device: {} (p{} {}, {:.1}x the median device; max {}).",
+                    "Worst {op} device: {} (p{} {}{vs_median}; max {}).",
                     worst.name,
                     percentiles
                         .last()
                         .map_or("?".into(), |p| format_percentile(*p)),
                     format_ns(top as f64),
-                    top as f64 / median as f64,
                     format_ns(max as f64),
                     op = op.name(),
                 ));
@@ -765,10 +796,13 @@ pub fn summary(
                 ));
             } else {
                 let worst = a.spikes.iter().map(|s| s.height_ns).max().unwrap_or(0);
+                let floor = major_floor_ns(a);
+                let major = a.spikes.iter().filter(|s| s.height_ns >= floor).count();
                 v.push(format!(
-                    "{} latency spike(s) of at least {} ({source}), the worst {}; not periodic.",
+                    "{} latency spike(s) of at least {} (8x the median, {source}), {major} of them reaching {} or more, the worst {}; not periodic.",
                     a.spikes.len(),
                     format_ns(a.threshold_ns as f64),
+                    format_ns(floor as f64),
                     format_ns(worst as f64)
                 ));
             }
@@ -829,7 +863,7 @@ pub fn config_rows(report: &Report) -> Vec<Vec<String>> {
         vec!["nines version".into(), report.nines_version.clone()],
         vec!["engine".into(), c.engine.clone()],
         vec!["rw".into(), w.rw.to_string()],
-        vec!["block size".into(), format!("{} B", w.block_size_bytes)],
+        vec!["block size".into(), format_block(w.block_size_bytes)],
         vec!["iodepth".into(), w.iodepth.to_string()],
         vec!["measured".into(), format_ns(c.measured_ns as f64)],
         vec!["ramp".into(), format_ns(w.ramp_ns as f64)],
@@ -1006,6 +1040,17 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
         }
     }
     Ok(page.finish(&inp.title))
+}
+
+/// A block size as people write it: 4096 -> "4 KiB", 1536 -> "1536 B".
+pub fn format_block(b: u64) -> String {
+    if b >= 1 << 20 && b % (1 << 20) == 0 {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1024 && b % 1024 == 0 {
+        format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
+    }
 }
 
 fn mean_sd(v: &[f64]) -> (f64, f64) {

@@ -1,8 +1,72 @@
-//! `nines compare` (being built).
+//! `nines compare`: several runs side by side, as a table on stdout and an HTML page.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use nines_report::compare::{Run, differences, figures, render_html, text_table};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Run JSONs (from `nines profile --json` or `nines sim --json`); the first is the baseline.
+    #[arg(value_name = "RUN.json", num_args = 2.., required = true)]
+    pub runs: Vec<PathBuf>,
+    /// Write the comparison page here.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Also write every figure as a PNG into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub png: Option<PathBuf>,
+    /// Names for the runs, comma separated, in order [default: the file names].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub labels: Option<Vec<String>>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`nines compare` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(l) = &args.labels
+        && l.len() != args.runs.len()
+    {
+        anyhow::bail!(
+            "--labels names {} runs but {} were given; give one label per run",
+            l.len(),
+            args.runs.len()
+        );
+    }
+    let mut runs = Vec::with_capacity(args.runs.len());
+    for (i, path) in args.runs.iter().enumerate() {
+        let report = super::report::read_report(path)?;
+        let label = match &args.labels {
+            Some(l) => l[i].clone(),
+            None => default_label(&args.runs, i),
+        };
+        runs.push(Run { label, report });
+    }
+    for w in differences(&runs) {
+        eprintln!("nines: warning: {w}");
+    }
+    print!("{}", text_table(&runs));
+    let figs = figures(&runs);
+    if let Some(out) = &args.output {
+        let html = render_html(&runs, &figs)?;
+        std::fs::write(out, html).with_context(|| format!("writing {}", out.display()))?;
+        eprintln!("nines: wrote {} ({} figures)", out.display(), figs.len());
+    }
+    if let Some(dir) = &args.png {
+        super::report::write_pngs(dir, &figs)?;
+    }
+    Ok(())
+}
+
+/// The file stem, or the whole path when two runs share a stem.
+fn default_label(paths: &[PathBuf], i: usize) -> String {
+    let stem = |p: &PathBuf| {
+        p.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.display().to_string())
+    };
+    let s = stem(&paths[i]);
+    if paths.iter().filter(|p| stem(p) == s).count() > 1 {
+        paths[i].display().to_string()
+    } else {
+        s
+    }
 }

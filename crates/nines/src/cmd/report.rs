@@ -1,8 +1,158 @@
-//! `nines report` (being built).
+//! `nines report`: one run's JSON (and its logs) to a self-contained HTML page and PNGs.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use nines_core::latlog::LatLogReader;
+use nines_core::report::Report;
+use nines_report::run::{LatPass1, LatPass2, LatView, RunInputs, figures, render_html};
+use nines_report::spikes::SpikeParams;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The run's JSON, from `nines profile --json` or `nines sim --json`.
+    #[arg(value_name = "RUN.json")]
+    pub run: PathBuf,
+    /// Where to write the HTML page [default: RUN.html beside the JSON].
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Also write every figure as a PNG into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub png: Option<PathBuf>,
+    /// Per-I/O log [default: the one the run recorded, if any].
+    #[arg(long, value_name = "FILE")]
+    pub lat_log: Option<PathBuf>,
+    /// Interval histogram log [default: the one the run recorded, if any].
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`nines report` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let report = read_report(&args.run)?;
+    let base = args.run.parent().unwrap_or(Path::new("."));
+    let lat_path = pick_log(
+        args.lat_log,
+        report.config.lat_log.as_deref(),
+        base,
+        "per-I/O",
+    );
+    let hdr_path = pick_log(
+        args.hdr_log,
+        report.config.hdr_log.as_deref(),
+        base,
+        "interval",
+    );
+
+    let lat = match &lat_path {
+        Some(p) => Some(read_lat_log(p)?),
+        None => None,
+    };
+    let intervals = match &hdr_path {
+        Some(p) => {
+            let bytes = std::fs::read(p)
+                .with_context(|| format!("reading interval log {}", p.display()))?;
+            Some(
+                nines_report::intervals::parse_interval_log(&bytes)
+                    .with_context(|| format!("reading interval log {}", p.display()))?,
+            )
+        }
+        None => None,
+    };
+    let title = format!(
+        "nines report: {}",
+        args.run.file_name().map_or_else(
+            || args.run.display().to_string(),
+            |n| n.to_string_lossy().into_owned()
+        )
+    );
+    let inputs = RunInputs {
+        report: &report,
+        title,
+        lat,
+        intervals,
+    };
+    let figs = figures(&inputs);
+    let html = render_html(&inputs, &figs)?;
+    let out = args
+        .output
+        .unwrap_or_else(|| args.run.with_extension("html"));
+    std::fs::write(&out, html).with_context(|| format!("writing {}", out.display()))?;
+    eprintln!("nines: wrote {} ({} figures)", out.display(), figs.len());
+    if let Some(dir) = &args.png {
+        write_pngs(dir, &figs)?;
+    }
+    Ok(())
+}
+
+/// Reads and checks a run's JSON with a message that says what to do.
+pub fn read_report(path: &Path) -> anyhow::Result<Report> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "reading {}; pass the JSON written by `nines profile --json` or `nines sim --json`",
+            path.display()
+        )
+    })?;
+    Report::from_json(&text).with_context(|| format!("reading run {}", path.display()))
+}
+
+/// The log to read: the one given, else the run's own (relative to the JSON) if it exists.
+fn pick_log(
+    given: Option<PathBuf>,
+    recorded: Option<&str>,
+    base: &Path,
+    what: &str,
+) -> Option<PathBuf> {
+    if given.is_some() {
+        return given;
+    }
+    let rec = PathBuf::from(recorded?);
+    let path = if rec.is_absolute() {
+        rec
+    } else {
+        base.join(rec)
+    };
+    if path.exists() {
+        Some(path)
+    } else {
+        eprintln!(
+            "nines: the run's {what} log {} is missing; reporting without it",
+            path.display()
+        );
+        None
+    }
+}
+
+/// Two passes over a per-I/O log: the distribution first, then decimation and spikes.
+fn read_lat_log(path: &Path) -> anyhow::Result<LatView> {
+    let open = || -> anyhow::Result<LatLogReader<BufReader<File>>> {
+        let f =
+            File::open(path).with_context(|| format!("opening per-I/O log {}", path.display()))?;
+        LatLogReader::new(BufReader::with_capacity(1 << 20, f))
+            .with_context(|| format!("reading per-I/O log {}", path.display()))
+    };
+    let mut p1 = LatPass1::new();
+    let mut reader = open()?;
+    let devices = reader.header().devices.clone();
+    for r in &mut reader {
+        p1.push(&r.with_context(|| format!("reading per-I/O log {}", path.display()))?);
+    }
+    let s1 = p1.finish();
+    let mut p2 = LatPass2::new(&s1, SpikeParams::default());
+    for r in open()? {
+        p2.push(&r.with_context(|| format!("reading per-I/O log {}", path.display()))?);
+    }
+    Ok(p2.finish(devices, s1.median_ns))
+}
+
+pub fn write_pngs(dir: &Path, figs: &[nines_report::html::Figure]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for f in figs {
+        let p = dir.join(format!("{}.png", f.id));
+        nines_report::plot::render_png(&f.plot, &p, nines_report::plot::DEFAULT_SIZE)
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    eprintln!("nines: wrote {} PNG(s) to {}", figs.len(), dir.display());
+    Ok(())
 }

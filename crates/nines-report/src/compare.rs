@@ -1,0 +1,394 @@
+//! Several runs side by side: a table of every percentile with ratios to the first run,
+//! overlaid percentile curves, and the across-device mean and spread per run (paper 000,
+//! Fig. 12 and 14). Runs that differ in devices or workload still compare, with warnings.
+
+use nines_core::op::Op;
+use nines_core::report::{PercentileSpread, Report};
+use nines_core::units::percentile_key;
+
+use crate::axis::{
+    Axis, LabelFormat, format_ns, format_percentile, format_plain, nines_max_x, nines_x,
+};
+use crate::html::{Figure, Page};
+use crate::plot::{Plot, PlotError, Series, SeriesStyle, palette};
+
+/// One run and the name it goes by in tables and legends.
+pub struct Run {
+    pub label: String,
+    pub report: Report,
+}
+
+/// What differs between each run and the first, one line per run that differs.
+pub fn differences(runs: &[Run]) -> Vec<String> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    let a = &first.report;
+    let mut out = Vec::new();
+    for r in &runs[1..] {
+        let b = &r.report;
+        let mut d: Vec<String> = Vec::new();
+        let names = |x: &Report| x.devices.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+        let (na, nb) = (names(a), names(b));
+        if na != nb {
+            d.push(format!("devices ({} vs {})", list(&na), list(&nb)));
+        }
+        if a.kind != b.kind {
+            d.push(format!("kind ({:?} vs {:?})", a.kind, b.kind).to_lowercase());
+        }
+        if a.config.engine != b.config.engine {
+            d.push(format!(
+                "engine ({} vs {})",
+                a.config.engine, b.config.engine
+            ));
+        }
+        let (wa, wb) = (&a.config.workload, &b.config.workload);
+        if wa.rw != wb.rw {
+            d.push(format!("rw ({} vs {})", wa.rw, wb.rw));
+        }
+        if wa.rw == nines_core::workload::RwMode::RandRw && wa.read_mix_pct != wb.read_mix_pct {
+            d.push(format!(
+                "read share ({}% vs {}%)",
+                wa.read_mix_pct, wb.read_mix_pct
+            ));
+        }
+        if wa.block_size_bytes != wb.block_size_bytes {
+            d.push(format!(
+                "block size ({} vs {})",
+                wa.block_size_bytes, wb.block_size_bytes
+            ));
+        }
+        if wa.iodepth != wb.iodepth {
+            d.push(format!("iodepth ({} vs {})", wa.iodepth, wb.iodepth));
+        }
+        if wa.rate_iops != wb.rate_iops {
+            d.push(format!("rate ({:?} vs {:?})", wa.rate_iops, wb.rate_iops));
+        }
+        if wa.distribution != wb.distribution {
+            d.push(format!(
+                "distribution ({} vs {})",
+                wa.distribution, wb.distribution
+            ));
+        }
+        if a.config.percentiles != b.config.percentiles {
+            d.push("percentiles requested".into());
+        }
+        let (ta, tb) = (a.config.measured_ns as f64, b.config.measured_ns as f64);
+        if ta > 0.0 && (tb / ta > 1.25 || ta / tb > 1.25) {
+            d.push(format!(
+                "measured time ({} vs {})",
+                format_ns(ta),
+                format_ns(tb)
+            ));
+        }
+        if !d.is_empty() {
+            out.push(format!(
+                "{} differs from {} in {}; compare with care.",
+                r.label,
+                first.label,
+                d.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+fn list(v: &[String]) -> String {
+    if v.len() <= 4 {
+        v.join(", ")
+    } else {
+        format!(
+            "{}, {}, ... {} ({} devices)",
+            v[0],
+            v[1],
+            v[v.len() - 1],
+            v.len()
+        )
+    }
+}
+
+/// The percentiles of all runs, ascending, deduplicated by key.
+fn all_percentiles(runs: &[Run]) -> Vec<f64> {
+    let mut p: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.report.config.percentiles.iter().copied())
+        .filter(|p| *p > 0.0 && *p < 100.0)
+        .collect();
+    p.sort_by(f64::total_cmp);
+    p.dedup_by(|a, b| percentile_key(*a) == percentile_key(*b));
+    p
+}
+
+/// The comparison table: a header and rows of (metric, value per run, ratio per later run).
+pub fn table_rows(runs: &[Run]) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut header = vec!["metric".to_string()];
+    for (i, r) in runs.iter().enumerate() {
+        header.push(r.label.clone());
+        if i > 0 {
+            header.push(format!("/{}", runs[0].label));
+        }
+    }
+    let percentiles = all_percentiles(runs);
+    let mut rows = Vec::new();
+    for op in Op::ALL {
+        if !runs.iter().any(|r| r.report.has(op)) {
+            continue;
+        }
+        // (name, value per run; None = not measured)
+        let mut metrics: Vec<(String, Vec<Option<f64>>, bool)> = Vec::new();
+        let get = |f: &dyn Fn(&Report) -> Option<f64>| -> Vec<Option<f64>> {
+            runs.iter()
+                .map(|r| if r.report.has(op) { f(&r.report) } else { None })
+                .collect()
+        };
+        metrics.push((
+            format!("{} IOPS", op.name()),
+            get(&|r| Some(r.aggregate.dir(op).iops)),
+            false,
+        ));
+        metrics.push((
+            format!("{} mean", op.name()),
+            get(&|r| Some(r.aggregate.dir(op).lat_ns.mean_ns)),
+            true,
+        ));
+        for &p in &percentiles {
+            let key = percentile_key(p);
+            metrics.push((
+                format!("{} p{}", op.name(), format_percentile(p)),
+                get(&|r| {
+                    r.aggregate
+                        .dir(op)
+                        .lat_ns
+                        .percentiles
+                        .get(&key)
+                        .map(|v| v as f64)
+                }),
+                true,
+            ));
+        }
+        metrics.push((
+            format!("{} max", op.name()),
+            get(&|r| Some(r.aggregate.dir(op).lat_ns.max_ns as f64)),
+            true,
+        ));
+        for (name, vals, is_ns) in metrics {
+            let mut row = vec![name];
+            for (i, v) in vals.iter().enumerate() {
+                row.push(match v {
+                    Some(x) if is_ns => format_ns(*x),
+                    Some(x) => format_plain(*x),
+                    None => "-".into(),
+                });
+                if i > 0 {
+                    row.push(match (vals[0], v) {
+                        (Some(a), Some(b)) if a > 0.0 => format!("{:.2}x", b / a),
+                        _ => "-".into(),
+                    });
+                }
+            }
+            rows.push(row);
+        }
+    }
+    (header, rows)
+}
+
+/// The table as aligned text for a terminal.
+pub fn text_table(runs: &[Run]) -> String {
+    let (header, rows) = table_rows(runs);
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let pad = widths[i] - c.chars().count();
+            if i == 0 {
+                s.push_str(c);
+                s.push_str(&" ".repeat(pad));
+            } else {
+                s.push_str("  ");
+                s.push_str(&" ".repeat(pad));
+                s.push_str(c);
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(&header);
+    for r in &rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
+fn spread(r: &Report, op: Op) -> &Vec<PercentileSpread> {
+    match op {
+        Op::Read => &r.aggregate.across_devices.read,
+        Op::Write => &r.aggregate.across_devices.write,
+    }
+}
+
+/// Figures: overlaid aggregate curves, and per-run across-device mean and stddev.
+pub fn figures(runs: &[Run]) -> Vec<Figure> {
+    let percentiles = all_percentiles(runs);
+    let (Some(&p_lo), Some(&p_hi)) = (percentiles.first(), percentiles.last()) else {
+        return Vec::new();
+    };
+    let mut figs = Vec::new();
+    for op in Op::ALL {
+        if !runs.iter().any(|r| r.report.has(op)) {
+            continue;
+        }
+        // Overlaid curves of all I/Os of each run.
+        let mut curves = Vec::new();
+        for (i, r) in runs.iter().enumerate() {
+            if !r.report.has(op) {
+                continue;
+            }
+            let s = &r.report.aggregate.dir(op).lat_ns;
+            let mut line = Series::new(r.label.clone(), SeriesStyle::LinePoints, palette(i));
+            for &p in &percentiles {
+                if let Some(v) = s.percentiles.get(&percentile_key(p)) {
+                    line.points.push((nines_x(p), v as f64));
+                }
+            }
+            line.points.push((nines_max_x(p_hi), s.max_ns as f64));
+            curves.push(line);
+        }
+        let (lo, hi) = range(curves.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+        let mut plot = Plot::new(
+            format!("{} latency by percentile, all devices merged", op.name()),
+            Axis::nines("percentile", p_lo, p_hi, true),
+            Axis::log("latency", lo, hi, LabelFormat::Nanoseconds),
+        );
+        plot.series = curves;
+        figs.push(Figure {
+            id: format!("compare-{}", op.name()),
+            caption: "Each run's latency distribution over all its I/Os.".into(),
+            plot,
+        });
+        // Fig. 12: mean and standard deviation of each percentile across devices.
+        for (what, id, pick) in [
+            (
+                "mean",
+                "mean",
+                (|s: &PercentileSpread| s.mean_ns) as fn(&PercentileSpread) -> f64,
+            ),
+            ("standard deviation", "stddev", |s| s.stddev_ns),
+        ] {
+            let mut lines = Vec::new();
+            for (i, r) in runs.iter().enumerate() {
+                let sp = spread(&r.report, op);
+                let devs: Vec<f64> = r
+                    .report
+                    .devices
+                    .iter()
+                    .filter(|d| d.dir(op).ios > 0)
+                    .map(|d| d.dir(op).lat_ns.max_ns as f64)
+                    .collect();
+                if sp.is_empty() || devs.is_empty() {
+                    continue;
+                }
+                let mut line = Series::new(
+                    format!("{} ({} dev)", r.label, devs.len()),
+                    SeriesStyle::LinePoints,
+                    palette(i),
+                );
+                for s in sp {
+                    if let Ok(p) = s.percentile.parse::<f64>()
+                        && p > 0.0
+                        && p < 100.0
+                    {
+                        line.points.push((nines_x(p), pick(s)));
+                    }
+                }
+                let n = devs.len() as f64;
+                let m = devs.iter().sum::<f64>() / n;
+                let sd = (devs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n).sqrt();
+                line.points
+                    .push((nines_max_x(p_hi), if id == "mean" { m } else { sd }));
+                lines.push(line);
+            }
+            if lines.is_empty() {
+                continue;
+            }
+            let (lo, hi) = range(lines.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+            let mut plot = Plot::new(
+                format!("{} latency: {what} across devices", op.name()),
+                Axis::nines("percentile", p_lo, p_hi, true),
+                Axis::log(what, lo, hi, LabelFormat::Nanoseconds),
+            );
+            plot.series = lines;
+            figs.push(Figure {
+                id: format!("compare-{id}-{}", op.name()),
+                caption: format!(
+                    "The {what} over the devices of each run of every percentile (as in paper 000, Fig. 12)."
+                ),
+                plot,
+            });
+        }
+    }
+    figs
+}
+
+fn range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+    for v in vals.filter(|v| v.is_finite() && *v > 0.0) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo.is_infinite() {
+        (1.0, 10.0)
+    } else {
+        (lo, hi.max(lo * 1.0001))
+    }
+}
+
+/// The comparison page.
+pub fn render_html(runs: &[Run], figs: &[Figure]) -> Result<String, PlotError> {
+    let title = format!(
+        "nines compare: {}",
+        runs.iter()
+            .map(|r| r.label.as_str())
+            .collect::<Vec<_>>()
+            .join(" vs ")
+    );
+    let mut page = Page::new(&title);
+    for w in differences(runs) {
+        page.warning(&format!("Warning: {w}"));
+    }
+    page.h2("Percentiles");
+    let (h, rows) = table_rows(runs);
+    page.table(&h, &rows);
+    page.h2("Figures");
+    for f in figs {
+        page.figure(f)?;
+    }
+    page.h2("Runs");
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            let w = &r.report.config.workload;
+            vec![
+                r.label.clone(),
+                format!("{:?}", r.report.kind).to_lowercase(),
+                r.report.devices.len().to_string(),
+                r.report.config.engine.clone(),
+                w.rw.to_string(),
+                crate::run::format_block(w.block_size_bytes),
+                w.iodepth.to_string(),
+                format_ns(r.report.config.measured_ns as f64),
+            ]
+        })
+        .collect();
+    page.table(
+        &[
+            "run", "kind", "devices", "engine", "rw", "bs", "QD", "measured",
+        ]
+        .map(String::from),
+        &rows,
+    );
+    Ok(page.finish(&title))
+}
