@@ -388,12 +388,7 @@ fn built(records: &[(u32, u64, u64)]) -> Trace {
             op: Op::Write,
         })
         .collect();
-    Trace {
-        devices: vec![],
-        records,
-        format: TraceFormat::Mqsim,
-        lines: vec![],
-    }
+    Trace::from_records(records, TraceFormat::Mqsim)
 }
 
 #[test]

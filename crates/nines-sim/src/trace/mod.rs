@@ -513,6 +513,18 @@ pub(crate) fn distinct_devices(records: &[TraceRecord]) -> Vec<u32> {
 }
 
 impl Trace {
+    /// A trace built in code (tests, generated workloads): the device list is derived, and with
+    /// no line numbers errors name records by their 1-based position.
+    pub fn from_records(records: Vec<TraceRecord>, format: TraceFormat) -> Trace {
+        let devices = distinct_devices(&records);
+        Trace {
+            records,
+            format,
+            devices,
+            lines: Vec::new(),
+        }
+    }
+
     /// Counts and totals.
     pub fn stats(&self) -> TraceStats {
         let mut stats = TraceStats::default();
