@@ -1,8 +1,54 @@
-//! `nines doctor` (being built).
+//! `nines doctor`: audit the host (or a captured tree) for settings that lengthen the tail.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use nines_host::capture::write_capture;
+use nines_host::doctor::DoctorReport;
+use nines_host::fs::HostFs;
+use nines_host::host::Host;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Also write the findings as JSON (schema "nines-doctor", version 1) to FILE ("-" = stdout only).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Read a captured /proc and /sys tree under DIR instead of the live host.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Write exactly the files doctor read to FILE (.tar or .tar.gz), for `--root` elsewhere.
+    #[arg(long, value_name = "FILE")]
+    pub capture: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`nines doctor` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let root = args.root.clone().unwrap_or_else(|| PathBuf::from("/"));
+    if !root.is_dir() {
+        anyhow::bail!(
+            "--root {}: not a directory; extract a capture there first (tar xf FILE -C DIR)",
+            root.display()
+        );
+    }
+    let fs = HostFs::new(&root);
+    let host = Host::read(&fs);
+    let report = DoctorReport::new(&root, &host);
+    let json_to_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if json_to_stdout {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", report.to_text());
+    }
+    if let Some(path) = args.json.as_ref().filter(|_| !json_to_stdout) {
+        std::fs::write(path, report.to_json() + "\n").with_context(|| {
+            format!(
+                "cannot write --json {}: check the directory exists and is writable",
+                path.display()
+            )
+        })?;
+    }
+    if let Some(path) = &args.capture {
+        let n = write_capture(&fs.recorded(), path)?;
+        eprintln!("nines doctor: captured {n} files to {}", path.display());
+    }
+    Ok(())
 }

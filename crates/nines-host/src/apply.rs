@@ -1,0 +1,285 @@
+//! Applying a plan's runtime changes and reverting them exactly.
+//!
+//! Order: read every previous value (nothing is written if one cannot be read), save them to the
+//! state file, then write each change and read it back. If a write fails or does not stick,
+//! everything written so far is restored in reverse order before the error is returned.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::plan::{Plan, normalize_value};
+
+pub const STATE_SCHEMA_NAME: &str = "nines-tune-state";
+pub const STATE_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("cannot read {path} before changing it: {msg}; nothing was changed")]
+    ReadBefore { path: String, msg: String },
+    #[error("cannot write state file {path}: {msg}; nothing was changed")]
+    State { path: String, msg: String },
+    #[error("writing {value} to {path} failed: {msg}; {rolled_back} earlier change(s) rolled back{}", rollback_suffix(.rollback_failures))]
+    Write {
+        path: String,
+        value: String,
+        msg: String,
+        rolled_back: usize,
+        rollback_failures: Vec<String>,
+    },
+    #[error("cannot read state {path}: {msg}")]
+    ReadState { path: String, msg: String },
+}
+
+fn rollback_suffix(f: &[String]) -> String {
+    if f.is_empty() {
+        String::new()
+    } else {
+        format!("; could NOT restore: {}", f.join("; "))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StateEntry {
+    pub kind: String,
+    pub path: String,
+    pub previous: String,
+    pub applied: String,
+}
+
+/// How irqbalance was stopped, so revert can start it again.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IrqbalanceStop {
+    /// "systemd" (systemctl stop irqbalance) or "signal" (SIGTERM to `pids`).
+    pub method: String,
+    pub pids: Vec<u32>,
+    /// The stopped process's arguments, to restart it by hand when not under systemd.
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct State {
+    pub schema: String,
+    pub schema_version: u32,
+    pub root: String,
+    /// In application order; revert walks it backwards.
+    pub entries: Vec<StateEntry>,
+    pub irqbalance: Option<IrqbalanceStop>,
+}
+
+impl State {
+    pub fn load(path: &Path) -> Result<State, ApplyError> {
+        let p = path.display().to_string();
+        let s = std::fs::read_to_string(path).map_err(|e| ApplyError::ReadState {
+            path: p.clone(),
+            msg: e.to_string(),
+        })?;
+        let st: State = serde_json::from_str(&s).map_err(|e| ApplyError::ReadState {
+            path: p.clone(),
+            msg: e.to_string(),
+        })?;
+        if st.schema != STATE_SCHEMA_NAME || st.schema_version != STATE_SCHEMA_VERSION {
+            return Err(ApplyError::ReadState {
+                path: p,
+                msg: format!("not a {STATE_SCHEMA_NAME} v{STATE_SCHEMA_VERSION} file"),
+            });
+        }
+        Ok(st)
+    }
+
+    fn save(&self, path: &Path) -> Result<(), ApplyError> {
+        let text = serde_json::to_string_pretty(self).unwrap_or_default();
+        // Written to a temporary name then renamed, so a crash never leaves half a state file.
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|_| std::fs::rename(&tmp, path))
+            .map_err(|e| ApplyError::State {
+                path: path.display().to_string(),
+                msg: e.to_string(),
+            })
+    }
+}
+
+fn host_path(root: &Path, abs: &str) -> PathBuf {
+    root.join(abs.trim_start_matches('/'))
+}
+
+fn read_norm(root: &Path, abs: &str) -> Result<String, String> {
+    std::fs::read_to_string(host_path(root, abs))
+        .map(|s| normalize_value(abs, &s))
+        .map_err(|e| e.to_string())
+}
+
+/// Writes `value` and checks that it reads back the same.
+fn write_checked(root: &Path, abs: &str, value: &str) -> Result<(), String> {
+    std::fs::write(host_path(root, abs), value).map_err(|e| e.to_string())?;
+    let back = read_norm(root, abs).map_err(|e| format!("read back: {e}"))?;
+    let want = normalize_value(abs, value);
+    if back != want {
+        return Err(format!("the kernel kept `{back}` instead of `{want}`"));
+    }
+    Ok(())
+}
+
+/// Options of `nines tune --apply`.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyOptions {
+    pub stop_irqbalance: bool,
+}
+
+/// Applies `plan` on the host under `root`, saving previous values to `state_path` first.
+pub fn apply(
+    root: &Path,
+    plan: &Plan,
+    state_path: &Path,
+    opts: &ApplyOptions,
+) -> Result<State, ApplyError> {
+    let mut entries = Vec::with_capacity(plan.changes.len());
+    for c in &plan.changes {
+        let prev = read_norm(root, &c.path).map_err(|msg| ApplyError::ReadBefore {
+            path: c.path.clone(),
+            msg,
+        })?;
+        entries.push(StateEntry {
+            kind: c.kind.clone(),
+            path: c.path.clone(),
+            previous: prev,
+            applied: c.value.clone(),
+        });
+    }
+    let mut state = State {
+        schema: STATE_SCHEMA_NAME.into(),
+        schema_version: STATE_SCHEMA_VERSION,
+        root: root.display().to_string(),
+        entries,
+        irqbalance: None,
+    };
+    state.save(state_path)?;
+    for (i, e) in state.entries.iter().enumerate() {
+        if let Err(msg) = write_checked(root, &e.path, &e.applied) {
+            let failures = restore(root, &state.entries[..i]);
+            return Err(ApplyError::Write {
+                path: e.path.clone(),
+                value: e.applied.clone(),
+                msg,
+                rolled_back: i,
+                rollback_failures: failures,
+            });
+        }
+    }
+    if opts.stop_irqbalance {
+        state.irqbalance = stop_irqbalance(root);
+        state.save(state_path)?;
+    }
+    Ok(state)
+}
+
+/// Restores entries in reverse order; returns one line per value that could not be restored.
+fn restore(root: &Path, entries: &[StateEntry]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for e in entries.iter().rev() {
+        if let Err(msg) = write_checked(root, &e.path, &e.previous) {
+            failures.push(format!("{} (wanted `{}`): {msg}", e.path, e.previous));
+        }
+    }
+    failures
+}
+
+/// What a revert did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RevertOutcome {
+    pub restored: usize,
+    /// One line per value that could not be restored.
+    pub failures: Vec<String>,
+}
+
+/// Restores every value in `state` under `root`; irqbalance is started again if apply stopped it.
+pub fn revert(root: &Path, state: &State) -> RevertOutcome {
+    let failures = restore(root, &state.entries);
+    let mut out = RevertOutcome {
+        restored: state.entries.len() - failures.len(),
+        failures,
+    };
+    if let Some(ib) = &state.irqbalance {
+        match ib.method.as_str() {
+            "systemd" => match Command::new("systemctl")
+                .args(["start", "irqbalance"])
+                .status()
+            {
+                Ok(s) if s.success() => {}
+                Ok(s) => out.failures.push(format!(
+                    "systemctl start irqbalance exited with {s}: start it by hand"
+                )),
+                Err(e) => out
+                    .failures
+                    .push(format!("systemctl start irqbalance: {e}: start it by hand")),
+            },
+            _ => out.failures.push(format!(
+                "irqbalance was stopped by signal; restart it by hand: {}",
+                if ib.args.is_empty() {
+                    "irqbalance".to_string()
+                } else {
+                    ib.args.join(" ")
+                }
+            )),
+        }
+    }
+    out
+}
+
+/// Stops irqbalance: with systemctl when it manages it, else SIGTERM to each process.
+fn stop_irqbalance(root: &Path) -> Option<IrqbalanceStop> {
+    let fs = crate::fs::HostFs::new(root);
+    let mut pids = Vec::new();
+    let mut args = Vec::new();
+    for p in fs
+        .list("/proc")
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.parse::<u32>().ok())
+    {
+        if fs
+            .read_value(&format!("/proc/{p}/comm"))
+            .is_ok_and(|c| c == "irqbalance")
+        {
+            pids.push(p);
+            if let Ok(a) = fs.read(&format!("/proc/{p}/cmdline")) {
+                args = a
+                    .split('\0')
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect();
+            }
+        }
+    }
+    if pids.is_empty() {
+        return None;
+    }
+    if Command::new("systemctl")
+        .args(["stop", "irqbalance"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        return Some(IrqbalanceStop {
+            method: "systemd".into(),
+            pids,
+            args,
+        });
+    }
+    for &p in &pids {
+        // SAFETY: kill(2) with a pid we just read and SIGTERM has no memory-safety preconditions.
+        unsafe {
+            libc::kill(p as libc::pid_t, libc::SIGTERM);
+        }
+    }
+    Some(IrqbalanceStop {
+        method: "signal".into(),
+        pids,
+        args,
+    })
+}
+
+/// Whether this process runs as root (tune refuses otherwise on the live host).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}

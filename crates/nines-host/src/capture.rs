@@ -1,0 +1,80 @@
+//! `nines doctor --capture FILE`: the files doctor read, as one tar (or tar.gz) archive that
+//! `nines doctor --root` of its extracted copy reads exactly as the live host was read.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::fs::Recorded;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("cannot write capture {path}: {msg}")]
+    Write { path: String, msg: String },
+    #[error("cannot extract capture {path}: {msg}")]
+    Extract { path: String, msg: String },
+}
+
+fn is_gz(path: &Path) -> bool {
+    let s = path.to_string_lossy();
+    s.ends_with(".gz") || s.ends_with(".tgz")
+}
+
+/// Writes the recorded files and directories to `out` (gzip-compressed when it ends in .gz/.tgz).
+/// Returns the number of files archived. Entries have mtime 0, so a capture is deterministic.
+pub fn write_capture(rec: &Recorded, out: &Path) -> Result<usize, CaptureError> {
+    let werr = |e: std::io::Error| CaptureError::Write {
+        path: out.display().to_string(),
+        msg: e.to_string(),
+    };
+    let file = std::fs::File::create(out).map_err(werr)?;
+    let sink: Box<dyn Write> = if is_gz(out) {
+        Box::new(flate2::write::GzEncoder::new(
+            file,
+            flate2::Compression::default(),
+        ))
+    } else {
+        Box::new(file)
+    };
+    let mut b = tar::Builder::new(sink);
+    for d in &rec.dirs {
+        let rel = d.trim_start_matches('/');
+        if rel.is_empty() || rec.files.contains_key(d) {
+            continue;
+        }
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_mode(0o755);
+        h.set_size(0);
+        h.set_mtime(0);
+        b.append_data(&mut h, format!("{rel}/"), std::io::empty())
+            .map_err(werr)?;
+    }
+    for (path, text) in &rec.files {
+        let rel = path.trim_start_matches('/');
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_mode(0o644);
+        h.set_size(text.len() as u64);
+        h.set_mtime(0);
+        b.append_data(&mut h, rel, text.as_bytes()).map_err(werr)?;
+    }
+    let mut inner = b.into_inner().map_err(werr)?;
+    inner.flush().map_err(werr)?;
+    drop(inner);
+    Ok(rec.files.len())
+}
+
+/// Extracts a capture (tar or tar.gz) into `dir`.
+pub fn extract(archive: &Path, dir: &Path) -> Result<(), CaptureError> {
+    let xerr = |e: std::io::Error| CaptureError::Extract {
+        path: archive.display().to_string(),
+        msg: e.to_string(),
+    };
+    let file = std::fs::File::open(archive).map_err(xerr)?;
+    let src: Box<dyn std::io::Read> = if is_gz(archive) {
+        Box::new(flate2::read::GzDecoder::new(file))
+    } else {
+        Box::new(file)
+    };
+    tar::Archive::new(src).unpack(dir).map_err(xerr)
+}

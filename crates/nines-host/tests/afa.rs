@@ -1,0 +1,376 @@
+//! The paper-000 AFA host (2 sockets, 40 CPUs, 64 NVMe) as a fixture tree: doctor's findings on
+//! the default and the tuned host, the Fig. 5 placement plan, apply/revert on the tree.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use nines_host::apply::{self, ApplyOptions, State};
+use nines_host::doctor::{DoctorReport, Severity, analyze};
+use nines_host::fs::HostFs;
+use nines_host::host::{DevKind, Host};
+use nines_host::plan::Plan;
+use nines_host::testbed::{
+    AFA_CPUS, AFA_NVME, AFA_QUEUES, AfaOptions, afa_irq, afa_node, fig5_cpu, write_afa_host,
+};
+
+/// A fresh fixture tree, for tests that change it.
+fn afa_mut(tuned: bool) -> (tempfile::TempDir, Host) {
+    let dir = tempfile::tempdir().unwrap();
+    write_afa_host(dir.path(), AfaOptions { tuned }).unwrap();
+    let host = Host::read(&HostFs::new(dir.path()));
+    (dir, host)
+}
+
+/// The fixture tree, generated once per test run (it has about 8,000 files) and only read.
+fn afa(tuned: bool) -> (&'static Path, Host) {
+    static TREES: [OnceLock<PathBuf>; 2] = [OnceLock::new(), OnceLock::new()];
+    let dir = TREES[tuned as usize].get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("afa-tuned-{tuned}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        write_afa_host(&dir, AfaOptions { tuned }).unwrap();
+        dir
+    });
+    (dir.as_path(), Host::read(&HostFs::new(dir)))
+}
+
+fn ids(h: &Host, min: Severity) -> BTreeSet<String> {
+    analyze(h)
+        .into_iter()
+        .filter(|f| f.severity >= min)
+        .map(|f| f.id)
+        .collect()
+}
+
+#[test]
+fn facts_of_the_afa_host() {
+    let (_d, h) = afa(false);
+    assert!(h.problems.is_empty(), "{:?}", h.problems);
+    assert_eq!(h.online, (0..AFA_CPUS).collect::<Vec<_>>());
+    assert_eq!(h.nodes.len(), 2);
+    assert_eq!(h.nodes[&1], (20..40).collect::<Vec<_>>());
+    assert_eq!(h.cpu(4).unwrap().siblings, vec![4, 14]);
+    assert_eq!(h.cpu(33).unwrap().node, Some(1));
+    assert_eq!(h.cpu(7).unwrap().idle_states.len(), 5);
+    assert_eq!(h.cpu(7).unwrap().idle_states[4].exit_latency_us, 133);
+    let nvme: Vec<_> = h
+        .devices
+        .iter()
+        .filter(|d| d.kind == DevKind::Nvme)
+        .collect();
+    assert_eq!(nvme.len(), AFA_NVME);
+    let d = h.device("nvme37n1").unwrap();
+    assert_eq!(d.controller.as_deref(), Some("nvme37"));
+    assert_eq!(d.numa_node, Some(afa_node(37) as i64));
+    assert_eq!(d.queue.scheduler.as_deref(), Some("mq-deadline"));
+    assert_eq!(d.queue.nr_requests, Some(1023));
+    // 40 I/O queues; the admin queue q0 is not one.
+    assert_eq!(d.irqs.len(), AFA_QUEUES);
+    assert_eq!(d.irqs[0].irq, afa_irq(37, 1));
+    assert_eq!(d.irqs[0].name, "nvme37q1");
+    assert_eq!(
+        d.irqs[0].smp_affinity.as_deref(),
+        Some(&(0..40).collect::<Vec<_>>()[..])
+    );
+    assert_eq!(d.irqs[0].total, 1000 + 37 * 41 + 1);
+    assert_eq!(h.running("smartd").len(), 1);
+    assert_eq!(h.sched_rt_runtime_us, Some(950000));
+}
+
+#[test]
+fn default_host_findings() {
+    let (_d, h) = afa(false);
+    let warn = ids(&h, Severity::Warn);
+    for id in [
+        "cpu.isolation",
+        "cpu.governor",
+        "cpu.idle",
+        "irq.irqbalance",
+        "irq.affinity",
+        "block.scheduler",
+        "housekeeping.smartd",
+        "proc.sched_fifo",
+        "proc.rt_throttle",
+        "proc.memlock",
+    ] {
+        assert!(warn.contains(id), "missing {id} in {warn:?}");
+    }
+    let crit = ids(&h, Severity::Critical);
+    assert_eq!(
+        crit,
+        ["housekeeping.smartd", "proc.sched_fifo"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    );
+    let f = analyze(&h);
+    let smart = f.iter().find(|f| f.id == "housekeeping.smartd").unwrap();
+    assert!(smart.title.contains("every 600 s"), "{}", smart.title);
+    assert!(smart.evidence.iter().any(|e| e.path == "/etc/smartd.conf"));
+    let iso = f.iter().find(|f| f.id == "cpu.isolation").unwrap();
+    // Default housekeeping: the first CPU of each node and its SMT sibling.
+    assert!(
+        iso.fix.contains("isolcpus=1-9,11-19,21-29,31-39"),
+        "{}",
+        iso.fix
+    );
+    let idle = f.iter().find(|f| f.id == "cpu.idle").unwrap();
+    assert!(idle.title.contains("C6 with 133"), "{}", idle.title);
+    // One scheduler and one affinity finding per NVMe device.
+    assert_eq!(
+        f.iter().filter(|f| f.id == "block.scheduler").count(),
+        AFA_NVME
+    );
+    assert_eq!(
+        f.iter()
+            .filter(|f| f.id == "irq.affinity" && f.severity == Severity::Warn)
+            .count(),
+        AFA_NVME
+    );
+    // Every warn or critical finding says how to fix it, and shows evidence.
+    for f in f.iter().filter(|f| f.severity >= Severity::Warn) {
+        assert!(
+            !f.fix.is_empty() && !f.evidence.is_empty() && !f.why.is_empty(),
+            "{f:?}"
+        );
+    }
+    // Severity order.
+    assert!(f.windows(2).all(|w| w[0].severity >= w[1].severity));
+}
+
+#[test]
+fn tuned_host_has_no_warnings() {
+    let (_d, h) = afa(true);
+    assert!(h.problems.is_empty(), "{:?}", h.problems);
+    let f = analyze(&h);
+    let bad: Vec<_> = f.iter().filter(|f| f.severity >= Severity::Warn).collect();
+    assert!(bad.is_empty(), "{bad:#?}");
+    let iso = f.iter().find(|f| f.id == "cpu.isolation").unwrap();
+    assert_eq!(iso.subject, "4-19,24-39");
+    assert!(
+        f.iter()
+            .any(|f| f.id == "proc.sched_fifo" && f.severity == Severity::Info)
+    );
+}
+
+#[test]
+fn json_report_is_versioned() {
+    let (d, h) = afa(false);
+    let rep = DoctorReport::new(d, &h);
+    let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();
+    assert_eq!(v["schema"], "nines-doctor");
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["counts"]["critical"], 2);
+    let back: DoctorReport = serde_json::from_value(v).unwrap();
+    assert_eq!(back.findings, rep.findings);
+    let s = nines_host::doctor_summary(d);
+    assert_eq!(s["counts"]["critical"], 2);
+    assert!(
+        s["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t.as_str().unwrap().contains("smartd"))
+    );
+}
+
+#[test]
+fn plan_reproduces_fig5() {
+    let (_d, h) = afa(false);
+    let io: Vec<usize> = (4..20).chain(24..40).collect();
+    let plan = Plan::build(&h, Some(&io), None, &[]).unwrap();
+    assert_eq!(plan.devices.len(), AFA_NVME);
+    for n in 0..AFA_NVME {
+        let name = format!("nvme{n}n1");
+        assert_eq!(plan.cpu_for(&name), Some(fig5_cpu(n)), "{name}");
+        assert_eq!(plan.cpu_for(&format!("/dev/{name}")), Some(fig5_cpu(n)));
+    }
+    assert_eq!(plan.cpu_for("nvme0n1"), Some(4));
+    assert_eq!(plan.cpu_for("nvme32n1"), Some(4));
+    assert_eq!(plan.cpu_for("nvme31n1"), Some(39));
+    assert_eq!(plan.cpu_for("nvme63n1"), Some(39));
+    assert_eq!(plan.cpu_for("sda"), None);
+    assert!(plan.devices.iter().all(|d| d.numa_local));
+    assert_eq!(plan.housekeeping_cpus, vec![0, 1, 2, 3, 20, 21, 22, 23]);
+    assert_eq!(
+        plan.boot_params,
+        "isolcpus=4-19,24-39 nohz_full=4-19,24-39 rcu_nocbs=4-19,24-39 processor.max_cstate=1 idle=poll"
+    );
+    // Same plan from the housekeeping side.
+    let hk = [0, 1, 2, 3, 20, 21, 22, 23];
+    let plan2 = Plan::build(&h, None, Some(&hk), &[]).unwrap();
+    assert_eq!(plan2.devices, plan.devices);
+    // Every queue IRQ follows its device; 4 queue settings differ per device; 32 governors.
+    let irq_changes: Vec<_> = plan
+        .changes
+        .iter()
+        .filter(|c| c.kind == "irq_affinity")
+        .collect();
+    assert_eq!(irq_changes.len(), AFA_NVME * AFA_QUEUES);
+    let c = irq_changes
+        .iter()
+        .find(|c| c.path == format!("/proc/irq/{}/smp_affinity_list", afa_irq(33, 7)))
+        .unwrap();
+    assert_eq!(c.value, fig5_cpu(33).to_string());
+    assert_eq!(
+        plan.changes
+            .iter()
+            .filter(|c| c.kind == "block_queue")
+            .count(),
+        AFA_NVME * 4
+    );
+    assert_eq!(
+        plan.changes.iter().filter(|c| c.kind == "governor").count(),
+        32
+    );
+}
+
+#[test]
+fn plan_is_numa_local_by_default_and_round_robin() {
+    let (_d, h) = afa(false);
+    let plan = Plan::build(&h, None, None, &[]).unwrap();
+    assert_eq!(plan.housekeeping_cpus, vec![0, 10, 20, 30]);
+    for d in &plan.devices {
+        let node = d.numa_node.unwrap() as usize;
+        assert_eq!(h.cpu(d.cpu).unwrap().node, Some(node), "{}", d.name);
+        assert!(!plan.housekeeping_cpus.contains(&d.cpu));
+    }
+    // 32 devices per node over 18 I/O CPUs per node: round-robin gives 1 or 2 per CPU.
+    let mut per_cpu = std::collections::BTreeMap::<usize, usize>::new();
+    for d in &plan.devices {
+        *per_cpu.entry(d.cpu).or_default() += 1;
+    }
+    assert_eq!(per_cpu.len(), 36);
+    assert!(per_cpu.values().all(|&n| n == 1 || n == 2));
+    // Explicit targets, by path, in any order.
+    let p = Plan::build(&h, None, None, &["/dev/nvme16n1".into(), "nvme0n1".into()]).unwrap();
+    assert_eq!(p.devices.len(), 2);
+    assert_eq!(p.cpu_for("/dev/nvme0n1"), Some(1));
+    assert_eq!(p.cpu_for("/dev/nvme16n1"), Some(21));
+    assert!(Plan::build(&h, None, None, &["nvme99n1".into()]).is_err());
+    assert!(Plan::build(&h, Some(&[0, 1]), Some(&[1, 2]), &[]).is_err());
+    assert!(Plan::build(&h, Some(&[77]), None, &[]).is_err());
+}
+
+#[test]
+fn plan_file_round_trip_and_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let (_, h) = afa(false);
+    let plan = Plan::build(&h, None, None, &[]).unwrap();
+    let p = d.path().join("plan.json");
+    std::fs::write(&p, plan.to_json()).unwrap();
+    assert_eq!(Plan::load(&p).unwrap(), plan);
+    std::fs::write(&p, "{\"schema\":\"nines-plan\",\"schema_version\":7}").unwrap();
+    let e = Plan::load(&p).unwrap_err().to_string();
+    assert!(e.contains("version 7") && !e.contains('\n'), "{e}");
+    std::fs::write(&p, "not json").unwrap();
+    assert!(
+        Plan::load(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("not a nines plan")
+    );
+    assert!(
+        Plan::load(Path::new("/nonexistent/plan.json"))
+            .unwrap_err()
+            .to_string()
+            .contains("cannot read plan")
+    );
+}
+
+fn snapshot_values(root: &Path, plan: &Plan) -> Vec<String> {
+    plan.changes
+        .iter()
+        .map(|c| std::fs::read_to_string(root.join(c.path.trim_start_matches('/'))).unwrap())
+        .collect()
+}
+
+#[test]
+fn apply_then_revert_on_the_tree_restores_exactly() {
+    let (d, h) = afa_mut(false);
+    let io: Vec<usize> = (4..20).chain(24..40).collect();
+    let plan = Plan::build(&h, Some(&io), None, &[]).unwrap();
+    let before = snapshot_values(d.path(), &plan);
+    let state_path = d.path().join("state.json");
+    let st = apply::apply(d.path(), &plan, &state_path, &ApplyOptions::default()).unwrap();
+    assert_eq!(st.entries.len(), plan.changes.len());
+    // The tree now reads as tuned: no more affinity, scheduler or governor warnings.
+    let tuned = Host::read(&HostFs::new(d.path()));
+    let warn = ids(&tuned, Severity::Warn);
+    for id in ["irq.affinity", "block.scheduler"] {
+        assert!(!warn.contains(id), "{id} still in {warn:?}");
+    }
+    // Only the housekeeping CPUs keep their governor.
+    let gov = analyze(&tuned)
+        .into_iter()
+        .find(|f| f.id == "cpu.governor")
+        .unwrap();
+    assert_eq!(gov.subject, "0-3,20-23");
+    assert_eq!(
+        tuned.device("nvme5n1").unwrap().queue.scheduler.as_deref(),
+        Some("none")
+    );
+    let loaded = State::load(&state_path).unwrap();
+    assert_eq!(loaded, st);
+    let out = apply::revert(d.path(), &loaded);
+    assert!(out.failures.is_empty(), "{:?}", out.failures);
+    assert_eq!(out.restored, plan.changes.len());
+    // Values come back as the kernel would print them after writing the previous value; the
+    // fixture's multi-value scheduler file is rewritten with the name only.
+    let after = snapshot_values(d.path(), &plan);
+    for ((c, b), a) in plan.changes.iter().zip(&before).zip(&after) {
+        assert_eq!(
+            nines_host::plan::normalize_value(&c.path, b),
+            nines_host::plan::normalize_value(&c.path, a),
+            "{}",
+            c.path
+        );
+    }
+}
+
+#[test]
+fn failed_write_mid_apply_rolls_back() {
+    let (d, h) = afa_mut(false);
+    let plan = Plan::build(&h, None, None, &["nvme3n1".into()]).unwrap();
+    let before = snapshot_values(d.path(), &plan);
+    // Make the 10th change's target a directory: reading it fails, so nothing is written at all.
+    let bad = plan.clone();
+    let victim = bad.changes[9].path.clone();
+    let vp = d.path().join(victim.trim_start_matches('/'));
+    std::fs::remove_file(&vp).unwrap();
+    std::fs::create_dir(&vp).unwrap();
+    let e = apply::apply(
+        d.path(),
+        &bad,
+        &d.path().join("s1.json"),
+        &ApplyOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("nothing was changed"), "{e}");
+    std::fs::remove_dir(&vp).unwrap();
+    std::fs::write(&vp, before[9].clone()).unwrap();
+    assert_eq!(snapshot_values(d.path(), &plan), before);
+    // A write that does not stick (the "kernel" keeps another value: here /dev/null reads back
+    // empty) fails at the 11th change: the first 10 are rolled back.
+    let p10 = d.path().join(plan.changes[10].path.trim_start_matches('/'));
+    std::fs::remove_file(&p10).unwrap();
+    std::os::unix::fs::symlink("/dev/null", &p10).unwrap();
+    let e = apply::apply(
+        d.path(),
+        &plan,
+        &d.path().join("s2.json"),
+        &ApplyOptions::default(),
+    )
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("10 earlier change(s) rolled back"), "{msg}");
+    assert!(!msg.contains('\n'));
+    let after = snapshot_values(d.path(), &plan);
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        if i == 10 {
+            assert_eq!(a, "", "the /dev/null stand-in");
+            continue;
+        }
+        assert_eq!(b.trim(), a.trim(), "{}", plan.changes[i].path);
+    }
+}
