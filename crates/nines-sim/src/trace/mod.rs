@@ -15,7 +15,8 @@
 //! - Empty lines and lines whose first non-blank character is `#` are skipped.
 //! - Any other line that does not parse is an error naming the line number, the field and the
 //!   problem; nothing is skipped silently. The only lines skipped on purpose are blkparse's
-//!   non-dispatch events, its flush-only and discard dispatches, its closing summary section, and
+//!   non-dispatch events, its flush-only and discard dispatches, its closing summary section and
+//!   `Input file ... added` lines, and
 //!   one `Timestamp,...` header line at the top of an msr-csv file.
 //! - Arrival times must not go backwards: a line earlier than the one before it is an error (the
 //!   published windows and blkparse's merged output are in order; reordering silently would hide a

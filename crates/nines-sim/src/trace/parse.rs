@@ -68,6 +68,10 @@ impl State {
                     self.blk_summary = true;
                     return Ok(None);
                 }
+                // blkparse names its inputs after the events, also with -q (no summary).
+                if text.starts_with("Input file ") {
+                    return Ok(None);
+                }
                 blkparse(text, line)
             }
         }
