@@ -24,6 +24,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use nines_core::op::Op;
 use rand_core::{Rng, SeedableRng};
@@ -86,7 +87,9 @@ pub struct SsdCounters {
 
 #[derive(Clone, Debug)]
 pub struct Ssd {
-    ftl: Ftl,
+    /// Shared between devices until one of them changes it (copy on write): a read-only run of
+    /// a thousand preconditioned devices keeps one map.
+    ftl: Arc<Ftl>,
     unit_bytes: u64,
     logical_bytes: u64,
     channels: u32,
@@ -130,11 +133,11 @@ fn xfer_ns(bytes: u64, bytes_per_s: u64) -> u64 {
 impl Ssd {
     /// A factory-fresh device. `seed` sets its housekeeping phase and slow-I/O draws.
     pub fn new(cfg: &DeviceConfig, seed: u64) -> Ssd {
-        Ssd::with_ftl(cfg, Ftl::new(cfg), seed)
+        Ssd::with_ftl(cfg, Arc::new(Ftl::new(cfg)), seed)
     }
 
-    /// A device around an existing FTL state (e.g. a preconditioned one, cloned).
-    pub fn with_ftl(cfg: &DeviceConfig, ftl: Ftl, seed: u64) -> Ssd {
+    /// A device around an existing FTL state (e.g. a preconditioned one, shared until written).
+    pub fn with_ftl(cfg: &DeviceConfig, ftl: Arc<Ftl>, seed: u64) -> Ssd {
         let t = &cfg.timing;
         let read_ns = if t.read_ns_by_page_type.is_empty() {
             vec![t.read_ns]
@@ -207,14 +210,15 @@ impl Ssd {
     pub fn precondition(&mut self, mode: Precondition, seed: u64) {
         match mode {
             Precondition::None => {}
-            Precondition::Fill => self.ftl.fill(),
+            Precondition::Fill => Arc::make_mut(&mut self.ftl).fill(),
             Precondition::Steady => {
-                self.ftl.fill();
-                let n = 2 * self.ftl.logical_units() as u64;
-                self.ftl.random_overwrite(n, seed);
+                let ftl = Arc::make_mut(&mut self.ftl);
+                ftl.fill();
+                let n = 2 * ftl.logical_units() as u64;
+                ftl.random_overwrite(n, seed);
             }
         }
-        self.ftl.reset_stats();
+        Arc::make_mut(&mut self.ftl).reset_stats();
         self.counters = SsdCounters::default();
     }
 
@@ -222,10 +226,11 @@ impl Ssd {
         &self.ftl
     }
     pub fn ftl_mut(&mut self) -> &mut Ftl {
-        &mut self.ftl
+        Arc::make_mut(&mut self.ftl)
     }
-    pub fn into_ftl(self) -> Ftl {
-        self.ftl
+    /// The FTL state, to share with other devices.
+    pub fn shared_ftl(&self) -> Arc<Ftl> {
+        Arc::clone(&self.ftl)
     }
     /// Exported capacity.
     pub fn logical_bytes(&self) -> u64 {
@@ -245,7 +250,9 @@ impl Ssd {
     }
     pub fn reset_counters(&mut self) {
         self.counters = SsdCounters::default();
-        self.ftl.reset_stats();
+        if self.ftl.stats() != FtlStats::default() {
+            Arc::make_mut(&mut self.ftl).reset_stats();
+        }
     }
 
     /// TRIM a byte range (whole mapping units inside it). Takes no device time.
@@ -254,7 +261,7 @@ impl Ssd {
         let end =
             ((offset_bytes + len_bytes) / self.unit_bytes).min(self.ftl.logical_units() as u64);
         for lpn in first..end {
-            self.ftl.trim_unit(lpn as u32);
+            Arc::make_mut(&mut self.ftl).trim_unit(lpn as u32);
         }
     }
 
@@ -311,7 +318,7 @@ impl Ssd {
                 let link = xfer_ns(len_bytes, self.link_write_bytes_per_s);
                 for lpn in first..=last {
                     let mut gc = GcWork::default();
-                    let place = self.ftl.write_unit(lpn as u32, &mut gc);
+                    let place = Arc::make_mut(&mut self.ftl).write_unit(lpn as u32, &mut gc);
                     if gc.victims > 0 {
                         self.counters.gc_hard_episodes += 1;
                         self.schedule_gc(admitted, &gc);
@@ -412,7 +419,7 @@ impl Ssd {
         let d = self.idle_gc_next;
         self.idle_gc_next = (d + 1) % self.dies;
         if self.die_free[d as usize] <= t && self.ftl.free_blocks(d) < self.ftl.gc_soft_blocks() {
-            let w = self.ftl.gc_once(d);
+            let w = Arc::make_mut(&mut self.ftl).gc_once(d);
             if w.victims > 0 {
                 self.counters.gc_soft_episodes += 1;
                 self.schedule_gc(t, &w);

@@ -1,8 +1,255 @@
-//! `nines sim` (being built).
+//! `nines sim`: run a workload (or replay a trace) on simulated SSDs and arrays and print the
+//! same table, and write the same JSON, as `nines profile`.
+//!
+//! Preconditioning (`--precondition auto`, the default): a workload that writes starts from
+//! greedy GC's steady state (the device filled, then randomly overwritten twice over), because a
+//! fresh device hides GC and write interference; a read-only workload starts from a sequential
+//! fill, so that every read touches flash. `none`, `fill` and `steady` force one.
+
+use std::fs::File;
+use std::io::{BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use nines_core::units::{parse_duration_ns, parse_size_bytes};
+use nines_flash::{DeviceConfig, Precondition};
+use nines_sim::trace::{FitPolicy, TraceFormat, TraceOptions, TraceUnit, read_trace};
+use nines_sim::{Background, CompletionMode, HostConfig, Layout, ServiceDist, SimConfig};
+use serde_json::Value;
+
+use super::workload_args::WorkloadArgs;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Device model: a preset (afa-m2-2018, intel-750, z-ssd, mqsim-default, ttflash-fast17)
+    /// or a TOML file.
+    #[arg(long, default_value = "afa-m2-2018")]
+    pub device: String,
+    /// Number of simulated devices (1 to 1000).
+    #[arg(long, default_value_t = 1)]
+    pub devices: u32,
+    /// independent (one stream per device) or raid0 (one volume striped over all devices).
+    #[arg(long, default_value = "independent", value_parser = ["independent", "raid0"])]
+    pub layout: String,
+    /// raid0 stripe (chunk) size.
+    #[arg(long, default_value = "128k", value_parser = parse_size)]
+    pub stripe: u64,
+    /// Blocks-per-plane scale in (0, 1], or auto (the largest that keeps each device's model
+    /// under 64 MiB and all of them under --memory-budget).
+    #[arg(long, default_value = "auto")]
+    pub scale: String,
+    /// auto, none, fill or steady (see `nines sim --help` above).
+    #[arg(long, default_value = "auto")]
+    pub precondition: String,
+    /// How completions reach the host: interrupt, polled or none (no host costs).
+    #[arg(long, default_value = "interrupt", value_parser = parse_completion)]
+    pub completion: CompletionMode,
+    /// Host CPUs the I/O workers share (default: one per worker).
+    #[arg(long)]
+    pub host_cpus: Option<u32>,
+    /// CPU time to submit one I/O (default 1.5us).
+    #[arg(long, value_parser = parse_duration)]
+    pub submit_cost: Option<u64>,
+    /// CPU time to complete one I/O (default 2.5us interrupt, 1.4us polled).
+    #[arg(long, value_parser = parse_duration)]
+    pub complete_cost: Option<u64>,
+    /// Background tasks per second on every host CPU (Poisson), delaying I/O workers.
+    #[arg(long)]
+    pub bg_rate: Option<f64>,
+    /// Mean service time of a background task.
+    #[arg(long, default_value = "100us", value_parser = parse_duration)]
+    pub bg_service: u64,
+    /// Service-time distribution of background tasks: fixed or exponential.
+    #[arg(long, default_value = "exponential", value_parser = parse_service)]
+    pub bg_dist: ServiceDist,
+    /// Memory for all device models together.
+    #[arg(long, default_value = "8g", value_parser = parse_size)]
+    pub memory_budget: u64,
+    /// Replay a block trace instead of the workload options.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Trace layout: mqsim, replayer, msr-csv, disksim or blkparse.
+    #[arg(long, default_value = "mqsim")]
+    pub trace_format: String,
+    /// Unit of the replayer format's offsets and sizes: bytes or sectors.
+    #[arg(long, default_value = "bytes")]
+    pub trace_unit: String,
+    /// Multiply every inter-arrival time (0.5 replays twice as fast).
+    #[arg(long, default_value_t = 1.0)]
+    pub trace_time_scale: f64,
+    /// Requests beyond the device: error, wrap or scale.
+    #[arg(long, default_value = "error")]
+    pub trace_fit: String,
+    /// Write the report (nines JSON schema) to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write fio-compatible JSON (one job per device).
+    #[arg(long)]
+    pub fio_json: Option<PathBuf>,
+    /// Print no table.
+    #[arg(long)]
+    pub quiet: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`nines sim` is not built yet")
+fn parse_size(s: &str) -> Result<u64, String> {
+    parse_size_bytes(s).map_err(|e| e.to_string())
+}
+fn parse_duration(s: &str) -> Result<u64, String> {
+    parse_duration_ns(s).map_err(|e| e.to_string())
+}
+fn parse_completion(s: &str) -> Result<CompletionMode, String> {
+    s.parse()
+}
+fn parse_service(s: &str) -> Result<ServiceDist, String> {
+    s.parse()
+}
+
+fn open_output(flag: &str, path: &Option<PathBuf>) -> Result<Option<File>> {
+    path.as_ref()
+        .map(|p| File::create(p).with_context(|| format!("{flag} {}: cannot create", p.display())))
+        .transpose()
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let spec = args.workload.to_spec()?;
+    let percentiles = args.workload.percentiles()?;
+    let device =
+        DeviceConfig::load(&args.device).with_context(|| format!("--device {}", args.device))?;
+    let layout = match args.layout.as_str() {
+        "raid0" => Layout::Raid0 {
+            stripe_bytes: args.stripe,
+        },
+        _ => Layout::Independent,
+    };
+    let scale = match args.scale.as_str() {
+        "auto" => None,
+        s => {
+            let v: f64 = s
+                .parse()
+                .ok()
+                .filter(|v: &f64| *v > 0.0 && *v <= 1.0)
+                .with_context(|| format!("--scale {s}: give a number in (0, 1] or auto"))?;
+            Some(v)
+        }
+    };
+    let precondition = match args.precondition.as_str() {
+        "auto" => None,
+        s => Some(
+            s.parse::<Precondition>()
+                .map_err(anyhow::Error::msg)
+                .context("--precondition: auto is also accepted")?,
+        ),
+    };
+    let mut host = HostConfig::new(args.completion);
+    if let Some(c) = args.submit_cost {
+        host.submit_ns = c;
+    }
+    if let Some(c) = args.complete_cost {
+        host.complete_ns = c;
+    }
+    if args.host_cpus == Some(0) {
+        bail!("--host-cpus 0: give at least 1");
+    }
+    host.cpus = args.host_cpus;
+    if let Some(rate) = args.bg_rate {
+        if !(rate.is_finite() && rate >= 0.0) {
+            bail!("--bg-rate {rate}: give a non-negative number of tasks per second");
+        }
+        host.background = Some(Background {
+            rate_per_s: rate,
+            service_ns: args.bg_service,
+            dist: args.bg_dist,
+        });
+    }
+    let trace = match &args.trace {
+        None => None,
+        Some(path) => Some(load_trace(&args, path)?),
+    };
+    let writes = match &trace {
+        Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
+        None => spec.writes(),
+    };
+    let json_file = open_output("--json", &args.json)?;
+    let fio_file = open_output("--fio-json", &args.fio_json)?;
+    let cfg = SimConfig {
+        device,
+        device_label: args.device.clone(),
+        devices: args.devices,
+        layout,
+        scale,
+        precondition,
+        host,
+        workload: spec,
+        percentiles,
+        memory_budget_bytes: args.memory_budget.max(1),
+    };
+    let wall = Instant::now();
+    let mut prep = nines_sim::prepare(&cfg, writes)?;
+    let prep_s = wall.elapsed().as_secs_f64();
+    let mut trace = trace;
+    if let Some(t) = trace.as_mut() {
+        let policy: FitPolicy = args.trace_fit.parse()?;
+        let fit = t
+            .fit(prep.target_size_bytes(), prep.targets(), policy)
+            .context("--trace-fit wrap or scale moves requests that end beyond the device")?;
+        if fit.out_of_range > 0 {
+            eprintln!(
+                "nines sim: {} trace requests ended beyond the {}-byte target; moved them ({})",
+                fit.out_of_range,
+                prep.target_size_bytes(),
+                policy
+            );
+        }
+    }
+    let wall = Instant::now();
+    let out = nines_sim::run(&mut prep, trace.as_ref())?;
+    let run_s = wall.elapsed().as_secs_f64();
+    let report = out.report;
+    eprintln!(
+        "nines sim: {} x {} at scale {:.4} ({} blocks/plane), precondition {} in {:.2} s; \
+         {} I/Os ({} device commands, {} events) in {:.2} s = {:.0} sim I/O/s",
+        cfg.devices,
+        cfg.device_label,
+        prep.scale,
+        prep.scaled.geometry.blocks_per_plane,
+        prep.precondition.name(),
+        prep_s,
+        out.stats.ios,
+        out.stats.chunks,
+        out.stats.events,
+        run_s,
+        out.stats.ios as f64 / run_s.max(1e-9)
+    );
+    if !args.quiet {
+        print!("{}", nines_report::table::render(&report));
+    }
+    if let Some(mut f) = json_file {
+        f.write_all(report.to_json().as_bytes())
+            .context("--json: write failed")?;
+    }
+    if let Some(mut f) = fio_file {
+        let v: Value = nines_report::fio::to_fio_json(&report);
+        let mut s = serde_json::to_string_pretty(&v).context("--fio-json: encoding failed")?;
+        s.push('\n');
+        f.write_all(s.as_bytes())
+            .context("--fio-json: write failed")?;
+    }
+    Ok(())
+}
+
+fn load_trace(args: &Args, path: &Path) -> Result<nines_sim::trace::Trace> {
+    let format: TraceFormat = args.trace_format.parse()?;
+    let unit: TraceUnit = args.trace_unit.parse()?;
+    let opts = TraceOptions {
+        unit,
+        time_scale: args.trace_time_scale,
+        lines_max: None,
+    };
+    let f = File::open(path).with_context(|| format!("--trace {}: cannot open", path.display()))?;
+    let t = read_trace(BufReader::new(f), format, &opts)
+        .with_context(|| format!("--trace {}", path.display()))?;
+    Ok(t)
 }
