@@ -50,6 +50,16 @@ fn msr_csv_sample() {
 }
 
 #[test]
+fn msr_csv_with_a_byte_order_mark() {
+    let with_bom = format!("\u{feff}{MSR}");
+    let trace = read(&with_bom, TraceFormat::MsrCsv).unwrap();
+    assert_eq!(trace, read(MSR, TraceFormat::MsrCsv).unwrap());
+    // Only at the very start.
+    let err = read("0 0 0 8 1\n\u{feff}1 0 0 8 1\n", TraceFormat::Mqsim).unwrap_err();
+    assert_eq!(err.line(), Some(2));
+}
+
+#[test]
 fn msr_csv_header_only_at_the_top() {
     let text = "128166372003061629,hm,1,Read,0,512,1\nTimestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n";
     let err = read(text, TraceFormat::MsrCsv).unwrap_err();

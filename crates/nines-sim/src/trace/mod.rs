@@ -431,6 +431,12 @@ pub fn read_trace(
                 "not UTF-8 text; is this a {format} text trace (a binary blktrace file must go through blkparse first)?"
             ),
         })?;
+        // Files saved by Windows tools (MSR CSV) may start with a byte-order mark.
+        let text = if line == 1 {
+            text.strip_prefix('\u{feff}').unwrap_or(text)
+        } else {
+            text
+        };
         let trimmed = text.trim();
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
