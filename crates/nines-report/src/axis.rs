@@ -210,6 +210,50 @@ impl Axis {
         }
     }
 
+    /// A log axis for powers of two (queue depths): ticks at each power of two in range.
+    pub fn log2(label: &str, lo: f64, hi: f64) -> Axis {
+        let (lo, hi) = sanitize_log_range(lo, hi);
+        let e_lo = lo.log2().floor();
+        let e_hi = hi.log2().ceil().max(e_lo + 1.0);
+        let step = ((e_hi - e_lo) / 10.0).ceil().max(1.0);
+        let mut ticks = Vec::new();
+        let mut e = e_lo;
+        while e <= e_hi + 1e-9 {
+            let v = 2f64.powf(e);
+            ticks.push(Tick {
+                value: v,
+                label: format_plain(v),
+            });
+            e += step;
+        }
+        // Margins so that the end points are not on the frame.
+        Axis {
+            label: label.into(),
+            scale: Scale::Log10,
+            min: 2f64.powf(e_lo - 0.25),
+            max: 2f64.powf(e_hi + 0.25),
+            ticks,
+        }
+    }
+
+    /// A categorical axis: category i sits at x = i, labelled with its name.
+    pub fn categories(label: &str, names: &[String]) -> Axis {
+        Axis {
+            label: label.into(),
+            scale: Scale::Linear,
+            min: -0.5,
+            max: names.len().max(1) as f64 - 0.5,
+            ticks: names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| Tick {
+                    value: i as f64,
+                    label: n.clone(),
+                })
+                .collect(),
+        }
+    }
+
     /// A linear axis covering [lo, hi] with about six "nice" ticks (1, 2, 5 x 10^k steps).
     pub fn linear(label: &str, lo: f64, hi: f64, format: LabelFormat) -> Axis {
         let (lo, hi) = if !(lo.is_finite() && hi.is_finite()) {
@@ -220,8 +264,19 @@ impl Axis {
         } else {
             (lo, hi)
         };
-        let raw = (hi - lo) / 6.0;
-        let mag = 10f64.powf(raw.log10().floor());
+        // Byte rates get steps that are round in their binary unit (256 MiB/s, not 268 MB/s).
+        let unit = if format == LabelFormat::BytesPerSecond {
+            let mut u = 1.0;
+            while hi.abs().max(lo.abs()) / u >= 1024.0 && u < 1024f64.powi(4) {
+                u *= 1024.0;
+            }
+            u
+        } else {
+            1.0
+        };
+        let raw = (hi - lo) / unit / 6.0;
+        let mag = 10f64.powf(raw.log10().floor()) * unit;
+        let raw = raw * unit;
         let step = [1.0, 2.0, 2.5, 5.0, 10.0]
             .iter()
             .map(|m| m * mag)
@@ -313,12 +368,38 @@ mod tests {
     }
 
     #[test]
+    fn log2_and_category_axes() {
+        let a = Axis::log2("QD", 1.0, 256.0);
+        let labels: Vec<_> = a.ticks.iter().map(|t| t.label.as_str()).collect();
+        assert_eq!(labels, ["1", "2", "4", "8", "16", "32", "64", "128", "256"]);
+        assert!(a.min < 1.0 && a.max > 256.0);
+        let c = Axis::categories("engine", &["io_uring".into(), "io_uring-poll".into()]);
+        assert_eq!(c.ticks[1].value, 1.0);
+        assert_eq!((c.min, c.max), (-0.5, 1.5));
+    }
+
+    #[test]
     fn linear_axis_nice_steps() {
         let a = Axis::linear("t", 0.0, 9.3, LabelFormat::Seconds);
         assert_eq!(a.min, 0.0);
         assert_eq!(a.max, 10.0);
         assert_eq!(a.ticks[1].value, 2.0);
         assert_eq!(a.ticks.last().unwrap().label, "10 s");
+    }
+
+    #[test]
+    fn byte_rate_ticks_are_round_in_binary_units() {
+        let a = Axis::linear(
+            "bw",
+            0.0,
+            1.8 * 1024.0 * 1024.0 * 1024.0,
+            LabelFormat::BytesPerSecond,
+        );
+        let labels: Vec<_> = a.ticks.iter().map(|t| t.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["0 B/s", "512 MiB/s", "1 GiB/s", "1.5 GiB/s", "2 GiB/s"]
+        );
     }
 
     #[test]

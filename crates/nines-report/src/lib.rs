@@ -10,4 +10,5 @@ pub mod intervals;
 pub mod plot;
 pub mod run;
 pub mod spikes;
+pub mod sweep;
 pub mod table;

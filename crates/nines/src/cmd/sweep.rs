@@ -1,8 +1,331 @@
-//! `nines sweep` (being built).
+//! `nines sweep`: run `nines profile` (or `nines sim`) once per value of one parameter, as
+//! subprocesses of this executable, and gather every point into one JSON and an HTML page.
+//!
+//! Subprocesses rather than calls into the drivers: each point then runs exactly as the user
+//! would run it by hand (same validation, same report), and a point that fails (an engine the
+//! device does not support) cannot take the sweep down with it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+use nines_core::report::Report;
+use nines_core::workload::RwMode;
+use nines_report::sweep::{
+    SWEEP_SCHEMA_NAME, SWEEP_SCHEMA_VERSION, Sweep, SweepParam, SweepPoint, figures, metrics,
+    render_html, text_table,
+};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Queue depths, e.g. 1,2,4,8,16,32: each workload of --rws at each depth.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub qd: Option<Vec<u32>>,
+    /// Shares of writes in percent, e.g. 0,20,40,60,80: randrw with --mix 100-w.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub write_fraction: Option<Vec<u8>>,
+    /// Engines, e.g. io_uring,io_uring-poll (with --sim: interrupt or polled completion).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub engines: Option<Vec<String>>,
+    /// Workloads of a --qd sweep.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "read,randread,write,randwrite"
+    )]
+    pub rws: Vec<String>,
+    /// Run `nines sim --device PRESET` for each point instead of `nines profile`.
+    #[arg(long, value_name = "PRESET")]
+    pub sim: Option<String>,
+    /// Write DIR/sweep.json, DIR/sweep.html and each point's run JSON in DIR/points.
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Write the sweep JSON here (each point's run JSON goes in FILE.points/).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the sweep's HTML page here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Also write every figure as a PNG into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub png: Option<PathBuf>,
+    /// Targets and options for every point, after `--`:
+    /// `nines sweep --qd 1,4,16 -o out -- /dev/nvme0n1 --runtime 10s --allow-writes`.
+    #[arg(last = true, value_name = "ARGS")]
+    pub pass: Vec<String>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`nines sweep` is not built yet")
+/// One point to run: the options the sweep adds and how it is described.
+struct Plan {
+    extra: Vec<String>,
+    point: SweepPoint,
+    name: String,
+}
+
+fn empty_point(rw: &str, iodepth: u32) -> SweepPoint {
+    SweepPoint {
+        rw: rw.to_string(),
+        iodepth,
+        write_pct: None,
+        engine: None,
+        error: None,
+        metrics: None,
+        report: None,
+    }
+}
+
+/// The value of `--NAME V` or `--NAME=V` among the pass-through arguments.
+fn passed_value(pass: &[String], name: &str) -> Option<String> {
+    let eq = format!("{name}=");
+    pass.iter().enumerate().find_map(|(i, a)| {
+        if a == name {
+            pass.get(i + 1).cloned()
+        } else {
+            a.strip_prefix(&eq).map(str::to_string)
+        }
+    })
+}
+
+fn plan(args: &Args) -> anyhow::Result<(SweepParam, Vec<Plan>)> {
+    let chosen = [
+        args.qd.is_some(),
+        args.write_fraction.is_some(),
+        args.engines.is_some(),
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count();
+    if chosen != 1 {
+        bail!("give exactly one of --qd LIST, --write-fraction LIST or --engines LIST");
+    }
+    let mut owned: Vec<&str> = vec!["--json", "--quiet", "-q"];
+    let base_rw = passed_value(&args.pass, "--rw").unwrap_or_else(|| "randread".into());
+    let base_qd: u32 = match passed_value(&args.pass, "--iodepth") {
+        Some(v) => v
+            .parse()
+            .map_err(|_| anyhow::anyhow!("--iodepth {v} after -- is not a whole number"))?,
+        None => 1,
+    };
+    let mut plans = Vec::new();
+    let param = if let Some(qds) = &args.qd {
+        owned.extend(["--rw", "--iodepth"]);
+        if qds.is_empty() || qds.iter().any(|q| *q == 0 || *q > 65_536) {
+            bail!("--qd takes queue depths from 1 to 65536, e.g. --qd 1,2,4,8");
+        }
+        for rw in &args.rws {
+            rw.parse::<RwMode>()
+                .map_err(|e| anyhow::anyhow!("--rws {rw}: {e}"))?;
+            for &q in qds {
+                plans.push(Plan {
+                    extra: vec!["--rw".into(), rw.clone(), "--iodepth".into(), q.to_string()],
+                    point: empty_point(rw, q),
+                    name: format!("{rw}-qd{q}"),
+                });
+            }
+        }
+        SweepParam::Qd
+    } else if let Some(ws) = &args.write_fraction {
+        owned.extend(["--rw", "--mix"]);
+        if ws.is_empty() || ws.iter().any(|w| *w > 100) {
+            bail!("--write-fraction takes percentages from 0 to 100, e.g. 0,20,40,60,80");
+        }
+        for &w in ws {
+            let mut point = empty_point("randrw", base_qd);
+            point.write_pct = Some(w);
+            plans.push(Plan {
+                extra: vec![
+                    "--rw".into(),
+                    "randrw".into(),
+                    "--mix".into(),
+                    (100 - w).to_string(),
+                ],
+                point,
+                name: format!("writes{w}"),
+            });
+        }
+        SweepParam::WriteFraction
+    } else {
+        let engines = args.engines.as_deref().unwrap_or_default();
+        if engines.is_empty() {
+            bail!("--engines takes a list, e.g. --engines io_uring,io_uring-poll");
+        }
+        for e in engines {
+            let extra = match &args.sim {
+                None => {
+                    owned.push("--engine");
+                    vec!["--engine".into(), e.clone()]
+                }
+                Some(_) => {
+                    owned.push("--completion");
+                    let mode = match e.as_str() {
+                        "io_uring-poll" | "polled" | "poll" => "polled",
+                        "none" => "none",
+                        _ => "interrupt",
+                    };
+                    vec!["--completion".into(), mode.into()]
+                }
+            };
+            let mut point = empty_point(&base_rw, base_qd);
+            point.engine = Some(e.clone());
+            plans.push(Plan {
+                extra,
+                point,
+                name: format!("engine-{e}"),
+            });
+        }
+        SweepParam::Engine
+    };
+    if args.sim.is_some() {
+        owned.push("--device");
+    }
+    for a in &args.pass {
+        let flag = a.split('=').next().unwrap_or(a);
+        if owned.contains(&flag) {
+            bail!("{flag} is set by the sweep for each point; remove it from the options after --");
+        }
+    }
+    Ok((param, plans))
+}
+
+/// Runs one point; Ok(report) or Err(one-line reason).
+fn run_point(exe: &Path, args: &Args, plan: &Plan, json: &Path) -> Result<Report, String> {
+    let mut cmd = Command::new(exe);
+    match &args.sim {
+        None => {
+            cmd.arg("profile");
+        }
+        Some(preset) => {
+            cmd.args(["sim", "--device", preset]);
+        }
+    }
+    cmd.args(&args.pass)
+        .args(&plan.extra)
+        .arg("--json")
+        .arg(json)
+        .arg("--quiet")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let out = cmd
+        .output()
+        .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("failed with no message")
+            .trim();
+        return Err(last.strip_prefix("nines: ").unwrap_or(last).to_string());
+    }
+    let text = std::fs::read_to_string(json)
+        .map_err(|e| format!("the point wrote no JSON at {}: {e}", json.display()))?;
+    Report::from_json(&text).map_err(|e| format!("reading {}: {e}", json.display()))
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let (param, plans) = plan(&args)?;
+    let (json_out, html_out, points_dir) = match (&args.output, &args.json) {
+        (Some(dir), None) => (
+            dir.join("sweep.json"),
+            Some(args.html.clone().unwrap_or_else(|| dir.join("sweep.html"))),
+            dir.join("points"),
+        ),
+        (None, Some(j)) => {
+            let mut p = j.clone().into_os_string();
+            p.push(".points");
+            (j.clone(), args.html.clone(), PathBuf::from(p))
+        }
+        (Some(_), Some(_)) => bail!("give either -o DIR or --json FILE, not both"),
+        (None, None) => bail!("say where to write the sweep: -o DIR, or --json FILE [--html FILE]"),
+    };
+    std::fs::create_dir_all(&points_dir)
+        .with_context(|| format!("creating {}", points_dir.display()))?;
+    let exe = std::env::current_exe().context("finding the nines executable to run each point")?;
+    let driver = match &args.sim {
+        None => "profile".to_string(),
+        Some(p) => format!("sim --device {p}"),
+    };
+    let mut sweep = Sweep {
+        schema: SWEEP_SCHEMA_NAME.into(),
+        schema_version: SWEEP_SCHEMA_VERSION,
+        parameter: param,
+        driver,
+        args: args.pass.clone(),
+        points: Vec::with_capacity(plans.len()),
+        notes: Vec::new(),
+    };
+    let total = plans.len();
+    for (i, plan) in plans.into_iter().enumerate() {
+        let json = points_dir.join(format!("{:02}-{}.json", i + 1, plan.name));
+        let mut point = plan.point.clone();
+        match run_point(&exe, &args, &plan, &json) {
+            Ok(report) => {
+                let m = metrics(&report);
+                let summary = [m.read.as_ref(), m.write.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .map(|d| {
+                        format!(
+                            "{} IOPS, mean {}, p{} {}",
+                            nines_report::axis::format_plain(d.iops),
+                            nines_report::axis::format_ns(d.mean_ns),
+                            d.tail_percentile,
+                            nines_report::axis::format_ns(d.tail_ns as f64)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                eprintln!("nines sweep: [{}/{total}] {}: {summary}", i + 1, plan.name);
+                point.metrics = Some(m);
+                point.report = Some(report);
+            }
+            Err(reason) => {
+                let what = match (param, &point.engine) {
+                    (SweepParam::Engine, Some(e)) => {
+                        format!(
+                            "{e} is not available here ({reason}); the sweep ran the other engines"
+                        )
+                    }
+                    _ => format!("point {} failed: {reason}", plan.name),
+                };
+                eprintln!("nines sweep: [{}/{total}] {what}", i + 1);
+                sweep.notes.push(what);
+                point.error = Some(reason);
+            }
+        }
+        sweep.points.push(point);
+    }
+    std::fs::write(&json_out, sweep.to_json())
+        .with_context(|| format!("writing {}", json_out.display()))?;
+    print!("{}", text_table(&sweep));
+    let figs = figures(&sweep);
+    if let Some(h) = &html_out {
+        let html = render_html(&sweep, &figs)?;
+        std::fs::write(h, html).with_context(|| format!("writing {}", h.display()))?;
+        eprintln!(
+            "nines: wrote {} and {} ({} figures)",
+            json_out.display(),
+            h.display(),
+            figs.len()
+        );
+    } else {
+        eprintln!("nines: wrote {}", json_out.display());
+    }
+    if let Some(dir) = &args.png {
+        super::report::write_pngs(dir, &figs)?;
+    }
+    if sweep.points.iter().all(|p| p.metrics.is_none()) {
+        bail!(
+            "every point of the sweep failed; the first said: {}",
+            sweep
+                .points
+                .first()
+                .and_then(|p| p.error.clone())
+                .unwrap_or_default()
+        );
+    }
+    Ok(())
 }

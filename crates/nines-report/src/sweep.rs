@@ -1,0 +1,462 @@
+//! Sweeps: one JSON with every point of a characterisation over one parameter (queue depth,
+//! write share, engine), its figures (paper 002, Fig. 2-5 and 8) and HTML page. The binary runs
+//! the points; this module only describes and draws them.
+
+use nines_core::op::Op;
+use nines_core::report::Report;
+use serde::{Deserialize, Serialize};
+
+use crate::axis::{Axis, LabelFormat, format_bytes_per_s, format_ns, format_plain};
+use crate::html::{Figure, Page};
+use crate::plot::{Plot, PlotError, Series, SeriesStyle, palette};
+
+pub const SWEEP_SCHEMA_NAME: &str = "nines-sweep";
+pub const SWEEP_SCHEMA_VERSION: u32 = 1;
+
+/// The percentile the sweeps plot as "the tail" (paper 002 uses five nines).
+pub const TAIL_PERCENTILE: &str = "99.999";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SweepParam {
+    Qd,
+    WriteFraction,
+    Engine,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
+    pub schema: String,
+    pub schema_version: u32,
+    pub parameter: SweepParam,
+    /// "profile" or "sim --device PRESET".
+    pub driver: String,
+    /// The options passed through to every point.
+    pub args: Vec<String>,
+    pub points: Vec<SweepPoint>,
+    /// Things the reader should know (points skipped and why).
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    pub rw: String,
+    pub iodepth: u32,
+    /// Share of writes in percent (write-fraction sweeps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_pct: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// Why the point has no result (e.g. polling not available).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<PointMetrics>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<Report>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirMetrics {
+    pub ios: u64,
+    pub iops: f64,
+    pub bw_bytes: f64,
+    pub mean_ns: f64,
+    /// The tail percentile's key ("99.999", or the highest the run recorded if not that).
+    pub tail_percentile: String,
+    pub tail_ns: u64,
+    pub max_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointMetrics {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<DirMetrics>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<DirMetrics>,
+    /// User + system CPU seconds of the I/O workers, when the run recorded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<f64>,
+    /// CPU time per I/O.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_per_io_ns: Option<f64>,
+}
+
+impl PointMetrics {
+    pub fn dir(&self, op: Op) -> Option<&DirMetrics> {
+        match op {
+            Op::Read => self.read.as_ref(),
+            Op::Write => self.write.as_ref(),
+        }
+    }
+}
+
+/// The numbers a sweep plots, from one point's report.
+pub fn metrics(r: &Report) -> PointMetrics {
+    let dir = |op: Op| -> Option<DirMetrics> {
+        let a = r.aggregate.dir(op);
+        if a.ios == 0 {
+            return None;
+        }
+        let p = &a.lat_ns.percentiles;
+        let (key, v) = match p.get(TAIL_PERCENTILE) {
+            Some(v) => (TAIL_PERCENTILE.to_string(), v),
+            None => p
+                .iter()
+                .last()
+                .map(|(k, v)| (k.to_string(), v))
+                .unwrap_or(("max".into(), a.lat_ns.max_ns)),
+        };
+        Some(DirMetrics {
+            ios: a.ios,
+            iops: a.iops,
+            bw_bytes: a.bw_bytes,
+            mean_ns: a.lat_ns.mean_ns,
+            tail_percentile: key,
+            tail_ns: v,
+            max_ns: a.lat_ns.max_ns,
+        })
+    };
+    let ios = r.aggregate.read.ios + r.aggregate.write.ios;
+    let cpu_s = (!r.workers.is_empty()).then(|| {
+        r.workers
+            .iter()
+            .map(|w| w.usr_cpu_s + w.sys_cpu_s)
+            .sum::<f64>()
+    });
+    PointMetrics {
+        read: dir(Op::Read),
+        write: dir(Op::Write),
+        cpu_s,
+        cpu_per_io_ns: cpu_s.filter(|_| ios > 0).map(|c| c * 1e9 / ios as f64),
+    }
+}
+
+fn tail_label(points: &[&SweepPoint]) -> String {
+    points
+        .iter()
+        .filter_map(|p| p.metrics.as_ref())
+        .flat_map(|m| [m.read.as_ref(), m.write.as_ref()])
+        .flatten()
+        .map(|d| d.tail_percentile.clone())
+        .next()
+        .unwrap_or_else(|| TAIL_PERCENTILE.into())
+}
+
+fn log_range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+    for v in vals.filter(|v| v.is_finite() && *v > 0.0) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo.is_infinite() {
+        (1.0, 10.0)
+    } else {
+        (lo, hi.max(lo * 1.0001))
+    }
+}
+
+/// The direction a point's workload is about: writes for write-only workloads, else reads.
+fn main_op(rw: &str) -> Op {
+    if rw == "write" || rw == "randwrite" {
+        Op::Write
+    } else {
+        Op::Read
+    }
+}
+
+/// The sweep's figures.
+pub fn figures(s: &Sweep) -> Vec<Figure> {
+    let ok: Vec<&SweepPoint> = s.points.iter().filter(|p| p.metrics.is_some()).collect();
+    if ok.is_empty() {
+        return Vec::new();
+    }
+    let tail = tail_label(&ok);
+    match s.parameter {
+        SweepParam::Qd => qd_figures(&ok, &tail),
+        SweepParam::WriteFraction => write_fraction_figures(&ok, &tail),
+        SweepParam::Engine => engine_figures(&ok, &tail),
+    }
+}
+
+fn qd_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
+    let mut rws: Vec<&str> = Vec::new();
+    for p in ok {
+        if !rws.contains(&p.rw.as_str()) {
+            rws.push(&p.rw);
+        }
+    }
+    let qd_lo = ok.iter().map(|p| p.iodepth).min().unwrap_or(1) as f64;
+    let qd_hi = ok.iter().map(|p| p.iodepth).max().unwrap_or(1) as f64;
+    type Pick = fn(&DirMetrics) -> f64;
+    let specs: [(&str, String, Pick, bool); 3] = [
+        ("qd-mean", "average latency".into(), |d| d.mean_ns, true),
+        (
+            "qd-tail",
+            format!("{tail}% latency"),
+            |d| d.tail_ns as f64,
+            true,
+        ),
+        ("qd-bandwidth", "bandwidth".into(), |d| d.bw_bytes, false),
+    ];
+    let mut figs = Vec::new();
+    for (id, what, pick, is_latency) in specs {
+        let mut series = Vec::new();
+        for (i, rw) in rws.iter().enumerate() {
+            let op = main_op(rw);
+            let mut line = Series::new(*rw, SeriesStyle::LinePoints, palette(i));
+            let mut pts: Vec<(f64, f64)> = ok
+                .iter()
+                .filter(|p| p.rw == *rw)
+                .filter_map(|p| Some((p.iodepth as f64, pick(p.metrics.as_ref()?.dir(op)?))))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            line.points = pts;
+            series.push(line);
+        }
+        let (lo, hi) = log_range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+        let y = if is_latency {
+            Axis::log(&what, lo, hi, LabelFormat::Nanoseconds)
+        } else {
+            Axis::linear(&what, 0.0, hi * 1.05, LabelFormat::BytesPerSecond)
+        };
+        let mut plot = Plot::new(
+            format!("{what} vs queue depth"),
+            Axis::log2("queue depth", qd_lo, qd_hi),
+            y,
+        );
+        plot.series = series;
+        figs.push(Figure {
+            id: id.into(),
+            caption: format!(
+                "{what} of each workload against queue depth (paper 002, Fig. {}).",
+                if is_latency { 2 } else { 3 }
+            ),
+            plot,
+        });
+    }
+    figs
+}
+
+fn write_fraction_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
+    let mut pts: Vec<(f64, &DirMetrics)> = ok
+        .iter()
+        .filter_map(|p| Some((p.write_pct? as f64, p.metrics.as_ref()?.read.as_ref()?)))
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if pts.is_empty() {
+        return Vec::new();
+    }
+    let mut mean = Series::new("read average", SeriesStyle::LinePoints, palette(0));
+    mean.points = pts.iter().map(|(w, d)| (*w, d.mean_ns)).collect();
+    let mut t = Series::new(format!("read {tail}%"), SeriesStyle::LinePoints, palette(3));
+    t.points = pts.iter().map(|(w, d)| (*w, d.tail_ns as f64)).collect();
+    let (lo, hi) = log_range(mean.points.iter().chain(&t.points).map(|p| p.1));
+    let w_hi = pts.last().map_or(100.0, |p| p.0).max(1.0);
+    let mut plot = Plot::new(
+        "read latency vs share of writes",
+        Axis::linear("writes in the mix", 0.0, w_hi, LabelFormat::Percent),
+        Axis::log("read latency", lo, hi, LabelFormat::Nanoseconds),
+    );
+    plot.series = vec![mean, t];
+    vec![Figure {
+        id: "write-fraction".into(),
+        caption: "Read latency, average and tail, as writes are interleaved with reads (paper 002, Fig. 4).".into(),
+        plot,
+    }]
+}
+
+fn engine_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
+    let names: Vec<String> = ok
+        .iter()
+        .map(|p| p.engine.clone().unwrap_or_else(|| "?".into()))
+        .collect();
+    let mut figs = Vec::new();
+    let mut lat = Vec::new();
+    for (k, op) in Op::ALL.iter().enumerate() {
+        let mut mean = Series::new(
+            format!("{} average", op.name()),
+            SeriesStyle::LinePoints,
+            palette(2 * k),
+        );
+        let mut t = Series::new(
+            format!("{} {tail}%", op.name()),
+            SeriesStyle::LinePoints,
+            palette(2 * k + 1),
+        );
+        for (i, p) in ok.iter().enumerate() {
+            if let Some(d) = p.metrics.as_ref().and_then(|m| m.dir(*op)) {
+                mean.points.push((i as f64, d.mean_ns));
+                t.points.push((i as f64, d.tail_ns as f64));
+            }
+        }
+        if !mean.points.is_empty() {
+            lat.push(mean);
+            lat.push(t);
+        }
+    }
+    let (lo, hi) = log_range(lat.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+    let mut plot = Plot::new(
+        "latency by completion method",
+        Axis::categories("engine", &names),
+        Axis::log("latency", lo, hi, LabelFormat::Nanoseconds),
+    );
+    plot.series = lat;
+    figs.push(Figure {
+        id: "engines-latency".into(),
+        caption: "Average and tail latency with each engine (paper 002, Fig. 5).".into(),
+        plot,
+    });
+    let cpu: Vec<(f64, f64)> = ok
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i as f64, p.metrics.as_ref()?.cpu_per_io_ns?)))
+        .collect();
+    if !cpu.is_empty() {
+        let hi = cpu.iter().map(|p| p.1).fold(0.0, f64::max);
+        let mut plot = Plot::new(
+            "CPU time per I/O by completion method",
+            Axis::categories("engine", &names),
+            Axis::linear(
+                "CPU per I/O (usr + sys)",
+                0.0,
+                hi * 1.1,
+                LabelFormat::Nanoseconds,
+            ),
+        );
+        let mut s = Series::new("CPU per I/O", SeriesStyle::LinePoints, palette(4));
+        s.points = cpu;
+        plot.series.push(s);
+        plot.legend = false;
+        figs.push(Figure {
+            id: "engines-cpu".into(),
+            caption:
+                "Worker CPU time (user + system) per I/O with each engine (paper 002, Fig. 8)."
+                    .into(),
+            plot,
+        });
+    }
+    figs
+}
+
+/// The points as table rows.
+pub fn table(s: &Sweep) -> (Vec<String>, Vec<Vec<String>>) {
+    let ok: Vec<&SweepPoint> = s.points.iter().filter(|p| p.metrics.is_some()).collect();
+    let tail = tail_label(&ok);
+    let header: Vec<String> = [
+        "rw",
+        "QD",
+        "writes",
+        "engine",
+        "op",
+        "IOPS",
+        "bandwidth",
+        "average",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([
+        format!("p{tail}"),
+        "max".into(),
+        "CPU/I/O".into(),
+        "note".into(),
+    ])
+    .collect();
+    let mut rows = Vec::new();
+    for p in &s.points {
+        let lead = vec![
+            p.rw.clone(),
+            p.iodepth.to_string(),
+            p.write_pct.map(|w| format!("{w}%")).unwrap_or_default(),
+            p.engine.clone().unwrap_or_default(),
+        ];
+        match &p.metrics {
+            None => {
+                let mut r = lead;
+                r.extend(std::iter::repeat_n(String::new(), 7));
+                r.push(p.error.clone().unwrap_or_default());
+                rows.push(r);
+            }
+            Some(m) => {
+                for op in Op::ALL {
+                    let Some(d) = m.dir(op) else { continue };
+                    let mut r = lead.clone();
+                    r.extend([
+                        op.name().to_string(),
+                        format_plain(d.iops),
+                        format_bytes_per_s(d.bw_bytes),
+                        format_ns(d.mean_ns),
+                        format_ns(d.tail_ns as f64),
+                        format_ns(d.max_ns as f64),
+                        m.cpu_per_io_ns.map(format_ns).unwrap_or_default(),
+                        String::new(),
+                    ]);
+                    rows.push(r);
+                }
+            }
+        }
+    }
+    (header, rows)
+}
+
+/// Aligned text of [`table`] for the terminal.
+pub fn text_table(s: &Sweep) -> String {
+    let (h, rows) = table(s);
+    let mut widths: Vec<usize> = h.iter().map(|c| c.chars().count()).collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in std::iter::once(&h).chain(rows.iter()) {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            line.push_str(c);
+            line.push_str(&" ".repeat(widths[i] - c.chars().count() + 2));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+pub fn render_html(s: &Sweep, figs: &[Figure]) -> Result<String, PlotError> {
+    let what = match s.parameter {
+        SweepParam::Qd => "queue depth",
+        SweepParam::WriteFraction => "write share",
+        SweepParam::Engine => "engine",
+    };
+    let title = format!("nines sweep over {what} ({})", s.driver);
+    let mut page = Page::new(&title);
+    for n in &s.notes {
+        page.warning(n);
+    }
+    page.p(&format!(
+        "Options passed to every point: {}",
+        s.args.join(" ")
+    ));
+    for f in figs {
+        page.figure(f)?;
+    }
+    page.h2("Points");
+    let (h, rows) = table(s);
+    page.table(&h, &rows);
+    Ok(page.finish(&title))
+}
+
+impl Sweep {
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("sweeps serialise");
+        s.push('\n');
+        s
+    }
+
+    pub fn from_json(s: &str) -> Result<Sweep, String> {
+        let v: serde_json::Value = serde_json::from_str(s).map_err(|e| e.to_string())?;
+        if v.get("schema").and_then(|x| x.as_str()) != Some(SWEEP_SCHEMA_NAME) {
+            return Err("not a nines sweep file (schema is not \"nines-sweep\")".into());
+        }
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+}
