@@ -300,7 +300,8 @@ fn draw<DB: DrawingBackend>(
             }
             SeriesStyle::Points => chart.draw_series(
                 pts.iter()
-                    .map(|&p| Circle::new(p, 2, color.filled()))
+                    // Few points (a sweep's categories) get big markers; a cloud gets dots.
+                    .map(|&p| Circle::new(p, if pts.len() <= 50 { 5 } else { 2 }, color.filled()))
                     .collect::<Vec<_>>(),
             )?,
         };

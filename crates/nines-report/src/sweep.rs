@@ -175,7 +175,7 @@ pub fn figures(s: &Sweep) -> Vec<Figure> {
     match s.parameter {
         SweepParam::Qd => qd_figures(&ok, &tail),
         SweepParam::WriteFraction => write_fraction_figures(&ok, &tail),
-        SweepParam::Engine => engine_figures(&ok, &tail),
+        SweepParam::Engine => engine_figures(&s.points.iter().collect::<Vec<_>>(), &tail),
     }
 }
 
@@ -253,9 +253,13 @@ fn write_fraction_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
     t.points = pts.iter().map(|(w, d)| (*w, d.tail_ns as f64)).collect();
     let (lo, hi) = log_range(mean.points.iter().chain(&t.points).map(|p| p.1));
     let w_hi = pts.last().map_or(100.0, |p| p.0).max(1.0);
+    let mut x = Axis::linear("writes in the mix", 0.0, w_hi, LabelFormat::Percent);
+    let pad = (x.max - x.min) * 0.04;
+    x.min -= pad;
+    x.max += pad;
     let mut plot = Plot::new(
         "read latency vs share of writes",
-        Axis::linear("writes in the mix", 0.0, w_hi, LabelFormat::Percent),
+        x,
         Axis::log("read latency", lo, hi, LabelFormat::Nanoseconds),
     );
     plot.series = vec![mean, t];
@@ -266,11 +270,19 @@ fn write_fraction_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
     }]
 }
 
-fn engine_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
-    let names: Vec<String> = ok
+fn engine_figures(all: &[&SweepPoint], tail: &str) -> Vec<Figure> {
+    let names: Vec<String> = all
         .iter()
-        .map(|p| p.engine.clone().unwrap_or_else(|| "?".into()))
+        .map(|p| {
+            let e = p.engine.clone().unwrap_or_else(|| "?".into());
+            if p.metrics.is_some() {
+                e
+            } else {
+                format!("{e} (n/a)")
+            }
+        })
         .collect();
+    let ok = all;
     let mut figs = Vec::new();
     let mut lat = Vec::new();
     for (k, op) in Op::ALL.iter().enumerate() {
@@ -324,7 +336,7 @@ fn engine_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
                 LabelFormat::Nanoseconds,
             ),
         );
-        let mut s = Series::new("CPU per I/O", SeriesStyle::LinePoints, palette(4));
+        let mut s = Series::new("CPU per I/O", SeriesStyle::Points, palette(4));
         s.points = cpu;
         plot.series.push(s);
         plot.legend = false;
