@@ -10,10 +10,12 @@
 #
 # Needs root (zram). Installs fio with apt-get if it is missing; builds nines in release.
 # Environment: ROUNDS (3), RUNTIME_S (5), DEV_SIZE (256M), ENGINE8 (engine of part 2: libaio),
-# CPU1 (CPU of part 1: 1), NINES (a prebuilt binary; default: cargo build --release).
+# CPU1 (CPU of part 1: 1), NICE (nice level of both tools: 0; e.g. -10 on a busy machine),
+# NINES (a prebuilt binary; default: cargo build --release).
 #
 # CPU time: fio's usr_cpu+sys_cpu (percent of the job's runtime) times the runtime, summed over
-# jobs; nines' usr+sys of its worker threads from the report. Latency: fio's total latency
+# jobs; nines' usr+sys of its worker threads from the report. "proc" CPU is the whole process
+# (fio's parent and log writing, nines' setup and log writer thread), from bash's `time`. Latency: fio's total latency
 # (submission + completion, --lat_percentiles=1, merged over jobs from its json+ histogram bins)
 # against nines' latency (from just before submission to the completion being seen).
 set -euo pipefail
@@ -23,6 +25,7 @@ RUNTIME_S=${RUNTIME_S:-5}
 DEV_SIZE=${DEV_SIZE:-256M}
 ENGINE8=${ENGINE8:-libaio}
 CPU1=${CPU1:-1}
+NICE=${NICE:-0}
 NDEV8=8
 
 die() { echo "vs-fio: $*" >&2; exit 1; }
@@ -79,7 +82,9 @@ fio_run() {
     if [ "$latlog" = 1 ]; then args+=(--write_lat_log="$WORK/fio" --log_offset=1); fi
     local jobs=() i=0
     for d in "$@"; do jobs+=(--name="j$i" --filename="$d"); i=$((i + 1)); done
-    fio "${args[@]}" "${jobs[@]}" > "$out" 2> "$out.err" || die "fio failed: $(tail -1 "$out.err")"
+    local TIMEFORMAT='%3U %3S'
+    { time nice -n "$NICE" fio "${args[@]}" "${jobs[@]}" > "$out" 2> "$out.err"; } 2> "$out.time" \
+        || die "fio failed: $(tail -1 "$out.err")"
     rm -f "$WORK"/fio_*.log
 }
 
@@ -89,11 +94,13 @@ nines_run() {
     local args=(profile --rw randread --bs 4k --engine "$engine" --iodepth "$qd"
         --runtime "${RUNTIME_S}s" --cpus "$cpus" --quiet --json "$out")
     if [ "$latlog" = 1 ]; then args+=(--lat-log "$WORK/nines.lat"); fi
-    "$NINES" "${args[@]}" "$@" > "$out.txt" 2> "$out.err" || die "nines failed: $(tail -1 "$out.err")"
+    local TIMEFORMAT='%3U %3S'
+    { time nice -n "$NICE" "$NINES" "${args[@]}" "$@" > "$out.txt" 2> "$out.err"; } 2> "$out.time" \
+        || die "nines failed: $(tail -1 "$out.err")"
     rm -f "$WORK/nines.lat"
 }
 
-# metrics TOOL FILE -> "iops cpu_s_per_mio p9999_ns"
+# metrics TOOL FILE -> "iops cpu_s_per_mio p9999_ns proc_cpu_s_per_mio"
 metrics() {
     python3 - "$1" "$2" <<'EOF'
 import json, sys
@@ -121,13 +128,15 @@ else:
     iops, ios = r["iops"], r["ios"]
     cpu_s = sum(w["usr_cpu_s"] + w["sys_cpu_s"] for w in j["workers"])
     p = r["lat_ns"]["percentiles"].get("99.99", 0)
-print(f"{iops:.0f} {cpu_s / (ios / 1e6):.4f} {p}")
+u, s = open(path + ".time").read().split()
+print(f"{iops:.0f} {cpu_s / (ios / 1e6):.4f} {p} {(float(u) + float(s)) / (ios / 1e6):.4f}")
 EOF
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-# bench NAME ENGINE QD CPUS LATLOG DEV... -> prints "fio_iops fio_cpu fio_p nines_iops nines_cpu nines_p"
+# bench NAME ENGINE QD CPUS LATLOG DEV...
+#   -> prints "fio_iops fio_cpu fio_p fio_proc nines_iops nines_cpu nines_p nines_proc"
 bench() {
     local name=$1 engine=$2 qd=$3 cpus=$4 latlog=$5; shift 5
     : > "$WORK/$name.fio"; : > "$WORK/$name.nines"
@@ -140,26 +149,28 @@ bench() {
     done
     local out=""
     for t in fio nines; do
-        for col in 1 2 3; do
+        for col in 1 2 3 4; do
             out+="$(cut -d' ' -f$col "$WORK/$name.$t" | median) "
         done
     done
     echo "$out"
 }
 
-fmt_row() { # label f_iops f_cpu f_p n_iops n_cpu n_p
-    awk -v l="$1" -v fi="$2" -v fc="$3" -v fp="$4" -v ni="$5" -v nc="$6" -v np="$7" 'BEGIN {
-        printf "%-22s %10.0f %10.0f %6.2f   %8.3f %8.3f %6.2f   %9.1f %9.1f\n",
-            l, fi, ni, ni / fi, fc, nc, nc / fc, fp / 1000, np / 1000 }'
+fmt_row() { # label f_iops f_cpu f_p f_proc n_iops n_cpu n_p n_proc
+    awk -v l="$1" -v fi="$2" -v fc="$3" -v fp="$4" -v fx="$5" -v ni="$6" -v nc="$7" -v np="$8" -v nx="$9" 'BEGIN {
+        printf "%-22s %10.0f %10.0f %6.2f   %7.3f %7.3f %6.2f   %7.3f %7.3f %6.2f   %9.1f %9.1f\n",
+            l, fi, ni, ni / fi, fc, nc, nc / fc, fx, nx, nx / fx, fp / 1000, np / 1000 }'
 }
 
 header() {
-    printf "%-22s %10s %10s %6s   %8s %8s %6s   %9s %9s\n" "$1" "fio IOPS" "nines IOPS" "ratio" \
-        "fio CPU" "nines" "ratio" "fio p9999" "nines"
-    printf "%-22s %10s %10s %6s   %8s %8s %6s   %9s %9s\n" "" "" "" "n/f" "s/M I/O" "s/M I/O" "n/f" "us" "us"
+    printf "%-22s %10s %10s %6s   %7s %7s %6s   %7s %7s %6s   %9s %9s\n" "$1" "fio IOPS" "nines IOPS" "ratio" \
+        "fio CPU" "nines" "ratio" "fio proc" "nines" "ratio" "fio p9999" "nines"
+    printf "%-22s %10s %10s %6s   %7s %7s %6s   %7s %7s %6s   %9s %9s\n" "" "" "" "n/f" \
+        "s/M I/O" "s/M I/O" "n/f" "s/M I/O" "s/M I/O" "n/f" "us" "us"
 }
 
 echo "vs-fio: nines $("$NINES" --version 2>/dev/null | awk '{print $2}'), $(fio --version), $ROUNDS rounds of ${RUNTIME_S}s, $(nproc) CPUs, kernel $(uname -r)" >&2
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 RESULTS=()
 for engine in psync libaio io_uring; do
     for qd in 1 32; do
@@ -174,7 +185,8 @@ RESULTS+=("8 dev $ENGINE8 QD1 +log|$row")
 
 echo
 echo "nines vs fio, 4 KiB random reads on zram, medians of $ROUNDS alternating rounds of ${RUNTIME_S}s"
-echo "(1 dev: CPU $CPU1; 8 dev: all CPUs, fio one job per device, nines per-CPU workers, every I/O logged)"
+echo "(1 dev: CPU $CPU1; 8 dev: all CPUs, fio one job per device, nines per-CPU workers, every I/O logged;"
+echo " CPU = worker/job threads' usr+sys, proc = whole process; nice $NICE; load average before: $LOAD0)"
 header "case"
 for r in "${RESULTS[@]}"; do
     label=${r%%|*}
@@ -184,4 +196,4 @@ done
 row=${RESULTS[-1]#*|}
 # shellcheck disable=SC2086
 set -- $row
-awk -v fc="$2" -v nc="$5" 'BEGIN { printf "8 dev: IOPS per CPU-second: fio %.0f, nines %.0f (ratio %.2f)\n", 1e6 / fc, 1e6 / nc, fc / nc }'
+awk -v fc="$2" -v nc="$6" 'BEGIN { printf "8 dev: IOPS per CPU-second: fio %.0f, nines %.0f (ratio %.2f)\n", 1e6 / fc, 1e6 / nc, fc / nc }'
