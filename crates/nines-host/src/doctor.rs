@@ -19,6 +19,7 @@ pub const IDLE_EXIT_LATENCY_US_MAX: u64 = 10;
 /// Below this, io_uring's registered buffers and a per-I/O log may not fit in locked memory.
 pub const MEMLOCK_BYTES_MIN: u64 = 64 << 20;
 const CAP_SYS_NICE: u32 = 23;
+const CAP_IPC_LOCK: u32 = 14;
 
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
@@ -489,7 +490,8 @@ fn irqs(h: &Host, o: &mut Out) {
                  (an IPI and cold caches), which paper 000 IV-D found to widen the latency spread",
                 format!(
                     "pin each queue interrupt to its I/O worker's CPU: echo CPU > /proc/irq/{}/smp_affinity_list \
-                     (`nines tune --plan` then `nines tune --apply PLAN` does all {} of them)",
+                     (`nines tune --plan` then `nines tune --apply PLAN` does all {} of them); a kernel-managed \
+                     interrupt refuses this (EPERM): then run the device's worker on its effective CPU instead",
                     first.irq,
                     d.irqs.len()
                 ),
@@ -520,13 +522,16 @@ fn block(h: &Host, o: &mut Out) {
         let flash = d.queue.rotational != Some(1);
         if let Some(s) = &d.queue.scheduler
             && s != "none"
-            && flash
         {
             o.add(
                 "block.scheduler",
-                if d.kind == DevKind::Nvme { Severity::Warn } else { Severity::Info },
+                if d.kind == DevKind::Nvme && flash { Severity::Warn } else { Severity::Info },
                 &d.name,
-                format!("{} uses the `{s}` I/O scheduler", d.name),
+                format!(
+                    "{} uses the `{s}` I/O scheduler{}",
+                    d.name,
+                    if flash { "" } else { " (it reports itself rotational; right for a disk, not for flash behind it)" }
+                ),
                 vec![ev(format!("{q}/scheduler"), s.clone())],
                 "an I/O scheduler adds a lock and queueing in front of a device that schedules itself; for flash `none` is right",
                 format!("echo none > {q}/scheduler"),
@@ -773,9 +778,10 @@ fn process(h: &Host, o: &mut Out) {
         .as_ref()
         .and_then(|l| l.get("Max locked memory"))
         .copied();
+    let cap_ipc_lock = h.cap_eff.is_some_and(|c| c & (1u64 << CAP_IPC_LOCK) != 0);
     if let Some(l) = memlock
         && l.soft.is_some_and(|v| v < MEMLOCK_BYTES_MIN)
-        && cap_nice != Some(true)
+        && !cap_ipc_lock
     {
         let v = l.soft.unwrap_or(0);
         o.add(
@@ -794,7 +800,11 @@ fn process(h: &Host, o: &mut Out) {
             "process",
             format!("locked-memory limit: {}", l.soft.map(|v| format!("{} KiB", v / 1024)).unwrap_or_else(|| "unlimited".into())),
             vec![ev("/proc/self/limits", format!("Max locked memory {}", l.soft.map(|v| v.to_string()).unwrap_or_else(|| "unlimited".into())))],
-            "enough for io_uring rings and registered buffers (root's CAP_IPC_LOCK lifts it anyway)",
+            if cap_ipc_lock {
+                "CAP_IPC_LOCK lifts the limit for this process, so io_uring rings and registered buffers fit"
+            } else {
+                "enough for io_uring rings and registered buffers"
+            },
             String::new(),
         );
     }
