@@ -302,6 +302,19 @@ mod tests {
         assert_eq!(find_signature(&blank[..100]), None);
     }
 
+    proptest::proptest! {
+        /// Any head, of any length, is probed without panicking, and an ext4 magic placed at
+        /// 1080 in otherwise blank data is always found.
+        #[test]
+        fn probing_never_panics(head in proptest::collection::vec(proptest::num::u8::ANY, 0..5000)) {
+            let _ = find_signature(&head);
+            let mut blank = vec![0u8; head.len().max(1082)];
+            blank[1080] = 0x53;
+            blank[1081] = 0xEF;
+            proptest::prop_assert!(find_signature(&blank).is_some_and(|w| w.contains("ext")));
+        }
+    }
+
     #[test]
     fn mountinfo_lookup() {
         let mi = "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n\

@@ -247,6 +247,39 @@ fn regions_are_checked() {
     ));
 }
 
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+    /// check_region accepts exactly the aligned regions that fit and hold at least one block.
+    #[test]
+    fn check_region_matches_its_definition(
+        offset_blocks in 0u64..600,
+        size_blocks in 0u64..600,
+        bs_units in 1u64..20,
+        odd in proptest::bool::ANY,
+    ) {
+        static DIR: std::sync::OnceLock<(tempfile::TempDir, std::path::PathBuf)> = std::sync::OnceLock::new();
+        let (_, path) = DIR.get_or_init(|| {
+            let d = direct_dir();
+            let p = d.path().join("prop");
+            Target::open(&p, &write_opts(Some(1 << 20))).unwrap();
+            (d, p)
+        });
+        let t = Target::open(path, &read_opts()).unwrap();
+        let lbs = t.logical_block_bytes() as u64;
+        let bs = bs_units * 512 + if odd { 1 } else { 0 };
+        let (offset, size) = (offset_blocks * 512, size_blocks * 512);
+        let ok = bs.is_multiple_of(lbs)
+            && offset.is_multiple_of(lbs)
+            && offset + size <= t.size_bytes()
+            && size >= bs;
+        let r = check_region(&t, offset, size, bs);
+        proptest::prop_assert_eq!(r.is_ok(), ok, "{:?}", r.as_ref().err().map(|e| e.to_string()));
+        if let Err(e) = r {
+            proptest::prop_assert!(!e.to_string().contains('\n'));
+        }
+    }
+}
+
 #[test]
 fn zram_is_described_and_its_block_size_enforced() {
     let Some(z) = Zram::create("64M") else { return };

@@ -199,6 +199,23 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any text that is not exactly an engine name is refused with a one-line error that
+        /// quotes it and lists the valid names.
+        #[test]
+        fn unknown_names_are_refused(s in "\\PC{0,24}") {
+            match s.parse::<EngineKind>() {
+                Ok(k) => proptest::prop_assert_eq!(k.name(), s.as_str()),
+                Err(e) => {
+                    let msg = e.to_string();
+                    proptest::prop_assert!(!msg.contains('\n') || s.contains('\n'));
+                    proptest::prop_assert!(msg.contains(&s));
+                    proptest::prop_assert!(msg.ends_with("use psync, libaio, io_uring or io_uring-poll"));
+                }
+            }
+        }
+    }
+
     #[test]
     fn bad_depths_and_options_are_refused() {
         assert!(build(EngineKind::Psync, 0, EngineOptions::default()).is_err());
