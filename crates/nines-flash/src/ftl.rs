@@ -432,6 +432,21 @@ impl Ftl {
         }
     }
 
+    /// Run GC on every die until its free blocks reach the soft threshold, as an idle device
+    /// would: the state a device settles in between bursts of writes.
+    pub fn settle_gc(&mut self) {
+        for d in 0..self.dies {
+            let mut rounds = 0;
+            while self.free_count[d as usize] < self.gc_soft_blocks && rounds < self.blocks_per_die
+            {
+                if self.gc_once(d).victims == 0 {
+                    break;
+                }
+                rounds += 1;
+            }
+        }
+    }
+
     /// Check every invariant of the maps (for tests; O(size)).
     pub fn check_consistency(&self) -> Result<(), String> {
         let mut valid = vec![0u32; self.valid.len()];

@@ -18,7 +18,9 @@
 //! - GC: hard GC (free blocks at or below the hard threshold) runs on the die before the page
 //!   that needed a block; soft GC runs on an idle die whose free blocks are below the soft
 //!   threshold. A GC episode holds its die for its page reads, programs (copy-back, no channel)
-//!   and erase.
+//!   and erase; a host read to that die waits for the page copy in progress (not the whole
+//!   episode) and then goes first, pushing the rest of the episode back (firmware interleaves
+//!   host reads with GC page moves).
 //! - suspend-resume: when enabled, a read to a die busy programming or erasing goes first and
 //!   pushes the program/erase back by the read's time plus `resume_overhead_ns`.
 
@@ -76,6 +78,8 @@ pub struct SsdCounters {
     pub writes: u64,
     pub read_buffer_hits: u64,
     pub suspensions: u64,
+    /// Reads that went in between two page copies of a GC episode.
+    pub gc_preemptions: u64,
     pub gc_hard_episodes: u64,
     pub gc_soft_episodes: u64,
     pub housekeeping_stalls: u64,
@@ -117,6 +121,10 @@ pub struct Ssd {
     die_free: Vec<u64>,
     die_long_until: Vec<u64>,
     die_read_free: Vec<u64>,
+    /// The die's latest GC episode: [from, until), preemptible every `gc_step` (one page copy).
+    gc_from: Vec<u64>,
+    gc_until: Vec<u64>,
+    gc_step: Vec<u64>,
     chan: Vec<Timeline>,
     ctrl_free: u64,
     buf_release: BinaryHeap<Reverse<u64>>,
@@ -180,6 +188,9 @@ impl Ssd {
             die_free: vec![0; dies as usize],
             die_long_until: vec![0; dies as usize],
             die_read_free: vec![0; dies as usize],
+            gc_from: vec![0; dies as usize],
+            gc_until: vec![0; dies as usize],
+            gc_step: vec![1; dies as usize],
             chan: vec![Timeline::default(); cfg.geometry.channels as usize],
             ctrl_free: 0,
             buf_release: BinaryHeap::with_capacity(buffer_pages + 1),
@@ -216,6 +227,7 @@ impl Ssd {
                 ftl.fill();
                 let n = 2 * ftl.logical_units() as u64;
                 ftl.random_overwrite(n, seed);
+                ftl.settle_gc();
             }
         }
         Arc::make_mut(&mut self.ftl).reset_stats();
@@ -377,6 +389,28 @@ impl Ssd {
             self.counters.channel_busy_ns += xfer;
             return xe;
         }
+        if self.die_free[d] > t && self.gc_from[d] <= t && t < self.gc_until[d] {
+            // GC is copying pages on this die: the read goes in at the next page-copy
+            // boundary and the rest of the GC episode (and whatever is queued behind it)
+            // moves back by the read's time.
+            let base = t.max(self.die_read_free[d]);
+            let step = self.gc_step[d];
+            let start = self.gc_from[d] + (base - self.gc_from[d]).div_ceil(step) * step;
+            if start < self.gc_until[d] {
+                let xe = self.chan[c].reserve(t, start + tr, xfer) + xfer;
+                let pushed = xe - start;
+                self.die_free[d] += pushed;
+                self.gc_until[d] += pushed;
+                if self.die_long_until[d] > start {
+                    self.die_long_until[d] += pushed;
+                }
+                self.die_read_free[d] = xe;
+                self.counters.gc_preemptions += 1;
+                self.counters.die_busy_ns += pushed;
+                self.counters.channel_busy_ns += xfer;
+                return xe;
+            }
+        }
         let start = t.max(self.die_free[d]);
         let xe = self.chan[c].reserve(t, start + tr, xfer) + xfer;
         self.die_free[d] = xe;
@@ -410,6 +444,13 @@ impl Ssd {
         let end = start + dur;
         self.die_free[d] = end;
         self.die_long_until[d] = end;
+        self.gc_from[d] = start;
+        self.gc_until[d] = end;
+        self.gc_step[d] = if w.page_reads > 0 {
+            self.read_ns_mean + self.program_ns_mean
+        } else {
+            dur.max(1)
+        };
         self.counters.die_busy_ns += dur;
     }
 

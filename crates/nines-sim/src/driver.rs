@@ -461,6 +461,8 @@ impl Loop<'_> {
 pub struct SimOutput {
     pub report: Report,
     pub stats: RunStats,
+    /// Each target's recorder (a device, or the raid0 volume), in report order.
+    pub recorders: Vec<DeviceRecorder>,
 }
 
 /// Run the workload (or replay `trace`, already fitted to [`Prepared::targets`] targets of
@@ -565,9 +567,11 @@ pub fn run(prep: &mut Prepared, trace: Option<&Trace>) -> Result<SimOutput, SimE
         (None, Some(r)) => r,
         _ => stats.sim_end_ns.saturating_sub(spec.ramp_ns).max(1),
     };
+    let report = build_report(prep, &cfg, &targets, &host, &stats, measured_ns, trace);
     Ok(SimOutput {
-        report: build_report(prep, &cfg, &targets, &host, &stats, measured_ns, trace),
+        report,
         stats,
+        recorders: targets.into_iter().map(|t| t.rec).collect(),
     })
 }
 
@@ -587,6 +591,7 @@ fn device_internals(ssd: &Ssd, span_ns: u64) -> Map<String, Value> {
         json!(round6(f.write_amplification())),
     );
     m.insert("suspensions".into(), json!(c.suspensions));
+    m.insert("gc_preemptions".into(), json!(c.gc_preemptions));
     m.insert("read_buffer_hits".into(), json!(c.read_buffer_hits));
     m.insert("buffer_full_waits".into(), json!(c.buffer_full_waits));
     m.insert("housekeeping_stalls".into(), json!(c.housekeeping_stalls));
@@ -717,6 +722,7 @@ fn build_report(
                 "erases",
                 "host_units_written",
                 "suspensions",
+                "gc_preemptions",
                 "read_buffer_hits",
                 "buffer_full_waits",
                 "housekeeping_stalls",

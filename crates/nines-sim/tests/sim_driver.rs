@@ -1,0 +1,315 @@
+//! The simulated driver against known truths: exact idle latency, queueing theory, the
+//! probability of a slow striped request, determinism, every preset.
+
+use nines_core::op::Op;
+use nines_core::workload::{Arrival, RwMode, WorkloadSpec};
+use nines_flash::{DeviceConfig, Precondition, preset_names};
+use nines_sim::{
+    Background, CompletionMode, HostConfig, Layout, ServiceDist, SimConfig, SimOutput, prepare, run,
+};
+
+fn one_die(extra: &str) -> DeviceConfig {
+    let text = format!(
+        r#"
+name = "one-die"
+[geometry]
+channels = 1
+chips_per_channel = 1
+dies_per_chip = 1
+planes_per_die = 1
+blocks_per_plane = 512
+pages_per_block = 64
+page_size_bytes = 4096
+[timing]
+read_ns = 50_000
+program_ns = 500_000
+erase_ns = 2_000_000
+channel_bytes_per_s = 400_000_000
+[ftl]
+over_provisioning = 0.2
+gc_soft_threshold = 0.02
+gc_hard_threshold = 0.01
+[controller]
+overhead_ns = 3_000
+read_bytes_per_s = 2_000_000_000
+write_bytes_per_s = 1_000_000_000
+{extra}
+"#
+    );
+    DeviceConfig::from_toml(&text, "one-die").unwrap()
+}
+
+fn config(device: DeviceConfig, devices: u32, workload: WorkloadSpec) -> SimConfig {
+    SimConfig {
+        device_label: device.name.clone(),
+        device,
+        devices,
+        layout: Layout::Independent,
+        scale: Some(1.0),
+        precondition: None,
+        host: HostConfig::new(CompletionMode::None),
+        workload,
+        percentiles: nines_core::units::DEFAULT_PERCENTILES.to_vec(),
+        memory_budget_bytes: 8 << 30,
+    }
+}
+
+fn simulate(cfg: &SimConfig) -> SimOutput {
+    let mut prep = prepare(cfg, cfg.workload.writes()).unwrap();
+    run(&mut prep, None).unwrap()
+}
+
+fn reads(ios: u64) -> WorkloadSpec {
+    WorkloadSpec {
+        runtime_ns: None,
+        ios_max: Some(ios),
+        ..WorkloadSpec::default()
+    }
+}
+
+#[test]
+fn idle_read_latency_is_device_time_plus_host_costs_exactly() {
+    let mut cfg = config(one_die(""), 1, reads(1000));
+    // Device: 3 us + tR 50 us + 4096 B at 400 MB/s (10240 ns) + at 2 GB/s (2048 ns).
+    let device_ns = 3_000 + 50_000 + 10_240 + 2_048;
+    for (mode, host_ns) in [
+        (CompletionMode::None, 0),
+        (CompletionMode::Interrupt, 1_500 + 2_500),
+        (CompletionMode::Polled, 1_500 + 1_400),
+    ] {
+        cfg.host = HostConfig::new(mode);
+        let out = simulate(&cfg);
+        let lat = &out.report.devices[0].read.lat_ns;
+        assert_eq!(out.report.devices[0].read.ios, 1000);
+        // The histogram keeps 3 significant digits: min and max bracket the exact value.
+        let exact = device_ns + host_ns;
+        let h = &out.recorders[0].dir(Op::Read).hist;
+        assert_eq!(h.count_between(exact, exact), 1000, "{mode:?}: {lat:?}");
+    }
+}
+
+#[test]
+fn z_ssd_reproduces_paper_002_interrupt_and_polled_read_latency() {
+    let dev = DeviceConfig::preset("z-ssd").unwrap();
+    for (mode, want) in [
+        (CompletionMode::Interrupt, 14_700),
+        (CompletionMode::Polled, 13_600),
+    ] {
+        let mut cfg = config(dev.clone(), 1, reads(2000));
+        cfg.scale = None;
+        cfg.host = HostConfig::new(mode);
+        let out = simulate(&cfg);
+        let h = &out.recorders[0].dir(Op::Read).hist;
+        assert_eq!(h.count_between(want, want), 2000, "{mode:?}");
+    }
+}
+
+#[test]
+fn poisson_arrivals_to_one_die_match_pollaczek_khinchine() {
+    // Service on the die: tR + channel transfer, deterministic: M/D/1.
+    let s = 50_000.0 + 10_240.0;
+    let fixed = 3_000.0 + 2_048.0;
+    for rho in [0.5, 0.8] {
+        let rate = (rho / s * 1e9) as u64;
+        let rho = rate as f64 * s / 1e9;
+        let spec = WorkloadSpec {
+            rate_iops: Some(rate),
+            arrival: Arrival::Poisson,
+            iodepth: 4096,
+            seed: 11,
+            ..reads(300_000)
+        };
+        let out = simulate(&config(one_die(""), 1, spec));
+        let mean = out.recorders[0].dir(Op::Read).hist.mean();
+        let lambda = rate as f64 / 1e9;
+        let pk = fixed + s + lambda * s * s / (2.0 * (1.0 - rho));
+        let err = (mean - pk).abs() / pk;
+        assert!(
+            err < 0.02,
+            "rho {rho}: mean {mean:.0} vs P-K {pk:.0} ({:.2}%)",
+            err * 100.0
+        );
+    }
+}
+
+#[test]
+fn striped_requests_are_slow_with_probability_one_minus_q_to_the_n() {
+    let p = 0.001f64;
+    let dev = one_die(&format!(
+        "[slow_io]\nprobability = {p}\nextra_ns = 1_000_000"
+    ));
+    for (n, requests) in [(1u32, 1_000_000u64), (100, 200_000), (1000, 40_000)] {
+        let spec = WorkloadSpec {
+            block_size_bytes: 4096 * n as u64,
+            seed: n as u64,
+            ..reads(requests)
+        };
+        let mut cfg = config(dev.clone(), n, spec);
+        cfg.layout = Layout::Raid0 { stripe_bytes: 4096 };
+        cfg.scale = None;
+        let out = simulate(&cfg);
+        let h = &out.recorders[0].dir(Op::Read).hist;
+        assert_eq!(h.len(), requests);
+        // Fast requests take ~65 us + transfer of the whole request; slow ones 1 ms more.
+        let slow = h.count_between(900_000 + 65_288, u64::MAX) as f64 / requests as f64;
+        let want = 1.0 - (1.0 - p).powi(n as i32);
+        let sigma = (want * (1.0 - want) / requests as f64).sqrt();
+        eprintln!("N={n}: slow {slow:.5}, 1-(1-p)^N = {want:.5}, sigma {sigma:.5}");
+        assert!((slow - want).abs() <= 0.01, "N={n}: {slow} vs {want}");
+        assert!(
+            (slow - want).abs() <= 4.0 * sigma,
+            "N={n}: {slow} vs {want} (4 sigma)"
+        );
+    }
+}
+
+fn busy_config() -> SimConfig {
+    let mut dev = DeviceConfig::preset("mqsim-default").unwrap();
+    dev.housekeeping.period_ns = 20_000_000;
+    dev.housekeeping.duration_ns = 2_000_000;
+    let spec = WorkloadSpec {
+        rw: RwMode::RandRw,
+        read_mix_pct: 70,
+        iodepth: 4,
+        runtime_ns: Some(200_000_000),
+        seed: 5,
+        ..WorkloadSpec::default()
+    };
+    let mut cfg = config(dev, 4, spec);
+    cfg.scale = Some(0.01);
+    cfg.host = HostConfig::new(CompletionMode::Interrupt);
+    cfg.host.cpus = Some(2);
+    cfg.host.background = Some(Background {
+        rate_per_s: 2000.0,
+        service_ns: 50_000,
+        dist: ServiceDist::Exponential,
+    });
+    cfg
+}
+
+#[test]
+fn same_inputs_give_byte_identical_json() {
+    let cfg = busy_config();
+    let a = simulate(&cfg).report.to_json();
+    let b = simulate(&cfg).report.to_json();
+    assert_eq!(a, b);
+    // And the run did exercise GC, the host's background tasks and housekeeping.
+    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    let internals = &v["devices"][0]["internals"];
+    eprintln!("{internals}\n{}", v["aggregate"]);
+    assert!(internals["gc_runs"].as_u64().unwrap() > 0, "{internals}");
+    assert!(internals["housekeeping_stalls"].as_u64().unwrap() > 0);
+    assert!(
+        v["config"]["extra"]["host_model"]["background_tasks"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    // A different seed changes the result.
+    let mut other = cfg.clone();
+    other.workload.seed = 6;
+    assert_ne!(simulate(&other).report.to_json(), a);
+}
+
+#[test]
+fn every_preset_loads_and_runs_reads_and_writes() {
+    for name in preset_names() {
+        let spec = WorkloadSpec {
+            rw: RwMode::RandRw,
+            read_mix_pct: 70,
+            iodepth: 8,
+            runtime_ns: Some(20_000_000),
+            ..WorkloadSpec::default()
+        };
+        let mut cfg = config(DeviceConfig::preset(name).unwrap(), 2, spec);
+        cfg.scale = None;
+        cfg.memory_budget_bytes = 256 << 20;
+        let out = simulate(&cfg);
+        let r = &out.report;
+        assert!(
+            r.aggregate.read.ios > 0 && r.aggregate.write.ios > 0,
+            "{name}"
+        );
+        assert_eq!(r.config.engine, "sim");
+        assert_eq!(r.config.extra["device"], name);
+        assert!(r.config.extra["scale"].as_f64().unwrap() <= 1.0);
+        let back = nines_core::report::Report::from_json(&r.to_json()).unwrap();
+        assert_eq!(back.devices.len(), 2);
+        assert_eq!(back.aggregate.read.ios, r.aggregate.read.ios);
+        for d in &r.devices {
+            let i = d.internals.as_ref().unwrap();
+            assert!(i["write_amplification"].as_f64().unwrap() >= 1.0, "{name}");
+            assert!(i["die_busy_fraction"].as_f64().unwrap() > 0.0, "{name}");
+        }
+    }
+}
+
+#[test]
+fn suspend_preset_counts_suspensions_under_a_mixed_workload() {
+    let spec = WorkloadSpec {
+        rw: RwMode::RandRw,
+        read_mix_pct: 50,
+        iodepth: 16,
+        runtime_ns: Some(50_000_000),
+        ..WorkloadSpec::default()
+    };
+    let mut cfg = config(DeviceConfig::preset("z-ssd").unwrap(), 1, spec);
+    cfg.scale = None;
+    let out = simulate(&cfg);
+    let s = out.report.devices[0].internals.as_ref().unwrap()["suspensions"]
+        .as_u64()
+        .unwrap();
+    assert!(s > 0);
+}
+
+#[test]
+fn raid0_request_completes_with_its_slowest_chunk() {
+    // Device 1 of 2 stalls for housekeeping at a known time; a request striped over both waits.
+    let dev = one_die("");
+    let spec = WorkloadSpec {
+        block_size_bytes: 8192,
+        ..reads(10_000)
+    };
+    let mut cfg = config(dev, 2, spec);
+    cfg.layout = Layout::Raid0 { stripe_bytes: 4096 };
+    let out = simulate(&cfg);
+    let h = &out.recorders[0].dir(Op::Read).hist;
+    // Both chunks in parallel on separate devices: one chunk's time plus the 4 KiB link each.
+    assert_eq!(h.count_between(65_288, 65_288), 10_000);
+    assert_eq!(out.stats.chunks, 20_000);
+}
+
+#[test]
+fn background_tasks_on_shared_cpus_lengthen_the_tail() {
+    let spec = reads(100_000);
+    let mut quiet = config(one_die(""), 4, spec);
+    quiet.host = HostConfig::new(CompletionMode::Interrupt);
+    quiet.host.cpus = Some(1);
+    let mut noisy = quiet.clone();
+    noisy.host.background = Some(Background {
+        rate_per_s: 500.0,
+        service_ns: 200_000,
+        dist: ServiceDist::Fixed,
+    });
+    let q = simulate(&quiet);
+    let n = simulate(&noisy);
+    let p999 = |o: &SimOutput| o.report.aggregate.read.lat_ns.percentiles.at(99.9).unwrap();
+    assert!(p999(&n) > p999(&q) + 50_000, "{} vs {}", p999(&n), p999(&q));
+}
+
+#[test]
+fn rate_paced_writes_reach_steady_state_gc() {
+    let spec = WorkloadSpec {
+        rw: RwMode::RandWrite,
+        rate_iops: Some(1000),
+        iodepth: 64,
+        runtime_ns: Some(2_000_000_000),
+        ..WorkloadSpec::default()
+    };
+    let mut cfg = config(one_die(""), 1, spec);
+    cfg.precondition = Some(Precondition::Steady);
+    let out = simulate(&cfg);
+    let i = out.report.devices[0].internals.as_ref().unwrap();
+    assert!(i["write_amplification"].as_f64().unwrap() > 1.5, "{i}");
+    assert_eq!(out.report.devices[0].write.ios, 2000);
+}
