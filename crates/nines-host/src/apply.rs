@@ -26,7 +26,7 @@ pub enum ApplyError {
         rolled_back: usize,
         rollback_failures: Vec<String>,
     },
-    #[error("cannot read state {path}: {msg}")]
+    #[error("cannot read state {path}: {msg}; give the state file `nines tune --apply` wrote")]
     ReadState { path: String, msg: String },
 }
 
@@ -64,6 +64,9 @@ pub struct State {
     /// In application order; revert walks it backwards.
     pub entries: Vec<StateEntry>,
     pub irqbalance: Option<IrqbalanceStop>,
+    /// Changes skipped because the kernel refused them (with `skip_refused_irqs`), one line each.
+    #[serde(default)]
+    pub skipped: Vec<String>,
 }
 
 impl State {
@@ -109,13 +112,28 @@ fn read_norm(root: &Path, abs: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+struct WriteError {
+    msg: String,
+    /// The kernel refused the write outright (EPERM or EIO), as it does for managed interrupts.
+    refused: bool,
+}
+
 /// Writes `value` and checks that it reads back the same.
-fn write_checked(root: &Path, abs: &str, value: &str) -> Result<(), String> {
-    std::fs::write(host_path(root, abs), value).map_err(|e| e.to_string())?;
-    let back = read_norm(root, abs).map_err(|e| format!("read back: {e}"))?;
+fn write_checked(root: &Path, abs: &str, value: &str) -> Result<(), WriteError> {
+    std::fs::write(host_path(root, abs), value).map_err(|e| WriteError {
+        msg: e.to_string(),
+        refused: matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EIO)),
+    })?;
+    let back = read_norm(root, abs).map_err(|e| WriteError {
+        msg: format!("read back: {e}"),
+        refused: false,
+    })?;
     let want = normalize_value(abs, value);
     if back != want {
-        return Err(format!("the kernel kept `{back}` instead of `{want}`"));
+        return Err(WriteError {
+            msg: format!("the kernel kept `{back}` instead of `{want}`"),
+            refused: false,
+        });
     }
     Ok(())
 }
@@ -124,6 +142,9 @@ fn write_checked(root: &Path, abs: &str, value: &str) -> Result<(), String> {
 #[derive(Debug, Clone, Default)]
 pub struct ApplyOptions {
     pub stop_irqbalance: bool,
+    /// Skip (and report) interrupts whose affinity the kernel refuses to change (EPERM/EIO:
+    /// kernel-managed queue interrupts) instead of rolling everything back.
+    pub skip_refused_irqs: bool,
 }
 
 /// Applies `plan` on the host under `root`, saving previous values to `state_path` first.
@@ -152,10 +173,24 @@ pub fn apply(
         root: root.display().to_string(),
         entries,
         irqbalance: None,
+        skipped: Vec::new(),
     };
     state.save(state_path)?;
-    for (i, e) in state.entries.iter().enumerate() {
-        if let Err(msg) = write_checked(root, &e.path, &e.applied) {
+    let mut i = 0;
+    while i < state.entries.len() {
+        let e = &state.entries[i];
+        if let Err(err) = write_checked(root, &e.path, &e.applied) {
+            if opts.skip_refused_irqs && e.kind == "irq_affinity" && err.refused {
+                state.skipped.push(format!(
+                    "{}: {} (kernel-managed interrupt; left at {})",
+                    e.path, err.msg, e.previous
+                ));
+                state.entries.remove(i);
+                state.save(state_path)?;
+                continue;
+            }
+            let msg = err.msg;
+            let e = &state.entries[i];
             let failures = restore(root, &state.entries[..i]);
             return Err(ApplyError::Write {
                 path: e.path.clone(),
@@ -165,6 +200,7 @@ pub fn apply(
                 rollback_failures: failures,
             });
         }
+        i += 1;
     }
     if opts.stop_irqbalance {
         state.irqbalance = stop_irqbalance(root);
@@ -177,8 +213,8 @@ pub fn apply(
 fn restore(root: &Path, entries: &[StateEntry]) -> Vec<String> {
     let mut failures = Vec::new();
     for e in entries.iter().rev() {
-        if let Err(msg) = write_checked(root, &e.path, &e.previous) {
-            failures.push(format!("{} (wanted `{}`): {msg}", e.path, e.previous));
+        if let Err(err) = write_checked(root, &e.path, &e.previous) {
+            failures.push(format!("{} (wanted `{}`): {}", e.path, e.previous, err.msg));
         }
     }
     failures

@@ -13,7 +13,7 @@ pub const PLAN_SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    #[error("cannot read plan {path}: {msg}")]
+    #[error("cannot read plan {path}: {msg}; make one with `nines tune --plan -o FILE`")]
     Read { path: String, msg: String },
     #[error("plan {path} is not a nines plan: {msg}")]
     Format { path: String, msg: String },
@@ -27,9 +27,9 @@ pub enum PlanError {
     UnknownTarget(String),
     #[error("no I/O CPUs left: --cpus and --housekeeping leave none (online: {online})")]
     NoIoCpus { online: String },
-    #[error("CPUs {0} are both I/O CPUs and housekeeping CPUs: choose one role per CPU")]
+    #[error("CPU(s) {0} given both as I/O and as housekeeping CPUs: choose one role per CPU")]
     Overlap(String),
-    #[error("CPUs {0} are not online: pick from the online list")]
+    #[error("CPU(s) {0} not online: pick from /sys/devices/system/cpu/online")]
     Offline(String),
     #[error("no block devices to plan for: name the targets")]
     NoDevices,

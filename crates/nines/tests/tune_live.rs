@@ -8,7 +8,10 @@ use std::process::{Command, Output};
 use nines_host::plan::Plan;
 
 fn nines(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nines")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_nines"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn read(p: &str) -> String {
@@ -16,7 +19,10 @@ fn read(p: &str) -> String {
 }
 
 fn active_scheduler(dev: &str) -> String {
-    nines_host::plan::normalize_value("/scheduler", &read(&format!("/sys/block/{dev}/queue/scheduler")))
+    nines_host::plan::normalize_value(
+        "/scheduler",
+        &read(&format!("/sys/block/{dev}/queue/scheduler")),
+    )
 }
 
 /// A zram device created for the test and removed on drop.
@@ -43,8 +49,16 @@ impl Loop {
     fn new() -> Loop {
         let f = tempfile::NamedTempFile::new().unwrap();
         f.as_file().set_len(16 << 20).unwrap();
-        let out = Command::new("losetup").args(["-f", "--show"]).arg(f.path()).output().unwrap();
-        assert!(out.status.success(), "losetup: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(f.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         Loop(String::from_utf8(out.stdout).unwrap().trim().to_string(), f)
     }
     fn name(&self) -> String {
@@ -64,7 +78,13 @@ fn queue_values(dev: &str) -> Vec<Option<String>> {
         .iter()
         .map(|f| {
             let p = format!("/sys/block/{dev}/queue/{f}");
-            Path::new(&p).exists().then(|| if *f == "scheduler" { active_scheduler(dev) } else { read(&p) })
+            Path::new(&p).exists().then(|| {
+                if *f == "scheduler" {
+                    active_scheduler(dev)
+                } else {
+                    read(&p)
+                }
+            })
         })
         .collect()
 }
@@ -79,30 +99,85 @@ fn apply_then_revert_zram_and_loop_queue_settings() {
     std::fs::write(format!("/sys/block/{ln}/queue/scheduler"), "mq-deadline").unwrap();
     let zram_before = queue_values(&zn);
     let loop_before = queue_values(&ln);
-    assert_eq!(zram_before, vec![None, Some("0".into()), None, Some("1".into())]);
+    assert_eq!(
+        zram_before,
+        vec![None, Some("0".into()), None, Some("1".into())]
+    );
     assert_eq!(loop_before[0].as_deref(), Some("mq-deadline"));
 
     let dir = tempfile::tempdir().unwrap();
     let plan_path = dir.path().join("plan.json");
     let state_path = dir.path().join("state.json");
-    let out = nines(&["tune", "--plan", "--cpus", "1", "--housekeeping", "0", "-o", plan_path.to_str().unwrap(), &format!("/dev/{zn}"), &l.0]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = nines(&[
+        "tune",
+        "--plan",
+        "--cpus",
+        "1",
+        "--housekeeping",
+        "0",
+        "-o",
+        plan_path.to_str().unwrap(),
+        &format!("/dev/{zn}"),
+        &l.0,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let plan = Plan::load(&plan_path).unwrap();
     assert_eq!(plan.cpu_for(&format!("/dev/{zn}")), Some(1));
     assert_eq!(plan.cpu_for(&l.0), Some(1));
     // zram has only nomerges and iostats of the four; loop has all four.
-    assert_eq!(plan.changes.iter().filter(|c| c.path.contains(&zn)).count(), 2);
-    assert_eq!(plan.changes.iter().filter(|c| c.path.contains(&format!("/{ln}/"))).count(), 4);
+    assert_eq!(
+        plan.changes.iter().filter(|c| c.path.contains(&zn)).count(),
+        2
+    );
+    assert_eq!(
+        plan.changes
+            .iter()
+            .filter(|c| c.path.contains(&format!("/{ln}/")))
+            .count(),
+        4
+    );
 
-    let out = nines(&["tune", "--apply", plan_path.to_str().unwrap(), "--state", state_path.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = nines(&[
+        "tune",
+        "--apply",
+        plan_path.to_str().unwrap(),
+        "--state",
+        state_path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains(&format!("echo 2 > /sys/block/{zn}/queue/nomerges")), "{text}");
-    assert_eq!(queue_values(&zn), vec![None, Some("2".into()), None, Some("0".into())]);
-    assert_eq!(queue_values(&ln), vec![Some("none".into()), Some("2".into()), Some("2".into()), Some("0".into())]);
+    assert!(
+        text.contains(&format!("echo 2 > /sys/block/{zn}/queue/nomerges")),
+        "{text}"
+    );
+    assert_eq!(
+        queue_values(&zn),
+        vec![None, Some("2".into()), None, Some("0".into())]
+    );
+    assert_eq!(
+        queue_values(&ln),
+        vec![
+            Some("none".into()),
+            Some("2".into()),
+            Some("2".into()),
+            Some("0".into())
+        ]
+    );
 
     let out = nines(&["tune", "--revert", state_path.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(queue_values(&zn), zram_before);
     assert_eq!(queue_values(&ln), loop_before);
 }
@@ -136,15 +211,82 @@ fn refused_virtio_blk_interrupt_rolls_back_earlier_changes() {
     let before = read(&nomerges);
     let dir = tempfile::tempdir().unwrap();
     let plan_path: PathBuf = dir.path().join("plan.json");
-    std::fs::write(&plan_path, plan_json(&[("block_queue", &nomerges, "2"), ("irq_affinity", &aff_path, want)])).unwrap();
-    let out = nines(&["tune", "--apply", plan_path.to_str().unwrap(), "--state", dir.path().join("s.json").to_str().unwrap()]);
+    std::fs::write(
+        &plan_path,
+        plan_json(&[
+            ("block_queue", &nomerges, "2"),
+            ("irq_affinity", &aff_path, want),
+        ]),
+    )
+    .unwrap();
+    let out = nines(&[
+        "tune",
+        "--apply",
+        plan_path.to_str().unwrap(),
+        "--state",
+        dir.path().join("s.json").to_str().unwrap(),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     // The kernel refuses to move a managed interrupt; the one earlier change is undone.
-    assert!(err.contains(&aff_path) && err.contains("1 earlier change(s) rolled back"), "{err}");
+    assert!(
+        err.contains(&aff_path) && err.contains("1 earlier change(s) rolled back"),
+        "{err}"
+    );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert_eq!(read(&nomerges), before);
     assert_eq!(read(&aff_path), aff_before);
+}
+
+#[test]
+fn skip_refused_irqs_applies_the_rest() {
+    let snap = nines_host::IrqSnapshot::read(Path::new("/")).unwrap();
+    let Some(vda_irqs) = snap.device_irqs.get("vda") else {
+        eprintln!("no virtio-blk vda on this machine: nothing to test");
+        return;
+    };
+    let aff_path = format!("/proc/irq/{}/smp_affinity_list", vda_irqs[0]);
+    let aff_before = read(&aff_path);
+    let want = if aff_before == "0" { "1" } else { "0" };
+    let z = Zram::new();
+    let nomerges = format!("/sys/block/{}/queue/nomerges", z.name());
+    let before = read(&nomerges);
+    let dir = tempfile::tempdir().unwrap();
+    let plan_path = dir.path().join("plan.json");
+    let state_path = dir.path().join("s.json");
+    std::fs::write(
+        &plan_path,
+        plan_json(&[
+            ("irq_affinity", &aff_path, want),
+            ("block_queue", &nomerges, "2"),
+        ]),
+    )
+    .unwrap();
+    let out = nines(&[
+        "tune",
+        "--apply",
+        plan_path.to_str().unwrap(),
+        "--state",
+        state_path.to_str().unwrap(),
+        "--skip-refused-irqs",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("skipped: {aff_path}")), "{text}");
+    assert_eq!(read(&nomerges), "2");
+    assert_eq!(read(&aff_path), aff_before);
+    let out = nines(&["tune", "--revert", state_path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("restored 1 of 1"));
+    assert_eq!(read(&nomerges), before);
 }
 
 #[test]
@@ -153,7 +295,11 @@ fn apply_then_revert_a_real_interrupt_affinity() {
     // to round-trip a real /proc/irq/N/smp_affinity_list through apply and revert.
     let ints = std::fs::read_to_string("/proc/interrupts").unwrap();
     let parsed = nines_host::parse::parse_interrupts(&ints).unwrap();
-    let Some(row) = parsed.rows.iter().find(|r| r.actions.iter().any(|a| a.starts_with("virtio") && a.ends_with("-config"))) else {
+    let Some(row) = parsed.rows.iter().find(|r| {
+        r.actions
+            .iter()
+            .any(|a| a.starts_with("virtio") && a.ends_with("-config"))
+    }) else {
         eprintln!("no virtio config interrupt here: nothing to test");
         return;
     };
@@ -165,14 +311,35 @@ fn apply_then_revert_a_real_interrupt_affinity() {
     let plan_path = dir.path().join("plan.json");
     let state_path = dir.path().join("state.json");
     std::fs::write(&plan_path, plan_json(&[("irq_affinity", &path, want)])).unwrap();
-    let out = nines(&["tune", "--apply", plan_path.to_str().unwrap(), "--state", state_path.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = nines(&[
+        "tune",
+        "--apply",
+        plan_path.to_str().unwrap(),
+        "--state",
+        state_path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(read(&path), want);
-    let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
-    assert_eq!(state["entries"][0]["previous"], nines_host::plan::normalize_value(&path, &before));
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    assert_eq!(
+        state["entries"][0]["previous"],
+        nines_host::plan::normalize_value(&path, &before)
+    );
     let out = nines(&["tune", "--revert", state_path.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(nines_host::plan::normalize_value(&path, &read(&path)), nines_host::plan::normalize_value(&path, &before));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        nines_host::plan::normalize_value(&path, &read(&path)),
+        nines_host::plan::normalize_value(&path, &before)
+    );
 }
 
 #[test]
@@ -184,7 +351,14 @@ fn refuses_without_root() {
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(dir.path(), perms).unwrap();
     let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_nines"), "tune", "--apply"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_nines"),
+            "tune",
+            "--apply",
+        ])
         .arg(&plan_path)
         .output()
         .unwrap();

@@ -33,6 +33,10 @@ pub struct Args {
     /// With --apply: also stop irqbalance (restarted by --revert).
     #[arg(long, requires = "apply")]
     pub stop_irqbalance: bool,
+    /// With --apply: skip interrupts the kernel refuses to move (kernel-managed queue interrupts,
+    /// EPERM) instead of rolling back; they are listed.
+    #[arg(long, requires = "apply")]
+    pub skip_refused_irqs: bool,
     /// With --apply: where to save the previous values (default: nines-tune-state.json).
     #[arg(long, value_name = "FILE", requires = "apply")]
     pub state: Option<PathBuf>,
@@ -110,6 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &state_path,
             &ApplyOptions {
                 stop_irqbalance: args.stop_irqbalance,
+                skip_refused_irqs: args.skip_refused_irqs,
             },
         )?;
         println!(
@@ -118,6 +123,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             state_path.display(),
             state_path.display()
         );
+        for s in &state.skipped {
+            println!("skipped: {s}");
+        }
         if let Some(ib) = &state.irqbalance {
             println!("stopped irqbalance ({}, pids {:?})", ib.method, ib.pids);
         }
