@@ -1,0 +1,194 @@
+//! `nines doctor` from the command line: the live host, its capture replayed with --root, the
+//! paper-000 AFA fixture, malformed input, and `nines tune --plan` on the fixture.
+
+use std::process::{Command, Output};
+
+use nines_host::plan::Plan;
+use nines_host::testbed::{AfaOptions, fig5_cpu, write_afa_host};
+
+fn nines(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nines"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn capture_extract_root_gives_the_live_findings() {
+    let d = tempfile::tempdir().unwrap();
+    let live_json = d.path().join("live.json");
+    let cap = d.path().join("host.tar.gz");
+    let out = nines(&[
+        "doctor",
+        "--json",
+        live_json.to_str().unwrap(),
+        "--capture",
+        cap.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("nines doctor (/):"), "{text}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("captured"));
+    let tree = d.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let st = Command::new("tar")
+        .arg("xzf")
+        .arg(&cap)
+        .arg("-C")
+        .arg(&tree)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let replay_json = d.path().join("replay.json");
+    let out = nines(&[
+        "doctor",
+        "--root",
+        tree.to_str().unwrap(),
+        "--json",
+        replay_json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (a, b) = (json(&live_json), json(&replay_json));
+    assert_eq!(a["schema"], "nines-doctor");
+    assert_eq!(a["schema_version"], 1);
+    assert_eq!(a["findings"], b["findings"]);
+    assert_eq!(a["counts"], b["counts"]);
+    assert_eq!(a["missing"], b["missing"]);
+    // This machine: the virtio-blk queue interrupt and RT throttling are found.
+    let ids: Vec<&str> = a["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"irq.affinity") && ids.contains(&"proc.sched_fifo"),
+        "{ids:?}"
+    );
+}
+
+#[test]
+fn afa_fixture_text_and_plan() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("afa");
+    write_afa_host(&root, AfaOptions { tuned: false }).unwrap();
+    let r = root.to_str().unwrap();
+    let out = nines(&["doctor", "--root", r]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(": 2 critical,"), "{}", &text[..200]);
+    assert!(text.contains(
+        "[CRITICAL] housekeeping.smartd (pid 655): smartd polls device health every 600 s"
+    ));
+    assert!(text.contains("evidence: /proc/640/comm = irqbalance"));
+    assert!(text.contains("fix: echo none > /sys/block/nvme63n1/queue/scheduler"));
+    let plan_path = d.path().join("plan.json");
+    let out = nines(&[
+        "tune",
+        "--plan",
+        "--root",
+        r,
+        "--cpus",
+        "4-19,24-39",
+        "-o",
+        plan_path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("  4  nvme0n1 (node0, 40 irqs), nvme32n1 (node0, 40 irqs)"),
+        "{text}"
+    );
+    assert!(text.contains("isolcpus=4-19,24-39 nohz_full=4-19,24-39 rcu_nocbs=4-19,24-39 processor.max_cstate=1 idle=poll"));
+    let plan = Plan::load(&plan_path).unwrap();
+    for n in 0..64 {
+        assert_eq!(plan.cpu_for(&format!("/dev/nvme{n}n1")), Some(fig5_cpu(n)));
+    }
+    // The tuned fixture: no warnings left.
+    let tuned = d.path().join("tuned");
+    write_afa_host(&tuned, AfaOptions { tuned: true }).unwrap();
+    let j = d.path().join("tuned.json");
+    assert!(
+        nines(&[
+            "doctor",
+            "--root",
+            tuned.to_str().unwrap(),
+            "--json",
+            j.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+    let v = json(&j);
+    assert_eq!(
+        (
+            v["counts"]["critical"].as_u64(),
+            v["counts"]["warn"].as_u64()
+        ),
+        (Some(0), Some(0)),
+        "{v}"
+    );
+}
+
+#[test]
+fn malformed_and_missing_input() {
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../nines-host/tests/fixtures/malformed"
+    );
+    let out = nines(&["doctor", "--root", fixture]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("[WARN] input.unreadable (/proc/interrupts)"),
+        "{text}"
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let out = nines(&[
+        "doctor",
+        "--root",
+        empty.path().to_str().unwrap(),
+        "--json",
+        "-",
+    ]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["missing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m == "/proc/interrupts")
+    );
+    let out = nines(&["doctor", "--root", "/nonexistent/capture"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1);
+    assert!(err.contains("not a directory"), "{err}");
+    let out = nines(&["tune", "--plan", "--cpus", "4-x"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--cpus 4-x") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+}
