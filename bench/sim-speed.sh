@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Simulator speed and memory: simulated I/Os per wall-clock second (single-threaded) and peak
+# resident memory of `nines sim`, median of $REPEATS runs (default 3), for
+#   1. 64 independent afa-m2-2018 devices, QD1 4 KiB random reads;
+#   2. the same with a 70/30 read/write mix from steady state (GC active);
+#   3. a 1000-device raid0 array (4 KiB stripe, 64 KiB random reads, QD32 on the volume);
+#   4. preconditioning each preset to steady state (fill + 2x random overwrite + GC settle).
+# Targets (issue 3): >= 1,000,000 sim I/O/s for case 1, >= 300,000 for case 2, <= 64 MiB per
+# device at the default scale, preconditioning <= 10 s.
+#
+# Usage: bench/sim-speed.sh            (REPEATS=1 bench/sim-speed.sh for a quick look)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+REPEATS="${REPEATS:-3}"
+
+if [ ! -x /usr/bin/time ]; then
+    echo "installing GNU time for peak-memory figures" >&2
+    apt-get install -y time >/dev/null
+fi
+cargo build --release -q -p nines
+NINES="$CARGO_TARGET_DIR/release/nines"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else print v[int((NR + 1) / 2)] }'; }
+
+# run_case LABEL DEVICES ARGS... : prints the medians of sim I/O/s, device commands/s,
+# preconditioning seconds, peak RSS (MiB) and RSS per device.
+run_case() {
+    local label="$1" devices="$2"
+    shift 2
+    : >"$TMP/iops"; : >"$TMP/cmds"; : >"$TMP/prep"; : >"$TMP/rss"
+    for _ in $(seq "$REPEATS"); do
+        /usr/bin/time -v "$NINES" sim --quiet --devices "$devices" "$@" 2>"$TMP/err" >/dev/null || {
+            cat "$TMP/err" >&2
+            exit 1
+        }
+        # nines sim: ... precondition steady in 1.23 s; N I/Os (M device commands, E events) in S s = R sim I/O/s
+        sed -n 's/.* \([0-9]*\) I\/Os (\([0-9]*\) device commands.* in \([0-9.]*\) s = \([0-9]*\) sim I\/O\/s.*/\4/p' "$TMP/err" >>"$TMP/iops"
+        sed -n 's/.* \([0-9]*\) I\/Os (\([0-9]*\) device commands.* in \([0-9.]*\) s = .*/\2 \3/p' "$TMP/err" |
+            awk '{ printf "%.0f\n", $1 / ($2 > 0 ? $2 : 1e-9) }' >>"$TMP/cmds"
+        sed -n 's/.*precondition [a-z]* in \([0-9.]*\) s;.*/\1/p' "$TMP/err" >>"$TMP/prep"
+        sed -n 's/.*Maximum resident set size (kbytes): \([0-9]*\).*/\1/p' "$TMP/err" >>"$TMP/rss"
+    done
+    local iops cmds prep rss
+    iops="$(median <"$TMP/iops")"
+    cmds="$(median <"$TMP/cmds")"
+    prep="$(median <"$TMP/prep")"
+    rss="$(median <"$TMP/rss")"
+    printf '%-44s %14s %16s %10s %10s %12s\n' "$label" "$iops" "$cmds" "$prep" \
+        "$((rss / 1024))" "$(awk -v r="$rss" -v n="$devices" 'BEGIN { printf "%.1f", r / 1024 / n }')"
+}
+
+echo "nines sim speed ($(nproc) CPUs, $REPEATS runs each, medians; nines sim is single-threaded)"
+echo "command: $NINES sim --quiet --devices N ARGS (see each row)"
+printf '%-44s %14s %16s %10s %10s %12s\n' case "sim I/O/s" "dev cmds/s" "prep s" "RSS MiB" "MiB/device"
+run_case "64 x afa-m2-2018 randread 4k QD1 (2 s sim)" 64 \
+    --device afa-m2-2018 --rw randread --bs 4k --iodepth 1 --runtime 2s
+run_case "64 x afa-m2-2018 randrw 70/30 QD1 steady" 64 \
+    --device afa-m2-2018 --rw randrw --mix 70 --bs 4k --iodepth 1 --runtime 1s
+run_case "raid0 1000 x afa-m2-2018 64k/4k-stripe QD32" 1000 \
+    --device afa-m2-2018 --layout raid0 --stripe 4k --rw randread --bs 64k --iodepth 32 --runtime 1s
+echo
+echo "preconditioning to steady state, one device at the default scale (median seconds):"
+for preset in afa-m2-2018 intel-750 z-ssd mqsim-default ttflash-fast17; do
+    run_case "precondition $preset" 1 --device "$preset" --precondition steady --rw randwrite --ios 1
+done
+echo
+echo "MQSim (CMU-SAFARI/MQSim), quoted from issue 3, not measured here (no network to fetch it):"
+echo "  about 28,000 simulated requests/s for writes and 57,000 for reads; 2.3 GB of memory for one"
+echo "  512 GiB SSD; one SSD per process; a GC-heavy 512 GiB run preconditioned for 14 minutes."
