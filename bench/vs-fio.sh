@@ -8,9 +8,12 @@
 #      with --write_lat_log; nines: per-CPU workers with --lat-log): IOPS, CPU-seconds per
 #      million I/Os and p99.99 over all devices.
 #
+# fio runs its jobs as threads (--thread), like nines' workers: forked fio jobs call setsid(), which
+# would put them in another scheduling autogroup than the one NICE sets.
 # Needs root (zram). Installs fio with apt-get if it is missing; builds nines in release.
 # Environment: ROUNDS (3), RUNTIME_S (5), DEV_SIZE (256M), ENGINE8 (engine of part 2: libaio),
-# CPU1 (CPU of part 1: 1), NICE (nice level of both tools: 0; e.g. -10 on a busy machine),
+# CPU1 (CPU of part 1: 1), NICE (nice level of both tools: 0; e.g. -19 on a busy shared machine:
+# with autogroup scheduling the script then runs in its own session and sets that group's nice),
 # NINES (a prebuilt binary; default: cargo build --release).
 #
 # CPU time: fio's usr_cpu+sys_cpu (percent of the job's runtime) times the runtime, summed over
@@ -31,6 +34,14 @@ NDEV8=8
 die() { echo "vs-fio: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "needs root (it creates zram devices); run with sudo"
+# Under autogroup scheduling a process's nice only counts inside its session's group, so a
+# nice level for the tools needs a session (and group) of its own with that nice.
+if [ "$NICE" != 0 ] && [ -e /proc/self/autogroup ] && [ -z "${VS_FIO_SESSION:-}" ]; then
+    VS_FIO_SESSION=1 exec setsid -w bash "$0" "$@"
+fi
+if [ "$NICE" != 0 ] && [ -e /proc/$$/autogroup ]; then
+    echo "$NICE" > "/proc/$$/autogroup" 2>/dev/null || echo "vs-fio: could not set the autogroup nice" >&2
+fi
 [ -e /sys/class/zram-control/hot_add ] || modprobe zram 2>/dev/null || true
 [ -e /sys/class/zram-control/hot_add ] || die "no /sys/class/zram-control: load the zram module (modprobe zram)"
 if ! command -v fio >/dev/null; then
@@ -78,7 +89,7 @@ fio_run() {
     local out=$1 engine=$2 qd=$3 cpus=$4 latlog=$5; shift 5
     local args=(--rw=randread --bs=4k --direct=1 --ioengine="$engine" --iodepth="$qd"
         --runtime="$RUNTIME_S" --time_based --cpus_allowed="$cpus" --cpus_allowed_policy=split
-        --lat_percentiles=1 --randrepeat=0 --norandommap --output-format=json+)
+        --lat_percentiles=1 --randrepeat=0 --norandommap --output-format=json+ --thread)
     if [ "$latlog" = 1 ]; then args+=(--write_lat_log="$WORK/fio" --log_offset=1); fi
     local jobs=() i=0
     for d in "$@"; do jobs+=(--name="j$i" --filename="$d"); i=$((i + 1)); done
