@@ -211,7 +211,7 @@ pub fn analyze(h: &Host) -> Vec<Finding> {
     housekeeping(h, &mut o);
     process(h, &mut o);
     let mut v = o.0;
-    v.sort_by(|a, b| b.severity.cmp(&a.severity));
+    v.sort_by_key(|f| std::cmp::Reverse(f.severity));
     v
 }
 
