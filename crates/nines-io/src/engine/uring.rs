@@ -173,6 +173,9 @@ impl Engine for Uring {
     }
 
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> Result<usize, EngineError> {
+        if out.is_empty() {
+            return Ok(0);
+        }
         let min = min.min(out.len()).min(self.in_flight as usize);
         let mut n = 0;
         let mut polled = false;
