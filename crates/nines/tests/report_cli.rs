@@ -1,0 +1,165 @@
+//! `nines report` end to end: a real profile of zram devices with both logs, and a simulated
+//! run, turned into HTML and PNGs.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn nines(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nines"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run nines")
+}
+
+fn ok(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A zram device created for one test and removed afterwards.
+struct Zram {
+    n: u32,
+}
+
+impl Zram {
+    fn new(size: &str) -> Zram {
+        let n: u32 = std::fs::read_to_string("/sys/class/zram-control/hot_add")
+            .expect("zram is needed: modprobe zram")
+            .trim()
+            .parse()
+            .unwrap();
+        std::fs::write(format!("/sys/block/zram{n}/disksize"), size).unwrap();
+        Zram { n }
+    }
+    fn path(&self) -> String {
+        format!("/dev/zram{}", self.n)
+    }
+}
+
+impl Drop for Zram {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::write("/sys/class/zram-control/hot_remove", self.n.to_string()).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+fn is_png(p: &Path) -> bool {
+    std::fs::read(p).is_ok_and(|b| b.len() > 10_000 && &b[1..4] == b"PNG")
+}
+
+#[test]
+fn report_of_a_profiled_zram_run_with_both_logs() {
+    let z: Vec<Zram> = (0..2).map(|_| Zram::new("64M")).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["profile", "--quiet", "--rw", "randread", "--runtime", "1s"];
+    args.extend(["--json", "run.json", "--lat-log", "run.lat"]);
+    args.extend(["--hdr-log", "run.hlog", "--hdr-interval", "100ms"]);
+    let paths: Vec<String> = z.iter().map(Zram::path).collect();
+    args.extend(paths.iter().map(String::as_str));
+    ok(nines(&args, dir.path()), "profile");
+
+    // The logs are found through the run's JSON (paths relative to it).
+    let out = ok(
+        nines(&["report", "run.json", "--png", "png"], dir.path()),
+        "report",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("6 figures"), "{err}");
+    let html = std::fs::read_to_string(dir.path().join("run.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 6);
+    for id in [
+        "percentiles-read",
+        "spread-read",
+        "stddev-read",
+        "latency-over-time",
+        "iops-over-time",
+        "bandwidth-over-time",
+    ] {
+        assert!(html.contains(&format!("<figure id=\"{id}\"")), "{id}");
+        assert!(
+            is_png(&dir.path().join("png").join(format!("{id}.png"))),
+            "{id}.png"
+        );
+    }
+    let name = |p: &str| p.trim_start_matches("/dev/").to_string();
+    assert!(html.contains(&name(&paths[0])) && html.contains(&name(&paths[1])));
+    assert!(html.contains("Measured run of 2 device(s): randread 4 KiB QD1"));
+    // The spike line is always there: found, or explicitly none.
+    assert!(html.contains("per-I/O log)"), "no spike summary");
+    assert!(!html.contains("<script"));
+}
+
+#[test]
+fn report_of_a_simulated_run_and_explicit_output() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(
+        nines(
+            &[
+                "sim",
+                "--quiet",
+                "--devices",
+                "5",
+                "--runtime",
+                "200ms",
+                "--json",
+                "sim.json",
+            ],
+            dir.path(),
+        ),
+        "sim",
+    );
+    ok(
+        nines(&["report", "sim.json", "-o", "out.html"], dir.path()),
+        "report",
+    );
+    let html = std::fs::read_to_string(dir.path().join("out.html")).unwrap();
+    assert!(html.contains("Simulated run of 5 device(s)"));
+    assert_eq!(
+        html.matches("<svg").count(),
+        3,
+        "no logs: percentiles, spread, stddev"
+    );
+    assert!(html.contains("--lat-log"), "says how to get spike analysis");
+}
+
+#[test]
+fn bad_inputs_get_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = nines(&["report", "missing.json"], dir.path());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("nines profile --json"), "{err}");
+
+    std::fs::write(
+        dir.path().join("other.json"),
+        r#"{"schema": "something-else"}"#,
+    )
+    .unwrap();
+    let out = nines(&["report", "other.json"], dir.path());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    std::fs::write(dir.path().join("junk.lat"), b"not a log").unwrap();
+    ok(
+        nines(
+            &["sim", "--quiet", "--runtime", "50ms", "--json", "s.json"],
+            dir.path(),
+        ),
+        "sim",
+    );
+    let out = nines(&["report", "s.json", "--lat-log", "junk.lat"], dir.path());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nines profile --lat-log"), "{err}");
+}

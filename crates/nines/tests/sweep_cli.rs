@@ -1,0 +1,251 @@
+//! `nines sweep` end to end: queue depth and engines on zram devices, write share on the
+//! simulator, and the options the sweep owns.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use nines_report::sweep::{Sweep, SweepParam};
+
+fn nines(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nines"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run nines")
+}
+
+fn ok(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A zram device created for one test and removed afterwards.
+struct Zram {
+    n: u32,
+}
+
+impl Zram {
+    fn new(size: &str) -> Zram {
+        let n: u32 = std::fs::read_to_string("/sys/class/zram-control/hot_add")
+            .expect("zram is needed: modprobe zram")
+            .trim()
+            .parse()
+            .unwrap();
+        std::fs::write(format!("/sys/block/zram{n}/disksize"), size).unwrap();
+        Zram { n }
+    }
+    fn path(&self) -> String {
+        format!("/dev/zram{}", self.n)
+    }
+}
+
+impl Drop for Zram {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::write("/sys/class/zram-control/hot_remove", self.n.to_string()).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+fn read_sweep(p: &Path) -> Sweep {
+    Sweep::from_json(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn queue_depth_sweep_on_zram() {
+    let z = Zram::new("64M");
+    let dir = tempfile::tempdir().unwrap();
+    let dev = z.path();
+    let args = [
+        "sweep",
+        "--qd",
+        "1,4",
+        "--rws",
+        "randread,randwrite",
+        "-o",
+        "out",
+        "--",
+        &dev,
+        "--runtime",
+        "300ms",
+        "--allow-writes",
+    ];
+    let out = ok(nines(&args, dir.path()), "sweep");
+    let s = read_sweep(&dir.path().join("out/sweep.json"));
+    assert_eq!(s.parameter, SweepParam::Qd);
+    assert_eq!(s.points.len(), 4);
+    let got: Vec<(String, u32)> = s.points.iter().map(|p| (p.rw.clone(), p.iodepth)).collect();
+    assert_eq!(
+        got,
+        [
+            ("randread".into(), 1),
+            ("randread".into(), 4),
+            ("randwrite".into(), 1),
+            ("randwrite".into(), 4)
+        ]
+    );
+    for p in &s.points {
+        let r = p.report.as_ref().expect("every point ran");
+        // The point really ran with the sweep's settings.
+        assert_eq!(r.config.workload.iodepth, p.iodepth);
+        assert_eq!(r.config.workload.rw.to_string(), p.rw);
+        let m = p.metrics.as_ref().unwrap();
+        let d = if p.rw == "randread" {
+            assert!(m.write.is_none());
+            m.read.as_ref().unwrap()
+        } else {
+            assert!(m.read.is_none());
+            m.write.as_ref().unwrap()
+        };
+        assert_eq!(d.tail_percentile, "99.999");
+        assert!(d.iops > 1000.0 && d.mean_ns > 0.0 && d.tail_ns >= d.mean_ns as u64);
+        assert!(m.cpu_per_io_ns.is_some());
+    }
+    // Each point's run JSON is kept, so points can be compared or reported on.
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("out/points"))
+            .unwrap()
+            .count(),
+        4
+    );
+    let html = std::fs::read_to_string(dir.path().join("out/sweep.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 3);
+    assert!(html.contains("vs queue depth"));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(table.lines().count(), 5, "{table}");
+}
+
+#[test]
+fn engine_sweep_says_when_polling_is_unavailable() {
+    let z = Zram::new("64M");
+    let dir = tempfile::tempdir().unwrap();
+    let dev = z.path();
+    let args = [
+        "sweep",
+        "--engines",
+        "io_uring,io_uring-poll",
+        "--json",
+        "e.json",
+        "--html",
+        "e.html",
+        "--",
+        &dev,
+        "--runtime",
+        "200ms",
+    ];
+    let out = ok(nines(&args, dir.path()), "sweep");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let s = read_sweep(&dir.path().join("e.json"));
+    assert_eq!(s.points.len(), 2);
+    assert!(s.points[0].metrics.is_some(), "io_uring ran");
+    // zram has no poll queues: the point is kept, with the reason, and the sweep said so.
+    let poll = &s.points[1];
+    assert_eq!(poll.engine.as_deref(), Some("io_uring-poll"));
+    assert!(poll.metrics.is_none());
+    assert!(poll.error.as_deref().unwrap().contains("poll"), "{poll:?}");
+    assert!(err.contains("io_uring-poll is not available here"), "{err}");
+    assert_eq!(s.notes.len(), 1);
+    let html = std::fs::read_to_string(dir.path().join("e.html")).unwrap();
+    assert!(html.contains("io_uring-poll (n/a)"));
+    assert!(dir.path().join("e.json.points").is_dir());
+}
+
+#[test]
+fn write_fraction_sweep_on_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "sweep",
+        "--sim",
+        "afa-m2-2018",
+        "--write-fraction",
+        "0,50",
+        "-o",
+        "wf",
+        "--",
+        "--runtime",
+        "200ms",
+        "--iodepth",
+        "2",
+    ];
+    ok(nines(&args, dir.path()), "sweep");
+    let s = read_sweep(&dir.path().join("wf/sweep.json"));
+    assert_eq!(s.driver, "sim --device afa-m2-2018");
+    assert_eq!(s.points.len(), 2);
+    let (p0, p50) = (&s.points[0], &s.points[1]);
+    assert_eq!((p0.write_pct, p50.write_pct), (Some(0), Some(50)));
+    assert_eq!(
+        p0.report.as_ref().unwrap().config.workload.read_mix_pct,
+        100
+    );
+    assert_eq!(
+        p50.report.as_ref().unwrap().config.workload.read_mix_pct,
+        50
+    );
+    assert_eq!(p50.iodepth, 2, "passed-through --iodepth is recorded");
+    assert!(p0.metrics.as_ref().unwrap().write.is_none());
+    let w = p50.metrics.as_ref().unwrap().write.as_ref().unwrap();
+    let r = p50.metrics.as_ref().unwrap().read.as_ref().unwrap();
+    // Half the I/Os are writes, within sampling noise.
+    let share = w.ios as f64 / (w.ios + r.ios) as f64;
+    assert!((share - 0.5).abs() < 0.05, "{share}");
+    let html = std::fs::read_to_string(dir.path().join("wf/sweep.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 1);
+}
+
+#[test]
+fn sweep_refuses_options_it_sets_and_needs_one_parameter() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = nines(
+        &[
+            "sweep",
+            "--qd",
+            "1,2",
+            "-o",
+            "x",
+            "--",
+            "/dev/null",
+            "--rw",
+            "read",
+        ],
+        dir.path(),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--rw is set by the sweep"), "{err}");
+    let out = nines(&["sweep", "-o", "x"], dir.path());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exactly one of --qd"));
+    let out = nines(
+        &["sweep", "--qd", "1", "--engines", "psync", "-o", "x"],
+        dir.path(),
+    );
+    assert!(!out.status.success());
+    let out = nines(&["sweep", "--qd", "0", "-o", "x"], dir.path());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("from 1 to 65536"));
+    let out = nines(&["sweep", "--qd", "1"], dir.path());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-o DIR"));
+    // Every point failing is an error, after writing what happened.
+    let out = nines(
+        &[
+            "sweep",
+            "--qd",
+            "1",
+            "--rws",
+            "randread",
+            "-o",
+            "bad",
+            "--",
+            "/nonexistent/dev",
+        ],
+        dir.path(),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("every point of the sweep failed"));
+    assert!(dir.path().join("bad/sweep.json").exists());
+}
