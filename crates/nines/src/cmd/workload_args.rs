@@ -57,8 +57,12 @@ pub struct WorkloadArgs {
     pub seed: u64,
     /// Percentiles to report (default 50,90,99,99.9,99.99,99.999,99.9999).
     #[arg(long, value_parser = parse_pct)]
-    pub percentiles: Option<Vec<f64>>,
+    pub percentiles: Option<PercentileList>,
 }
+
+/// One `--percentiles` value: a whole list (clap would read a bare `Vec` as repeated values).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PercentileList(pub Vec<f64>);
 
 fn parse_rw(s: &str) -> Result<RwMode, String> {
     s.parse::<RwMode>().map_err(|e| e.to_string())
@@ -75,9 +79,10 @@ fn parse_arrival(s: &str) -> Result<Arrival, String> {
 fn parse_distribution(s: &str) -> Result<Distribution, String> {
     s.parse::<Distribution>().map_err(|e| e.to_string())
 }
-// clap treats a parser returning Vec specially only with `num_args`; wrapping keeps it one value.
-fn parse_pct(s: &str) -> Result<Vec<f64>, String> {
-    parse_percentiles(s).map_err(|e| e.to_string())
+fn parse_pct(s: &str) -> Result<PercentileList, String> {
+    parse_percentiles(s)
+        .map(PercentileList)
+        .map_err(|e| e.to_string())
 }
 
 impl WorkloadArgs {
@@ -111,8 +116,8 @@ impl WorkloadArgs {
     pub fn percentiles(&self) -> Result<Vec<f64>> {
         Ok(self
             .percentiles
-            .clone()
-            .unwrap_or_else(|| DEFAULT_PERCENTILES.to_vec()))
+            .as_ref()
+            .map_or_else(|| DEFAULT_PERCENTILES.to_vec(), |p| p.0.clone()))
     }
 }
 
