@@ -75,28 +75,19 @@ pub fn check_writable(target: &Target, force: bool) -> Result<(), SafetyError> {
         return Ok(());
     }
     let (major, minor) = target.dev_t().expect("block device without dev_t");
-    let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
-
-    // Partitions: sysfs subdirectories of the disk that have a `partition` file.
-    let partitions = list_partitions(&sys);
-    let mut devices: Vec<(u32, u32, String)> = vec![(major, minor, target.name().to_string())];
-    devices.extend(partitions.iter().cloned());
-
     let mountinfo =
         std::fs::read_to_string("/proc/self/mountinfo").map_err(|source| SafetyError::Probe {
             path: path.clone(),
             what: "reading /proc/self/mountinfo",
             source,
         })?;
-    for (maj, min, name) in &devices {
-        if let Some(mount_point) = find_mount(&mountinfo, *maj, *min) {
-            return Err(SafetyError::Mounted {
-                path,
-                device: name.clone(),
-                mount_point,
-            });
-        }
-    }
+    let devices = check_usage(
+        Path::new("/sys/dev/block"),
+        &mountinfo,
+        &path,
+        (major, minor),
+        target.name(),
+    )?;
 
     if let Ok(swaps) = std::fs::read_to_string("/proc/swaps") {
         for line in swaps.lines().skip(1) {
@@ -111,27 +102,6 @@ pub fn check_writable(target: &Target, force: bool) -> Result<(), SafetyError> {
         }
     }
 
-    let mut holders = Vec::new();
-    for (_, _, name) in &devices {
-        holders.extend(list_dir(&PathBuf::from(format!(
-            "/sys/class/block/{name}/holders"
-        ))));
-    }
-    if !holders.is_empty() {
-        return Err(SafetyError::Held {
-            path,
-            holders: holders.join(", "),
-        });
-    }
-
-    if !partitions.is_empty() {
-        let names: Vec<&str> = partitions.iter().map(|(_, _, n)| n.as_str()).collect();
-        return Err(SafetyError::Partitioned {
-            path,
-            partitions: names.join(", "),
-        });
-    }
-
     let head = read_head(target).map_err(|source| SafetyError::Probe {
         path: path.clone(),
         what: "reading the device's first blocks",
@@ -141,6 +111,54 @@ pub fn check_writable(target: &Target, force: bool) -> Result<(), SafetyError> {
         return Err(SafetyError::Signature { path, what });
     }
     Ok(())
+}
+
+/// The checks that read sysfs and mountinfo, with sysfs's `dev/block` directory as a parameter
+/// so tests can run them on a made-up tree: refuses a device that is mounted (itself or a
+/// partition), has holders (itself or a partition) or has partitions. Returns the device and its
+/// partitions as (major, minor, name).
+pub fn check_usage(
+    sys_dev_block: &Path,
+    mountinfo: &str,
+    path: &Path,
+    (major, minor): (u32, u32),
+    name: &str,
+) -> Result<Vec<(u32, u32, String)>, SafetyError> {
+    let sys = sys_dev_block.join(format!("{major}:{minor}"));
+    // Partitions: sysfs subdirectories of the disk that have a `partition` file.
+    let partitions = list_partitions(&sys);
+    let mut devices: Vec<(u32, u32, String)> = vec![(major, minor, name.to_string())];
+    devices.extend(partitions.iter().cloned());
+
+    for (maj, min, dev_name) in &devices {
+        if let Some(mount_point) = find_mount(mountinfo, *maj, *min) {
+            return Err(SafetyError::Mounted {
+                path: path.to_path_buf(),
+                device: dev_name.clone(),
+                mount_point,
+            });
+        }
+    }
+
+    let mut holders = list_dir(&sys.join("holders"));
+    for (_, _, part) in &partitions {
+        holders.extend(list_dir(&sys.join(part).join("holders")));
+    }
+    if !holders.is_empty() {
+        return Err(SafetyError::Held {
+            path: path.to_path_buf(),
+            holders: holders.join(", "),
+        });
+    }
+
+    if !partitions.is_empty() {
+        let names: Vec<&str> = partitions.iter().map(|(_, _, n)| n.as_str()).collect();
+        return Err(SafetyError::Partitioned {
+            path: path.to_path_buf(),
+            partitions: names.join(", "),
+        });
+    }
+    Ok(devices)
 }
 
 /// Looks for known on-disk signatures in the first bytes of a device. `head` may be shorter
@@ -313,6 +331,44 @@ mod tests {
             blank[1081] = 0xEF;
             proptest::prop_assert!(find_signature(&blank).is_some_and(|w| w.contains("ext")));
         }
+    }
+
+    #[test]
+    fn usage_checks_on_a_made_up_sysfs() {
+        let root = tempfile::tempdir().unwrap();
+        let dev = root.path().join("7:0");
+        std::fs::create_dir_all(dev.join("holders")).unwrap();
+        let p = Path::new("/dev/loop0");
+        let none = "";
+        // A bare disk: fine, and only itself is listed.
+        let d = check_usage(root.path(), none, p, (7, 0), "loop0").unwrap();
+        assert_eq!(d, vec![(7, 0, "loop0".to_string())]);
+        // Mounted by major:minor.
+        let mi = "36 22 7:0 / /mnt/a rw - ext4 /dev/loop0 rw\n";
+        let e = check_usage(root.path(), mi, p, (7, 0), "loop0").unwrap_err();
+        assert!(e.to_string().contains("mounted at /mnt/a"), "{e}");
+        // A holder (LVM, md or dm-crypt on top of it).
+        std::fs::create_dir(dev.join("holders/dm-3")).unwrap();
+        let e = check_usage(root.path(), none, p, (7, 0), "loop0").unwrap_err();
+        assert!(
+            matches!(e, SafetyError::Held { ref holders, .. } if holders == "dm-3"),
+            "{e}"
+        );
+        std::fs::remove_dir(dev.join("holders/dm-3")).unwrap();
+        // A partition: refused as partitioned; mounted partition named; held partition named.
+        let part = dev.join("loop0p1");
+        std::fs::create_dir_all(part.join("holders")).unwrap();
+        std::fs::write(part.join("partition"), "1\n").unwrap();
+        std::fs::write(part.join("dev"), "259:4\n").unwrap();
+        let e = check_usage(root.path(), none, p, (7, 0), "loop0").unwrap_err();
+        assert!(e.to_string().contains("partitions (loop0p1)"), "{e}");
+        let mi = "36 22 259:4 / /boot rw - vfat /dev/loop0p1 rw\n";
+        let e = check_usage(root.path(), mi, p, (7, 0), "loop0").unwrap_err();
+        assert!(e.to_string().contains("loop0p1 is mounted at /boot"), "{e}");
+        std::fs::create_dir(part.join("holders/md0")).unwrap();
+        let e = check_usage(root.path(), none, p, (7, 0), "loop0").unwrap_err();
+        assert!(e.to_string().contains("in use by md0"), "{e}");
+        assert!(!e.to_string().contains('\n'));
     }
 
     #[test]
