@@ -102,6 +102,15 @@ impl Engine for Uring {
 
     fn add_target(&mut self, fd: RawFd) -> Result<usize, EngineError> {
         if self.kind == EngineKind::IoUringPoll {
+            // SAFETY: F_GETFL on a descriptor the caller owns.
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+            if flags >= 0 && flags & libc::O_DIRECT == 0 {
+                return Err(EngineError::Unsupported {
+                    engine: self.kind.name(),
+                    detail: "polled I/O needs O_DIRECT; drop --buffered or use --engine io_uring"
+                        .into(),
+                });
+            }
             check_poll_support(fd)?;
         }
         let idx = self.fds.len();
