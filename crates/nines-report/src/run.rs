@@ -332,8 +332,13 @@ pub fn spread_figure(report: &Report, op: Op) -> Option<Figure> {
         .iter()
         .filter_map(|s| {
             let p: f64 = s.percentile.parse().ok()?;
-            (p > 0.0 && p < 100.0)
-                .then(|| (p, s.mean_ns, s.stddev_ns, s.min_ns as f64, s.max_ns as f64))
+            (p > 0.0 && p < 100.0).then_some((
+                p,
+                s.mean_ns,
+                s.stddev_ns,
+                s.min_ns as f64,
+                s.max_ns as f64,
+            ))
         })
         .collect();
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -449,10 +454,11 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
             .flat_map(|c| [c.min_ns as f64, c.max_ns as f64])
             .chain(d.outliers.iter().map(|o| o.latency_ns as f64)),
     );
+    // Headroom above the tallest spike for the legend, which would otherwise hide it.
     let mut plot = Plot::new(
         "latency of every I/O over time",
         Axis::linear("time since start", t_lo, t_hi, LabelFormat::Seconds),
-        Axis::log("latency", lo, hi, LabelFormat::Nanoseconds),
+        Axis::log("latency", lo, hi * 8.0, LabelFormat::Nanoseconds),
     );
     plot.bands.push(Band {
         name: "min..max per column".into(),
@@ -1044,9 +1050,9 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
 
 /// A block size as people write it: 4096 -> "4 KiB", 1536 -> "1536 B".
 pub fn format_block(b: u64) -> String {
-    if b >= 1 << 20 && b % (1 << 20) == 0 {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
         format!("{} MiB", b >> 20)
-    } else if b >= 1024 && b % 1024 == 0 {
+    } else if b >= 1024 && b.is_multiple_of(1024) {
         format!("{} KiB", b >> 10)
     } else {
         format!("{b} B")

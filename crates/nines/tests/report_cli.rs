@@ -131,6 +131,89 @@ fn report_of_a_simulated_run_and_explicit_output() {
     assert!(html.contains("--lat-log"), "says how to get spike analysis");
 }
 
+/// A per-I/O log with QD1 devices that all stall for 30 ms every 700 ms (paper 000, Fig. 10).
+fn write_periodic_lat_log(path: &Path, devices: &[String]) {
+    use nines_core::latlog::{LatLogHeader, LatRecord, RECORD_BYTES, write_header};
+    use std::io::Write;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    write_header(
+        &mut w,
+        &LatLogHeader {
+            devices: devices.to_vec(),
+            start_unix_ns: 0,
+        },
+    )
+    .unwrap();
+    let mut buf = [0u8; RECORD_BYTES];
+    for (dev, _) in devices.iter().enumerate() {
+        let mut t = 0u64;
+        let mut i = 0u64;
+        while t < 5_000_000_000 {
+            let mut done = t + 90_000 + (i * 7919 % 23) * 1000;
+            let s = 200_000_000 + (done.saturating_sub(200_000_000) / 700_000_000) * 700_000_000;
+            if done > s && t < s + 30_000_000 {
+                done = s + 30_000_000 + 90_000;
+            }
+            LatRecord {
+                completion_ns: done,
+                latency_ns: done - t,
+                offset_bytes: (i % 1000) * 4096,
+                device: dev as u16,
+                op: nines_core::op::Op::Read,
+            }
+            .encode(&mut buf);
+            w.write_all(&buf).unwrap();
+            t = done;
+            i += 1;
+        }
+    }
+    w.flush().unwrap();
+}
+
+#[test]
+fn periodic_stalls_in_a_lat_log_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(
+        nines(
+            &[
+                "sim",
+                "--quiet",
+                "--devices",
+                "3",
+                "--runtime",
+                "100ms",
+                "--json",
+                "s.json",
+            ],
+            dir.path(),
+        ),
+        "sim",
+    );
+    let r = nines_core::report::Report::from_json(
+        &std::fs::read_to_string(dir.path().join("s.json")).unwrap(),
+    )
+    .unwrap();
+    let names: Vec<String> = r.devices.iter().map(|d| d.name.clone()).collect();
+    write_periodic_lat_log(&dir.path().join("stalls.lat"), &names);
+    let png = std::env::var("NINES_REPORT_PNG_DIR").unwrap_or_else(|_| "png".into());
+    ok(
+        nines(
+            &["report", "s.json", "--lat-log", "stalls.lat", "--png", &png],
+            dir.path(),
+        ),
+        "report",
+    );
+    let html = std::fs::read_to_string(dir.path().join("s.html")).unwrap();
+    assert!(
+        html.contains("Periodic latency spikes (per-I/O log): every 700 ms lasting about 30"),
+        "{}",
+        &html[html.find("<ul").unwrap()..html.find("</ul>").unwrap()]
+    );
+    assert!(html.contains(", together;"));
+    assert!(html.contains("<figure id=\"latency-over-time\""));
+    assert!(html.contains("Shaded: 7 of 7 detected spike(s)"));
+}
+
 #[test]
 fn bad_inputs_get_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
