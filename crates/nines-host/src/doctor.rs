@@ -107,13 +107,32 @@ impl DoctorReport {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 
-    /// Readable text: one block per finding, most severe first.
+    /// Readable text: one block per finding, most severe first. Per-device findings with the
+    /// same id, severity and reason are shown once, followed by the other devices' names
+    /// (`--json` has each one in full).
     pub fn to_text(&self) -> String {
         let mut out = format!(
             "nines doctor ({}): {} critical, {} warn, {} info\n",
             self.root, self.counts.critical, self.counts.warn, self.counts.info
         );
-        for f in &self.findings {
+        let per_device = |f: &Finding| {
+            f.id.starts_with("block.") || f.id.starts_with("irq.") && f.id != "irq.irqbalance"
+        };
+        let mut shown = vec![false; self.findings.len()];
+        for (i, f) in self.findings.iter().enumerate() {
+            if shown[i] {
+                continue;
+            }
+            shown[i] = true;
+            let mut same = Vec::new();
+            if per_device(f) {
+                for (j, g) in self.findings.iter().enumerate().skip(i + 1) {
+                    if !shown[j] && g.id == f.id && g.severity == f.severity && g.why == f.why {
+                        shown[j] = true;
+                        same.push(g.subject.as_str());
+                    }
+                }
+            }
             out.push_str(&format!(
                 "\n[{}] {} ({}): {}\n",
                 f.severity.name().to_uppercase(),
@@ -126,11 +145,27 @@ impl DoctorReport {
             }
             out.push_str(&format!("    why: {}\n", f.why));
             if !f.fix.is_empty() {
-                for (i, line) in f.fix.lines().enumerate() {
-                    out.push_str(if i == 0 { "    fix: " } else { "         " });
+                for (k, line) in f.fix.lines().enumerate() {
+                    out.push_str(if k == 0 { "    fix: " } else { "         " });
                     out.push_str(line);
                     out.push('\n');
                 }
+            }
+            if !same.is_empty() {
+                const NAMES_MAX: usize = 12;
+                let mut names = same
+                    .iter()
+                    .take(NAMES_MAX)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                if same.len() > NAMES_MAX {
+                    names.push_str(", ...");
+                }
+                out.push_str(&format!(
+                    "    same for {} more: {names} (each in full with --json)\n",
+                    same.len()
+                ));
             }
         }
         out
@@ -359,7 +394,7 @@ fn cpus(h: &Host, o: &mut Out) {
             vec![ev(format!("/sys/devices/system/cpu/cpu{}/cpuidle/state{idx}/latency", worst.0), worst.2.to_string())],
             "a CPU waiting for a completion sleeps; waking from a deep C-state adds its exit latency to that I/O",
             format!(
-                "boot with processor.max_cstate=1 idle=poll on the I/O CPUs, or at run time: cpupower idle-set -D {IDLE_EXIT_LATENCY_US_MAX}"
+                "boot with processor.max_cstate=1 intel_idle.max_cstate=0 (or idle=poll, as paper 000 did), or at run time: cpupower idle-set -D {IDLE_EXIT_LATENCY_US_MAX}"
             ),
         );
     } else if !h.cpus.is_empty() {
@@ -402,6 +437,28 @@ fn cpus(h: &Host, o: &mut Out) {
             vec![ev("/sys/devices/system/cpu/cpu*/topology/thread_siblings_list", smt.iter().take(8).cloned().collect::<Vec<_>>().join(" "))],
             "SMT siblings share a core: a busy sibling slows the I/O worker; keep a housekeeping CPU's sibling out of the I/O set or accept it",
             String::new(),
+        );
+    }
+    // An isolated CPU whose SMT sibling is not isolated shares its core with housekeeping work.
+    let shared: Vec<usize> = h
+        .cpus
+        .iter()
+        .filter(|c| iso.contains(&c.id) && c.siblings.iter().any(|s| !iso.contains(s)))
+        .map(|c| c.id)
+        .collect();
+    if !shared.is_empty() {
+        let c = h.cpu(shared[0]);
+        o.add(
+            "cpu.smt_shared",
+            Severity::Info,
+            &format_cpulist(&shared),
+            format!("isolated CPUs {} share a core with non-isolated SMT siblings", format_cpulist(&shared)),
+            vec![ev(
+                format!("/sys/devices/system/cpu/cpu{}/topology/thread_siblings_list", shared[0]),
+                c.map(|c| format_cpulist(&c.siblings)).unwrap_or_default(),
+            )],
+            "work on the sibling thread competes for the core's execution units and caches and slows the I/O worker",
+            "isolate whole cores (both siblings), or leave the sibling idle".into(),
         );
     }
     let nodes: Vec<String> = h
@@ -472,6 +529,26 @@ fn irqs(h: &Host, o: &mut Out) {
             v.dedup();
             v
         };
+        let served: Vec<usize> = {
+            let mut v: Vec<usize> = d.irqs.iter().flat_map(|i| i.served_cpus.clone()).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let served_ev = ev(
+            "/proc/interrupts",
+            format!(
+                "{} queue interrupts ({}..{}) served on CPUs {} since boot",
+                d.irqs.len(),
+                d.irqs[0].name,
+                d.irqs[d.irqs.len() - 1].name,
+                if served.is_empty() {
+                    "(none yet)".to_string()
+                } else {
+                    format_cpulist(&served)
+                }
+            ),
+        );
         if let Some(first) = spread.first() {
             let aff = format_cpulist(first.smp_affinity.as_deref().unwrap_or(&[]));
             o.add(
@@ -485,6 +562,7 @@ fn irqs(h: &Host, o: &mut Out) {
                         format!("/proc/irq/{}/effective_affinity_list", first.irq),
                         first.effective_affinity.as_deref().map(format_cpulist).unwrap_or_else(|| "(unreadable)".into()),
                     ),
+                    served_ev,
                 ],
                 "when a completion interrupt lands on a CPU other than the one that submitted the I/O, the wakeup crosses CPUs \
                  (an IPI and cold caches), which paper 000 IV-D found to widen the latency spread",
@@ -502,7 +580,7 @@ fn irqs(h: &Host, o: &mut Out) {
                 Severity::Info,
                 &d.name,
                 format!("{} queue interrupts of {} are each pinned to one CPU (served on {})", d.irqs.len(), d.name, format_cpulist(&eff)),
-                vec![ev(format!("/proc/irq/{}/smp_affinity_list", d.irqs[0].irq), format_cpulist(d.irqs[0].smp_affinity.as_deref().unwrap_or(&[])))],
+                vec![ev(format!("/proc/irq/{}/smp_affinity_list", d.irqs[0].irq), format_cpulist(d.irqs[0].smp_affinity.as_deref().unwrap_or(&[]))), served_ev],
                 "pinned queue interrupts are served where the kernel put them; check they match the CPUs that submit (`nines profile` reports it)",
                 String::new(),
             );
@@ -659,9 +737,14 @@ fn housekeeping(h: &Host, o: &mut Out) {
         if interval.is_none()
             && let Some((path, text)) = &h.smartd_conf
         {
-            interval = crate::parse::smartd_interval_s(&crate::parse::strip_comments(text));
+            let conf = crate::parse::strip_comments(text);
+            interval = crate::parse::smartd_interval_s(&conf);
             if interval.is_some() {
-                src = (path.clone(), "-i".into());
+                let line = conf
+                    .lines()
+                    .find(|l| crate::parse::smartd_interval_s(l).is_some())
+                    .unwrap_or("");
+                src = (path.clone(), line.trim().to_string());
             }
         }
         let interval_s = interval.unwrap_or(1800);

@@ -62,6 +62,8 @@ pub struct Irq {
     pub effective_affinity: Option<Vec<usize>>,
     /// Interrupts served so far, all CPUs together, from /proc/interrupts.
     pub total: u64,
+    /// CPUs that have served at least one of its interrupts since boot.
+    pub served_cpus: Vec<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -277,6 +279,8 @@ impl Host {
                 Vec::new()
             }
         };
+        let mut names = names;
+        names.sort_by_key(|n| crate::plan::natural_key(n));
         for name in names {
             let dev = self.read_device(fs, &name, virtio_of.get(&name).cloned());
             self.devices.push(dev);
@@ -351,6 +355,13 @@ impl Host {
                 smp_affinity: smp,
                 effective_affinity: eff,
                 total: row.counts.iter().sum(),
+                served_cpus: served_cpus(
+                    self.interrupts
+                        .as_ref()
+                        .map(|i| i.cpus.as_slice())
+                        .unwrap_or(&[]),
+                    &row.counts,
+                ),
             });
         }
         BlockDev {
@@ -445,6 +456,14 @@ impl Host {
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_deref())
     }
+}
+
+fn served_cpus(cpus: &[usize], counts: &[u64]) -> Vec<usize> {
+    cpus.iter()
+        .zip(counts)
+        .filter(|(_, n)| **n > 0)
+        .map(|(c, _)| *c)
+        .collect()
 }
 
 fn dev_kind(name: &str, virtio: bool) -> DevKind {

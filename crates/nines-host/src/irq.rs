@@ -81,6 +81,19 @@ impl IrqSnapshot {
     }
 }
 
+/// The queue IRQs of block device `dev` ("nvme0n1", "/dev/vda") on the host under `root`; empty
+/// for devices without interrupts of their own (zram, loop) or when /proc/interrupts is unreadable.
+pub fn queue_irqs(root: &Path, dev: &str) -> Vec<u32> {
+    let fs = HostFs::new(root);
+    let Ok(text) = fs.read("/proc/interrupts") else {
+        return Vec::new();
+    };
+    let Ok(ints) = parse_interrupts(&text) else {
+        return Vec::new();
+    };
+    device_queue_irqs(&fs, &ints, crate::plan::target_name(dev))
+}
+
 /// The queue IRQs of block device `name`: NVMe "nvmeXqY" (Y > 0) and virtio "virtioN-req.*"
 /// handlers in /proc/interrupts, found via the controller name.
 pub fn device_queue_irqs(fs: &HostFs, ints: &Interrupts, name: &str) -> Vec<u32> {

@@ -104,7 +104,8 @@ pub fn target_name(t: &str) -> &str {
     t.strip_prefix("/dev/").unwrap_or(t)
 }
 
-fn natural_key(name: &str) -> (String, u64, String) {
+/// Sort key that orders nvme2n1 before nvme10n1.
+pub fn natural_key(name: &str) -> (String, u64, String) {
     let prefix: String = name.chars().take_while(|c| !c.is_ascii_digit()).collect();
     let rest = &name[prefix.len()..];
     let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();

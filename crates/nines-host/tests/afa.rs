@@ -2,8 +2,7 @@
 //! the default and the tuned host, the Fig. 5 placement plan, apply/revert on the tree.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::Path;
 
 use nines_host::apply::{self, ApplyOptions, State};
 use nines_host::doctor::{DoctorReport, Severity, analyze};
@@ -14,24 +13,23 @@ use nines_host::testbed::{
     AFA_CPUS, AFA_NVME, AFA_QUEUES, AfaOptions, afa_irq, afa_node, fig5_cpu, write_afa_host,
 };
 
-/// A fresh fixture tree, for tests that change it.
-fn afa_mut(tuned: bool) -> (tempfile::TempDir, Host) {
-    let dir = tempfile::tempdir().unwrap();
+/// A scratch directory in RAM when there is one: the fixture has about 9,000 files, and on a
+/// busy disk writing them takes seconds instead of milliseconds.
+fn scratch() -> tempfile::TempDir {
+    if Path::new("/dev/shm").is_dir()
+        && let Ok(d) = tempfile::tempdir_in("/dev/shm")
+    {
+        return d;
+    }
+    tempfile::tempdir().unwrap()
+}
+
+/// A fresh fixture tree (removed when the TempDir drops).
+fn afa(tuned: bool) -> (tempfile::TempDir, Host) {
+    let dir = scratch();
     write_afa_host(dir.path(), AfaOptions { tuned }).unwrap();
     let host = Host::read(&HostFs::new(dir.path()));
     (dir, host)
-}
-
-/// The fixture tree, generated once per test run (it has about 8,000 files) and only read.
-fn afa(tuned: bool) -> (&'static Path, Host) {
-    static TREES: [OnceLock<PathBuf>; 2] = [OnceLock::new(), OnceLock::new()];
-    let dir = TREES[tuned as usize].get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("afa-tuned-{tuned}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        write_afa_host(&dir, AfaOptions { tuned }).unwrap();
-        dir
-    });
-    (dir.as_path(), Host::read(&HostFs::new(dir)))
 }
 
 fn ids(h: &Host, min: Severity) -> BTreeSet<String> {
@@ -106,7 +104,10 @@ fn default_host_findings() {
     let f = analyze(&h);
     let smart = f.iter().find(|f| f.id == "housekeeping.smartd").unwrap();
     assert!(smart.title.contains("every 600 s"), "{}", smart.title);
-    assert!(smart.evidence.iter().any(|e| e.path == "/etc/smartd.conf"));
+    assert!(
+        smart.evidence.iter().any(|e| e.path == "/etc/smartd.conf"
+            && e.value == "DEVICESCAN -a -n standby -i 600 -m root")
+    );
     let iso = f.iter().find(|f| f.id == "cpu.isolation").unwrap();
     // Default housekeeping: the first CPU of each node and its SMT sibling.
     assert!(
@@ -156,14 +157,14 @@ fn tuned_host_has_no_warnings() {
 #[test]
 fn json_report_is_versioned() {
     let (d, h) = afa(false);
-    let rep = DoctorReport::new(d, &h);
+    let rep = DoctorReport::new(d.path(), &h);
     let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();
     assert_eq!(v["schema"], "nines-doctor");
     assert_eq!(v["schema_version"], 1);
     assert_eq!(v["counts"]["critical"], 2);
     let back: DoctorReport = serde_json::from_value(v).unwrap();
     assert_eq!(back.findings, rep.findings);
-    let s = nines_host::doctor_summary(d);
+    let s = nines_host::doctor_summary(d.path());
     assert_eq!(s["counts"]["critical"], 2);
     assert!(
         s["findings"]
@@ -254,8 +255,7 @@ fn plan_is_numa_local_by_default_and_round_robin() {
 
 #[test]
 fn plan_file_round_trip_and_errors() {
-    let d = tempfile::tempdir().unwrap();
-    let (_, h) = afa(false);
+    let (d, h) = afa(false);
     let plan = Plan::build(&h, None, None, &[]).unwrap();
     let p = d.path().join("plan.json");
     std::fs::write(&p, plan.to_json()).unwrap();
@@ -287,7 +287,7 @@ fn snapshot_values(root: &Path, plan: &Plan) -> Vec<String> {
 
 #[test]
 fn apply_then_revert_on_the_tree_restores_exactly() {
-    let (d, h) = afa_mut(false);
+    let (d, h) = afa(false);
     let io: Vec<usize> = (4..20).chain(24..40).collect();
     let plan = Plan::build(&h, Some(&io), None, &[]).unwrap();
     let before = snapshot_values(d.path(), &plan);
@@ -330,7 +330,7 @@ fn apply_then_revert_on_the_tree_restores_exactly() {
 
 #[test]
 fn failed_write_mid_apply_rolls_back() {
-    let (d, h) = afa_mut(false);
+    let (d, h) = afa(false);
     let plan = Plan::build(&h, None, None, &["nvme3n1".into()]).unwrap();
     let before = snapshot_values(d.path(), &plan);
     // Make the 10th change's target a directory: reading it fails, so nothing is written at all.

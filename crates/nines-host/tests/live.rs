@@ -128,6 +128,10 @@ fn live_virtio_blk_interrupts_are_seen() {
     let d = before.delta(&after);
     let r = device_irq_report("/dev/vda", Some(0), &d);
     assert_eq!(r["irqs"], serde_json::json!(irqs));
+    assert_eq!(
+        nines_host::irq::queue_irqs(Path::new("/"), "/dev/vda"),
+        irqs
+    );
     assert!(r["total"].as_u64().unwrap() > 0, "{r}");
     // The interrupts are served where the kernel's effective affinity says, whoever submitted.
     let eff = nines_host::parse::parse_cpulist(
