@@ -100,6 +100,16 @@ pub trait Engine: Send {
     fn queue(&mut self, io: IoDesc) -> Result<(), EngineError>;
     fn commit(&mut self) -> Result<(), EngineError>;
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> Result<usize, EngineError>;
+
+    /// Optionally registers the I/O buffers (address, length) with the kernel before any I/O,
+    /// so I/Os whose buffer lies inside one skip pinning its pages each time (io_uring's fixed
+    /// buffers). Returns whether the engine uses them; engines without the notion, or kernels
+    /// that refuse (e.g. RLIMIT_MEMLOCK), return Ok(false) and work as before. The buffers must
+    /// stay valid as long as the engine lives.
+    fn register_buffers(&mut self, bufs: &[(*mut u8, usize)]) -> Result<bool, EngineError> {
+        let _ = bufs;
+        Ok(false)
+    }
 }
 
 /// Builds an engine able to hold `depth_max` I/Os in flight over all its targets.

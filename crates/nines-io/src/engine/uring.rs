@@ -8,7 +8,8 @@
 //!   `EngineError::PollUnsupported` too, for devices sysfs could not tell about.
 //!
 //! Targets are registered as fixed files when the kernel allows a sparse file table, which saves
-//! a file-table lookup and reference count per I/O.
+//! a file-table lookup and reference count per I/O; buffers handed to `register_buffers` become
+//! fixed buffers (READ_FIXED/WRITE_FIXED), which saves pinning their pages on every I/O.
 
 use std::os::fd::RawFd;
 
@@ -19,6 +20,8 @@ use super::{Completion, Engine, EngineError, EngineKind, IoDesc};
 
 /// Slots in the fixed-file table; targets beyond it use plain descriptors.
 const FIXED_FILES_MAX: u32 = 1024;
+/// Most buffers registered (the kernel's limit, and what a u16 buffer index holds).
+const FIXED_BUFS_MAX: usize = 1 << 14;
 /// How long the SQPOLL thread spins without work before it sleeps.
 const SQPOLL_IDLE_MS: u32 = 1000;
 
@@ -30,6 +33,9 @@ pub(crate) struct Uring {
     fixed_slots: u32,
     in_flight: u32,
     depth_max: u32,
+    /// Registered buffers as (start address, end address), sorted by start; the index in this
+    /// vector is the kernel's buffer index.
+    fixed_bufs: Vec<(usize, usize)>,
 }
 
 impl Uring {
@@ -91,7 +97,24 @@ impl Uring {
             fixed_slots,
             in_flight: 0,
             depth_max,
+            fixed_bufs: Vec::new(),
         })
+    }
+}
+
+impl Uring {
+    /// The registered buffer that holds `[buf, buf + len)`, if any.
+    fn fixed_buf_index(&self, buf: *mut u8, len: u32) -> Option<u16> {
+        if self.fixed_bufs.is_empty() {
+            return None;
+        }
+        let start = buf as usize;
+        let i = self
+            .fixed_bufs
+            .partition_point(|&(s, _)| s <= start)
+            .checked_sub(1)?;
+        let (_, end) = self.fixed_bufs[i];
+        (start + len as usize <= end).then_some(i as u16)
     }
 }
 
@@ -138,23 +161,29 @@ impl Engine for Uring {
         }
         let fixed = (io.target as u32) < self.fixed_slots;
         let fd = self.fds[io.target];
-        let entry = match (io.op, fixed) {
-            (Op::Read, true) => {
-                opcode::Read::new(types::Fixed(io.target as u32), io.buf, io.len_bytes)
-                    .offset(io.offset_bytes)
-                    .build()
-            }
-            (Op::Read, false) => opcode::Read::new(types::Fd(fd), io.buf, io.len_bytes)
-                .offset(io.offset_bytes)
-                .build(),
-            (Op::Write, true) => {
-                opcode::Write::new(types::Fixed(io.target as u32), io.buf, io.len_bytes)
-                    .offset(io.offset_bytes)
-                    .build()
-            }
-            (Op::Write, false) => opcode::Write::new(types::Fd(fd), io.buf, io.len_bytes)
-                .offset(io.offset_bytes)
-                .build(),
+        let buf_index = self.fixed_buf_index(io.buf, io.len_bytes);
+        macro_rules! entry {
+            ($fd:expr) => {
+                match (io.op, buf_index) {
+                    (Op::Read, None) => opcode::Read::new($fd, io.buf, io.len_bytes)
+                        .offset(io.offset_bytes)
+                        .build(),
+                    (Op::Write, None) => opcode::Write::new($fd, io.buf, io.len_bytes)
+                        .offset(io.offset_bytes)
+                        .build(),
+                    (Op::Read, Some(i)) => opcode::ReadFixed::new($fd, io.buf, io.len_bytes, i)
+                        .offset(io.offset_bytes)
+                        .build(),
+                    (Op::Write, Some(i)) => opcode::WriteFixed::new($fd, io.buf, io.len_bytes, i)
+                        .offset(io.offset_bytes)
+                        .build(),
+                }
+            };
+        }
+        let entry = if fixed {
+            entry!(types::Fixed(io.target as u32))
+        } else {
+            entry!(types::Fd(fd))
         }
         .user_data(io.user_data);
         // SAFETY: the caller keeps the buffer valid until this I/O is reaped.
@@ -163,6 +192,37 @@ impl Engine for Uring {
         assert!(pushed.is_ok(), "submission queue full below depth_max");
         self.in_flight += 1;
         Ok(())
+    }
+
+    fn register_buffers(&mut self, bufs: &[(*mut u8, usize)]) -> Result<bool, EngineError> {
+        if bufs.is_empty() || bufs.len() > FIXED_BUFS_MAX || !self.fixed_bufs.is_empty() {
+            return Ok(false);
+        }
+        let mut sorted: Vec<(usize, usize)> = bufs
+            .iter()
+            .map(|&(p, len)| (p as usize, p as usize + len))
+            .collect();
+        sorted.sort_unstable();
+        // Overlapping regions would make the lookup in queue() ambiguous.
+        if sorted.windows(2).any(|w| w[0].1 > w[1].0) || sorted.iter().any(|&(s, e)| s == e) {
+            return Ok(false);
+        }
+        let iovecs: Vec<libc::iovec> = sorted
+            .iter()
+            .map(|&(s, e)| libc::iovec {
+                iov_base: s as *mut libc::c_void,
+                iov_len: e - s,
+            })
+            .collect();
+        // SAFETY: the trait contract keeps the buffers valid as long as the engine lives.
+        match unsafe { self.ring.submitter().register_buffers(&iovecs) } {
+            Ok(()) => {
+                self.fixed_bufs = sorted;
+                Ok(true)
+            }
+            // ENOMEM (RLIMIT_MEMLOCK) and friends: plain buffers work as well.
+            Err(_) => Ok(false),
+        }
     }
 
     fn commit(&mut self) -> Result<(), EngineError> {

@@ -166,14 +166,33 @@ pub fn drive(
     plan: &[PlanIo],
     depth: usize,
     tag: u8,
-    mut check: impl FnMut(&PlanIo, &[u8]),
+    check: impl FnMut(&PlanIo, &[u8]),
 ) -> Vec<i64> {
+    drive_with(engine, plan, depth, tag, false, check).0
+}
+
+/// `drive`, optionally registering the buffers with the engine first; also returns what
+/// `register_buffers` said.
+pub fn drive_with(
+    engine: &mut dyn Engine,
+    plan: &[PlanIo],
+    depth: usize,
+    tag: u8,
+    register: bool,
+    mut check: impl FnMut(&PlanIo, &[u8]),
+) -> (Vec<i64>, bool) {
     let len_max = plan
         .iter()
         .map(|p| p.len_bytes as usize)
         .max()
         .unwrap_or(4096);
     let mut pool = BufPool::new(depth, len_max);
+    let registered = if register {
+        let regions: Vec<(*mut u8, usize)> = (0..depth).map(|s| (pool.ptr(s), len_max)).collect();
+        engine.register_buffers(&regions).expect("register_buffers")
+    } else {
+        false
+    };
     let mut free: Vec<usize> = (0..depth).rev().collect();
     let mut slot_io = vec![usize::MAX; depth];
     let mut results = vec![i64::MIN; plan.len()];
@@ -230,7 +249,7 @@ pub fn drive(
             done += 1;
         }
     }
-    results
+    (results, registered)
 }
 
 /// A check that the data read is `tag`'s pattern.
