@@ -73,6 +73,12 @@ pub fn limits_text(rtprio: &str, memlock: &str) -> String {
     s
 }
 
+/// The rest of a numbered /proc/interrupts line as show_interrupts() prints it:
+/// " %8s" chip, " %*lu" hwirq, "-%-8s" trigger, "  %s" handler.
+fn kernel_tail(chip: &str, hwirq: usize, name: &str) -> String {
+    format!(" {chip:>8} {hwirq:>4}-{:<8}  {name}", "edge")
+}
+
 /// Writes the AFA host tree under `root`.
 pub fn write_afa_host(root: &Path, o: AfaOptions) -> io::Result<()> {
     let io_list = "4-19,24-39";
@@ -139,9 +145,10 @@ pub fn write_afa_host(root: &Path, o: AfaOptions) -> io::Result<()> {
         }
     }
     // /proc/interrupts in the kernel's layout: "%*d: " then "%10u " per CPU, chip, hwirq-trigger, name.
-    let mut ints = String::from("     ");
+    // Header: prec + 8 spaces, then "CPU%-8d" per CPU (prec = 4 digits of IRQ numbers here).
+    let mut ints = " ".repeat(4 + 8);
     for c in 0..AFA_CPUS {
-        ints.push_str(&format!("CPU{c:<7} "));
+        ints.push_str(&format!("CPU{c:<8}"));
     }
     ints.push('\n');
     let mut line = |irq: &str, counts: &[u64], tail: &str| {
@@ -154,9 +161,9 @@ pub fn write_afa_host(root: &Path, o: AfaOptions) -> io::Result<()> {
     };
     let mut counts = vec![0u64; AFA_CPUS];
     counts[0] = 44;
-    line("0", &counts, " IO-APIC   2-edge      timer");
+    line("0", &counts, &kernel_tail("IO-APIC", 2, "timer"));
     counts[0] = 3;
-    line("8", &counts, " IO-APIC   8-edge      rtc0");
+    line("8", &counts, &kernel_tail("IO-APIC", 8, "rtc0"));
     for n in 0..AFA_NVME {
         for q in 0..=AFA_QUEUES {
             let irq = afa_irq(n, q);

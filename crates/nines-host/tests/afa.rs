@@ -374,3 +374,44 @@ fn failed_write_mid_apply_rolls_back() {
         assert_eq!(b.trim(), a.trim(), "{}", plan.changes[i].path);
     }
 }
+
+/// Every file of a tree, with its content, for comparing two generations.
+fn tree(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(
+                    p.strip_prefix(root).unwrap().display().to_string(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn fixture_is_deterministic_and_in_kernel_format() {
+    let (a, _) = afa(false);
+    let (b, _) = afa(false);
+    let (ta, tb) = (tree(a.path()), tree(b.path()));
+    assert!(ta.len() > 8000, "{}", ta.len());
+    assert_eq!(ta, tb);
+    let ints = String::from_utf8(ta["proc/interrupts"].clone()).unwrap();
+    let mut lines = ints.lines();
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("            CPU0       CPU1       CPU2")
+    );
+    // Same column layout as this machine's "  36:          0      16905 PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0".
+    let l = lines.find(|l| l.ends_with(" nvme0q1")).unwrap();
+    assert!(l.starts_with(" 101:          0 "), "{l}");
+    assert!(l.ends_with(" IR-PCI-MSI 524289-edge      nvme0q1"), "{l}");
+}

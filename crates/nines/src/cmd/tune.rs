@@ -6,7 +6,6 @@ use anyhow::Context;
 use nines_host::apply::{self, ApplyOptions, State};
 use nines_host::fs::HostFs;
 use nines_host::host::Host;
-use nines_host::parse::parse_cpulist;
 use nines_host::plan::Plan;
 
 #[derive(clap::Args, Debug)]
@@ -51,7 +50,7 @@ pub struct Args {
 fn cpus_arg(s: &Option<String>, flag: &str) -> anyhow::Result<Option<Vec<usize>>> {
     s.as_deref()
         .map(|s| {
-            parse_cpulist(s)
+            nines_core::units::parse_cpu_list(s)
                 .with_context(|| format!("{flag} {s}: expected a CPU list like 4-19,24-39"))
         })
         .transpose()
