@@ -367,3 +367,62 @@ fn refuses_without_root() {
     assert!(err.contains("needs root"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+fn irqbalance_running() -> bool {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "irqbalance")
+        })
+}
+
+#[test]
+fn stop_irqbalance_then_revert_says_how_to_restart() {
+    // A stand-in process named irqbalance (a copy of sleep); never run where a real one runs.
+    if irqbalance_running() {
+        eprintln!("a real irqbalance runs here: not touching it");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("irqbalance");
+    std::fs::copy("/bin/sleep", &fake).unwrap();
+    let mut child = Command::new(&fake).arg("300").spawn().unwrap();
+    let comm = format!("/proc/{}/comm", child.id());
+    for _ in 0..100 {
+        if std::fs::read_to_string(&comm).is_ok_and(|c| c.trim() == "irqbalance") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let plan_path = dir.path().join("plan.json");
+    let state_path = dir.path().join("s.json");
+    std::fs::write(&plan_path, plan_json(&[])).unwrap();
+    let out = nines(&[
+        "tune",
+        "--apply",
+        plan_path.to_str().unwrap(),
+        "--state",
+        state_path.to_str().unwrap(),
+        "--stop-irqbalance",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("stopped irqbalance (signal"), "{text}");
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGTERM)
+    );
+    let out = nines(&["tune", "--revert", state_path.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("restart it by hand: {} 300", fake.display())),
+        "{err}"
+    );
+}
