@@ -263,6 +263,57 @@ fn queue_full_is_an_error_not_a_hang() {
 }
 
 #[test]
+fn a_bad_descriptor_fails_its_own_io_only() {
+    let dir = direct_dir();
+    let t = file_target(dir.path(), "good", 1 << 20);
+    for (kind, opts, name) in working_engines() {
+        let mut e = engine::build(kind, 4, opts).expect(name);
+        let bad = e.add_target(-1).unwrap();
+        let good = e.add_target(t.fd()).unwrap();
+        let mut bufs: Vec<AlignedBuf> = (0..3).map(|_| AlignedBuf::new(4096)).collect();
+        let mut got = Vec::new();
+        // Twice, so the failed I/O's slot is reused.
+        for round in 0..2u64 {
+            for (i, target) in [bad, good, bad].into_iter().enumerate() {
+                e.queue(IoDesc {
+                    target,
+                    op: Op::Read,
+                    offset_bytes: 0,
+                    len_bytes: 4096,
+                    buf: bufs[i].as_mut_ptr(),
+                    user_data: round * 10 + i as u64,
+                })
+                .unwrap();
+            }
+            e.commit().unwrap();
+            let mut out = [Completion::default(); 4];
+            let mut n = 0;
+            for _ in 0..1000 {
+                n += e.reap(1, &mut out[n..]).unwrap();
+                if n == 3 {
+                    break;
+                }
+            }
+            got.extend(out[..n].iter().map(|c| (c.user_data, c.result)));
+        }
+        got.sort_unstable();
+        let ebadf = -(libc::EBADF as i64);
+        assert_eq!(
+            got,
+            vec![
+                (0, ebadf),
+                (1, 4096),
+                (2, ebadf),
+                (10, ebadf),
+                (11, 4096),
+                (12, ebadf)
+            ],
+            "{name}"
+        );
+    }
+}
+
+#[test]
 fn misaligned_direct_io_completes_with_einval() {
     // On a block device (a filesystem may quietly fall back to buffered I/O instead).
     let Some(z) = Zram::create("16M") else { return };

@@ -96,8 +96,8 @@ pub(crate) struct Libaio {
     free: Vec<u32>,
     /// Queued, not yet submitted (capacity `depth_max`).
     pending: Vec<*mut Iocb>,
-    /// I/Os `io_submit` refused one by one (bad fd, bad alignment...): completed with -errno.
-    failed: Vec<Completion>,
+    /// I/Os `io_submit` refused one by one (bad fd...): (slot, -errno), handed out by `reap`.
+    failed: Vec<(u32, i64)>,
     events: Box<[IoEvent]>,
     depth_max: u32,
     /// The kernel's completion ring can be read in user space (known magic, no incompatible
@@ -276,12 +276,9 @@ impl Engine for Libaio {
                     // sees it on its I/O, then go on with the rest.
                     let bad = self.pending.remove(0);
                     let slot = self.slot_of(bad);
-                    let user_data = self.iocbs[slot as usize].aio_data;
-                    self.free.push(slot);
-                    self.failed.push(Completion {
-                        user_data,
-                        result: -(errno as i64),
-                    });
+                    // The slot stays taken until the failure is reaped, so `failed` never holds
+                    // more than depth_max entries (its capacity: no allocation).
+                    self.failed.push((slot, -(errno as i64)));
                 }
             }
         }
@@ -291,9 +288,13 @@ impl Engine for Libaio {
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> Result<usize, EngineError> {
         let mut n = 0;
         while n < out.len()
-            && let Some(c) = self.failed.pop()
+            && let Some((slot, result)) = self.failed.pop()
         {
-            out[n] = c;
+            out[n] = Completion {
+                user_data: self.iocbs[slot as usize].aio_data,
+                result,
+            };
+            self.free.push(slot);
             n += 1;
         }
         if self.user_reap {
