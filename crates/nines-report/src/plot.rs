@@ -201,11 +201,16 @@ fn draw<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(root)
         .caption(&plot.title, ("sans-serif", 20))
         .margin(12)
-        .margin_right(if plot.series.iter().any(|s| s.end_label.is_some()) {
-            80
-        } else {
-            20
-        })
+        .margin_right(
+            // Room for the longest end label (about 7 px a character at 12 px).
+            plot.series
+                .iter()
+                .filter_map(|s| s.end_label.as_ref())
+                .map(|l| 10 + 7 * l.chars().count() as u32)
+                .max()
+                .unwrap_or(20)
+                .clamp(20, 200),
+        )
         .x_label_area_size(44)
         .y_label_area_size(78)
         .build_cartesian_2d(
@@ -311,11 +316,11 @@ fn draw<DB: DrawingBackend>(
             });
         }
         if let (Some(label), Some(&last)) = (&s.end_label, pts.last()) {
-            chart.draw_series(std::iter::once(Text::new(
-                label.clone(),
-                last,
-                ("sans-serif", 12).into_font().color(&color),
-            )))?;
+            // A few pixels right of and above the last point, clear of its marker.
+            let font = ("sans-serif", 12).into_font().color(&color);
+            chart.draw_series(std::iter::once(
+                EmptyElement::at(last) + Text::new(label.clone(), (6, -14), font),
+            ))?;
         }
     }
 
