@@ -346,6 +346,7 @@ fn run_locked(
                 LATLOG_BUFFERS_PER_WORKER,
                 LATLOG_RECORDS_PER_BUFFER,
                 RECORD_BYTES,
+                cfg.rt_priority,
             )
             .map_err(|source| DriverError::Log {
                 what: "latency log",

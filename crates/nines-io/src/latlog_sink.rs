@@ -50,12 +50,18 @@ impl LatLogSink {
     /// Starts the writer thread on `file` (whose header the caller has written) and returns one
     /// lane per worker, each with `buffers_per_lane` buffers of `records_per_buffer` records of
     /// `record_bytes` bytes.
+    ///
+    /// `rt_priority`: when the workers run SCHED_FIFO, the writer runs one step above them.
+    /// Otherwise workers that never sleep (synchronous devices such as zram) would leave it no CPU,
+    /// and they would stall on full buffers; above them it preempts a worker only for the short
+    /// write of one buffer and then sleeps again.
     pub fn start(
         file: File,
         lanes: usize,
         buffers_per_lane: usize,
         records_per_buffer: usize,
         record_bytes: usize,
+        rt_priority: Option<u32>,
     ) -> io::Result<(LatLogSink, Vec<LatLogLane>)> {
         assert!(lanes > 0 && buffers_per_lane >= 2 && records_per_buffer > 0 && record_bytes > 0);
         let buf_bytes = records_per_buffer * record_bytes;
@@ -84,7 +90,13 @@ impl LatLogSink {
         drop(full_tx);
         let thread = std::thread::Builder::new()
             .name("nines-latlog".into())
-            .spawn(move || writer_loop(file, full_rx, returns))?;
+            .spawn(move || {
+                if let Some(p) = rt_priority {
+                    // Best effort: the workers' own priority was checked already.
+                    let _ = crate::sched::set_fifo_current_thread((p + 1).min(99));
+                }
+                writer_loop(file, full_rx, returns)
+            })?;
         Ok((
             LatLogSink {
                 thread: Some(thread),
@@ -197,7 +209,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log.bin");
         let file = File::create(&path).unwrap();
-        let (sink, lanes) = LatLogSink::start(file, 3, 2, 7, 8).unwrap();
+        let (sink, lanes) = LatLogSink::start(file, 3, 2, 7, 8, None).unwrap();
         let handles: Vec<_> = lanes
             .into_iter()
             .enumerate()

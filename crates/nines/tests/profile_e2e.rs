@@ -1,0 +1,691 @@
+//! `nines profile` and `nines log` end to end: the built binary on temporary files and on zram
+//! devices these tests create and remove.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use nines_core::report::Report;
+use nines_io::hdrhistogram;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nines");
+
+fn nines(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("run nines")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = nines(args);
+    assert!(
+        out.status.success(),
+        "nines {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs a command that must fail: one line on stderr, non-zero exit. Returns the line.
+fn fails(args: &[&str]) -> String {
+    fails_out(nines(args), args)
+}
+
+fn fails_out(out: Output, args: &[&str]) -> String {
+    assert!(!out.status.success(), "nines {args:?} should have failed");
+    let err = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = err
+        .lines()
+        // clap adds a blank line and a hint after its one-line message.
+        .filter(|l| {
+            !l.starts_with("nines: no target given")
+                && !l.trim().is_empty()
+                && !l.starts_with("For more information, try")
+        })
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "nines {args:?}: expected one error line, got {err:?}"
+    );
+    lines[0].to_string()
+}
+
+/// A directory on the disk-backed filesystem (O_DIRECT works there; /tmp may be tmpfs).
+fn disk_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("nines-profile-test")
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
+fn make_file(dir: &Path, name: &str, bytes: usize) -> PathBuf {
+    let path = dir.join(name);
+    let data: Vec<u8> = (0..bytes)
+        .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
+        .collect();
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(&data)
+        .unwrap();
+    path
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Decodes a latency log with `nines log` into (device, op, offset) -> count, and the row count.
+fn log_rows(lat: &Path) -> Vec<(String, String, u64, u64)> {
+    let csv = ok(&["log", s(lat)]);
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("completion_ns,device,direction,offset_bytes,latency_ns")
+    );
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 5, "{l}");
+            (
+                f[1].to_string(),
+                f[2].to_string(),
+                f[3].parse().unwrap(),
+                f[4].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn multiset(rows: &[(String, String, u64, u64)]) -> BTreeMap<(String, String, u64), u32> {
+    let mut m = BTreeMap::new();
+    for (d, op, off, _) in rows {
+        *m.entry((d.clone(), op.clone(), *off)).or_insert(0) += 1;
+    }
+    m
+}
+
+fn report(path: &Path) -> Report {
+    Report::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn engines_on_files_issue_the_same_ios_and_every_output_is_right() {
+    let dir = disk_dir();
+    let files: Vec<PathBuf> = (0..3)
+        .map(|i| make_file(dir.path(), &format!("t{i}"), 8 << 20))
+        .collect();
+    let mut reference = None;
+    for engine in ["psync", "libaio", "io_uring"] {
+        let json = dir.path().join(format!("{engine}.json"));
+        let fio = dir.path().join(format!("{engine}.fio.json"));
+        let hdr = dir.path().join(format!("{engine}.hlog"));
+        let lat = dir.path().join(format!("{engine}.lat"));
+        let mut args = vec![
+            "profile",
+            "--engine",
+            engine,
+            "--rw",
+            "randrw",
+            "--mix",
+            "60",
+            "--ios",
+            "400",
+            "--iodepth",
+            "4",
+            "--seed",
+            "7",
+            "--quiet",
+            "--json",
+            s(&json),
+            "--fio-json",
+            s(&fio),
+            "--hdr-log",
+            s(&hdr),
+            "--lat-log",
+            s(&lat),
+        ];
+        args.extend(files.iter().map(|p| s(p)));
+        let table = ok(&args);
+        assert!(table.contains("placement: engine"), "{table}");
+
+        let r = report(&json);
+        assert_eq!(r.config.engine, engine);
+        assert_eq!(r.devices.len(), 3);
+        for d in &r.devices {
+            assert_eq!(d.read.ios + d.write.ios, 400, "{engine} {}", d.name);
+            let keys: Vec<&str> = d.read.lat_ns.percentiles.iter().map(|(k, _)| k).collect();
+            assert_eq!(
+                keys,
+                ["50", "90", "99", "99.9", "99.99", "99.999", "99.9999"]
+            );
+            assert!(d.read.lat_ns.percentiles.get("99.9999").unwrap() <= d.read.lat_ns.max_ns);
+            assert!(d.cpu.is_some());
+        }
+        let workers_expected = if engine == "psync" {
+            3
+        } else {
+            r.workers.len()
+        };
+        assert_eq!(r.workers.len(), workers_expected);
+        assert!(r.workers.iter().all(|w| w.usr_cpu_s + w.sys_cpu_s > 0.0));
+
+        let f: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&fio).unwrap()).unwrap();
+        let jobs = f["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 3);
+        for j in jobs {
+            assert!(
+                j["read"]["clat_ns"]["percentile"]["99.999900"].is_u64(),
+                "{j}"
+            );
+        }
+
+        // The HdrHistogram log parses back and holds exactly the counted I/Os.
+        let bytes = std::fs::read(&hdr).unwrap();
+        let mut total = 0u64;
+        let mut tags = std::collections::BTreeSet::new();
+        use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+        for e in IntervalLogIterator::new(&bytes) {
+            if let LogEntry::Interval(iv) = e.unwrap() {
+                tags.insert(iv.tag().unwrap().as_str().to_string());
+                let raw = base64(iv.encoded_histogram());
+                let h: hdrhistogram::Histogram<u64> =
+                    hdrhistogram::serialization::Deserializer::new()
+                        .deserialize(&mut &raw[..])
+                        .unwrap();
+                total += h.len();
+            }
+        }
+        assert_eq!(total, 1200, "{engine}");
+        assert_eq!(tags.len(), 6, "{tags:?}");
+        assert!(
+            tags.contains("t0.read") && tags.contains("t2.write"),
+            "{tags:?}"
+        );
+
+        let rows = log_rows(&lat);
+        assert_eq!(rows.len(), 1200, "{engine}: the log holds every I/O");
+        let set = multiset(&rows);
+        match &reference {
+            None => reference = Some(set),
+            Some(r) => assert!(
+                r == &set,
+                "{engine} issued other offsets than psync at the same seed"
+            ),
+        }
+    }
+}
+
+fn base64(s: &str) -> Vec<u8> {
+    let val = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => (c - b'A') as u32,
+            b'a'..=b'z' => (c - b'a' + 26) as u32,
+            b'0'..=b'9' => (c - b'0' + 52) as u32,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("bad base64 {c}"),
+        }
+    };
+    let mut out = Vec::new();
+    for chunk in s.trim_end_matches('=').as_bytes().chunks(4) {
+        let mut acc = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            acc |= val(c) << (18 - 6 * i);
+        }
+        out.extend_from_slice(&acc.to_be_bytes()[1..chunk.len() * 6 / 8 + 1]);
+    }
+    out
+}
+
+#[test]
+fn requested_percentiles_reach_the_json() {
+    let dir = disk_dir();
+    let f = make_file(dir.path(), "p", 4 << 20);
+    let json = dir.path().join("p.json");
+    ok(&[
+        "profile",
+        "--quiet",
+        "--ios",
+        "300",
+        "--percentiles",
+        "50,99.5,99.9999",
+        "--json",
+        s(&json),
+        s(&f),
+    ]);
+    let r = report(&json);
+    let d = &r.devices[0].read.lat_ns;
+    let keys: Vec<&str> = d.percentiles.iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, ["50", "99.5", "99.9999"]);
+    assert_eq!(
+        d.percentiles.get("99.9999"),
+        Some(d.max_ns),
+        "with 300 samples p99.9999 is the max"
+    );
+}
+
+#[test]
+fn ramp_is_excluded_and_rate_is_kept() {
+    let dir = disk_dir();
+    let f = make_file(dir.path(), "r", 8 << 20);
+    let json = dir.path().join("ramp.json");
+    let lat = dir.path().join("ramp.lat");
+    ok(&[
+        "profile",
+        "--quiet",
+        "--ramp",
+        "300ms",
+        "--ios",
+        "200",
+        "--json",
+        s(&json),
+        "--lat-log",
+        s(&lat),
+        s(&f),
+    ]);
+    let r = report(&json);
+    assert_eq!(r.devices[0].read.ios, 200, "--ios counts after the ramp");
+    let logged = log_rows(&lat).len();
+    assert!(
+        logged > 200,
+        "the ramp's I/Os ran and were logged ({logged})"
+    );
+
+    let json = dir.path().join("rate.json");
+    ok(&[
+        "profile",
+        "--quiet",
+        "--rate-iops",
+        "1000",
+        "--runtime",
+        "1s",
+        "--iodepth",
+        "4",
+        "--json",
+        s(&json),
+        s(&f),
+    ]);
+    let r = report(&json);
+    let iops = r.devices[0].read.iops;
+    assert!(
+        (iops - 1000.0).abs() < 100.0,
+        "--rate-iops 1000 gave {iops}"
+    );
+}
+
+#[test]
+fn log_decodes_to_csv_file_in_completion_order() {
+    let dir = disk_dir();
+    let f = make_file(dir.path(), "x", 4 << 20);
+    let lat = dir.path().join("x.lat");
+    ok(&[
+        "profile",
+        "--quiet",
+        "--ios",
+        "50",
+        "--lat-log",
+        s(&lat),
+        s(&f),
+        s(&f),
+    ]);
+    let csv = dir.path().join("x.csv");
+    ok(&["log", s(&lat), "--sort", "-o", s(&csv)]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let times: Vec<u64> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(times.len(), 100);
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    // Two targets with the same name get distinct names.
+    assert!(
+        text.contains(",x#0,") && text.contains(",x#1,"),
+        "{}",
+        &text[..200]
+    );
+    let err = fails(&["log", s(&f)]);
+    assert!(err.contains("not a nines latency log"), "{err}");
+}
+
+/// Every error case: one line, non-zero exit, and no output file created.
+#[test]
+fn bad_input_gives_one_line_and_writes_nothing() {
+    let dir = disk_dir();
+    let f = make_file(dir.path(), "small", 1 << 20);
+    let json = dir.path().join("out.json");
+    let lat = dir.path().join("out.lat");
+    let outs = ["--json", s(&json), "--lat-log", s(&lat)];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["/nonexistent/dev/nvme9"], "no such file"),
+        (vec!["--size", "2m", s(&f)], "needs 2097152"),
+        (vec!["--engine", "spdk", s(&f)], "unknown engine"),
+        (vec!["--cpus", "9999", s(&f)], "CPU 9999"),
+        (vec!["--cpus", "x-y", s(&f)], "--cpus"),
+        (vec!["--bs", "4q", s(&f)], "4q"),
+        (vec!["--runtime", "soon", s(&f)], "soon"),
+        (vec!["--rt-priority", "500", s(&f)], "rt-priority"),
+        (vec!["--sqpoll", "--engine", "libaio", s(&f)], "--sqpoll"),
+    ];
+    for (extra, want) in cases {
+        // --ios keeps a case that wrongly succeeds short.
+        let mut args = vec!["profile", "--quiet", "--ios", "5"];
+        args.extend_from_slice(&outs);
+        args.extend(extra);
+        let err = fails(&args);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(
+            !json.exists() && !lat.exists(),
+            "{args:?} left an output file"
+        );
+    }
+    let err = fails(&[
+        "profile",
+        "--quiet",
+        "--ios",
+        "5",
+        "--lat-log",
+        s(&lat),
+        "--json",
+        "/nonexistent-dir/x.json",
+        s(&f),
+    ]);
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(!lat.exists(), "a later output's failure left the lat log");
+    // Nothing partial left behind either.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("nines-partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// A ramfs mount for one test (ramfs has no O_DIRECT; tmpfs has it since Linux 6.6).
+struct Ramfs {
+    dir: tempfile::TempDir,
+}
+
+impl Ramfs {
+    fn new() -> Ramfs {
+        let dir = tempfile::Builder::new()
+            .prefix("nines-ramfs")
+            .tempdir()
+            .unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "ramfs", "ramfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "mounting ramfs needs root");
+        Ramfs { dir }
+    }
+}
+
+impl Drop for Ramfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn o_direct_refusal_suggests_buffered_and_buffered_works() {
+    let fs = Ramfs::new();
+    let f = make_file(fs.dir.path(), "cache", 1 << 20);
+    let json = fs.dir.path().join("o.json");
+    let err = fails(&[
+        "profile",
+        "--quiet",
+        "--ios",
+        "10",
+        "--json",
+        s(&json),
+        s(&f),
+    ]);
+    assert!(err.contains("--buffered"), "{err}");
+    assert!(!json.exists());
+    ok(&[
+        "profile",
+        "--quiet",
+        "--ios",
+        "10",
+        "--buffered",
+        "--json",
+        s(&json),
+        s(&f),
+    ]);
+    assert_eq!(report(&json).devices[0].read.ios, 10);
+}
+
+#[test]
+fn more_targets_than_the_open_file_limit_is_refused() {
+    let dir = disk_dir();
+    let f = make_file(dir.path(), "many", 1 << 20);
+    let json = dir.path().join("many.json");
+    let mut args: Vec<String> = ["profile", "--quiet", "--ios", "1", "--json", s(&json)]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    args.extend((0..64).map(|_| s(&f).to_string()));
+    let mut cmd = Command::new(BIN);
+    cmd.args(&args);
+    // SAFETY: setrlimit is async-signal-safe; it runs in the child before exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            let rl = libc::rlimit {
+                rlim_cur: 40,
+                rlim_max: 40,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let err = fails_out(cmd.output().unwrap(), &["profile", "(64 targets)"]);
+    assert!(err.contains("ulimit -n"), "{err}");
+    assert!(!json.exists());
+}
+
+#[test]
+fn permission_denied_is_one_line() {
+    // Root opens anything, so drop to `nobody` for this check when setpriv can.
+    let dir = disk_dir();
+    let f = make_file(dir.path(), "secret", 1 << 20);
+    std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            BIN,
+            "profile",
+            "--quiet",
+            "--no-mlock",
+            "--ios",
+            "1",
+            s(&f),
+        ])
+        .output();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => panic!("setpriv is needed for this test (util-linux): {e}"),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("Permission denied") && stderr.contains("setpriv") {
+        panic!("the test binary is not executable by nobody: {stderr}");
+    }
+    let err = fails_out(out, &["profile", "(as nobody)"]);
+    assert!(err.contains("permission denied"), "{err}");
+}
+
+/// A zram device created for one test and removed afterwards.
+struct Zram {
+    n: u32,
+}
+
+impl Zram {
+    fn new(size: &str) -> Zram {
+        let n: u32 = std::fs::read_to_string("/sys/class/zram-control/hot_add")
+            .expect("zram is needed: modprobe zram")
+            .trim()
+            .parse()
+            .unwrap();
+        std::fs::write(format!("/sys/block/zram{n}/disksize"), size).unwrap();
+        Zram { n }
+    }
+    fn path(&self) -> String {
+        format!("/dev/zram{}", self.n)
+    }
+}
+
+impl Drop for Zram {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::write("/sys/class/zram-control/hot_remove", self.n.to_string()).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn zram_devices_every_engine_and_poll_refusal() {
+    let z: Vec<Zram> = (0..2).map(|_| Zram::new("64M")).collect();
+    let paths: Vec<String> = z.iter().map(Zram::path).collect();
+    let dir = disk_dir();
+    // Write data first so reads are real (zram reads of never-written pages are trivial).
+    let mut args = vec![
+        "profile",
+        "--quiet",
+        "--rw",
+        "write",
+        "--bs",
+        "1m",
+        "--iodepth",
+        "4",
+        "--ios",
+        "64",
+        "--allow-writes",
+    ];
+    args.extend(paths.iter().map(String::as_str));
+    ok(&args);
+    let mut reference = None;
+    for engine in ["psync", "libaio", "io_uring"] {
+        let json = dir.path().join(format!("z-{engine}.json"));
+        let lat = dir.path().join(format!("z-{engine}.lat"));
+        let mut args = vec![
+            "profile",
+            "--quiet",
+            "--engine",
+            engine,
+            "--iodepth",
+            "2",
+            "--ios",
+            "300",
+            "--seed",
+            "3",
+            "--json",
+            s(&json),
+            "--lat-log",
+            s(&lat),
+        ];
+        args.extend(paths.iter().map(String::as_str));
+        ok(&args);
+        let r = report(&json);
+        assert!(
+            r.devices
+                .iter()
+                .all(|d| d.read.ios == 300 && d.size_bytes == 64 << 20)
+        );
+        let set = multiset(&log_rows(&lat));
+        match &reference {
+            None => reference = Some(set),
+            Some(r) => assert!(r == &set, "{engine}: different offsets on zram"),
+        }
+    }
+    // zram has no poll queues.
+    let json = dir.path().join("poll.json");
+    let err = fails(&[
+        "profile",
+        "--quiet",
+        "--engine",
+        "io_uring-poll",
+        "--ios",
+        "10",
+        "--json",
+        s(&json),
+        &paths[0],
+    ]);
+    assert!(err.contains("poll"), "{err}");
+    assert!(!json.exists());
+    // zram's logical block is 4 KiB.
+    let err = fails(&[
+        "profile", "--quiet", "--bs", "512", "--ios", "10", &paths[0],
+    ]);
+    assert!(err.contains("logical block"), "{err}");
+    // A region past the end of the device.
+    let err = fails(&[
+        "profile", "--quiet", "--size", "128m", "--ios", "10", &paths[0],
+    ]);
+    assert!(err.contains("larger than"), "{err}");
+}
+
+#[test]
+fn zram_with_ext4_is_refused_for_writes_and_left_unchanged() {
+    let z = Zram::new("64M");
+    let dev = z.path();
+    let mk = Command::new("mkfs.ext4")
+        .args(["-q", "-F", &dev])
+        .output()
+        .expect("mkfs.ext4");
+    assert!(
+        mk.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mk.stderr)
+    );
+    let before = std::fs::read(&dev).unwrap();
+    let dir = disk_dir();
+    let json = dir.path().join("ext4.json");
+    let err = fails(&[
+        "profile",
+        "--quiet",
+        "--rw",
+        "randwrite",
+        "--ios",
+        "10",
+        "--json",
+        s(&json),
+        &dev,
+    ]);
+    assert!(err.contains("--allow-writes"), "{err}");
+    let err = fails(&[
+        "profile",
+        "--quiet",
+        "--rw",
+        "randwrite",
+        "--allow-writes",
+        "--ios",
+        "10",
+        "--json",
+        s(&json),
+        &dev,
+    ]);
+    assert!(err.contains("ext4") || err.contains("signature"), "{err}");
+    assert!(!json.exists());
+    // Reading is harmless and allowed.
+    ok(&[
+        "profile",
+        "--quiet",
+        "--ios",
+        "10",
+        "--json",
+        s(&json),
+        &dev,
+    ]);
+    let after = std::fs::read(&dev).unwrap();
+    assert!(before == after, "the device's contents changed");
+}
