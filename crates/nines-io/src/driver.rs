@@ -490,10 +490,10 @@ fn run_locked(
             });
         }
     }
-    if let Some(h) = hdr {
-        if let Err(e) = h.finish() {
-            first_error.get_or_insert(e);
-        }
+    if let Some(h) = hdr
+        && let Err(e) = h.finish()
+    {
+        first_error.get_or_insert(e);
     }
     if let Some(e) = first_error.or(collect_error) {
         return Err(e);

@@ -219,7 +219,7 @@ pub fn open_files_limit() -> u64 {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
         return u64::MAX;
     }
-    rl.rlim_cur as u64
+    rl.rlim_cur
 }
 
 #[cfg(test)]
