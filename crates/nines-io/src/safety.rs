@@ -48,12 +48,12 @@ pub enum SafetyError {
     )]
     Signature { path: PathBuf, what: &'static str },
     #[error(
-        "cannot verify that {path} is safe to write ({what}: {source}); fix that, or pass --force to skip the check"
+        "cannot verify that {path} is safe to write ({what}: {error}); fix that, or pass --force to skip the check"
     )]
     Probe {
         path: PathBuf,
         what: &'static str,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -79,7 +79,7 @@ pub fn check_writable(target: &Target, force: bool) -> Result<(), SafetyError> {
         std::fs::read_to_string("/proc/self/mountinfo").map_err(|source| SafetyError::Probe {
             path: path.clone(),
             what: "reading /proc/self/mountinfo",
-            source,
+            error: source,
         })?;
     let devices = check_usage(
         Path::new("/sys/dev/block"),
@@ -105,7 +105,7 @@ pub fn check_writable(target: &Target, force: bool) -> Result<(), SafetyError> {
     let head = read_head(target).map_err(|source| SafetyError::Probe {
         path: path.clone(),
         what: "reading the device's first blocks",
-        source,
+        error: source,
     })?;
     if let Some(what) = find_signature(&head) {
         return Err(SafetyError::Signature { path, what });

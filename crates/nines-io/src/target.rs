@@ -63,12 +63,12 @@ pub enum TargetError {
         needed_bytes: u64,
     },
     #[error(
-        "{path}: cannot grow the file to {needed_bytes} bytes: {source}; free space or pass a smaller --size"
+        "{path}: cannot grow the file to {needed_bytes} bytes: {error}; free space or pass a smaller --size"
     )]
     Grow {
         path: PathBuf,
         needed_bytes: u64,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error(
         "block size {block_size_bytes} bytes is not a multiple of {name}'s logical block size {logical_block_bytes} bytes; use --bs {suggest_bytes} or another multiple"
@@ -106,11 +106,11 @@ pub enum TargetError {
     },
     #[error(transparent)]
     Unsafe(#[from] SafetyError),
-    #[error("{path}: {what}: {source}")]
+    #[error("{path}: {what}: {error}")]
     Io {
         path: PathBuf,
         what: &'static str,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -205,7 +205,7 @@ impl Target {
             grow(&t.file, needed_bytes).map_err(|source| TargetError::Grow {
                 path: path.to_path_buf(),
                 needed_bytes,
-                source,
+                error: source,
             })?;
             t.size_bytes = needed_bytes;
         }
@@ -230,7 +230,7 @@ impl Target {
         let io_err = |what: &'static str| TargetError::Io {
             path: path.to_path_buf(),
             what,
-            source: std::io::Error::last_os_error(),
+            error: std::io::Error::last_os_error(),
         };
         // SAFETY: fstat fills st.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -423,7 +423,7 @@ fn classify(path: &Path, e: std::io::Error, write: bool, opening: bool) -> Targe
         _ => TargetError::Io {
             path,
             what: if opening { "open" } else { "stat" },
-            source: e,
+            error: e,
         },
     }
 }

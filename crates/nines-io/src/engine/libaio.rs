@@ -112,7 +112,7 @@ fn sys_err(what: &'static str) -> EngineError {
     EngineError::Sys {
         engine: "libaio",
         what,
-        source: std::io::Error::last_os_error(),
+        error: std::io::Error::last_os_error(),
     }
 }
 
@@ -141,7 +141,7 @@ impl Libaio {
             return Err(EngineError::Sys {
                 engine: "libaio",
                 what: "io_setup",
-                source,
+                error: source,
             });
         }
         let n = depth_max as usize;

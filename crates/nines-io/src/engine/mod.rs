@@ -66,15 +66,16 @@ pub struct Completion {
     pub result: i64,
 }
 
-/// Errors an engine reports; the binary adds which target and what to do.
+/// Errors an engine reports; the binary adds which target and what to do. OS errors are fields
+/// named `error`, shown in the message and deliberately not a `#[source]`, so an error chain
+/// printed with `{:#}` does not repeat them.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("{engine}: {what}: {source}")]
+    #[error("{engine}: {what}: {error}")]
     Sys {
         engine: &'static str,
         what: &'static str,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error(
         "io_uring-poll needs a device with poll queues: {detail}; for NVMe set the nvme module \

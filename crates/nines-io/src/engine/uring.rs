@@ -83,7 +83,7 @@ impl Uring {
                 _ => EngineError::Sys {
                     engine: name,
                     what: "io_uring_setup",
-                    source,
+                    error: source,
                 },
             })?;
         let fixed_slots = match ring.submitter().register_files_sparse(FIXED_FILES_MAX) {
@@ -234,7 +234,7 @@ impl Engine for Uring {
                     return Err(EngineError::Sys {
                         engine: self.kind.name(),
                         what: "submit",
-                        source,
+                        error: source,
                     });
                 }
             }
@@ -288,7 +288,7 @@ impl Engine for Uring {
                     return Err(EngineError::Sys {
                         engine: self.kind.name(),
                         what: "io_uring_enter",
-                        source,
+                        error: source,
                     });
                 }
             }
@@ -306,7 +306,7 @@ pub fn check_poll_support(fd: RawFd) -> Result<(), EngineError> {
         return Err(EngineError::Sys {
             engine: "io_uring-poll",
             what: "fstat",
-            source: std::io::Error::last_os_error(),
+            error: std::io::Error::last_os_error(),
         });
     }
     let is_blk = st.st_mode & libc::S_IFMT == libc::S_IFBLK;
