@@ -905,3 +905,112 @@ fn process(h: &Host, o: &mut Out) {
         );
     }
 }
+
+/// Checks a placement plan against the host: each device's NUMA node and interrupts against
+/// the CPU the plan gives its worker, and whether that CPU is isolated.
+pub fn check_plan(h: &Host, plan: &crate::plan::Plan) -> Vec<Finding> {
+    let mut o = Out(Vec::new());
+    let iso = h.isolated.clone().unwrap_or_default();
+    let mut not_isolated = Vec::new();
+    for pd in &plan.devices {
+        let Some(d) = h.device(&pd.name) else {
+            o.add(
+                "plan.device",
+                Severity::Warn,
+                &pd.name,
+                format!("the plan places {}, which this host does not have", pd.name),
+                vec![ev("/sys/block", "(no such device)")],
+                "a plan made on another host or before devices were renumbered places workers wrongly",
+                "make the plan on this host: nines tune --plan -o PLAN".into(),
+            );
+            continue;
+        };
+        let cpu_node = h.cpu(pd.cpu).and_then(|c| c.node);
+        if let (Some(dn), Some(cn)) = (d.numa_node.filter(|n| *n >= 0), cpu_node)
+            && dn as usize != cn
+        {
+            o.add(
+                "plan.numa",
+                Severity::Warn,
+                &d.name,
+                format!("{} is on NUMA node {dn} but the plan runs it on CPU {} of node {cn}", d.name, pd.cpu),
+                vec![ev(format!("/sys/block/{}/device/numa_node", d.name), dn.to_string())],
+                "every completion then crosses the socket interconnect: remote interrupts and memory add latency",
+                "re-plan with I/O CPUs on that node: nines tune --plan --cpus LIST".into(),
+            );
+        }
+        if !d.irqs.is_empty() {
+            // With a blk-mq map, the one queue interrupt that completes this CPU's I/O; else any.
+            let irqs: Vec<&crate::host::Irq> = match h.irq_for_cpu(d, pd.cpu) {
+                Some(i) => vec![i],
+                None => d.irqs.iter().collect(),
+            };
+            let serves = irqs.iter().any(|i| {
+                i.effective_affinity
+                    .as_ref()
+                    .is_some_and(|e| e.contains(&pd.cpu))
+            });
+            if !serves {
+                let mut eff: Vec<usize> = irqs
+                    .iter()
+                    .flat_map(|i| i.effective_affinity.clone().unwrap_or_default())
+                    .collect();
+                eff.sort_unstable();
+                eff.dedup();
+                o.add(
+                    "plan.irq",
+                    Severity::Warn,
+                    &d.name,
+                    format!(
+                        "{}'s interrupts are served on CPUs {} but the plan submits its I/O on CPU {}",
+                        d.name,
+                        format_cpulist(&eff),
+                        pd.cpu
+                    ),
+                    vec![ev(
+                        format!("/proc/irq/{}/effective_affinity_list", irqs[0].irq),
+                        irqs[0].effective_affinity.as_deref().map(format_cpulist).unwrap_or_default(),
+                    )],
+                    "each completion is served on another CPU and handed back to the worker (paper 000 IV-D)",
+                    format!(
+                        "apply the plan: nines tune --apply PLAN; if the kernel refuses (managed interrupts), re-plan with --cpus {}",
+                        format_cpulist(&eff)
+                    ),
+                );
+            }
+        }
+        if !iso.is_empty() && !iso.contains(&pd.cpu) {
+            not_isolated.push(pd.cpu);
+        }
+    }
+    not_isolated.sort_unstable();
+    not_isolated.dedup();
+    if !not_isolated.is_empty() {
+        o.add(
+            "plan.isolation",
+            Severity::Warn,
+            &format_cpulist(&not_isolated),
+            format!("the plan runs I/O workers on CPUs {} which are not isolated", format_cpulist(&not_isolated)),
+            vec![ev("/sys/devices/system/cpu/isolated", format_cpulist(&iso))],
+            "the host isolated other CPUs; workers outside them share their CPU with everything else",
+            format!("re-plan with --cpus {}", format_cpulist(&iso)),
+        );
+    }
+    o.0
+}
+
+impl DoctorReport {
+    /// Adds the findings of [`check_plan`] (keeping the most-severe-first order and the counts).
+    pub fn add_plan_findings(&mut self, h: &Host, plan: &crate::plan::Plan) {
+        let extra = check_plan(h, plan);
+        for f in &extra {
+            match f.severity {
+                Severity::Critical => self.counts.critical += 1,
+                Severity::Warn => self.counts.warn += 1,
+                Severity::Info => self.counts.info += 1,
+            }
+        }
+        self.findings.extend(extra);
+        self.findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    }
+}

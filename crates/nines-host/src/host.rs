@@ -75,6 +75,8 @@ pub struct BlockDev {
     pub numa_node: Option<i64>,
     pub queue: Queue,
     pub irqs: Vec<Irq>,
+    /// blk-mq hardware queues: (hctx index, CPUs mapped to it) from /sys/block/<dev>/mq/N/cpu_list.
+    pub hw_queues: Vec<(usize, Vec<usize>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -364,6 +366,19 @@ impl Host {
                 ),
             });
         }
+        let mut hw_queues = Vec::new();
+        if kind == DevKind::Nvme
+            && let Ok(hctxs) = fs.list(&format!("/sys/block/{name}/mq"))
+        {
+            for hctx in hctxs.iter().filter_map(|h| h.parse::<usize>().ok()) {
+                if let Some(cpus) =
+                    self.opt_cpulist(fs, &format!("/sys/block/{name}/mq/{hctx}/cpu_list"))
+                {
+                    hw_queues.push((hctx, cpus));
+                }
+            }
+            hw_queues.sort();
+        }
         BlockDev {
             name: name.to_string(),
             kind,
@@ -371,6 +386,7 @@ impl Host {
             numa_node,
             queue,
             irqs,
+            hw_queues,
         }
     }
 
@@ -437,6 +453,15 @@ impl Host {
 
     pub fn device(&self, name: &str) -> Option<&BlockDev> {
         self.devices.iter().find(|d| d.name == name)
+    }
+
+    /// The queue interrupt that completes I/O submitted on `cpu` to NVMe device `d`: blk-mq maps
+    /// the CPU to hardware context N (mq/N/cpu_list), served by handler nvmeXq(N+1).
+    pub fn irq_for_cpu<'a>(&self, d: &'a BlockDev, cpu: usize) -> Option<&'a Irq> {
+        let ctrl = d.controller.as_deref()?;
+        let (hctx, _) = d.hw_queues.iter().find(|(_, cpus)| cpus.contains(&cpu))?;
+        let name = format!("{ctrl}q{}", hctx + 1);
+        d.irqs.iter().find(|i| i.name == name)
     }
 
     pub fn cpu(&self, id: usize) -> Option<&Cpu> {

@@ -244,6 +244,14 @@ pub fn write_afa_host(root: &Path, o: AfaOptions) -> io::Result<()> {
                 "msix\n",
             )?;
         }
+        // blk-mq: hardware context h serves CPU h (queue nvmeXq(h+1)).
+        for h in 0..AFA_QUEUES {
+            w(
+                root,
+                &format!("sys/block/{name}/mq/{h}/cpu_list"),
+                &format!("{h}\n"),
+            )?;
+        }
     }
     counts = vec![0u64; AFA_CPUS];
     for (i, c) in counts.iter_mut().enumerate() {

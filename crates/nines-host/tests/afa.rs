@@ -415,3 +415,53 @@ fn fixture_is_deterministic_and_in_kernel_format() {
     assert!(l.starts_with(" 101:          0 "), "{l}");
     assert!(l.ends_with(" IR-PCI-MSI 524289-edge      nvme0q1"), "{l}");
 }
+
+#[test]
+fn doctor_checks_a_plan_against_the_host() {
+    let (_d, h) = afa(false);
+    let io: Vec<usize> = (4..20).chain(24..40).collect();
+    let plan = Plan::build(&h, Some(&io), None, &[]).unwrap();
+    let f = nines_host::doctor::check_plan(&h, &plan);
+    // Interrupts are spread by irqbalance: most devices' queues are not served on their CPU.
+    let irq: Vec<_> = f.iter().filter(|f| f.id == "plan.irq").collect();
+    // The fixture serves queue q of nvme(n) on CPU (7n + 3q) % 40 and maps CPU c to queue c+1.
+    let expect = (0..AFA_NVME)
+        .filter(|&n| (7 * n + 3 * (fig5_cpu(n) + 1)) % AFA_CPUS != fig5_cpu(n))
+        .count();
+    assert_eq!(irq.len(), expect);
+    assert!(expect > 60);
+    assert!(
+        f.iter()
+            .all(|f| f.id != "plan.numa" && f.id != "plan.isolation"),
+        "{f:#?}"
+    );
+    // On the tuned host (pinned as Fig. 5, isolated 4-19,24-39) the same plan is clean.
+    let (_t, tuned) = afa(true);
+    assert!(nines_host::doctor::check_plan(&tuned, &plan).is_empty());
+    // A plan that puts node-0 devices on node-1 CPUs and outside the isolated set.
+    let mut bad = plan.clone();
+    for d in bad.devices.iter_mut().filter(|d| d.name == "nvme0n1") {
+        d.cpu = 20;
+    }
+    bad.devices.push(nines_host::plan::PlanDevice {
+        name: "nvme99n1".into(),
+        path: "/dev/nvme99n1".into(),
+        numa_node: None,
+        cpu: 5,
+        numa_local: true,
+        irqs: vec![],
+    });
+    let f = nines_host::doctor::check_plan(&tuned, &bad);
+    let ids: BTreeSet<&str> = f.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["plan.device", "plan.irq", "plan.isolation", "plan.numa"]
+            .into_iter()
+            .collect()
+    );
+    let numa = f.iter().find(|f| f.id == "plan.numa").unwrap();
+    assert_eq!(
+        numa.title,
+        "nvme0n1 is on NUMA node 0 but the plan runs it on CPU 20 of node 1"
+    );
+}

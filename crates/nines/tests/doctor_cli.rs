@@ -122,6 +122,14 @@ fn afa_fixture_text_and_plan() {
     );
     assert!(text.contains("isolcpus=4-19,24-39 nohz_full=4-19,24-39 rcu_nocbs=4-19,24-39 processor.max_cstate=1 idle=poll"));
     let plan = Plan::load(&plan_path).unwrap();
+    let out = nines(&["doctor", "--root", r, "--plan", plan_path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[WARN] plan.irq (nvme0n1): nvme0n1's interrupts are served on CPUs 15 but the plan submits its I/O on CPU 4"), "{text}");
     for n in 0..64 {
         assert_eq!(plan.cpu_for(&format!("/dev/nvme{n}n1")), Some(fig5_cpu(n)));
     }

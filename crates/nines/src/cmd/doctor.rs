@@ -19,6 +19,10 @@ pub struct Args {
     /// Write exactly the files doctor read to FILE (.tar or .tar.gz), for `--root` elsewhere.
     #[arg(long, value_name = "FILE")]
     pub capture: Option<PathBuf>,
+    /// Also check placement plan PLAN (from `nines tune --plan -o`) against this host: NUMA
+    /// locality, where each device's interrupts are served, isolation of the CPUs it uses.
+    #[arg(long, value_name = "PLAN")]
+    pub plan: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -31,7 +35,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let fs = HostFs::new(&root);
     let host = Host::read(&fs);
-    let report = DoctorReport::new(&root, &host);
+    let mut report = DoctorReport::new(&root, &host);
+    if let Some(p) = &args.plan {
+        let plan = nines_host::plan::Plan::load(p)?;
+        report.add_plan_findings(&host, &plan);
+    }
     let json_to_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     if json_to_stdout {
         println!("{}", report.to_json());
