@@ -105,12 +105,25 @@ impl HostFs {
 
     /// Sorted names in a directory. Recorded (the directory and each entry) for `--capture`.
     pub fn list(&self, abs: &str) -> Result<Vec<String>, FsError> {
+        self.list_matching(abs, |_| true)
+    }
+
+    /// Sorted names in a directory that match `keep`; only those are recorded (so listing /proc
+    /// for process ids does not put every /proc file name in a capture).
+    pub fn list_matching(
+        &self,
+        abs: &str,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Vec<String>, FsError> {
         let path = self.resolve(abs);
         let rd = std::fs::read_dir(&path).map_err(|e| io_err(abs, &e))?;
         let mut names = Vec::new();
         for entry in rd.take(DIR_ENTRIES_MAX) {
             let entry = entry.map_err(|e| io_err(abs, &e))?;
-            names.push(entry.file_name().to_string_lossy().into_owned());
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if keep(&name) {
+                names.push(name);
+            }
         }
         names.sort();
         let mut rec = self.recorded.borrow_mut();

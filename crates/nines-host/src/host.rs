@@ -391,13 +391,14 @@ impl Host {
     }
 
     fn read_housekeeping(&mut self, fs: &HostFs) {
-        let pids: Vec<u32> = match fs.list("/proc") {
-            Ok(n) => n.iter().filter_map(|p| p.parse().ok()).collect(),
-            Err(e) => {
-                self.problem("/proc", e);
-                Vec::new()
-            }
-        };
+        let pids: Vec<u32> =
+            match fs.list_matching("/proc", |n| n.bytes().all(|b| b.is_ascii_digit())) {
+                Ok(n) => n.iter().filter_map(|p| p.parse().ok()).collect(),
+                Err(e) => {
+                    self.problem("/proc", e);
+                    Vec::new()
+                }
+            };
         for pid in pids.into_iter().take(PROCS_MAX) {
             // Processes come and go: a vanished one is not a problem.
             let Ok(comm) = fs.read_value(&format!("/proc/{pid}/comm")) else {

@@ -299,6 +299,13 @@ impl Plan {
         let l = format_cpulist(&io);
         let boot_params =
             format!("isolcpus={l} nohz_full={l} rcu_nocbs={l} processor.max_cstate=1 idle=poll");
+        if changes.iter().any(|c| c.kind == "irq_affinity") {
+            notes.push(
+                "kernel-managed queue interrupts (most multi-queue NVMe and virtio-blk) refuse affinity changes: \
+                 apply with --skip-refused-irqs to change the rest"
+                    .into(),
+            );
+        }
         notes.push("boot_params need a reboot and are not applied by `nines tune --apply`; idle=poll makes every CPU spin when idle".into());
         Ok(Plan {
             schema: PLAN_SCHEMA_NAME.into(),

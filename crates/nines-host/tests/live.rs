@@ -33,7 +33,8 @@ fn capture_then_root_reproduces_live_findings() {
         // Exactly what was read: the interrupts and limits, not unrelated /proc files.
         assert!(tree.join("proc/interrupts").is_file());
         assert!(tree.join("proc/self/limits").is_file());
-        assert!(!tree.join("proc/meminfo").is_file());
+        assert!(!tree.join("proc/meminfo").exists());
+        assert!(!tree.join("proc/sys/vm").exists());
         assert!(!tree.join("proc/self/environ").exists());
     }
 }
