@@ -68,3 +68,44 @@ fn irq_snapshot_errors_are_one_line() {
         .to_string();
     assert!(e.contains("cannot read /proc/interrupts"), "{e}");
 }
+
+mod arbitrary_files {
+    use super::*;
+    use proptest::prelude::*;
+
+    const FILES: [&str; 12] = [
+        "proc/interrupts",
+        "proc/cmdline",
+        "proc/self/limits",
+        "proc/self/status",
+        "proc/sys/kernel/sched_rt_runtime_us",
+        "sys/devices/system/cpu/online",
+        "sys/devices/system/cpu/isolated",
+        "sys/devices/system/node/node0/cpulist",
+        "sys/devices/system/cpu/cpu0/topology/thread_siblings_list",
+        "sys/devices/system/cpu/cpu0/cpuidle/state0/latency",
+        "sys/block/nvme0n1/queue/scheduler",
+        "sys/block/nvme0n1/mq/0/cpu_list",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Any content in any of the files doctor reads: reading, analysing and planning never panic.
+        #[test]
+        fn any_content_never_panics(contents in proptest::collection::vec("\\PC{0,80}|[0-9,\\-\\[\\] a-z\\n]{0,40}", FILES.len())) {
+            let d = tempfile::tempdir().unwrap();
+            for (f, c) in FILES.iter().zip(&contents) {
+                let p = d.path().join(f);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, c).unwrap();
+            }
+            std::fs::create_dir_all(d.path().join("sys/block/nvme0n1/device")).unwrap();
+            let h = Host::read(&HostFs::new(d.path()));
+            let _ = analyze(&h);
+            let _ = Plan::build(&h, None, None, &[]);
+            let _ = Plan::build(&h, Some(&[0, 1]), None, &["nvme0n1".to_string()]);
+            let _ = nines_host::IrqSnapshot::read(d.path());
+        }
+    }
+}
