@@ -226,6 +226,47 @@ fn latency_over_time_marks_the_planted_spikes() {
 }
 
 #[test]
+fn spikes_from_interval_histograms_when_there_is_no_per_io_log() {
+    use nines_report::intervals::{IntervalPoint, IntervalSeries};
+    use nines_report::run::spikes_from_intervals;
+    // 100 ms intervals over 12 s; nvme1's max jumps to 40 ms in every 15th interval (1.5 s).
+    let series: Vec<IntervalSeries> = (0..3)
+        .map(|d| IntervalSeries {
+            device: format!("nvme{d}"),
+            op: Op::Read,
+            points: (0..120)
+                .map(|i| IntervalPoint {
+                    start_s: i as f64 * 0.1,
+                    duration_s: 0.1,
+                    ios: 1000,
+                    p50_ns: 80_000,
+                    p99_ns: 150_000,
+                    max_ns: if d == 1 && i % 15 == 4 {
+                        40_000_000
+                    } else {
+                        300_000
+                    },
+                })
+                .collect(),
+        })
+        .collect();
+    let r = report();
+    let names: Vec<String> = r.devices.iter().map(|d| d.name.clone()).collect();
+    let a = spikes_from_intervals(&series, &names, SpikeParams::default()).unwrap();
+    assert_eq!(a.spikes.len(), 8);
+    assert!(a.spikes.iter().all(|s| s.devices == [1]));
+    assert_eq!(a.periodic.len(), 1);
+    assert_eq!(a.periodic[0].period_ns, 1_500_000_000);
+    let lines = summary(&r, None, Some(&a));
+    assert!(
+        lines.iter().any(|l| l
+            .starts_with("Periodic latency spikes (interval histograms): every 1.5 s")
+            && l.contains("on nvme1;")),
+        "{lines:#?}"
+    );
+}
+
+#[test]
 fn html_page_is_self_contained_with_every_figure() {
     let r = report();
     let inp = RunInputs {

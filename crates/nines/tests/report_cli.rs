@@ -215,6 +215,46 @@ fn periodic_stalls_in_a_lat_log_are_reported() {
 }
 
 #[test]
+fn recorded_logs_are_found_when_moved_and_missing_ones_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(
+        nines(
+            &[
+                "sim",
+                "--quiet",
+                "--devices",
+                "2",
+                "--runtime",
+                "50ms",
+                "--json",
+                "s.json",
+            ],
+            dir.path(),
+        ),
+        "sim",
+    );
+    let text = std::fs::read_to_string(dir.path().join("s.json")).unwrap();
+    let r = nines_core::report::Report::from_json(&text).unwrap();
+    let names: Vec<String> = r.devices.iter().map(|d| d.name.clone()).collect();
+    // The run recorded its log somewhere else; the file now sits beside the JSON.
+    std::fs::create_dir(dir.path().join("moved")).unwrap();
+    write_periodic_lat_log(&dir.path().join("moved/stalls.lat"), &names);
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["config"]["lat_log"] = "/somewhere/else/stalls.lat".into();
+    v["config"]["hdr_log"] = "gone.hlog".into();
+    std::fs::write(dir.path().join("moved/s.json"), v.to_string()).unwrap();
+    let out = ok(nines(&["report", "moved/s.json"], dir.path()), "report");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("interval log gone.hlog was not found"),
+        "{err}"
+    );
+    assert!(err.contains("--hdr-log FILE"), "{err}");
+    let html = std::fs::read_to_string(dir.path().join("moved/s.html")).unwrap();
+    assert!(html.contains("Periodic latency spikes (per-I/O log)"));
+}
+
+#[test]
 fn bad_inputs_get_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
     let out = nines(&["report", "missing.json"], dir.path());

@@ -97,7 +97,9 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
     Report::from_json(&text).with_context(|| format!("reading run {}", path.display()))
 }
 
-/// The log to read: the one given, else the run's own (relative to the JSON) if it exists.
+/// The log to read: the one given, else the run's own if it can be found: as recorded (absolute,
+/// or relative to where the run was started), relative to the JSON's directory, or by file name
+/// beside the JSON (the run's files moved together).
 fn pick_log(
     given: Option<PathBuf>,
     recorded: Option<&str>,
@@ -108,19 +110,24 @@ fn pick_log(
         return given;
     }
     let rec = PathBuf::from(recorded?);
-    let path = if rec.is_absolute() {
-        rec
-    } else {
-        base.join(rec)
-    };
-    if path.exists() {
-        Some(path)
-    } else {
-        eprintln!(
-            "nines: the run's {what} log {} is missing; reporting without it",
-            path.display()
-        );
-        None
+    let mut candidates = vec![base.join(&rec), rec.clone()];
+    if let Some(name) = rec.file_name() {
+        candidates.push(base.join(name));
+    }
+    match candidates.iter().find(|p| p.is_file()) {
+        Some(p) => Some(p.clone()),
+        None => {
+            eprintln!(
+                "nines: the run's {what} log {} was not found; reporting without it (give it with --{} FILE)",
+                rec.display(),
+                if what == "per-I/O" {
+                    "lat-log"
+                } else {
+                    "hdr-log"
+                }
+            );
+            None
+        }
     }
 }
 
