@@ -189,7 +189,14 @@ pub fn apply(
                 state.save(state_path)?;
                 continue;
             }
-            let msg = err.msg;
+            let msg = if e.kind == "irq_affinity" && err.refused {
+                format!(
+                    "{} (a kernel-managed interrupt: re-run with --skip-refused-irqs to change the rest)",
+                    err.msg
+                )
+            } else {
+                err.msg
+            };
             let e = &state.entries[i];
             let failures = restore(root, &state.entries[..i]);
             return Err(ApplyError::Write {
