@@ -428,15 +428,34 @@ impl DeviceConfig {
         let want = ((self.geometry.blocks_per_plane as f64) * scale).floor() as u32;
         let min = self.min_blocks_per_plane();
         c.geometry.blocks_per_plane = want.max(min).min(self.geometry.blocks_per_plane).max(1);
-        if let Some(cap) = self.capacity_bytes {
-            let ratio = c.geometry.blocks_per_plane as f64 / self.geometry.blocks_per_plane as f64;
-            c.capacity_bytes = Some(
-                ((cap as f64 * ratio) as u64 / c.geometry.map_unit_bytes as u64)
-                    * c.geometry.map_unit_bytes as u64,
-            );
+        if c.geometry.blocks_per_plane < self.geometry.blocks_per_plane {
+            // Keep GC's effective spare: GC's working room (the free-block reserve and the open
+            // blocks) is counted in whole blocks, so on a die of few blocks it takes a larger
+            // share of the flash than at full size. Raise the over-provisioning by exactly that
+            // difference, so the space GC can reclaim from, and so write amplification, stay
+            // those of the full-size device (tested).
+            let full_op = self.effective_over_provisioning();
+            let full_room = self.gc_room_share();
+            c.capacity_bytes = None;
+            c.ftl.over_provisioning = full_op;
+            for _ in 0..4 {
+                c.ftl.over_provisioning = (full_op + c.gc_room_share() - full_room).clamp(0.0, 0.9);
+            }
         }
         c.check_gc_room()?;
         Ok(c)
+    }
+
+    /// The share of the flash not exported: 1 - logical / physical.
+    pub fn effective_over_provisioning(&self) -> f64 {
+        1.0 - self.logical_bytes() as f64 / self.physical_bytes() as f64
+    }
+
+    /// The share of a die GC needs as working room: the soft reserve of free blocks plus one
+    /// block (two open blocks, half written on average).
+    fn gc_room_share(&self) -> f64 {
+        let (soft, _) = self.gc_thresholds_blocks();
+        (soft as f64 + 1.0) / self.blocks_per_die() as f64
     }
 
     /// The FTL needs spare blocks beyond its hard threshold (two open blocks per die, one

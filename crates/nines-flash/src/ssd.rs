@@ -43,7 +43,9 @@ pub enum Precondition {
     None,
     /// Every logical unit written once, sequentially.
     Fill,
-    /// Fill, then uniformly random overwrites of twice the capacity: greedy GC's steady state.
+    /// Fill, then uniformly random overwrites of the whole capacity, then GC settles to the soft
+    /// threshold: greedy GC's steady state (write amplification no longer changes after one
+    /// capacity of random writes; tested).
     Steady,
 }
 
@@ -225,7 +227,7 @@ impl Ssd {
             Precondition::Steady => {
                 let ftl = Arc::make_mut(&mut self.ftl);
                 ftl.fill();
-                let n = 2 * ftl.logical_units() as u64;
+                let n = ftl.logical_units() as u64;
                 ftl.random_overwrite(n, seed);
                 ftl.settle_gc();
             }

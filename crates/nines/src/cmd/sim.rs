@@ -2,7 +2,7 @@
 //! same table, and write the same JSON, as `nines profile`.
 //!
 //! Preconditioning (`--precondition auto`, the default): a workload that writes starts from
-//! greedy GC's steady state (the device filled, then randomly overwritten twice over), because a
+//! greedy GC's steady state (the device filled, then randomly overwritten once over), because a
 //! fresh device hides GC and write interference; a read-only workload starts from a sequential
 //! fill, so that every read touches flash. `none`, `fill` and `steady` force one.
 
@@ -38,7 +38,7 @@ pub struct Args {
     #[arg(long, default_value = "128k", value_parser = parse_size)]
     pub stripe: u64,
     /// Blocks-per-plane scale in (0, 1], or auto (the largest that keeps each device's model
-    /// under 64 MiB and all of them under --memory-budget).
+    /// under 32 MiB and all of them under --memory-budget).
     #[arg(long, default_value = "auto")]
     pub scale: String,
     /// auto, none, fill or steady (see `nines sim --help` above).
