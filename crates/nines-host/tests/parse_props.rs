@@ -111,6 +111,27 @@ proptest! {
     }
 }
 
+proptest! {
+    #[test]
+    fn integer_round_trip(v in any::<i64>(), pad in "[ \t]{0,3}") {
+        prop_assert_eq!(parse_i64(&format!("{pad}{v}\n"), "x").unwrap(), v);
+    }
+
+    #[test]
+    fn smartd_interval_round_trip(
+        n in 1u64..1_000_000,
+        before in proptest::collection::vec("-[a-hj-z]|/dev/nvme[0-9]|DEVICESCAN", 0..4),
+        after in proptest::collection::vec("-[a-hj-z]|standby|root", 0..4),
+        form in 0usize..3,
+    ) {
+        let opt = match form { 0 => format!("-i {n}"), 1 => format!("--interval={n}"), _ => format!("-i{n}") };
+        let line = format!("{} {opt} {}", before.join(" "), after.join(" "));
+        prop_assert_eq!(smartd_interval_s(&line), Some(n));
+        // The same line commented out sets nothing.
+        prop_assert_eq!(smartd_interval_s(&strip_comments(&format!("# {line}"))), None);
+    }
+}
+
 #[test]
 fn cpulist_forms() {
     assert_eq!(
