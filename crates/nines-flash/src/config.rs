@@ -252,15 +252,15 @@ impl DeviceConfig {
                 return Err(invalid(field, "must be at least 1"));
             }
         }
-        if g.page_size_bytes == 0 || g.page_size_bytes % 512 != 0 {
+        if g.page_size_bytes == 0 || !g.page_size_bytes.is_multiple_of(512) {
             return Err(invalid(
                 "geometry.page_size_bytes",
                 format!("{} is not a positive multiple of 512", g.page_size_bytes),
             ));
         }
         if g.map_unit_bytes == 0
-            || g.map_unit_bytes % 512 != 0
-            || g.page_size_bytes % g.map_unit_bytes != 0
+            || !g.map_unit_bytes.is_multiple_of(512)
+            || !g.page_size_bytes.is_multiple_of(g.map_unit_bytes)
         {
             return Err(invalid(
                 "geometry.map_unit_bytes",

@@ -443,7 +443,7 @@ impl Ftl {
                 let f = &mut self.gc_open[die as usize];
                 let dst = f.block * self.units_per_block + f.next_unit;
                 f.next_unit += 1;
-                if f.next_unit % upp == 0 {
+                if f.next_unit.is_multiple_of(upp) {
                     programs += 1;
                 }
                 self.p2l[pu as usize] = UNMAPPED;

@@ -278,7 +278,7 @@ impl Loop<'_> {
 
     /// Send one I/O to the devices at `t`; returns when the devices finish it.
     #[inline]
-    fn to_devices(&mut self, target: usize, t: u64, op: Op, off: u64, len: u64) -> u64 {
+    fn send_to_devices(&mut self, target: usize, t: u64, op: Op, off: u64, len: u64) -> u64 {
         match self.prep.cfg.layout {
             Layout::Independent => {
                 self.stats.chunks += 1;
@@ -309,7 +309,7 @@ impl Loop<'_> {
     fn submit(&mut self, target: usize, now: u64, op: Op, off: u64, len: u32, intended: u64) {
         let cpu = self.targets[target].cpu;
         let at_device = self.host.submit(cpu, now);
-        let done = self.to_devices(target, at_device, op, off, len as u64);
+        let done = self.send_to_devices(target, at_device, op, off, len as u64);
         self.host.hold_until(cpu, done);
         self.targets[target].outstanding += 1;
         if now >= self.ramp_ns {
@@ -368,8 +368,7 @@ impl Loop<'_> {
     }
 
     fn run(&mut self, trace: Option<&Trace>) {
-        loop {
-            let Some(e) = self.heap.pop() else { break };
+        while let Some(e) = self.heap.pop() {
             self.stats.events += 1;
             let now = e.time_ns;
             self.stats.sim_end_ns = self.stats.sim_end_ns.max(now);
@@ -503,16 +502,16 @@ pub fn run(prep: &mut Prepared, trace: Option<&Trace>) -> Result<SimOutput, SimE
             rec: DeviceRecorder::new(),
         });
     }
-    if let Some(t) = trace {
-        if let Some(bad) = t.records.iter().position(|r| {
+    if let Some(t) = trace
+        && let Some(bad) = t.records.iter().position(|r| {
             r.device >= n_targets || r.end_bytes() > target_size || r.len_bytes > u32::MAX as u64
-        }) {
-            return Err(SimError::Config(format!(
-                "trace record {} ({}) does not fit the simulated targets; fit the trace first",
-                bad,
-                t.location(bad)
-            )));
-        }
+        })
+    {
+        return Err(SimError::Config(format!(
+            "trace record {} ({}) does not fit the simulated targets; fit the trace first",
+            bad,
+            t.location(bad)
+        )));
     }
     let paced = trace.is_none() && spec.rate_iops.is_some();
     let in_flight = (n_targets as usize) * (spec.iodepth as usize) * 2 + n_targets as usize + 16;
