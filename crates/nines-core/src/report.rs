@@ -312,6 +312,12 @@ impl ReportBuilder {
                 })
                 .collect()
         };
+        let mut warnings = self.warnings;
+        for op in Op::ALL {
+            if let Some(w) = too_few_samples(&self.devices, op, p) {
+                warnings.push(w);
+            }
+        }
         let aggregate = Aggregate {
             read: DirectionStats::from_recorder(self.merged.dir(Op::Read), p, t),
             write: DirectionStats::from_recorder(self.merged.dir(Op::Write), p, t),
@@ -330,9 +336,47 @@ impl ReportBuilder {
             aggregate,
             workers: self.workers,
             host: self.host,
-            warnings: self.warnings,
+            warnings,
         }
     }
+}
+
+/// Samples needed before percentile `p` is more than the max: the rank ceil(p/100 N) must fall
+/// below N, so N > 1 / (1 - p/100). Ten times that is the usual bar for a stable estimate.
+pub fn samples_to_resolve(p: f64) -> u64 {
+    if p >= 100.0 {
+        return 1;
+    }
+    (1.0 / (1.0 - p / 100.0)).round() as u64 + 1
+}
+
+/// A warning naming the percentiles that the device with the fewest I/Os in this direction
+/// cannot resolve: with too few samples they are simply its max, which users misread as a tail.
+fn too_few_samples(devices: &[DeviceReport], op: Op, percentiles: &[f64]) -> Option<String> {
+    let fewest = devices
+        .iter()
+        .filter(|d| d.dir(op).ios > 0)
+        .min_by_key(|d| d.dir(op).ios)?;
+    let ios = fewest.dir(op).ios;
+    let unresolved: Vec<f64> = percentiles
+        .iter()
+        .copied()
+        .filter(|&p| p < 100.0 && ios < samples_to_resolve(p))
+        .collect();
+    let first = *unresolved.first()?;
+    let keys: Vec<String> = unresolved
+        .iter()
+        .map(|&p| format!("p{}", percentile_key(p)))
+        .collect();
+    Some(format!(
+        "{} did {ios} {}s: too few for {} (p{} needs at least {} I/Os, ten times that to be stable), so those \
+         equal its max; run longer or use --ios",
+        fewest.name,
+        op,
+        keys.join(", "),
+        percentile_key(first),
+        samples_to_resolve(first),
+    ))
 }
 
 #[cfg(test)]
@@ -392,6 +436,43 @@ mod tests {
             1999
         );
         assert!(v["aggregate"]["read"]["lat_ns"]["percentiles"]["50"].is_u64());
+    }
+
+    #[test]
+    fn warns_when_too_few_samples_for_a_percentile() {
+        assert_eq!(samples_to_resolve(99.9999), 1_000_001);
+        assert_eq!(samples_to_resolve(50.0), 3);
+        let mut b = ReportBuilder::new(RunKind::Sim, config());
+        let mut r = DeviceRecorder::new();
+        for k in 0..5000 {
+            r.record(Op::Read, 1000 + k, 4096);
+        }
+        b.device(
+            DeviceMeta {
+                name: "small".into(),
+                ..Default::default()
+            },
+            &r,
+        );
+        let rep = b.finish();
+        assert_eq!(rep.warnings.len(), 1, "{:?}", rep.warnings);
+        let w = &rep.warnings[0];
+        assert!(
+            w.starts_with("small did 5000 reads: too few for p99.99, p99.999, p99.9999"),
+            "{w}"
+        );
+        // p99.9 needs 1001 samples: 5000 resolve it, so it is not named.
+        assert!(!w.contains("p99.9,"), "{w}");
+        // Enough samples: no warning.
+        let mut b = ReportBuilder::new(
+            RunKind::Sim,
+            RunConfig {
+                percentiles: vec![50.0, 99.0],
+                ..config()
+            },
+        );
+        b.device(DeviceMeta::default(), &r);
+        assert!(b.finish().warnings.is_empty());
     }
 
     #[test]

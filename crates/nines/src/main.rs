@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
 mod cmd;
@@ -36,7 +37,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(err),
+    };
     let result = match cli.command {
         Command::Profile(args) => cmd::profile::run(args),
         Command::Log(args) => cmd::log::run(args),
@@ -53,6 +57,66 @@ fn main() -> ExitCode {
             // One line: the context chain joined, so the user sees what failed and why.
             eprintln!("nines: {err:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Help and version go to stdout as clap prints them. Every other argument error becomes one line,
+/// `nines: ...`, like every other error of nines, with exit status 2 (clap's usage status).
+fn usage_error(err: clap::Error) -> ExitCode {
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = err.print();
+            return ExitCode::SUCCESS;
+        }
+        // `nines` alone: the help, on stderr, as a usage error.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = err.print();
+            return ExitCode::from(2);
+        }
+        _ => {}
+    }
+    eprintln!("nines: {}", one_line(&err.render().to_string()));
+    ExitCode::from(2)
+}
+
+/// clap's message without its "error: " prefix, usage block and help hint, joined on one line.
+fn one_line(rendered: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for line in rendered.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with("Usage:") || line.starts_with("For more information")
+        {
+            continue;
+        }
+        parts.push(line.strip_prefix("error: ").unwrap_or(line));
+    }
+    let mut msg = parts.join("; ");
+    msg.push_str(" (see --help)");
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argument_errors_become_one_line() {
+        for args in [
+            &["nines", "profile", "--mix", "abc"][..],
+            &["nines", "profile", "--bs", "4x"],
+            &["nines", "profile", "--rw", "foo"],
+            &["nines", "frobnicate"],
+            &["nines", "profile", "--no-such-option"],
+        ] {
+            let err = Cli::try_parse_from(args).unwrap_err();
+            let line = one_line(&err.render().to_string());
+            assert!(!line.contains('\n'), "{line}");
+            assert!(!line.starts_with("error:"), "{line}");
+            assert!(line.ends_with("(see --help)"), "{line}");
+            // The offending text is named.
+            let bad = args[args.len() - 1];
+            assert!(line.contains(bad), "{args:?}: {line}");
         }
     }
 }
