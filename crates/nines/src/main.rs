@@ -55,10 +55,27 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             // One line: the context chain joined, so the user sees what failed and why.
-            eprintln!("nines: {err:#}");
+            eprintln!("nines: {}", error_line(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line. Library errors often repeat their source in their own
+/// message as well as exposing it as `source()`; a cause already said is not said again.
+fn error_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line.replace('\n', " ")
 }
 
 /// Help and version go to stdout as clap prints them. Every other argument error becomes one line,
@@ -99,6 +116,28 @@ fn one_line(rendered: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn causes_already_in_the_message_are_not_repeated() {
+        let io = std::io::Error::from_raw_os_error(1);
+        #[derive(Debug)]
+        struct Wrapping(std::io::Error);
+        impl std::fmt::Display for Wrapping {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "cannot set SCHED_FIFO: {}", self.0)
+            }
+        }
+        impl std::error::Error for Wrapping {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let err = anyhow::Error::new(Wrapping(io)).context("worker on CPU 1");
+        assert_eq!(
+            error_line(&err),
+            "worker on CPU 1: cannot set SCHED_FIFO: Operation not permitted (os error 1)"
+        );
+    }
 
     #[test]
     fn argument_errors_become_one_line() {
