@@ -95,28 +95,22 @@ pub struct DriverOutcome {
 /// Why a run failed; one line each, naming the device and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
-    #[error("{device}: {source}")]
+    #[error("{device}: {error}")]
     Workload {
         device: String,
-        #[source]
-        source: WorkloadError,
+        error: WorkloadError,
     },
     #[error(transparent)]
     Sched(#[from] SchedError),
-    #[error("{device}: {source}")]
-    Engine {
-        device: String,
-        #[source]
-        source: EngineError,
-    },
-    #[error("{device}: {op} of {len_bytes} bytes at offset {offset_bytes} failed: {source}")]
+    #[error("{device}: {error}")]
+    Engine { device: String, error: EngineError },
+    #[error("{device}: {op} of {len_bytes} bytes at offset {offset_bytes} failed: {error}")]
     Io {
         device: String,
         op: Op,
         offset_bytes: u64,
         len_bytes: u32,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     #[error(
         "{device}: short {op} at offset {offset_bytes}: {done_bytes} of {len_bytes} bytes \
@@ -129,11 +123,10 @@ pub enum DriverError {
         len_bytes: u32,
         done_bytes: u64,
     },
-    #[error("cannot write the {what}: {source}")]
+    #[error("cannot write the {what}: {error}")]
     Log {
         what: &'static str,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     #[error("no targets to run on")]
     NoTargets,
@@ -252,7 +245,7 @@ pub fn validate(targets: &[DriverTarget], cfg: &DriverConfig) -> Result<(), Driv
         )
         .map_err(|source| DriverError::Workload {
             device: t.name.clone(),
-            source,
+            error: source,
         })?;
     }
     Ok(())
@@ -338,7 +331,7 @@ fn run_locked(
             )
             .map_err(|source| DriverError::Log {
                 what: "latency log",
-                source,
+                error: source,
             })?;
             let (sink, lanes) = LatLogSink::start(
                 file,
@@ -350,7 +343,7 @@ fn run_locked(
             )
             .map_err(|source| DriverError::Log {
                 what: "latency log",
-                source,
+                error: source,
             })?;
             (Some(sink), lanes.into_iter().map(Some).collect::<Vec<_>>())
         }
@@ -486,7 +479,7 @@ fn run_locked(
         if let Err(source) = r {
             first_error.get_or_insert(DriverError::Log {
                 what: "latency log",
-                source,
+                error: source,
             });
         }
     }
@@ -565,7 +558,7 @@ impl HdrLog {
             .with_start_time(start)
             .with_base_time(start)
             .begin_log_with(&mut out, &mut serializer)
-            .map_err(|source| DriverError::Log { what: "HdrHistogram log", source })?;
+            .map_err(|source| DriverError::Log { what: "HdrHistogram log", error: source })?;
         let tags = names
             .iter()
             .map(|n| [hdr_tag(n, Op::Read), hdr_tag(n, Op::Write)])
@@ -584,7 +577,7 @@ impl HdrLog {
             .begin_log_with(&mut self.out, &mut self.serializer)
             .map_err(|source| DriverError::Log {
                 what: "HdrHistogram log",
-                source,
+                error: source,
             })?;
         let from = Duration::from_nanos(msg.start_ns.saturating_sub(start_ns));
         let len = Duration::from_nanos(msg.end_ns.saturating_sub(msg.start_ns));
@@ -593,7 +586,7 @@ impl HdrLog {
             w.write_histogram(&msg.rec.dirs[op.index()].hist, from, len, Tag::new(tag))
                 .map_err(|e| DriverError::Log {
                     what: "HdrHistogram log",
-                    source: io::Error::other(e.to_string()),
+                    error: io::Error::other(e.to_string()),
                 })?;
         }
         let _ = self.start_unix_ns;
@@ -603,7 +596,7 @@ impl HdrLog {
     fn finish(mut self) -> Result<(), DriverError> {
         self.out.flush().map_err(|source| DriverError::Log {
             what: "HdrHistogram log",
-            source,
+            error: source,
         })
     }
 }

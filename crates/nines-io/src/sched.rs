@@ -13,32 +13,20 @@ pub enum SchedError {
         "CPU {cpu} is not available to this process (allowed: {allowed}); pick CPUs from that list"
     )]
     CpuNotAllowed { cpu: usize, allowed: String },
-    #[error("cannot pin a worker to CPU {cpu}: {source}")]
-    Pin {
-        cpu: usize,
-        #[source]
-        source: io::Error,
-    },
+    #[error("cannot pin a worker to CPU {cpu}: {error}")]
+    Pin { cpu: usize, error: io::Error },
     #[error(
-        "--rt-priority {priority}: SCHED_FIFO is not permitted ({source}); run as root, grant \
+        "--rt-priority {priority}: SCHED_FIFO is not permitted ({error}); run as root, grant \
          CAP_SYS_NICE (setcap cap_sys_nice+ep nines), or raise `ulimit -r` to at least {priority}"
     )]
-    RtDenied {
-        priority: u32,
-        #[source]
-        source: io::Error,
-    },
+    RtDenied { priority: u32, error: io::Error },
     #[error("--rt-priority {priority} is out of range: SCHED_FIFO priorities are {min}..={max}")]
     RtRange { priority: u32, min: i32, max: i32 },
     #[error(
-        "cannot lock the I/O path's memory ({source}; RLIMIT_MEMLOCK is {limit}); run as root, \
+        "cannot lock the I/O path's memory ({error}; RLIMIT_MEMLOCK is {limit}); run as root, \
          raise the limit with `ulimit -l unlimited`, or pass --no-mlock"
     )]
-    Mlock {
-        limit: String,
-        #[source]
-        source: io::Error,
-    },
+    Mlock { limit: String, error: io::Error },
 }
 
 /// The CPUs this process may run on, sorted.
@@ -94,7 +82,7 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), SchedError> {
     if rc != 0 {
         return Err(SchedError::Pin {
             cpu,
-            source: io::Error::last_os_error(),
+            error: io::Error::last_os_error(),
         });
     }
     Ok(())
@@ -122,7 +110,7 @@ pub fn set_fifo_current_thread(priority: u32) -> Result<(), SchedError> {
     if rc != 0 {
         return Err(SchedError::RtDenied {
             priority,
-            source: io::Error::last_os_error(),
+            error: io::Error::last_os_error(),
         });
     }
     Ok(())
@@ -159,7 +147,7 @@ pub fn lock_memory() -> Result<(), SchedError> {
     if rc != 0 {
         return Err(SchedError::Mlock {
             limit: memlock_limit_text(),
-            source: io::Error::last_os_error(),
+            error: io::Error::last_os_error(),
         });
     }
     Ok(())

@@ -91,7 +91,7 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
         engine::build(plan.engine, depth_max, plan.engine_options).map_err(|source| {
             DriverError::Engine {
                 device: first_name.clone(),
-                source,
+                error: source,
             }
         })?;
 
@@ -117,7 +117,7 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
             .add_target(d.fd)
             .map_err(|source| DriverError::Engine {
                 device: d.name.clone(),
-                source,
+                error: source,
             })?;
         let generator = Generator::new(
             &spec,
@@ -128,7 +128,7 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
         )
         .map_err(|source| DriverError::Workload {
             device: d.name.clone(),
-            source,
+            error: source,
         })?;
         let mut free = VecDeque::with_capacity(iodepth as usize);
         for _ in 0..iodepth {
@@ -241,7 +241,7 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
                     })
                     .map_err(|source| DriverError::Engine {
                         device: dev.name.clone(),
-                        source,
+                        error: source,
                     })?;
                 dev.issued += 1;
                 dev.inflight += 1;
@@ -252,7 +252,7 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
         if queued > 0 {
             engine.commit().map_err(|source| DriverError::Engine {
                 device: devs[0].name.clone(),
-                source,
+                error: source,
             })?;
         }
         if inflight == 0 {
@@ -271,7 +271,7 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
             .reap(min, &mut completions)
             .map_err(|source| DriverError::Engine {
                 device: devs[0].name.clone(),
-                source,
+                error: source,
             })?;
         if n == 0 {
             continue;
@@ -416,7 +416,7 @@ fn io_failure(dev: &Dev, slot: &Slot, result: i64) -> DriverError {
             op: slot.op,
             offset_bytes: slot.offset_bytes,
             len_bytes: slot.len_bytes,
-            source: io::Error::from_raw_os_error((-result) as i32),
+            error: io::Error::from_raw_os_error((-result) as i32),
         }
     } else {
         DriverError::Short {

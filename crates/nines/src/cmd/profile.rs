@@ -221,13 +221,15 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut targets = Vec::with_capacity(paths.len());
     for p in &paths {
-        targets.push(Target::open(p, &topts)?);
+        // Flattened to its one-line message: the message already says what failed and why.
+        targets.push(Target::open(p, &topts).map_err(|e| anyhow::anyhow!("{e}"))?);
     }
     for t in &targets {
         let size = spec
             .region_size_bytes
             .unwrap_or_else(|| t.size_bytes().saturating_sub(spec.region_offset_bytes));
-        check_region(t, spec.region_offset_bytes, size, spec.block_size_bytes)?;
+        check_region(t, spec.region_offset_bytes, size, spec.block_size_bytes)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     let names = unique_names(&targets, scratch.is_some());
 
@@ -267,13 +269,27 @@ pub fn run(args: Args) -> Result<()> {
         },
         cpus: cpus.clone(),
         rt_priority: args.rt_priority,
-        mlock: !args.no_mlock,
+        // Locked here instead (below), before anything is printed.
+        mlock: false,
         lat_log: lat_file,
         hdr_log: hdr_file,
         interval_ns: args.hdr_interval,
         progress: !args.quiet && std::io::stderr().is_terminal(),
     };
     driver::validate(&dtargets, &cfg)?;
+    let _mlock = if args.no_mlock {
+        None
+    } else {
+        match nines_io::sched::lock_memory() {
+            Ok(()) => Some(MemoryLock),
+            // The embedded default is a first look, often by a user without privileges: go on.
+            Err(e) if scratch.is_some() => {
+                eprintln!("nines: warning: running unlocked: {e}");
+                None
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     println!("{}", placement_line(args.engine, &names, &cpus));
 
     // 4. The run.
@@ -343,6 +359,15 @@ pub fn run(args: Args) -> Result<()> {
     drop(targets);
     drop(scratch);
     Ok(())
+}
+
+/// Holds `mlockall` for the run; dropping it unlocks.
+struct MemoryLock;
+
+impl Drop for MemoryLock {
+    fn drop(&mut self) {
+        nines_io::sched::unlock_memory();
+    }
 }
 
 /// Device names for tables, logs and tags: the target's name, with its index appended when two
