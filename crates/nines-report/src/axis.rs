@@ -274,14 +274,15 @@ impl Axis {
         } else {
             1.0
         };
-        let raw = (hi - lo) / unit / 6.0;
-        let mag = 10f64.powf(raw.log10().floor()) * unit;
-        let raw = raw * unit;
-        let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        // The finest round step (1, 2, 2.5, 5 x 10^k in the unit) giving at most 8 intervals,
+        // so the axis ends close to the data.
+        let range = (hi - lo) / unit;
+        let mag = 10f64.powf(range.log10().floor() - 1.0);
+        let step = [1.0, 2.0, 2.5, 5.0, 10.0, 20.0, 25.0, 50.0, 100.0]
             .iter()
-            .map(|m| m * mag)
-            .find(|s| *s >= raw)
-            .unwrap_or(10.0 * mag);
+            .map(|m| m * mag * unit)
+            .find(|s| (hi / s).ceil() - (lo / s).floor() <= 8.0)
+            .unwrap_or(100.0 * mag * unit);
         let min = (lo / step).floor() * step;
         let max = (hi / step).ceil() * step;
         let mut ticks = Vec::new();
@@ -385,6 +386,10 @@ mod tests {
         assert_eq!(a.max, 10.0);
         assert_eq!(a.ticks[1].value, 2.0);
         assert_eq!(a.ticks.last().unwrap().label, "10 s");
+        let b = Axis::linear("t", 0.0, 160.0, LabelFormat::Seconds);
+        assert_eq!((b.min, b.max, b.ticks[1].value), (0.0, 160.0, 20.0));
+        let c = Axis::linear("t", 0.0, 3.01, LabelFormat::Seconds);
+        assert_eq!(c.max, 3.5);
     }
 
     #[test]
@@ -398,7 +403,17 @@ mod tests {
         let labels: Vec<_> = a.ticks.iter().map(|t| t.label.as_str()).collect();
         assert_eq!(
             labels,
-            ["0 B/s", "512 MiB/s", "1 GiB/s", "1.5 GiB/s", "2 GiB/s"]
+            [
+                "0 B/s",
+                "256 MiB/s",
+                "512 MiB/s",
+                "768 MiB/s",
+                "1 GiB/s",
+                "1.25 GiB/s",
+                "1.5 GiB/s",
+                "1.75 GiB/s",
+                "2 GiB/s"
+            ]
         );
     }
 

@@ -279,7 +279,35 @@ fn find_periodic(
         let mut durations: Vec<u64> = chosen.iter().map(|s| s.duration_ns()).collect();
         durations.sort_unstable();
         let duration_median = durations.get(durations.len() / 2).copied().unwrap_or(0);
-        if let Some(fit) = fit_period(&starts, duration_median as f64, params, span_ns) {
+        // Big stalls hidden among many small blips: if all spikes show no rhythm, try the
+        // major ones alone (at least a tenth of the tallest).
+        let mut fit = fit_period(&starts, duration_median as f64, params, span_ns);
+        if fit.is_none() {
+            let tallest = chosen.iter().map(|s| s.height_ns).max().unwrap_or(0);
+            let major: Vec<&Spike> = chosen
+                .iter()
+                .copied()
+                .filter(|s| s.height_ns >= tallest / 10)
+                .collect();
+            if major.len() < chosen.len() {
+                let starts: Vec<f64> = major.iter().map(|s| s.start_ns as f64).collect();
+                let mut d: Vec<u64> = major.iter().map(|s| s.duration_ns()).collect();
+                d.sort_unstable();
+                let dm = d.get(d.len() / 2).copied().unwrap_or(0);
+                fit = fit_period(&starts, dm as f64, params, span_ns).map(|f| Fit {
+                    // Back to indices into `chosen`.
+                    matched: f
+                        .matched
+                        .iter()
+                        .filter_map(|&i| {
+                            chosen.iter().position(|c| c.start_ns == major[i].start_ns)
+                        })
+                        .collect(),
+                    ..f
+                });
+            }
+        }
+        if let Some(fit) = fit {
             // Map matched indices back to the device's spike list.
             let matched = fit
                 .matched
@@ -662,6 +690,35 @@ mod tests {
             assert!(a.spikes.len() >= n * 3 / 4, "{}", a.spikes.len());
             assert!(a.periodic.is_empty(), "seed {seed}: {:?}", a.periodic);
         }
+    }
+
+    #[test]
+    fn big_periodic_stalls_among_many_small_random_blips() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
+        let run = 10_000_000_000u64;
+        // 300 random 1-2 ms blips, plus a 200 ms stall every 2 s.
+        let mut stalls: Vec<(u64, u64)> = (0..300)
+            .map(|_| {
+                let s = uniform(&mut rng, 0.0, run as f64) as u64;
+                (s, uniform(&mut rng, 1e6, 2e6) as u64)
+            })
+            .collect();
+        stalls.extend((0..5).map(|k| (500_000_000 + k * 2_000_000_000, 200_000_000)));
+        let mut recs = Vec::new();
+        qd1_device(&mut rng, 0, run, 60_000, &stalls, &mut recs);
+        let a = analyse(&recs, SpikeParams::default());
+        assert_eq!(a.periodic.len(), 1, "{:?}", a.periodic);
+        let p = &a.periodic[0];
+        assert!(
+            (p.period_ns as f64 - 2e9).abs() / 2e9 < 0.05,
+            "{}",
+            p.period_ns
+        );
+        assert!(
+            (p.duration_ns as f64 - 2e8).abs() / 2e8 < 0.05,
+            "{}",
+            p.duration_ns
+        );
     }
 
     #[test]
