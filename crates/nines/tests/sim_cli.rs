@@ -1,0 +1,173 @@
+//! `nines sim` from the command line: determinism, trace replay, outputs and bad input.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn nines(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nines"))
+        .args(args)
+        .output()
+        .expect("run nines")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn same_command_gives_byte_identical_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str| {
+        let path = dir.path().join(name);
+        let o = nines(&[
+            "sim",
+            "--quiet",
+            "--devices",
+            "3",
+            "--rw",
+            "randrw",
+            "--mix",
+            "70",
+            "--iodepth",
+            "4",
+            "--runtime",
+            "100ms",
+            "--device",
+            "mqsim-default",
+            "--bg-rate",
+            "1000",
+            "--host-cpus",
+            "2",
+            "--json",
+            path.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read(path).unwrap()
+    };
+    let a = run("a.json");
+    assert_eq!(a, run("b.json"));
+    let report = nines_core::report::Report::from_json(std::str::from_utf8(&a).unwrap()).unwrap();
+    assert_eq!(report.devices.len(), 3);
+    assert_eq!(report.config.engine, "sim");
+    assert!(report.devices[0].internals.as_ref().unwrap()["gc_runs"].is_u64());
+}
+
+#[test]
+fn default_run_prints_the_profile_table_and_fio_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let fio = dir.path().join("fio.json");
+    let o = nines(&[
+        "sim",
+        "--runtime",
+        "200ms",
+        "--fio-json",
+        fio.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("afa-m2-2018#0") && table.contains("p99.9999"),
+        "{table}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(fio).unwrap()).unwrap();
+    assert!(v["jobs"].is_array(), "{v}");
+}
+
+#[test]
+fn replays_a_real_mqsim_trace() {
+    let src = Path::new("/work/shared/traces/mqsim-tpcc-small.trace");
+    if !src.exists() {
+        eprintln!("skipped: {} is not on this machine", src.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("tpcc.trace");
+    std::fs::copy(src, &trace).unwrap();
+    let json = dir.path().join("r.json");
+    let o = nines(&[
+        "sim",
+        "--quiet",
+        "--device",
+        "mqsim-default",
+        "--devices",
+        "8",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--trace-format",
+        "mqsim",
+        "--trace-fit",
+        "wrap",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = nines_core::report::Report::from_json(&std::fs::read_to_string(json).unwrap()).unwrap();
+    // The file's own counts (shared/traces/README.md): 4,381 reads and 2,618 writes.
+    assert_eq!(r.aggregate.read.ios, 4381);
+    assert_eq!(r.aggregate.write.ios, 2618);
+    assert_eq!(r.config.extra["trace_records"], 6999);
+}
+
+#[test]
+fn a_malformed_trace_line_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("bad.trace");
+    std::fs::write(&trace, "1000 0 8 8 1\n2000 0 x 8 1\n").unwrap();
+    let o = nines(&[
+        "sim",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--trace-format",
+        "mqsim",
+    ]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("line 2"), "{e}");
+}
+
+#[test]
+fn bad_devices_get_one_line_naming_the_rule() {
+    let o = nines(&["sim", "--device", "nope"]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("afa-m2-2018") && e.contains("z-ssd") && e.contains("ttflash-fast17"),
+        "{e}"
+    );
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let text = include_str!("../../nines-flash/presets/mqsim-default.toml");
+    for (from, to, want) in [
+        ("channels = 8", "channels = 0", "geometry.channels"),
+        (
+            "over_provisioning = 0.07",
+            "over_provisioning = 1.5",
+            "ftl.over_provisioning",
+        ),
+        (
+            "page_size_bytes = 8192",
+            "page_size_bytes = 1000",
+            "geometry.page_size_bytes",
+        ),
+        (
+            "name = ",
+            "capacity_bytes = 900_000_000_000\nname = ",
+            "capacity_bytes",
+        ),
+    ] {
+        let path = dir.path().join("dev.toml");
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+        let o = nines(&["sim", "--device", path.to_str().unwrap()]);
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(e.contains(want), "{want}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    }
+    let o = nines(&["sim", "--devices", "1001"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("1 to 1000"),
+        "{}",
+        stderr(&o)
+    );
+}
