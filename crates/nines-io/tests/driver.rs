@@ -258,3 +258,26 @@ fn ios_counts_exactly_after_the_ramp_and_the_log_holds_the_ramp_too() {
         "every executed I/O is logged, ramp included"
     );
 }
+
+#[test]
+fn thinktime_spaces_each_slot_and_psync_runs_at_depth_one() {
+    let (_dir, files) = make_files(1);
+    let ts = targets(&files);
+    let spec = WorkloadSpec {
+        thinktime_ns: 2_000_000,
+        ..ios_spec(50, 4)
+    };
+    let out = driver::run(&ts, config(EngineKind::Psync, spec)).unwrap();
+    assert_eq!(out.devices[0].recorder.ios(), 50);
+    // psync: one slot, so 50 I/Os take at least 49 thinktimes.
+    assert!(out.measured_ns >= 49 * 2_000_000, "{} ns", out.measured_ns);
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.contains("--iodepth 4 ran as 1")),
+        "{:?}",
+        out.warnings
+    );
+    assert_eq!(out.workers.len(), 1);
+    assert!(out.workers[0].usage.ctx_voluntary > 0, "thinktime sleeps");
+}
