@@ -31,7 +31,9 @@ pub enum PlanError {
     Overlap(String),
     #[error("CPU(s) {0} not online: pick from /sys/devices/system/cpu/online")]
     Offline(String),
-    #[error("no block devices to plan for: name the targets")]
+    #[error(
+        "no NVMe devices found to plan for: name the targets, e.g. `nines tune --plan /dev/zram0`"
+    )]
     NoDevices,
 }
 
@@ -175,15 +177,9 @@ impl Plan {
                 .iter()
                 .filter(|d| d.kind == DevKind::Nvme)
                 .collect();
-            let chosen: Vec<_> = if nvme.is_empty() {
-                h.devices
-                    .iter()
-                    .filter(|d| d.kind != DevKind::Virtual)
-                    .collect()
-            } else {
-                nvme
-            };
-            devs.extend(chosen.into_iter().map(|d| (d, format!("/dev/{}", d.name))));
+            // Only NVMe by default, as documented. Falling back to every other disk would plan
+            // changes to the system disk (vda here) that the user never named.
+            devs.extend(nvme.into_iter().map(|d| (d, format!("/dev/{}", d.name))));
         } else {
             for t in targets {
                 let name = target_name(t);

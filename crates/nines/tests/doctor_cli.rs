@@ -205,3 +205,28 @@ fn malformed_and_missing_input() {
         "{err}"
     );
 }
+
+/// With no targets, a plan covers NVMe devices only: on a host without NVMe (this test machine)
+/// it asks for targets instead of planning changes to the system disk.
+#[test]
+fn tune_plan_without_targets_never_picks_non_nvme_disks() {
+    let has_nvme = std::fs::read_dir("/sys/block")
+        .map(|rd| {
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("nvme"))
+        })
+        .unwrap_or(false);
+    if has_nvme {
+        eprintln!("skipped: this host has NVMe devices, so a default plan is expected to succeed");
+        return;
+    }
+    let out = nines(&["tune", "--plan"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "planned without NVMe: {text}");
+    assert!(
+        err.contains("no NVMe devices") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+    assert!(!text.contains("/sys/block/vda"), "{text}");
+}
