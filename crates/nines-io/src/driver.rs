@@ -315,9 +315,11 @@ fn run_locked(
     warnings: &mut Vec<String>,
 ) -> Result<RunParts, DriverError> {
     let names: Vec<String> = targets.iter().map(|t| t.name.clone()).collect();
-    let start_unix_ns = clock::unix_now_ns();
-    // The common time origin, a little ahead so every worker is set up before the first I/O is due.
-    let start_ns = clock::now_ns() + 20_000_000;
+    // The common time origin, a little ahead so every worker is set up before the first I/O is
+    // due; the wall-clock start is shifted by the same amount so log timestamps line up.
+    let setup_ns = 20_000_000;
+    let start_ns = clock::now_ns() + setup_ns;
+    let start_unix_ns = clock::unix_now_ns() + setup_ns;
 
     // Per-I/O log: header now, records from the workers through the sink.
     let (sink, mut lanes) = match cfg.lat_log.take() {

@@ -363,7 +363,8 @@ fn swap_intervals(
     let mut misses = 0;
     for dev in devs.iter_mut() {
         if last {
-            if let Some(rec) = dev.interval.take() {
+            // An empty last interval (the run ended just after a boundary) is not worth a line.
+            if let Some(rec) = dev.interval.take().filter(|r| r.ios() > 0) {
                 let msg = IntervalMsg {
                     worker: plan.index,
                     device: dev.index,
