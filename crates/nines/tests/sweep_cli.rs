@@ -197,6 +197,15 @@ fn write_fraction_sweep_on_the_simulator() {
     assert!((share - 0.5).abs() < 0.05, "{share}");
     let html = std::fs::read_to_string(dir.path().join("wf/sweep.html")).unwrap();
     assert_eq!(html.matches("<svg").count(), 1);
+    // A point's run JSON reports like any run; the sweep file itself is pointed to its page.
+    let point = dir.path().join("wf/points/01-writes0.json");
+    ok(
+        nines(&["report", point.to_str().unwrap()], dir.path()),
+        "report on a point",
+    );
+    let out = nines(&["report", "wf/sweep.json"], dir.path());
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a sweep, not a run"));
 }
 
 #[test]

@@ -94,6 +94,13 @@ pub fn read_report(path: &Path) -> anyhow::Result<Report> {
             path.display()
         )
     })?;
+    if text.contains("\"nines-sweep\"") && nines_report::sweep::Sweep::from_json(&text).is_ok() {
+        anyhow::bail!(
+            "{} is a sweep, not a run: its page is the sweep.html `nines sweep` wrote beside it, \
+             and each point's run JSON is in its points directory",
+            path.display()
+        );
+    }
     Report::from_json(&text).with_context(|| format!("reading run {}", path.display()))
 }
 
