@@ -324,7 +324,12 @@ pub fn figures(runs: &[Run]) -> Vec<Figure> {
             figs.push(Figure {
                 id: format!("compare-{id}-{}", op.name()),
                 caption: format!(
-                    "The {what} over the devices of each run of every percentile (as in paper 000, Fig. 12)."
+                    "The {what} over the devices of each run of every percentile (as in paper 000, Fig. 12).{}",
+                    if id == "stddev" {
+                        " Where all devices agree exactly the deviation is zero, which a log scale cannot show: those points are left out."
+                    } else {
+                        ""
+                    }
                 ),
                 plot,
             });

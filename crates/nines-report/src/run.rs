@@ -434,7 +434,10 @@ pub fn stddev_figure(report: &Report, op: Op) -> Option<Figure> {
     plot.legend = false;
     Some(Figure {
         id: format!("stddev-{}", op.name()),
-        caption: "How far the devices disagree at each percentile.".into(),
+        caption:
+            "How far the devices disagree at each percentile (a deviation of zero, all devices \
+                  equal, cannot be drawn on the log scale and is left out)."
+                .into(),
         plot,
     })
 }
