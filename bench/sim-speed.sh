@@ -58,7 +58,10 @@ printf '%-44s %14s %16s %10s %10s %12s\n' case "sim I/O/s" "dev cmds/s" "prep s"
 run_case "64 x afa-m2-2018 randread 4k QD1 (2 s sim)" 64 \
     --device afa-m2-2018 --rw randread --bs 4k --iodepth 1 --runtime 2s
 run_case "64 x afa-m2-2018 randrw 70/30 QD1 steady" 64 \
-    --device afa-m2-2018 --rw randrw --mix 70 --bs 4k --iodepth 1 --runtime 1s
+    --device afa-m2-2018 --rw randrw --mix 70 --bs 4k --iodepth 1 --runtime 10s --json "$TMP/gc.json"
+gc_runs="$(grep -o '"gc_runs": [0-9]*' "$TMP/gc.json" | awk '{ s += $2 } END { print s }')"
+moved="$(grep -o '"gc_units_moved": [0-9]*' "$TMP/gc.json" | awk '{ s += $2 } END { print s }')"
+echo "    (GC active in the 70/30 case: $gc_runs victim blocks reclaimed, $moved units moved, over 64 devices)"
 run_case "raid0 1000 x afa-m2-2018 64k/4k-stripe QD32" 1000 \
     --device afa-m2-2018 --layout raid0 --stripe 4k --rw randread --bs 64k --iodepth 32 --runtime 1s
 echo

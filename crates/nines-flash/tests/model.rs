@@ -406,3 +406,29 @@ fn steady_preconditioning_reaches_steady_write_amplification() {
     }
     assert!((wa[0] - wa[1]).abs() / wa[1] < 0.03, "{wa:?}");
 }
+
+#[test]
+fn per_page_type_read_and_program_times_apply() {
+    let mut cfg = small(1, 1, 0.2);
+    cfg.timing.read_ns_by_page_type = vec![40_000, 60_000];
+    cfg.timing.program_ns_by_page_type = vec![300_000, 900_000];
+    cfg.validate().unwrap();
+    let mut ssd = Ssd::new(&cfg, 1);
+    ssd.precondition(Precondition::Fill, 1);
+    // A sequential fill on one die puts unit i in page i of the block: even pages are type 0.
+    let mut t = 1_000_000_000;
+    for (lpn, tr) in [(0u64, 40_000), (1, 60_000), (2, 40_000), (7, 60_000)] {
+        let done = ssd.submit(t, Op::Read, lpn * 4096, 4096);
+        assert_eq!(done - t, 3_000 + tr + 10_240 + 2_048, "unit {lpn}");
+        t = done + 10_000_000;
+    }
+    // One write programs the next page of the host block (one unit per page here); a read
+    // right behind it waits for that program, whose time is its page type's.
+    let page_type = (ssd.ftl().logical_units() % 64) as usize % 2;
+    let tp = [300_000u64, 900_000][page_type];
+    let w = ssd.submit(t, Op::Write, 0, 4096);
+    assert_eq!(w - t, 3_000 + 4_096);
+    let r = ssd.submit(w, Op::Read, 2 * 4096, 4096);
+    // Program: channel 10240 + tPROG; then the read: tR (page 2: type 0) + 10240 + 2048.
+    assert_eq!(r - w, 10_240 + tp + 40_000 + 10_240 + 2_048);
+}

@@ -41,7 +41,8 @@ pub struct Args {
     /// under 32 MiB and all of them under --memory-budget).
     #[arg(long, default_value = "auto")]
     pub scale: String,
-    /// auto, none, fill or steady (see `nines sim --help` above).
+    /// auto (steady when the workload writes, fill when it only reads), none, fill or steady
+    /// (fill, one capacity of random overwrites, GC settled).
     #[arg(long, default_value = "auto")]
     pub precondition: String,
     /// How completions reach the host: interrupt, polled or none (no host costs).
