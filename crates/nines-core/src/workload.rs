@@ -256,6 +256,14 @@ pub enum WorkloadError {
         logical_block_bytes: u32,
     },
     #[error(
+        "--offset {offset_bytes} is at or beyond the end of the target ({target_size_bytes} bytes); \
+         reduce --offset"
+    )]
+    OffsetBeyondEnd {
+        offset_bytes: u64,
+        target_size_bytes: u64,
+    },
+    #[error(
         "region {offset_bytes}+{size_bytes} bytes is larger than the target ({target_size_bytes} bytes); \
          reduce --size or --offset"
     )]
@@ -409,6 +417,12 @@ impl Generator {
             return Err(WorkloadError::OffsetAlignment {
                 offset_bytes: offset,
                 logical_block_bytes,
+            });
+        }
+        if offset >= target_size_bytes {
+            return Err(WorkloadError::OffsetBeyondEnd {
+                offset_bytes: offset,
+                target_size_bytes,
             });
         }
         let size = match spec.region_size_bytes {
@@ -692,6 +706,14 @@ mod tests {
         assert!(matches!(
             Generator::new(&spec(), 1024, 512, 0, 0),
             Err(WorkloadError::RegionTooSmall { .. })
+        ));
+        let s = WorkloadSpec {
+            region_offset_bytes: 2 << 20,
+            ..spec()
+        };
+        assert!(matches!(
+            Generator::new(&s, 1 << 20, 512, 0, 0),
+            Err(WorkloadError::OffsetBeyondEnd { .. })
         ));
         let s = WorkloadSpec {
             runtime_ns: None,
