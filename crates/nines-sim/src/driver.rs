@@ -143,10 +143,11 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
     };
     let scaled = cfg.device.scaled(want)?;
     let model = scaled.model_bytes();
-    if cfg.scale.is_none() && model.saturating_mul(copies) > cfg.memory_budget_bytes {
+    if model.saturating_mul(copies) > cfg.memory_budget_bytes {
         return Err(SimError::Config(format!(
-            "{} devices of {} need {} MiB of model state at the smallest workable scale \
-             ({:.5}); the budget is {} MiB: use fewer devices or a read-only workload",
+            "{} devices of {} need {} MiB of model state at scale {:.5}; the budget \
+             (--memory-budget) is {} MiB: use fewer devices, a smaller --scale, a read-only \
+             workload or a larger budget",
             cfg.devices,
             cfg.device_label,
             model.saturating_mul(copies) >> 20,

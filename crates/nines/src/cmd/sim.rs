@@ -156,8 +156,8 @@ pub fn run(args: Args) -> Result<()> {
     }
     host.cpus = args.host_cpus;
     if let Some(rate) = args.bg_rate {
-        if !(rate.is_finite() && rate >= 0.0) {
-            bail!("--bg-rate {rate}: give a non-negative number of tasks per second");
+        if !(rate.is_finite() && (0.0..=1e7).contains(&rate)) {
+            bail!("--bg-rate {rate}: give 0 to 10000000 tasks per second per CPU");
         }
         host.background = Some(Background {
             rate_per_s: rate,
