@@ -63,10 +63,6 @@ struct Slot {
     ready_ns: u64,
 }
 
-/// Sleep instead of spinning when the next timed event is further away than this; wake this much
-/// early and spin the rest, so the sleep's wake-up latency is not charged to an I/O.
-const SPIN_NS: u64 = 200_000;
-
 pub(crate) fn run(plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
     let shared = plan.shared.clone();
     let r = run_inner(plan);
@@ -109,6 +105,16 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
         }
     }
     let buf_ptrs: Vec<*mut u8> = (0..depth_max as usize).map(|s| bufs.ptr(s)).collect();
+    // io_uring: fixed buffers save pinning the pages on every I/O. Other engines, or a kernel that
+    // refuses (RLIMIT_MEMLOCK), return Ok(false) and use plain buffers. The pool outlives the
+    // engine (dropped after it below).
+    let regions: Vec<(*mut u8, usize)> = buf_ptrs.iter().map(|&p| (p, bs)).collect();
+    engine
+        .register_buffers(&regions)
+        .map_err(|source| DriverError::Engine {
+            device: first_name.clone(),
+            error: source,
+        })?;
 
     let mut devs = Vec::with_capacity(ndev);
     let mut slots = Vec::with_capacity(depth_max as usize);
@@ -260,10 +266,9 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
                 // Nothing in flight and nothing will become ready: every device is done.
                 break;
             }
-            let now = clock::now_ns();
-            if next_event_ns > now + SPIN_NS {
-                clock::sleep_until_ns(next_event_ns - SPIN_NS);
-            }
+            // Precise: sleep to just before the event, then spin on the clock, so thinktime and
+            // rate-paced due times are kept to about a microsecond instead of the sleep's slack.
+            clock::wait_until_ns(next_event_ns, abort);
             continue;
         }
         let min = if next_event_ns == u64::MAX { 1 } else { 0 };
