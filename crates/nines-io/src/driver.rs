@@ -90,6 +90,9 @@ pub struct DriverOutcome {
     pub measured_ns: u64,
     pub start_unix_ns: u64,
     pub warnings: Vec<String>,
+    /// Set when SIGINT/SIGTERM stopped the run ([`sched::interrupted`]): nanoseconds from the
+    /// time origin to when the collector saw it. What was measured until then is in `devices`.
+    pub interrupted_ns: Option<u64>,
 }
 
 /// Why a run failed; one line each, naming the device and what to do.
@@ -294,17 +297,24 @@ pub fn run(targets: &[DriverTarget], mut cfg: DriverConfig) -> Result<DriverOutc
     if cfg.mlock {
         sched::unlock_memory();
     }
-    let (devices, workers, measured_ns, start_unix_ns) = result?;
+    let (devices, workers, measured_ns, start_unix_ns, interrupted_ns) = result?;
     Ok(DriverOutcome {
         devices,
         workers,
         measured_ns,
         start_unix_ns,
         warnings,
+        interrupted_ns,
     })
 }
 
-type RunParts = (Vec<DeviceOutcome>, Vec<WorkerOutcome>, u64, u64);
+type RunParts = (
+    Vec<DeviceOutcome>,
+    Vec<WorkerOutcome>,
+    u64,
+    u64,
+    Option<u64>,
+);
 
 fn run_locked(
     targets: &[DriverTarget],
@@ -422,13 +432,20 @@ fn run_locked(
         .collect::<Result<_, _>>()
         .map_err(|e| DriverError::Panic(format!("cannot start a worker thread: {e}")))?;
 
-    // Collect intervals until every worker has finished and dropped its sender.
+    // Collect intervals (and watch for SIGINT/SIGTERM) until every worker has finished.
     let mut progress = cfg
         .progress
         .then(|| Progress::new(start_ns, cfg.spec.ramp_ns));
     let mut collect_error = None;
+    let mut interrupted_ns = None;
     loop {
-        match ival_rx.recv_timeout(Duration::from_millis(200)) {
+        if interrupted_ns.is_none() && sched::interrupted() {
+            // SIGINT/SIGTERM: stop the workers; they drain what is in flight and return what
+            // they measured, which is reported like a run that ended.
+            interrupted_ns = Some(clock::now_ns().saturating_sub(start_ns));
+            shared.abort.store(true, Ordering::Relaxed);
+        }
+        match ival_rx.recv_timeout(Duration::from_millis(100)) {
             Ok(mut msg) => {
                 if let Some(h) = hdr.as_mut()
                     && collect_error.is_none()
@@ -446,7 +463,14 @@ fn run_locked(
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+            // Without interval histograms there is no sender at all: keep polling for an
+            // interrupt until the workers are done.
+            Err(RecvTimeoutError::Disconnected) => {
+                if handles.iter().all(|h| h.is_finished()) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
         if let Some(p) = progress.as_mut() {
             p.tick(&shared);
@@ -533,7 +557,7 @@ fn run_locked(
         .collect();
     let measure_from_ns = start_ns + cfg.spec.ramp_ns;
     let measured_ns = last_ns.saturating_sub(measure_from_ns);
-    Ok((devices, workers, measured_ns, start_unix_ns))
+    Ok((devices, workers, measured_ns, start_unix_ns, interrupted_ns))
 }
 
 /// The HdrHistogram interval log, written by the collector (main thread), off the hot path.

@@ -3,6 +3,7 @@
 //! and the per-thread resource usage that shows interference (CPU time, context switches).
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Errors from placement and scheduling; each message says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +28,40 @@ pub enum SchedError {
          raise the limit with `ulimit -l unlimited`, or pass --no-mlock"
     )]
     Mlock { limit: String, error: io::Error },
+}
+
+/// Set by the SIGINT/SIGTERM handler; the driver's collector sees it and stops the workers.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_signal: libc::c_int) {
+    // Async-signal-safe: one lock-free atomic store, nothing else.
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Installs a SIGINT and SIGTERM handler that only sets a flag ([`interrupted`]), so a run stops
+/// its workers, reports what it measured and removes its temporary files. The handler resets to
+/// the default on delivery (SA_RESETHAND): a second Ctrl-C kills at once.
+pub fn install_interrupt_handler() -> io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is valid; the handler is an extern "C" fn doing only an
+        // atomic store, which is async-signal-safe.
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_interrupt as *const () as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Whether SIGINT or SIGTERM arrived since [`install_interrupt_handler`].
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
 }
 
 /// The CPUs this process may run on, sorted.
