@@ -88,6 +88,14 @@ pub enum TargetError {
         logical_block_bytes: u32,
     },
     #[error(
+        "offset {offset_bytes} bytes is beyond the end of {name} ({target_size_bytes} bytes); reduce --offset to less than the device size"
+    )]
+    OffsetBeyondEnd {
+        name: String,
+        offset_bytes: u64,
+        target_size_bytes: u64,
+    },
+    #[error(
         "region of {size_bytes} bytes at offset {offset_bytes} is larger than {name} ({target_size_bytes} bytes); pass a smaller --size or --offset"
     )]
     RegionTooLarge {
@@ -341,6 +349,15 @@ pub fn check_region(
             name: name(),
             offset_bytes,
             logical_block_bytes: lbs,
+        });
+    }
+    // An offset past the end is its own mistake (the region's size is then meaningless); an
+    // offset+size that overflows stays "region too large".
+    if offset_bytes >= target.size_bytes() && offset_bytes.checked_add(size_bytes).is_some() {
+        return Err(TargetError::OffsetBeyondEnd {
+            name: name(),
+            offset_bytes,
+            target_size_bytes: target.size_bytes(),
         });
     }
     let end = offset_bytes.checked_add(size_bytes);
