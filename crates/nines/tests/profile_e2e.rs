@@ -689,3 +689,241 @@ fn zram_with_ext4_is_refused_for_writes_and_left_unchanged() {
     let after = std::fs::read(&dev).unwrap();
     assert!(before == after, "the device's contents changed");
 }
+
+/// Entries of `dir` named like the embedded default's temporary directory.
+fn default_dirs(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("nines-default-"))
+        .collect()
+}
+
+#[test]
+fn sigint_stops_the_run_reports_it_and_removes_the_temporary_files() {
+    use std::io::{BufRead, BufReader, Read};
+    let tmp = disk_dir();
+    let json = tmp.path().join("int.json");
+    let mut child = Command::new(BIN)
+        .env("TMPDIR", tmp.path())
+        .args(["profile", "--quiet", "--runtime", "60s", "--json", s(&json)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    // The placement line is printed just before the run starts.
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.starts_with("placement:"), "{first}");
+    assert_eq!(default_dirs(tmp.path()).len(), 1, "the files exist now");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let t0 = std::time::Instant::now();
+    // SAFETY: plain kill(2) of our own child.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let status = child.wait().unwrap();
+    assert!(t0.elapsed().as_secs() < 10, "stopped promptly");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted after"), "{stderr}");
+    assert!(rest.contains("default0"), "the table was printed: {rest}");
+    assert!(default_dirs(tmp.path()).is_empty(), "temporary files left");
+    let r = report(&json);
+    assert!(
+        r.warnings.iter().any(|w| w.contains("interrupted after")),
+        "{:?}",
+        r.warnings
+    );
+    assert!(r.devices.iter().all(|d| d.read.ios > 0), "measured so far");
+    // Well short of the 60 s asked for.
+    assert!(r.config.measured_ns < 10_000_000_000);
+}
+
+#[test]
+fn unprivileged_run_warns_once_that_memory_is_unlocked() {
+    let dir = disk_dir();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let f = make_file(dir.path(), "readable", 1 << 20);
+    std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let outdir = dir.path().join("out");
+    std::fs::create_dir(&outdir).unwrap();
+    std::os::unix::fs::chown(&outdir, Some(65534), Some(65534)).unwrap();
+    let json = outdir.join("r.json");
+    // 8 MiB: the usual RLIMIT_MEMLOCK of a user, far less than the process maps.
+    let out = Command::new("prlimit")
+        .args([
+            "--memlock=8388608",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            BIN,
+            "profile",
+            "--quiet",
+            "--ios",
+            "100",
+            "--json",
+            s(&json),
+            s(&f),
+        ])
+        .output()
+        .expect("prlimit and setpriv (util-linux) are needed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let warned: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("could not lock memory"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{stderr}");
+    assert!(warned[0].contains("ulimit -l"), "{stderr}");
+    let r = report(&json);
+    assert_eq!(r.devices[0].read.ios, 100);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("could not lock memory")),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn offset_past_the_end_says_so() {
+    let dir = disk_dir();
+    let f = make_file(dir.path(), "small", 1 << 20);
+    let err = fails(&["profile", "--quiet", "--offset", "2m", s(&f)]);
+    assert!(
+        err.contains("beyond the end") && err.contains("reduce --offset"),
+        "{err}"
+    );
+}
+
+#[test]
+fn zram_thinktime_plan_host_interrupts_and_fio_percentiles() {
+    let z = Zram::new("64M");
+    let dir = disk_dir();
+    let json = dir.path().join("tt.json");
+    let fio = dir.path().join("tt.fio.json");
+    let lat = dir.path().join("tt.lat");
+    ok(&[
+        "profile",
+        "--quiet",
+        "--thinktime",
+        "100us",
+        "--ios",
+        "3000",
+        "--json",
+        s(&json),
+        "--fio-json",
+        s(&fio),
+        "--lat-log",
+        s(&lat),
+        &z.path(),
+    ]);
+    let r = report(&json);
+    let d = &r.devices[0];
+    assert_eq!(d.read.ios, 3000);
+    // QD1: each cycle is the thinktime, waited precisely, plus the next I/O's service time. The
+    // median over the per-I/O log, so a preemption by another process on a busy test host does
+    // not count against the wait.
+    let csv = ok(&["log", s(&lat)]);
+    let rows: Vec<(u64, u64)> = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[0].parse().unwrap(), f[4].parse().unwrap())
+        })
+        .collect();
+    let mut cycle_ns: Vec<u64> = rows.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    let mut service_ns: Vec<u64> = rows.iter().map(|r| r.1).collect();
+    cycle_ns.sort_unstable();
+    service_ns.sort_unstable();
+    let cycle = cycle_ns[cycle_ns.len() / 2] as f64;
+    let expect = 100_000.0 + service_ns[service_ns.len() / 2] as f64;
+    assert!(
+        (cycle - expect).abs() < 0.15 * expect,
+        "median cycle {cycle:.0} ns, expected {expect:.0} ns"
+    );
+    // Host conditions: the doctor's summary, and interrupts that say zram has none.
+    assert!(r.host.is_some(), "report.host is present");
+    let irq = d.interrupts.as_ref().expect("interrupts present");
+    assert_eq!(irq["total"], 0);
+    assert!(irq["note"].as_str().unwrap().contains("zram"), "{irq}");
+    // fio's default percentiles and latency buckets.
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&fio).unwrap()).unwrap();
+    let job = &v["jobs"][0];
+    let pct = &job["read"]["clat_ns"]["percentile"];
+    for k in ["1.000000", "50.000000", "95.000000", "99.990000"] {
+        assert!(pct.get(k).is_some(), "fio percentile {k}: {pct}");
+    }
+    let total: f64 = ["latency_ns", "latency_us", "latency_ms"]
+        .iter()
+        .map(|k| {
+            let b = job[*k].as_object().unwrap_or_else(|| panic!("{k} missing"));
+            b.values().map(|x| x.as_f64().unwrap()).sum::<f64>()
+        })
+        .sum();
+    assert!(total > 99.0, "latency buckets sum to {total}%");
+
+    // --plan: the plan's CPU is used; with --cpus it is refused in one line.
+    let cpu = *nines_io::sched::allowed_cpus().last().unwrap();
+    let plan = dir.path().join("plan.json");
+    ok(&[
+        "tune",
+        "--plan",
+        "--cpus",
+        &cpu.to_string(),
+        &z.path(),
+        "-o",
+        s(&plan),
+    ]);
+    let json = dir.path().join("plan-run.json");
+    let stdout = ok(&[
+        "profile",
+        "--quiet",
+        "--ios",
+        "100",
+        "--plan",
+        s(&plan),
+        "--json",
+        s(&json),
+        &z.path(),
+    ]);
+    assert!(stdout.contains(&format!("CPU {cpu}: zram")), "{stdout}");
+    assert!(stdout.contains("1 worker (one per CPU)"), "{stdout}");
+    let r = report(&json);
+    assert_eq!(r.devices[0].cpu, Some(cpu));
+    let err = fails(&[
+        "profile",
+        "--quiet",
+        "--ios",
+        "10",
+        "--plan",
+        s(&plan),
+        "--cpus",
+        "0",
+        &z.path(),
+    ]);
+    assert!(err.contains("--plan") && err.contains("--cpus"), "{err}");
+    // A target the plan does not place.
+    let f = make_file(dir.path(), "unplanned", 1 << 20);
+    let err = fails(&["profile", "--quiet", "--plan", s(&plan), s(&f)]);
+    assert!(err.contains("no CPU for"), "{err}");
+}

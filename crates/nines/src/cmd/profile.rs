@@ -25,9 +25,15 @@ const DEFAULT_FILES: usize = 4;
 const DEFAULT_FILE_BYTES: u64 = 64 << 20;
 /// Measured time of the embedded default unless --runtime or --ios is given: with the files'
 /// creation, a complete report in about ten seconds.
-const DEFAULT_RUNTIME_NS: u64 = 5_000_000_000;
+const DEFAULT_RUNTIME_NS: u64 = 8_000_000_000;
+/// Exit status of a run stopped by SIGINT/SIGTERM (128 + SIGINT, as shells and fio report it).
+const EXIT_INTERRUPTED: i32 = 130;
 
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("runtime", |a| a.help(
+    "Measured time (10s, 500ms, 2m ...), after the ramp. Default 10s unless --ios is given; \
+     8s for the embedded default (no TARGET)"
+)))]
 pub struct Args {
     /// Block devices or regular files to measure at the same time. None: profile temporary files
     /// that nines creates and removes (the embedded default).
@@ -45,6 +51,10 @@ pub struct Args {
     /// Default: every CPU this process may use.
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
+    /// Place each target's worker on the CPU a placement plan gives it (from
+    /// `nines tune --plan ... -o FILE`); instead of --cpus.
+    #[arg(long, value_name = "FILE", conflicts_with = "cpus")]
+    pub plan: Option<PathBuf>,
     /// Run the workers under SCHED_FIFO at this priority (1-99; needs root or CAP_SYS_NICE).
     #[arg(long, value_name = "N")]
     pub rt_priority: Option<u32>,
@@ -169,10 +179,36 @@ pub fn run(args: Args) -> Result<()> {
     // 1. Options.
     let mut spec = args.workload.to_spec()?;
     let percentiles = args.workload.percentiles()?;
-    let cpus = match &args.cpus {
+    let plan = match &args.plan {
+        Some(path) => Some(nines_host::plan::Plan::load(path)?),
+        None => None,
+    };
+    let mut cpus = match &args.cpus {
         Some(list) => parse_cpu_list(list).map_err(|e| anyhow::anyhow!("--cpus: {e}"))?,
         None => nines_io::sched::allowed_cpus(),
     };
+    if let Some(plan) = &plan {
+        if args.targets.is_empty() {
+            bail!(
+                "--plan places named targets: give the plan's block devices as targets (the embedded default has none)"
+            );
+        }
+        // One CPU per target, in target order: the driver's round-robin then gives target i
+        // the plan's CPU for it.
+        cpus = args
+            .targets
+            .iter()
+            .map(|t| {
+                let text = t.to_string_lossy();
+                plan.cpu_for(&text).with_context(|| {
+                    format!(
+                        "--plan {}: no CPU for {text}; plan it too (`nines tune --plan ... {text} -o PLAN`)",
+                        args.plan.as_deref().unwrap_or(Path::new("")).display()
+                    )
+                })
+            })
+            .collect::<Result<_>>()?;
+    }
     nines_io::sched::check_cpus(&cpus)?;
     if let Some(p) = args.rt_priority {
         nines_io::sched::probe_rt_priority(p)?;
@@ -184,6 +220,11 @@ pub fn run(args: Args) -> Result<()> {
         bail!("--sqpoll applies only to --engine io_uring or io_uring-poll");
     }
 
+    // From here on SIGINT/SIGTERM only set a flag: the run stops, reports what it measured and
+    // removes the embedded default's temporary files.
+    nines_io::sched::install_interrupt_handler()
+        .context("cannot install the SIGINT/SIGTERM handler")?;
+
     // 2. Targets: the embedded default, or the user's, opened with the safety checks.
     let scratch = if args.targets.is_empty() {
         let needed = spec.region_offset_bytes + spec.region_size_bytes.unwrap_or(0);
@@ -191,11 +232,23 @@ pub fn run(args: Args) -> Result<()> {
         if args.workload.runtime.is_none() && args.workload.ios.is_none() {
             spec.runtime_ns = Some(DEFAULT_RUNTIME_NS);
         }
+        let runtime = match spec.runtime_ns {
+            Some(ns) => format!("{} s", ns as f64 * 1e-9),
+            None => format!("{} I/Os per file", spec.ios_max.unwrap_or(0)),
+        };
         eprintln!(
-            "nines: no target given: profiling the embedded default, {DEFAULT_FILES} temporary files of {} MiB (created now, removed afterwards); name block devices or files to measure them",
+            "nines: no target given: profiling the embedded default, {DEFAULT_FILES} temporary files of {} MiB for {runtime} (created now, removed afterwards); name block devices or files to measure them",
             size >> 20
         );
-        Some(ScratchFiles::create(DEFAULT_FILES, size)?)
+        let created = ScratchFiles::create(DEFAULT_FILES, size);
+        if nines_io::sched::interrupted() {
+            drop(created);
+            eprintln!(
+                "nines: interrupted while creating the temporary files; they were removed and nothing was measured"
+            );
+            std::process::exit(EXIT_INTERRUPTED);
+        }
+        Some(created?)
     } else {
         None
     };
@@ -221,15 +274,13 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut targets = Vec::with_capacity(paths.len());
     for p in &paths {
-        // Flattened to its one-line message: the message already says what failed and why.
-        targets.push(Target::open(p, &topts).map_err(|e| anyhow::anyhow!("{e}"))?);
+        targets.push(Target::open(p, &topts)?);
     }
     for t in &targets {
         let size = spec
             .region_size_bytes
             .unwrap_or_else(|| t.size_bytes().saturating_sub(spec.region_offset_bytes));
-        check_region(t, spec.region_offset_bytes, size, spec.block_size_bytes)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        check_region(t, spec.region_offset_bytes, size, spec.block_size_bytes)?;
     }
     let names = unique_names(&targets, scratch.is_some());
 
@@ -277,23 +328,41 @@ pub fn run(args: Args) -> Result<()> {
         progress: !args.quiet && std::io::stderr().is_terminal(),
     };
     driver::validate(&dtargets, &cfg)?;
+    let mut run_warnings = Vec::new();
     let _mlock = if args.no_mlock {
         None
     } else {
         match nines_io::sched::lock_memory() {
             Ok(()) => Some(MemoryLock),
-            // The embedded default is a first look, often by a user without privileges: go on.
-            Err(e) if scratch.is_some() => {
-                eprintln!("nines: warning: running unlocked: {e}");
+            // Unlocked is still a useful measurement: say what it risks, once, and go on.
+            Err(e) => {
+                let w = mlock_warning(&e);
+                eprintln!("nines: warning: {w}");
+                run_warnings.push(w);
                 None
             }
-            Err(e) => return Err(e.into()),
         }
     };
     println!("{}", placement_line(args.engine, &names, &cpus));
 
-    // 4. The run.
+    // 4. The run, with the interrupt counters read before and after it (never during).
+    let irq_before = nines_host::IrqSnapshot::read(Path::new("/"));
     let outcome = driver::run(&dtargets, cfg)?;
+    let irq_delta = match (irq_before, nines_host::IrqSnapshot::read(Path::new("/"))) {
+        (Ok(before), Ok(after)) => Some(before.delta(&after)),
+        (Err(e), _) | (_, Err(e)) => {
+            run_warnings.push(format!("per-device interrupts not reported: {e}"));
+            None
+        }
+    };
+    if let Some(ns) = outcome.interrupted_ns {
+        let w = format!(
+            "interrupted after {:.1} s: the report covers what was measured until then",
+            ns as f64 * 1e-9
+        );
+        eprintln!("nines: {w}");
+        run_warnings.push(w);
+    }
 
     // 5. The report.
     let mut extra = Map::new();
@@ -303,6 +372,14 @@ pub fn run(args: Args) -> Result<()> {
     extra.insert("mlock".into(), json!(!args.no_mlock));
     extra.insert("buffered".into(), json!(args.buffered));
     extra.insert("embedded_default".into(), json!(scratch.is_some()));
+    extra.insert(
+        "plan".into(),
+        json!(args.plan.as_ref().map(|p| p.display().to_string())),
+    );
+    extra.insert(
+        "interrupted".into(),
+        json!(outcome.interrupted_ns.is_some()),
+    );
     let executed: Vec<u64> = outcome.devices.iter().map(|d| d.ios_executed).collect();
     extra.insert("ios_executed".into(), json!(executed));
     let config = RunConfig {
@@ -324,7 +401,24 @@ pub fn run(args: Args) -> Result<()> {
             cpu: Some(d.cpu),
         };
         b.device(meta, &d.recorder);
+        let interrupts = irq_delta.as_ref().map(|delta| {
+            nines_host::device_irq_report(&t.path().to_string_lossy(), Some(d.cpu), delta)
+        });
+        if let Some(v) = &interrupts
+            && v["off_cpu"] == json!(true)
+        {
+            let served: Vec<String> = v["served_by_cpu"]
+                .as_object()
+                .map(|m| m.iter().map(|(c, n)| format!("CPU {c}: {n}")).collect())
+                .unwrap_or_default();
+            b.warn(format!(
+                "{name}: {} of its {} interrupts were served off its submitting CPU {} ({}); steer them with `nines tune --plan`/`--apply`",
+                v["off_cpu_count"], v["total"], d.cpu, served.join(", ")
+            ));
+        }
+        b.device_extra(interrupts, None);
     }
+    b.host(nines_host::doctor_summary(Path::new("/")));
     for w in &outcome.workers {
         b.worker(WorkerReport {
             index: w.index,
@@ -336,7 +430,7 @@ pub fn run(args: Args) -> Result<()> {
             ctx_involuntary: w.usage.ctx_involuntary,
         });
     }
-    for warning in &outcome.warnings {
+    for warning in outcome.warnings.iter().chain(&run_warnings) {
         b.warn(warning.clone());
     }
     let report = b.finish();
@@ -347,7 +441,9 @@ pub fn run(args: Args) -> Result<()> {
             .context("--json: write failed")?;
     }
     if let Some(mut f) = fio_file {
-        let v: Value = nines_report::fio::to_fio_json(&report);
+        // With the recorders: fio's default percentiles and latency buckets, not only ours.
+        let recorders: Vec<_> = outcome.devices.iter().map(|d| d.recorder.clone()).collect();
+        let v: Value = nines_report::fio::to_fio_json_with_recorders(&report, &recorders);
         let mut s = serde_json::to_string_pretty(&v).context("--fio-json: encoding failed")?;
         s.push('\n');
         f.write_all(s.as_bytes())
@@ -358,7 +454,24 @@ pub fn run(args: Args) -> Result<()> {
     }
     drop(targets);
     drop(scratch);
+    if outcome.interrupted_ns.is_some() {
+        // Everything is written and the temporary files are gone; say "interrupted" to the shell.
+        let _ = std::io::stdout().flush();
+        std::process::exit(EXIT_INTERRUPTED);
+    }
     Ok(())
+}
+
+/// The one line printed (and kept in the report) when memory cannot be locked.
+fn mlock_warning(e: &nines_io::sched::SchedError) -> String {
+    match e {
+        nines_io::sched::SchedError::Mlock { limit, error } => format!(
+            "could not lock memory: {error} (RLIMIT_MEMLOCK {limit}); page faults may lengthen the tail; run as root or raise `ulimit -l`"
+        ),
+        other => format!(
+            "could not lock memory: {other}; page faults may lengthen the tail; run as root or raise `ulimit -l`"
+        ),
+    }
 }
 
 /// Holds `mlockall` for the run; dropping it unlocks.
@@ -408,12 +521,33 @@ fn placement_line(engine: EngineKind, names: &[String], cpus: &[usize]) -> Strin
         })
         .collect();
     let workers = if engine == EngineKind::Psync {
-        format!("{} workers (psync: one per device)", names.len())
+        format!("{} (psync: one per device)", workers_text(names.len()))
     } else {
-        format!("{} workers (one per CPU)", used.len())
+        format!("{} (one per CPU)", workers_text(used.len()))
     };
     format!(
         "placement: engine {engine}, {workers}; {}",
         per_cpu.join("; ")
     )
+}
+
+fn workers_text(n: usize) -> String {
+    if n == 1 {
+        "1 worker".into()
+    } else {
+        format!("{n} workers")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_worker_is_singular() {
+        let line = placement_line(EngineKind::Libaio, &["a".into(), "b".into()], &[0]);
+        assert!(line.contains("1 worker (one per CPU)"), "{line}");
+        let line = placement_line(EngineKind::Psync, &["a".into(), "b".into()], &[0]);
+        assert!(line.contains("2 workers (psync"), "{line}");
+    }
 }
