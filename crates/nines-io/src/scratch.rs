@@ -38,6 +38,9 @@ impl ScratchFiles {
                 Ok(s) => return Ok(s),
                 Err(e) => reasons.push(format!("{}: {e}", base.display())),
             }
+            if crate::sched::interrupted() {
+                break;
+            }
         }
         Err(ScratchError {
             detail: reasons.join("; "),
@@ -65,6 +68,10 @@ impl ScratchFiles {
             let mut f = File::create(&path)?;
             let mut left = size_bytes;
             while left > 0 {
+                // Ctrl-C while filling: stop; the directory is removed as `dir` drops.
+                if crate::sched::interrupted() {
+                    return Err(io::Error::new(io::ErrorKind::Interrupted, "interrupted"));
+                }
                 for w in chunk.chunks_mut(8) {
                     x ^= x << 13;
                     x ^= x >> 7;
