@@ -636,10 +636,7 @@ pub fn throughput_figures(series: &[IntervalSeries], block_size_bytes: u64) -> V
                 if scale == 1.0 {
                     String::new()
                 } else {
-                    format!(
-                        " (IOPS x {} blocks)",
-                        crate::axis::format_plain(block_size_bytes as f64)
-                    )
+                    format!(" (IOPS x {} blocks)", format_block(block_size_bytes))
                 }
             ),
             plot,
@@ -972,7 +969,19 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
     {
         page.h2("Latency spikes");
         let mut rows = Vec::new();
-        for s in spikes.spikes.iter().take(50) {
+        // The tallest 50, in time order.
+        let mut shown: Vec<&crate::spikes::Spike> = spikes.spikes.iter().collect();
+        shown.sort_by_key(|s| std::cmp::Reverse(s.height_ns));
+        shown.truncate(50);
+        shown.sort_by_key(|s| s.start_ns);
+        if spikes.spikes.len() > shown.len() {
+            page.p(&format!(
+                "The {} tallest of {} spikes, in time order.",
+                shown.len(),
+                spikes.spikes.len()
+            ));
+        }
+        for s in shown {
             let devs: Vec<String> = s
                 .devices
                 .iter()
@@ -994,9 +1003,6 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
             &["start", "duration", "height", "slow I/Os", "devices"].map(String::from),
             &rows,
         );
-        if spikes.spikes.len() > 50 {
-            page.p(&format!("... and {} more.", spikes.spikes.len() - 50));
-        }
     }
     page.h2("Configuration");
     page.table(&["setting".into(), "value".into()], &config_rows(r));
