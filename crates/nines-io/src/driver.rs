@@ -14,9 +14,9 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::RawFd;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::serialization::V2DeflateSerializer;
@@ -164,6 +164,11 @@ pub(crate) struct Published {
 pub(crate) struct RunShared {
     pub abort: AtomicBool,
     pub published: Vec<Published>,
+    /// Passed twice by every worker and the driver: once when the workers are set up, once when
+    /// the driver has chosen `start_ns` and put the log lanes in `lanes`.
+    pub gate: Barrier,
+    pub start_ns: AtomicU64,
+    pub lanes: Mutex<Vec<Option<LatLogLane>>>,
 }
 
 /// What a worker needs; built on the main thread, moved into the worker thread.
@@ -325,47 +330,13 @@ fn run_locked(
     warnings: &mut Vec<String>,
 ) -> Result<RunParts, DriverError> {
     let names: Vec<String> = targets.iter().map(|t| t.name.clone()).collect();
-    // The common time origin, a little ahead so every worker is set up before the first I/O is
-    // due; the wall-clock start is shifted by the same amount so log timestamps line up.
-    let setup_ns = 20_000_000;
-    let start_ns = clock::now_ns() + setup_ns;
-    let start_unix_ns = clock::unix_now_ns() + setup_ns;
-
-    // Per-I/O log: header now, records from the workers through the sink.
-    let (sink, mut lanes) = match cfg.lat_log.take() {
-        Some(mut file) => {
-            latlog::write_header(
-                &mut file,
-                &LatLogHeader {
-                    devices: names.clone(),
-                    start_unix_ns,
-                },
-            )
-            .map_err(|source| DriverError::Log {
-                what: "latency log",
-                error: source,
-            })?;
-            let (sink, lanes) = LatLogSink::start(
-                file,
-                groups.len(),
-                LATLOG_BUFFERS_PER_WORKER,
-                LATLOG_RECORDS_PER_BUFFER,
-                RECORD_BYTES,
-                cfg.rt_priority,
-            )
-            .map_err(|source| DriverError::Log {
-                what: "latency log",
-                error: source,
-            })?;
-            (Some(sink), lanes.into_iter().map(Some).collect::<Vec<_>>())
-        }
-        None => (None, groups.iter().map(|_| None).collect()),
-    };
-
     let want_intervals = cfg.hdr_log.is_some() || cfg.progress;
     let shared = Arc::new(RunShared {
         abort: AtomicBool::new(false),
         published: groups.iter().map(|_| Published::default()).collect(),
+        gate: Barrier::new(groups.len() + 1),
+        start_ns: AtomicU64::new(0),
+        lanes: Mutex::new(groups.iter().map(|_| None).collect()),
     });
     let (ival_tx, ival_rx) = mpsc::sync_channel::<IntervalMsg>(targets.len() * 4 + 4);
     let mut spare_txs = Vec::new();
@@ -407,19 +378,15 @@ fn run_locked(
             engine_options: cfg.engine_options,
             iodepth,
             rt_priority: cfg.rt_priority,
-            start_ns,
+            // Both set at the gate, once every worker is set up.
+            start_ns: 0,
             interval_ns: cfg.interval_ns.max(1_000_000),
             intervals,
-            lat_log: lanes[w].take(),
+            lat_log: None,
             shared: shared.clone(),
         });
     }
     drop(ival_tx);
-
-    let mut hdr = match cfg.hdr_log.take() {
-        Some(f) => Some(HdrLog::new(f, start_unix_ns, &names, &ops_of(&cfg.spec))?),
-        None => None,
-    };
 
     let handles: Vec<_> = plans
         .into_iter()
@@ -430,13 +397,35 @@ fn run_locked(
                 .spawn(move || worker::run(plan))
         })
         .collect::<Result<_, _>>()
+        // Threads already started then wait at the gate for good; this only happens when the
+        // system is out of threads, and the process ends with the error anyway.
         .map_err(|e| DriverError::Panic(format!("cannot start a worker thread: {e}")))?;
+
+    // Every worker is set up (engine, buffers): choose the common time origin, a little ahead so
+    // each has passed the gate before the first I/O is due; the wall-clock start is shifted by
+    // the same amount so log timestamps line up.
+    shared.gate.wait();
+    let setup_ns = 5_000_000;
+    let start_ns = clock::now_ns() + setup_ns;
+    let start_unix_ns = clock::unix_now_ns() + setup_ns;
+    let opened = open_logs(cfg, &names, groups.len(), start_unix_ns);
+    let (sink, mut hdr, mut collect_error) = match opened {
+        Ok((sink, lanes, hdr)) => {
+            *shared.lanes.lock().expect("no worker holds the lanes yet") = lanes;
+            (sink, hdr, None)
+        }
+        Err(e) => {
+            shared.abort.store(true, Ordering::Relaxed);
+            (None, None, Some(e))
+        }
+    };
+    shared.start_ns.store(start_ns, Ordering::Relaxed);
+    shared.gate.wait();
 
     // Collect intervals (and watch for SIGINT/SIGTERM) until every worker has finished.
     let mut progress = cfg
         .progress
         .then(|| Progress::new(start_ns, cfg.spec.ramp_ns));
-    let mut collect_error = None;
     let mut interrupted_ns = None;
     loop {
         if interrupted_ns.is_none() && sched::interrupted() {
@@ -558,6 +547,51 @@ fn run_locked(
     let measure_from_ns = start_ns + cfg.spec.ramp_ns;
     let measured_ns = last_ns.saturating_sub(measure_from_ns);
     Ok((devices, workers, measured_ns, start_unix_ns, interrupted_ns))
+}
+
+type OpenedLogs = (Option<LatLogSink>, Vec<Option<LatLogLane>>, Option<HdrLog>);
+
+/// Writes the per-I/O log's header and starts its writer, and starts the HdrHistogram log.
+fn open_logs(
+    cfg: &mut DriverConfig,
+    names: &[String],
+    workers: usize,
+    start_unix_ns: u64,
+) -> Result<OpenedLogs, DriverError> {
+    let (sink, lanes) = match cfg.lat_log.take() {
+        Some(mut file) => {
+            latlog::write_header(
+                &mut file,
+                &LatLogHeader {
+                    devices: names.to_vec(),
+                    start_unix_ns,
+                },
+            )
+            .map_err(|source| DriverError::Log {
+                what: "latency log",
+                error: source,
+            })?;
+            let (sink, lanes) = LatLogSink::start(
+                file,
+                workers,
+                LATLOG_BUFFERS_PER_WORKER,
+                LATLOG_RECORDS_PER_BUFFER,
+                RECORD_BYTES,
+                cfg.rt_priority,
+            )
+            .map_err(|source| DriverError::Log {
+                what: "latency log",
+                error: source,
+            })?;
+            (Some(sink), lanes.into_iter().map(Some).collect())
+        }
+        None => (None, (0..workers).map(|_| None).collect()),
+    };
+    let hdr = match cfg.hdr_log.take() {
+        Some(f) => Some(HdrLog::new(f, start_unix_ns, names, &ops_of(&cfg.spec))?),
+        None => None,
+    };
+    Ok((sink, lanes, hdr))
 }
 
 /// The HdrHistogram interval log, written by the collector (main thread), off the hot path.
@@ -692,6 +726,44 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The message carries the cause, so no error of the driver also exposes it as `source()`:
+    /// printed with its chain, a cause appears once.
+    #[test]
+    fn errors_say_their_cause_once() {
+        let errors = [
+            DriverError::Engine {
+                device: "zram3".into(),
+                error: EngineError::Sys {
+                    engine: "libaio",
+                    what: "io_setup",
+                    error: io::Error::from_raw_os_error(libc::EAGAIN),
+                },
+            },
+            DriverError::Io {
+                device: "zram3".into(),
+                op: Op::Read,
+                offset_bytes: 4096,
+                len_bytes: 4096,
+                error: io::Error::from_raw_os_error(libc::EIO),
+            },
+            DriverError::Log {
+                what: "latency log",
+                error: io::Error::from_raw_os_error(libc::ENOSPC),
+            },
+        ];
+        for e in &errors {
+            let mut chain = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                chain.push_str(": ");
+                chain.push_str(&c.to_string());
+                cause = c.source();
+            }
+            let os = chain.matches("(os error").count();
+            assert_eq!(os, 1, "{chain}");
+        }
+    }
 
     #[test]
     fn tags_are_valid_hdr_tags() {

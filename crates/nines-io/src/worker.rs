@@ -65,14 +65,21 @@ struct Slot {
 
 pub(crate) fn run(plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
     let shared = plan.shared.clone();
-    let r = run_inner(plan);
+    let mut at_gate = false;
+    let r = run_inner(plan, &mut at_gate);
     if r.is_err() {
         shared.abort.store(true, Ordering::Relaxed);
+    }
+    if !at_gate {
+        // Setup failed before the gate: still pass it (twice, like the others), or the driver
+        // and the other workers would wait for this one forever.
+        shared.gate.wait();
+        shared.gate.wait();
     }
     r
 }
 
-fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
+fn run_inner(mut plan: WorkerPlan, at_gate: &mut bool) -> Result<WorkerResult, DriverError> {
     sched::pin_current_thread(plan.cpu)?;
     if let Some(p) = plan.rt_priority {
         sched::set_fifo_current_thread(p)?;
@@ -115,6 +122,20 @@ fn run_inner(mut plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
             device: first_name.clone(),
             error: source,
         })?;
+
+    // The slow part of the setup is done: tell the driver, which then chooses the common time
+    // origin (so a worker that was slow to start, e.g. on a busy host, does not lose its ramp)
+    // and opens the per-I/O log; take both.
+    *at_gate = true;
+    plan.shared.gate.wait();
+    plan.shared.gate.wait();
+    plan.start_ns = plan.shared.start_ns.load(Ordering::Relaxed);
+    plan.lat_log = plan
+        .shared
+        .lanes
+        .lock()
+        .map_err(|_| DriverError::Panic("the driver panicked while starting".into()))?[plan.index]
+        .take();
 
     let mut devs = Vec::with_capacity(ndev);
     let mut slots = Vec::with_capacity(depth_max as usize);
