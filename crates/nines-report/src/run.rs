@@ -615,7 +615,7 @@ pub fn throughput_figures(series: &[IntervalSeries], block_size_bytes: u64) -> V
             Axis::linear(
                 if scale == 1.0 { "IOPS" } else { "bandwidth" },
                 0.0,
-                (v_hi * scale * 1.05).max(1.0),
+                (v_hi * scale * 1.3).max(1.0),
                 fmt,
             ),
         );

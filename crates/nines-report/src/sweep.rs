@@ -218,7 +218,7 @@ fn qd_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
         let y = if is_latency {
             Axis::log(&what, lo, hi, LabelFormat::Nanoseconds)
         } else {
-            Axis::linear(&what, 0.0, hi * 1.05, LabelFormat::BytesPerSecond)
+            Axis::linear(&what, 0.0, hi * 1.3, LabelFormat::BytesPerSecond)
         };
         let mut plot = Plot::new(
             format!("{what} vs queue depth"),
@@ -229,13 +229,22 @@ fn qd_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
         figs.push(Figure {
             id: id.into(),
             caption: format!(
-                "{what} of each workload against queue depth (paper 002, Fig. {}).",
+                "{} of each workload against queue depth (paper 002, Fig. {}).",
+                capitalise(&what),
                 if is_latency { 2 } else { 3 }
             ),
             plot,
         });
     }
     figs
+}
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
 }
 
 fn write_fraction_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
