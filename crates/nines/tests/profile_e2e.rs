@@ -803,6 +803,41 @@ fn unprivileged_run_warns_once_that_memory_is_unlocked() {
 }
 
 #[test]
+fn a_file_reports_the_interrupts_of_its_disk() {
+    let dir = disk_dir();
+    let f = make_file(dir.path(), "onadisk", 4 << 20);
+    let json = dir.path().join("irq.json");
+    ok(&[
+        "profile",
+        "--quiet",
+        "--ios",
+        "2000",
+        "--json",
+        s(&json),
+        s(&f),
+    ]);
+    let r = report(&json);
+    let irq = r.devices[0]
+        .interrupts
+        .as_ref()
+        .expect("interrupts present");
+    // The disk under /var/tmp, not the file's name.
+    let disk = irq["device"].as_str().unwrap();
+    assert_ne!(disk, "onadisk", "{irq}");
+    let served: u64 = irq["served_by_cpu"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(irq["total"].as_u64().unwrap(), served, "{irq}");
+    let warned = r.warnings.iter().any(|w| {
+        w.starts_with(&format!("onadisk (on {disk}):")) && w.contains("off its submitting CPU")
+    });
+    assert_eq!(irq["off_cpu"] == true, warned, "{irq} {:?}", r.warnings);
+}
+
+#[test]
 fn offset_past_the_end_says_so() {
     let dir = disk_dir();
     let f = make_file(dir.path(), "small", 1 << 20);

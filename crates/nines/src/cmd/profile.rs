@@ -401,9 +401,9 @@ pub fn run(args: Args) -> Result<()> {
             cpu: Some(d.cpu),
         };
         b.device(meta, &d.recorder);
-        let interrupts = irq_delta.as_ref().map(|delta| {
-            nines_host::device_irq_report(&t.path().to_string_lossy(), Some(d.cpu), delta)
-        });
+        let interrupts = irq_delta
+            .as_ref()
+            .map(|delta| nines_host::device_irq_report(&irq_device(t), Some(d.cpu), delta));
         if let Some(v) = &interrupts
             && v["off_cpu"] == json!(true)
         {
@@ -411,8 +411,12 @@ pub fn run(args: Args) -> Result<()> {
                 .as_object()
                 .map(|m| m.iter().map(|(c, n)| format!("CPU {c}: {n}")).collect())
                 .unwrap_or_default();
+            let on = match v["device"].as_str() {
+                Some(disk) if disk != name => format!(" (on {disk})"),
+                _ => String::new(),
+            };
             b.warn(format!(
-                "{name}: {} of its {} interrupts were served off its submitting CPU {} ({}); steer them with `nines tune --plan`/`--apply`",
+                "{name}{on}: {} of its {} interrupts were served off its submitting CPU {} ({}); steer them with `nines tune --plan`/`--apply`",
                 v["off_cpu_count"], v["total"], d.cpu, served.join(", ")
             ));
         }
@@ -460,6 +464,37 @@ pub fn run(args: Args) -> Result<()> {
         std::process::exit(EXIT_INTERRUPTED);
     }
     Ok(())
+}
+
+/// The block device whose interrupts a target's I/O raises: the device itself, or for a file the
+/// disk holding its filesystem (a partition's parent). Falls back to the target's path (tmpfs,
+/// overlay: no disk, and the report then says there are no queue interrupts).
+fn irq_device(t: &Target) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let path = t.path().to_string_lossy().into_owned();
+    if t.is_block_device() {
+        return path;
+    }
+    let Ok(meta) = t.file().metadata() else {
+        return path;
+    };
+    let dev = meta.dev();
+    let sys = PathBuf::from(format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(dev),
+        libc::minor(dev)
+    ));
+    let Ok(real) = std::fs::canonicalize(&sys) else {
+        return path;
+    };
+    let disk = if real.join("partition").exists() {
+        real.parent().map(Path::to_path_buf).unwrap_or(real)
+    } else {
+        real
+    };
+    disk.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or(path)
 }
 
 /// The one line printed (and kept in the report) when memory cannot be locked.
