@@ -473,7 +473,7 @@ impl Ssd {
 
 /// Reserved intervals of one channel, sorted and disjoint, at most `TIMELINE_CAP` of them.
 /// Written by hand: it is a tiny fixed-size interval scheduler on the simulator's hot path.
-const TIMELINE_CAP: usize = 32;
+const TIMELINE_CAP: usize = 64;
 
 #[derive(Clone, Debug)]
 struct Timeline {
@@ -516,15 +516,18 @@ impl Timeline {
             }
         }
         if self.n == TIMELINE_CAP {
-            // Full: merge the two earliest intervals (their gap is given up).
-            self.iv[1].0 = self.iv[0].0;
-            self.iv.copy_within(1..self.n, 0);
-            self.n -= 1;
-            pos = pos.saturating_sub(1);
-            if pos < self.n && self.iv[pos].0 < s + dur && s < self.iv[pos].1 {
-                // The merge covered the chosen gap: go after the merged interval.
-                return self.reserve(now, self.iv[pos].1, dur);
+            // Full: merge the two neighbours with the smallest gap between them (the least
+            // channel time given up), then place the transfer again.
+            let mut best = 0;
+            for i in 1..self.n - 1 {
+                if self.iv[i + 1].0 - self.iv[i].1 < self.iv[best + 1].0 - self.iv[best].1 {
+                    best = i;
+                }
             }
+            self.iv[best].1 = self.iv[best + 1].1;
+            self.iv.copy_within(best + 2..self.n, best + 1);
+            self.n -= 1;
+            return self.reserve(now, earliest, dur);
         }
         self.iv.copy_within(pos..self.n, pos + 1);
         self.iv[pos] = (s, s + dur);
