@@ -50,7 +50,7 @@ fn format_bytes(b: u64) -> String {
         ("B", 1),
     ];
     for (name, size) in UNITS {
-        if b >= size && b % size == 0 {
+        if b >= size && b.is_multiple_of(size) {
             return format!("{}{name}", b / size);
         }
     }
