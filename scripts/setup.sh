@@ -8,6 +8,7 @@ command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)      # tests put an ex
 command -v losetup >/dev/null 2>&1 || need+=(util-linux)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)    # plotters finds fontconfig with it
 dpkg -s libfontconfig1-dev >/dev/null 2>&1 || need+=(libfontconfig1-dev)  # text in PNG plots
+dpkg -s fonts-dejavu-core >/dev/null 2>&1 || need+=(fonts-dejavu-core)    # the font PNG plots use
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
