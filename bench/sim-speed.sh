@@ -48,6 +48,10 @@ run_case() {
     cmds="$(median <"$TMP/cmds")"
     prep="$(median <"$TMP/prep")"
     rss="$(median <"$TMP/rss")"
+    if [ -n "${PREP_ONLY:-}" ]; then
+        iops="-"
+        cmds="-"
+    fi
     printf '%-44s %14s %16s %10s %10s %12s\n' "$label" "$iops" "$cmds" "$prep" \
         "$((rss / 1024))" "$(awk -v r="$rss" -v n="$devices" 'BEGIN { printf "%.1f", r / 1024 / n }')"
 }
@@ -67,7 +71,7 @@ run_case "raid0 1000 x afa-m2-2018 64k/4k-stripe QD32" 1000 \
 echo
 echo "preconditioning to steady state, one device at the default scale (median seconds):"
 for preset in afa-m2-2018 intel-750 z-ssd mqsim-default ttflash-fast17; do
-    run_case "precondition $preset" 1 --device "$preset" --precondition steady --rw randwrite --ios 1
+    PREP_ONLY=1 run_case "precondition $preset" 1 --device "$preset" --precondition steady --rw randwrite --ios 1
 done
 echo
 echo "MQSim (CMU-SAFARI/MQSim), quoted from issue 3, not measured here (no network to fetch it):"
