@@ -439,7 +439,8 @@ impl DeviceConfig {
             c.capacity_bytes = None;
             c.ftl.over_provisioning = full_op;
             for _ in 0..4 {
-                c.ftl.over_provisioning = (full_op + c.gc_room_share() - full_room).clamp(0.0, 0.9);
+                c.ftl.over_provisioning =
+                    (full_op + c.gc_room_share() - full_room).clamp(full_op, 0.9_f64.max(full_op));
             }
         }
         c.check_gc_room()?;
