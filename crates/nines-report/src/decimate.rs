@@ -34,8 +34,11 @@ pub struct Decimated {
     /// Columns that saw at least one I/O.
     pub columns: Vec<ColumnStats>,
     pub outliers: Vec<Outlier>,
-    /// The latency at and above which I/Os were kept individually (it rises if too many are).
+    /// The latency at and above which I/Os were kept individually (it rises if too many are);
+    /// with per-device thresholds, the lowest of them.
     pub outlier_threshold_ns: u64,
+    /// Per-device thresholds actually applied (index = device), empty when one served all.
+    pub device_threshold_ns: Vec<u64>,
     /// I/Os seen in total.
     pub ios: u64,
     /// I/Os outside [t_start, t_end).
@@ -51,6 +54,11 @@ pub struct TimeDecimator {
     outliers: Vec<Outlier>,
     outliers_max: usize,
     threshold_ns: u64,
+    device_threshold_ns: Vec<u64>,
+    /// Kept when latency / the device's threshold >= bar; the bar rises from 1 when too many
+    /// are kept, evenly for every device so that a steadily slow device cannot crowd out the
+    /// others' outliers.
+    bar: f64,
     ios: u64,
     out_of_range: u64,
 }
@@ -82,9 +90,26 @@ impl TimeDecimator {
             outliers: Vec::new(),
             outliers_max,
             threshold_ns: outlier_threshold_ns.max(1),
+            device_threshold_ns: Vec::new(),
+            bar: 1.0,
             ios: 0,
             out_of_range: 0,
         }
+    }
+
+    /// Per-device outlier thresholds (index = device; a device past the end uses the one given
+    /// to [`TimeDecimator::new`]).
+    pub fn with_device_thresholds(mut self, device_threshold_ns: Vec<u64>) -> TimeDecimator {
+        self.device_threshold_ns = device_threshold_ns.into_iter().map(|t| t.max(1)).collect();
+        self
+    }
+
+    #[inline]
+    fn device_threshold_ns(&self, device: u16) -> u64 {
+        self.device_threshold_ns
+            .get(usize::from(device))
+            .copied()
+            .unwrap_or(self.threshold_ns)
     }
 
     #[inline]
@@ -101,14 +126,24 @@ impl TimeDecimator {
         self.hists[col].saturating_record(v);
         let e = &mut self.extremes[col];
         *e = (e.0.min(latency_ns), e.1.max(latency_ns));
-        if latency_ns >= self.threshold_ns {
+        let score = latency_ns as f64 / self.device_threshold_ns(device) as f64;
+        if score >= self.bar {
             if self.outliers.len() >= self.outliers_max {
-                // Keep the higher half and raise the bar to the lowest kept.
-                self.outliers
-                    .sort_unstable_by_key(|o| std::cmp::Reverse(o.latency_ns));
-                self.outliers.truncate(self.outliers_max / 2);
-                self.threshold_ns = self.outliers.last().map_or(1, |o| o.latency_ns + 1);
-                if latency_ns < self.threshold_ns {
+                // Keep the higher half (relative to each device's threshold) and raise the bar
+                // just above the lowest kept.
+                let mut scored: Vec<(f64, Outlier)> = self
+                    .outliers
+                    .iter()
+                    .map(|o| {
+                        let t = self.device_threshold_ns(o.device) as f64;
+                        (o.latency_ns as f64 / t, *o)
+                    })
+                    .collect();
+                scored.sort_unstable_by(|a, b| b.0.total_cmp(&a.0));
+                scored.truncate(self.outliers_max / 2);
+                self.bar = scored.last().map_or(self.bar, |s| s.0 * (1.0 + 1e-9));
+                self.outliers = scored.into_iter().map(|s| s.1).collect();
+                if score < self.bar {
                     return;
                 }
             }
@@ -138,12 +173,25 @@ impl TimeDecimator {
                 max_ns: self.extremes[i].1,
             })
             .collect();
+        let bar = self.bar;
+        let applied = |t: u64| (t as f64 * bar).ceil() as u64;
+        let device_threshold_ns: Vec<u64> = self
+            .device_threshold_ns
+            .iter()
+            .map(|&t| applied(t))
+            .collect();
+        let outlier_threshold_ns = device_threshold_ns
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or_else(|| applied(self.threshold_ns));
         let mut outliers = self.outliers;
         outliers.sort_unstable_by_key(|o| o.completion_ns);
         Decimated {
             columns,
             outliers,
-            outlier_threshold_ns: self.threshold_ns,
+            outlier_threshold_ns,
+            device_threshold_ns,
             ios: self.ios,
             out_of_range: self.out_of_range,
         }

@@ -31,15 +31,24 @@ pub const DEVICES_COLOURED_MAX: usize = 12;
 /// First pass over a per-I/O log: the latency distribution and the time span.
 pub struct LatPass1 {
     hist: Histogram<u64>,
+    /// Per device (index = device, up to [`DEVICES_TRACKED_MAX`]): a coarse histogram (2
+    /// significant digits) for the device's own median and p99.99.
+    device_hists: Vec<Option<Histogram<u64>>>,
     t_min_ns: u64,
     t_max_ns: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Devices whose own latency distribution is tracked (the rest are judged against the run's).
+pub const DEVICES_TRACKED_MAX: usize = 1024;
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct LatPass1Summary {
     pub ios: u64,
     pub median_ns: u64,
     pub p9999_ns: u64,
+    /// Per device (index = device): its median and p99.99, 0 when it logged nothing.
+    pub device_median_ns: Vec<u64>,
+    pub device_p9999_ns: Vec<u64>,
     pub t_min_ns: u64,
     pub t_max_ns: u64,
 }
@@ -54,6 +63,7 @@ impl LatPass1 {
     pub fn new() -> LatPass1 {
         LatPass1 {
             hist: nines_core::stats::new_latency_histogram(),
+            device_hists: Vec::new(),
             t_min_ns: u64::MAX,
             t_max_ns: 0,
         }
@@ -61,17 +71,41 @@ impl LatPass1 {
 
     #[inline]
     pub fn push(&mut self, r: &LatRecord) {
-        self.hist.saturating_record(
-            r.latency_ns
-                .clamp(1, nines_core::stats::LATENCY_NS_MAX_TRACKABLE),
-        );
+        let v = r
+            .latency_ns
+            .clamp(1, nines_core::stats::LATENCY_NS_MAX_TRACKABLE);
+        self.hist.saturating_record(v);
+        let d = usize::from(r.device);
+        if d < DEVICES_TRACKED_MAX {
+            if self.device_hists.len() <= d {
+                self.device_hists.resize_with(d + 1, || None);
+            }
+            self.device_hists[d]
+                .get_or_insert_with(|| {
+                    Histogram::new_with_bounds(1, nines_core::stats::LATENCY_NS_MAX_TRACKABLE, 2)
+                        .expect("valid histogram bounds")
+                })
+                .saturating_record(v);
+        }
         self.t_min_ns = self.t_min_ns.min(r.completion_ns);
         self.t_max_ns = self.t_max_ns.max(r.completion_ns);
     }
 
     pub fn finish(&self) -> LatPass1Summary {
         let empty = self.hist.is_empty();
+        let per_device = |q: f64| -> Vec<u64> {
+            self.device_hists
+                .iter()
+                // The bucket's lowest value, so that the I/O at the quantile itself counts.
+                .map(|h| {
+                    h.as_ref()
+                        .map_or(0, |h| h.lowest_equivalent(h.value_at_quantile(q)).max(1))
+                })
+                .collect()
+        };
         LatPass1Summary {
+            device_median_ns: per_device(0.5),
+            device_p9999_ns: per_device(0.9999),
             ios: self.hist.len(),
             median_ns: if empty {
                 0
@@ -93,6 +127,7 @@ impl LatPass1 {
 pub struct LatPass2 {
     dec: TimeDecimator,
     det: SpikeDetector,
+    device_median_ns: Vec<u64>,
 }
 
 /// What the per-I/O log contributes to a report.
@@ -102,12 +137,29 @@ pub struct LatView {
     pub decimated: Decimated,
     pub spikes: SpikeAnalysis,
     pub median_ns: u64,
+    /// Per device (index = device): its median latency, 0 when it logged nothing.
+    pub device_median_ns: Vec<u64>,
 }
 
 impl LatPass2 {
     pub fn new(p1: &LatPass1Summary, params: SpikeParams) -> LatPass2 {
-        let det = SpikeDetector::new(params, p1.median_ns);
+        // Slowness is judged per device, against its own median: a device that is steadily
+        // slower than the others is an outlier device, not one spike as long as the run.
+        let det = if p1.device_median_ns.is_empty() {
+            SpikeDetector::new(params, p1.median_ns)
+        } else {
+            SpikeDetector::per_device(params, &p1.device_median_ns)
+        };
         let outlier_ns = p1.p9999_ns.min(det.threshold_ns()).max(1);
+        let device_outlier_ns: Vec<u64> = p1
+            .device_p9999_ns
+            .iter()
+            .enumerate()
+            .map(|(d, &p)| {
+                let t = det.device_threshold_ns(d as u16);
+                if p == 0 { t } else { p.min(t) }
+            })
+            .collect();
         LatPass2 {
             dec: TimeDecimator::new(
                 p1.t_min_ns,
@@ -115,8 +167,10 @@ impl LatPass2 {
                 TIME_COLUMNS,
                 outlier_ns,
                 OUTLIERS_MAX,
-            ),
+            )
+            .with_device_thresholds(device_outlier_ns),
             det,
+            device_median_ns: p1.device_median_ns.clone(),
         }
     }
 
@@ -132,6 +186,7 @@ impl LatPass2 {
             decimated: self.dec.finish(),
             spikes: self.det.finish(),
             median_ns,
+            device_median_ns: self.device_median_ns,
         }
     }
 }
@@ -153,7 +208,26 @@ pub fn spikes_from_intervals(
         return None;
     }
     p50s.sort_unstable();
-    let mut det = SpikeDetector::new(params, p50s[p50s.len() / 2]);
+    // Each device against its own typical interval median (the median of its p50s).
+    let mut device_median_ns = vec![0u64; names.len()];
+    for (d, m) in device_median_ns.iter_mut().enumerate() {
+        let mut v: Vec<u64> = series
+            .iter()
+            .filter(|s| device_index(names, &s.device) == Some(d as u16))
+            .flat_map(|s| s.points.iter())
+            .filter(|p| p.ios > 0)
+            .map(|p| p.p50_ns)
+            .collect();
+        if !v.is_empty() {
+            v.sort_unstable();
+            *m = v[v.len() / 2];
+        }
+    }
+    let mut det = if device_median_ns.iter().any(|&m| m > 0) {
+        SpikeDetector::per_device(params, &device_median_ns)
+    } else {
+        SpikeDetector::new(params, p50s[p50s.len() / 2])
+    };
     for s in series {
         let Some(dev) = device_index(names, &s.device) else {
             continue;
@@ -496,7 +570,12 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
                     .get(usize::from(o.device))
                     .cloned()
                     .unwrap_or_else(|| format!("device {}", o.device));
-                format!("{dev} ≥ {}", format_ns(d.outlier_threshold_ns as f64))
+                let t = d
+                    .device_threshold_ns
+                    .get(usize::from(o.device))
+                    .copied()
+                    .unwrap_or(d.outlier_threshold_ns);
+                format!("{dev} ≥ {}", format_ns(t as f64))
             } else {
                 format!("I/Os ≥ {}", format_ns(d.outlier_threshold_ns as f64))
             };
@@ -506,7 +585,11 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
             .points
             .push((s(o.completion_ns), o.latency_ns as f64));
     }
-    plot.series.extend(by_dev.into_values());
+    // Densest first, so that a steadily slow device's many points lie under the few points of
+    // the others instead of hiding them.
+    let mut point_series: Vec<Series> = by_dev.into_values().collect();
+    point_series.sort_by_key(|s| std::cmp::Reverse(s.points.len()));
+    plot.series.extend(point_series);
     plot.legend = plot.series.len() <= DEVICES_COLOURED_MAX + 2;
     let major = major_spikes(&view.spikes);
     for sp in &major {
@@ -517,16 +600,28 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
         });
     }
     let mut caption = format!(
-        "{} I/Os in {} columns: the band spans each column's fastest to slowest I/O; every I/O of at least {} is drawn as a point.",
+        "{} I/Os in {} columns: the band spans each column's fastest to slowest I/O; every I/O of at least {} is drawn as a point{}.",
         format_plain(d.ios as f64),
         d.columns.len(),
-        format_ns(d.outlier_threshold_ns as f64)
+        format_ns(d.outlier_threshold_ns as f64),
+        if d.device_threshold_ns
+            .iter()
+            .any(|&t| t != d.outlier_threshold_ns)
+        {
+            " (each device against its own p99.99 or 8x its median, whichever is lower; the densest device is drawn first, under the others)"
+        } else {
+            ""
+        }
     );
     if !major.is_empty() {
         caption.push_str(&format!(
-            " Shaded: {} of {} detected spike(s), those reaching {} or more.",
+            " Shaded: {} of {}, those reaching {} or more.",
             major.len(),
-            view.spikes.spikes.len(),
+            count(
+                view.spikes.spikes.len(),
+                "detected spike",
+                "detected spikes"
+            ),
             format_ns(major_floor_ns(&view.spikes) as f64)
         ));
     }
@@ -795,19 +890,26 @@ pub fn summary(
             ));
         }
         if a.periodic.is_empty() {
+            let per_device = a.device_threshold_ns.iter().any(|&t| t != a.threshold_ns);
+            let basis = if per_device {
+                format!(
+                    "8x its device's median, {} on the fastest",
+                    format_ns(a.threshold_ns as f64)
+                )
+            } else {
+                format!("{}, 8x the median", format_ns(a.threshold_ns as f64))
+            };
             if a.spikes.is_empty() {
                 v.push(format!(
-                    "No latency spikes ({source}): no I/O took {} (8x the median) or longer.",
-                    format_ns(a.threshold_ns as f64)
+                    "No latency spikes ({source}): no I/O took {basis} or longer."
                 ));
             } else {
                 let worst = a.spikes.iter().map(|s| s.height_ns).max().unwrap_or(0);
                 let floor = major_floor_ns(a);
                 let major = a.spikes.iter().filter(|s| s.height_ns >= floor).count();
                 v.push(format!(
-                    "{} latency spike(s) of at least {} (8x the median, {source}), {major} of them reaching {} or more, the worst {}; not periodic.",
-                    a.spikes.len(),
-                    format_ns(a.threshold_ns as f64),
+                    "{} of at least {basis} ({source}), {major} of them reaching {} or more, the worst {}; not periodic.",
+                    count(a.spikes.len(), "latency spike", "latency spikes"),
                     format_ns(floor as f64),
                     format_ns(worst as f64)
                 ));
@@ -821,6 +923,9 @@ pub fn summary(
         }
         v
     };
+    if let Some(l) = lat {
+        out.extend(steadily_slow_devices(l));
+    }
     match (lat, interval_spikes) {
         (Some(l), _) => out.extend(spike_text(&l.spikes, "per-I/O log")),
         (None, Some(a)) => out.extend(spike_text(a, "interval histograms")),
@@ -830,6 +935,73 @@ pub fn summary(
         ),
     }
     out
+}
+
+/// "1 thing", "2 things".
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A device at least this many times slower (by its median) than the other devices' median is
+/// named as steadily slow.
+pub const SLOW_DEVICE_FACTOR: f64 = 4.0;
+
+/// Devices steadily slower than the others, from the per-I/O log: their median is at least
+/// [`SLOW_DEVICE_FACTOR`] x the median of the other devices' medians. Spikes are judged per
+/// device, so such a device is an outlier device, not a run-long spike; this says so.
+pub fn steadily_slow_devices(l: &LatView) -> Vec<String> {
+    let known: Vec<(usize, u64)> = l
+        .device_median_ns
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(_, m)| m > 0)
+        .collect();
+    if known.len() < 2 {
+        return Vec::new();
+    }
+    let mut slow: Vec<(usize, u64, f64)> = Vec::new();
+    for &(d, m) in &known {
+        let mut others: Vec<u64> = known
+            .iter()
+            .filter(|&&(o, _)| o != d)
+            .map(|&(_, m)| m)
+            .collect();
+        others.sort_unstable();
+        let typical = others[(others.len() - 1) / 2].max(1);
+        let r = m as f64 / typical as f64;
+        if r >= SLOW_DEVICE_FACTOR {
+            slow.push((d, m, r));
+        }
+    }
+    slow.sort_by(|a, b| b.2.total_cmp(&a.2));
+    slow.iter()
+        .enumerate()
+        .map(|(i, &(d, m, r))| {
+            let name = l
+                .devices
+                .get(d)
+                .cloned()
+                .unwrap_or_else(|| format!("device {d}"));
+            format!(
+                "{} (per-I/O log): {name}, median {}, {}x the other devices' median throughout; an outlier device (its spikes are judged against its own median), not a spike.",
+                if i == 0 { "Slowest device" } else { "Also steadily slow" },
+                format_ns(m as f64),
+                format_ratio(r)
+            )
+        })
+        .collect()
+}
+
+/// A ratio with 2 significant digits below 10 (0.0013, 0.25, 1.3) and whole above (25, 779):
+/// never rounded to 0.
+pub fn format_ratio(r: f64) -> String {
+    if !r.is_finite() || r <= 0.0 {
+        return format!("{r}");
+    }
+    let mag = r.log10().floor() as i32;
+    let decimals = (1 - mag).max(0) as usize;
+    format!("{r:.decimals$}")
 }
 
 /// Everything a run report draws on.

@@ -6,7 +6,9 @@
 //! crate.
 //!
 //! Method:
-//! 1. An I/O is *slow* when its latency is at least `height_factor` times the run's median.
+//! 1. An I/O is *slow* when its latency is at least `height_factor` times its device's median
+//!    (or the run's median when no per-device medians are given): a device that is steadily
+//!    slower than the others is an outlier device, not one run-long spike.
 //!    Each slow I/O covers the time it was outstanding, `[completion - latency, completion]`.
 //!    Slow I/Os are kept (bounded by `slow_max`); everything else is only counted.
 //! 2. Per device, slow I/Os whose intervals overlap or lie within `merge_gap_ns` of each other
@@ -97,8 +99,11 @@ pub struct Periodic {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpikeAnalysis {
-    /// Latency at and above which an I/O counted as slow.
+    /// Latency at and above which an I/O counted as slow (with per-device thresholds, the
+    /// lowest of them).
     pub threshold_ns: u64,
+    /// Per-device thresholds (index = device), empty when one threshold served every device.
+    pub device_threshold_ns: Vec<u64>,
     pub spikes: Vec<Spike>,
     pub periodic: Vec<Periodic>,
     /// Slow samples not kept because `slow_max` was reached (the analysis then covers the first
@@ -122,6 +127,7 @@ struct Slow {
 pub struct SpikeDetector {
     params: SpikeParams,
     threshold_ns: u64,
+    device_threshold_ns: Vec<u64>,
     slow: Vec<Slow>,
     slow_dropped: u64,
     t_min_ns: u64,
@@ -137,6 +143,7 @@ impl SpikeDetector {
         SpikeDetector {
             params,
             threshold_ns,
+            device_threshold_ns: Vec::new(),
             slow: Vec::new(),
             slow_dropped: 0,
             t_min_ns: u64::MAX,
@@ -144,8 +151,44 @@ impl SpikeDetector {
         }
     }
 
+    /// Slowness measured per device: `device_median_ns[d]` is device d's median latency (0 =
+    /// unknown, then the median of the known ones serves). A device steadily slower than the
+    /// others then has its own, higher threshold instead of being one run-long spike.
+    pub fn per_device(params: SpikeParams, device_median_ns: &[u64]) -> SpikeDetector {
+        let mut known: Vec<u64> = device_median_ns
+            .iter()
+            .copied()
+            .filter(|&m| m > 0)
+            .collect();
+        known.sort_unstable();
+        let fallback = known.get(known.len() / 2).copied().unwrap_or(1);
+        let mut d = SpikeDetector::new(params, fallback);
+        let f = d.params.height_factor;
+        d.device_threshold_ns = device_median_ns
+            .iter()
+            .map(|&m| {
+                let m = if m == 0 { fallback } else { m };
+                ((m.max(1) as f64) * f).ceil() as u64
+            })
+            .collect();
+        if let Some(&lo) = d.device_threshold_ns.iter().min() {
+            d.threshold_ns = lo;
+        }
+        d
+    }
+
+    /// The lowest threshold (the only one without per-device medians).
     pub fn threshold_ns(&self) -> u64 {
         self.threshold_ns
+    }
+
+    /// The threshold of one device.
+    #[inline]
+    pub fn device_threshold_ns(&self, device: u16) -> u64 {
+        self.device_threshold_ns
+            .get(usize::from(device))
+            .copied()
+            .unwrap_or(self.threshold_ns)
     }
 
     /// One completed I/O (completion time since run start).
@@ -154,7 +197,7 @@ impl SpikeDetector {
         let start_ns = completion_ns.saturating_sub(latency_ns);
         self.t_min_ns = self.t_min_ns.min(start_ns);
         self.t_max_ns = self.t_max_ns.max(completion_ns);
-        if latency_ns >= self.threshold_ns {
+        if latency_ns >= self.device_threshold_ns(device) {
             self.keep(Slow {
                 device,
                 start_ns,
@@ -168,7 +211,7 @@ impl SpikeDetector {
     pub fn push_interval(&mut self, device: u16, start_ns: u64, end_ns: u64, max_ns: u64) {
         self.t_min_ns = self.t_min_ns.min(start_ns);
         self.t_max_ns = self.t_max_ns.max(end_ns);
-        if max_ns >= self.threshold_ns {
+        if max_ns >= self.device_threshold_ns(device) {
             self.keep(Slow {
                 device,
                 start_ns,
@@ -192,19 +235,22 @@ impl SpikeDetector {
         } else {
             (0, 0)
         };
-        let gap_ns = if self.params.merge_gap_ns == 0 {
-            self.threshold_ns.saturating_mul(2)
-        } else {
-            self.params.merge_gap_ns
-        };
         self.slow
             .sort_unstable_by_key(|s| (s.device, s.start_ns, s.end_ns));
+        let merge_gap_ns = self.params.merge_gap_ns;
+        let gap_ns = |dev: u16| {
+            if merge_gap_ns == 0 {
+                self.device_threshold_ns(dev).saturating_mul(2)
+            } else {
+                merge_gap_ns
+            }
+        };
         // Per-device spikes.
         let mut per_device: BTreeMap<u16, Vec<Spike>> = BTreeMap::new();
         for s in &self.slow {
             let list = per_device.entry(s.device).or_default();
             match list.last_mut() {
-                Some(last) if s.start_ns <= last.end_ns.saturating_add(gap_ns) => {
+                Some(last) if s.start_ns <= last.end_ns.saturating_add(gap_ns(s.device)) => {
                     last.end_ns = last.end_ns.max(s.end_ns);
                     last.height_ns = last.height_ns.max(s.latency_ns);
                     last.slow_ios += 1;
@@ -222,6 +268,7 @@ impl SpikeDetector {
         let periodic = find_periodic(&per_device, &self.params, span_ns);
         SpikeAnalysis {
             threshold_ns: self.threshold_ns,
+            device_threshold_ns: self.device_threshold_ns,
             spikes,
             periodic,
             slow_dropped: self.slow_dropped,

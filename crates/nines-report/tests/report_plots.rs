@@ -285,3 +285,114 @@ fn html_page_is_self_contained_with_every_figure() {
     assert!(!html.contains("<script"));
     assert!(!html.contains("src=\"http"));
 }
+
+/// QA case: zram4, zram5 at ~20 us and a file f1 100x slower (2 ms) throughout, no stalls, with
+/// a few ordinary jitter I/Os at 2x. The whole run used to be one spike on every device.
+fn steadily_slow_log() -> Vec<LatRecord> {
+    let mut out = Vec::new();
+    for dev in 0..3u16 {
+        let base = if dev == 2 { 2_000_000 } else { 20_000 };
+        let mut t = 0u64;
+        let mut i = 0u64;
+        while t < 3_000_000_000 {
+            // +-10% body; jitter far below 8x the device's median: zram4 every 997th I/O 2x, zram5
+            // every 97th 2x, f1 every 3rd 3x (so f1 has more points than zram4, fewer than zram5).
+            let lat = if i.is_multiple_of([997, 97, 3][usize::from(dev)]) {
+                base * if dev == 2 { 3 } else { 2 }
+            } else {
+                base - base / 10 + (i * 7919 % 100) * base / 500
+            };
+            t += lat;
+            out.push(LatRecord {
+                completion_ns: t,
+                latency_ns: lat,
+                offset_bytes: 0,
+                device: dev,
+                op: Op::Read,
+            });
+            i += 1;
+        }
+    }
+    out.sort_by_key(|r| r.completion_ns);
+    out
+}
+
+#[test]
+fn a_steadily_slow_device_is_an_outlier_device_not_a_spike() {
+    let log = steadily_slow_log();
+    let mut p1 = LatPass1::new();
+    log.iter().for_each(|r| p1.push(r));
+    let s1 = p1.finish();
+    let mut p2 = LatPass2::new(&s1, SpikeParams::default());
+    log.iter().for_each(|r| p2.push(r));
+    let names: Vec<String> = ["zram4", "zram5", "f1"].map(String::from).to_vec();
+    let view = p2.finish(names, s1.median_ns);
+    assert!(
+        view.spikes.spikes.is_empty(),
+        "no spike: {:?}",
+        &view.spikes.spikes[..view.spikes.spikes.len().min(3)]
+    );
+    assert!(view.spikes.periodic.is_empty());
+    let f = time_figure(&view).unwrap();
+    assert!(f.plot.spans.is_empty(), "nothing shaded");
+    let r = report();
+    let lines = summary(&r, Some(&view), None);
+    let slowest: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("Slowest device"))
+        .collect();
+    assert_eq!(slowest.len(), 1, "{lines:#?}");
+    assert!(
+        slowest[0].contains("f1, median 2") && slowest[0].contains("105x"),
+        "{}",
+        slowest[0]
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("zram4, median")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("No latency spikes")),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn the_densest_device_is_drawn_under_the_others() {
+    // f1 (device 2) 100x slower with 3 planted stalls on zram4 (device 0): the stalls are
+    // spikes, f1 is not, and zram4's few points are drawn after (over) f1's many.
+    let mut log = steadily_slow_log();
+    for k in 0..3u64 {
+        let t = 500_000_000 + k * 900_000_000;
+        log.push(LatRecord {
+            completion_ns: t,
+            latency_ns: 5_000_000,
+            offset_bytes: 0,
+            device: 0,
+            op: Op::Read,
+        });
+    }
+    log.sort_by_key(|r| r.completion_ns);
+    let mut p1 = LatPass1::new();
+    log.iter().for_each(|r| p1.push(r));
+    let s1 = p1.finish();
+    let mut p2 = LatPass2::new(&s1, SpikeParams::default());
+    log.iter().for_each(|r| p2.push(r));
+    let names: Vec<String> = ["zram4", "zram5", "f1"].map(String::from).to_vec();
+    let view = p2.finish(names, s1.median_ns);
+    assert_eq!(view.spikes.spikes.len(), 3, "{:?}", view.spikes.spikes);
+    assert!(view.spikes.spikes.iter().all(|s| s.devices == [0]));
+    let f = time_figure(&view).unwrap();
+    assert_eq!(f.plot.spans.len(), 3);
+    let pts: Vec<(&str, usize)> = f.plot.series[2..]
+        .iter()
+        .map(|s| (s.name.as_str(), s.points.len()))
+        .collect();
+    assert!(pts.windows(2).all(|w| w[0].1 >= w[1].1), "{pts:?}");
+    let last = pts.last().unwrap();
+    assert!(last.0.starts_with("zram4") && last.1 >= 3, "{pts:?}");
+    assert!(
+        pts.iter().any(|p| p.0.starts_with("f1") && p.1 > last.1),
+        "{pts:?}"
+    );
+}

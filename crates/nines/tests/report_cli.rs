@@ -211,7 +211,7 @@ fn periodic_stalls_in_a_lat_log_are_reported() {
     );
     assert!(html.contains(", together;"));
     assert!(html.contains("<figure id=\"latency-over-time\""));
-    assert!(html.contains("Shaded: 7 of 7 detected spike(s)"));
+    assert!(html.contains("Shaded: 7 of 7 detected spikes"));
 }
 
 #[test]
