@@ -657,6 +657,37 @@ fn major_floor_ns(a: &SpikeAnalysis) -> u64 {
     (tallest / 10).max(a.threshold_ns)
 }
 
+/// One interval's rate sample: (middle of the interval, seconds since the first interval; I/Os
+/// per second over the interval's real length).
+pub type RatePoint = (f64, f64);
+
+/// The rate samples of one interval series and how many edge intervals were left out.
+///
+/// Each rate is the interval's I/Os over its own written length (not the nominal one). The
+/// nominal length is the median; a first or last interval shorter than half of it (a sliver,
+/// such as the few I/Os completed after the last full interval) is left out, because its rate
+/// rests on a handful of I/Os and a length rounded to milliseconds and would show as a false
+/// drop. Intervals of zero length (a sliver under 0.5 ms) are always left out.
+pub fn interval_rates(s: &IntervalSeries, t0_s: f64) -> (Vec<RatePoint>, usize) {
+    let pts = &s.points;
+    let lens: Vec<f64> = pts.iter().map(|p| p.duration_s).collect();
+    let mut sorted: Vec<f64> = lens.iter().copied().filter(|l| *l > 0.0).collect();
+    sorted.sort_by(f64::total_cmp);
+    let nominal = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+    let n = pts.len();
+    let mut dropped = 0;
+    let mut out = Vec::with_capacity(n);
+    for (i, (p, &len)) in pts.iter().zip(&lens).enumerate() {
+        let edge = i == 0 || i + 1 == n;
+        if len <= 0.0 || (edge && n > 1 && len < nominal / 2.0) {
+            dropped += 1;
+            continue;
+        }
+        out.push((p.start_s - t0_s + len / 2.0, p.ios as f64 / len));
+    }
+    (out, dropped)
+}
+
 /// Figures: IOPS and bandwidth over time per device and direction, from interval histograms.
 pub fn throughput_figures(series: &[IntervalSeries], block_size_bytes: u64) -> Vec<Figure> {
     let active: Vec<&IntervalSeries> = series
@@ -671,23 +702,18 @@ pub fn throughput_figures(series: &[IntervalSeries], block_size_bytes: u64) -> V
         .flat_map(|s| s.points.iter())
         .map(|p| p.start_s)
         .fold(f64::INFINITY, f64::min);
-    let mid = |p: &crate::intervals::IntervalPoint| p.start_s - t0 + p.duration_s / 2.0;
-    let iops = |p: &crate::intervals::IntervalPoint| {
-        if p.duration_s > 0.0 {
-            p.ios as f64 / p.duration_s
-        } else {
-            0.0
-        }
-    };
-    let t_hi = active
+    let rates: Vec<(Vec<RatePoint>, usize)> =
+        active.iter().map(|s| interval_rates(s, t0)).collect();
+    let dropped: usize = rates.iter().map(|r| r.1).sum();
+    let t_hi = rates
         .iter()
-        .flat_map(|s| s.points.iter())
-        .map(mid)
+        .flat_map(|r| r.0.iter())
+        .map(|p| p.0)
         .fold(0.0, f64::max);
-    let v_hi = active
+    let v_hi = rates
         .iter()
-        .flat_map(|s| s.points.iter())
-        .map(iops)
+        .flat_map(|r| r.0.iter())
+        .map(|p| p.1)
         .fold(0.0, f64::max);
     let mut out = Vec::new();
     for (id, title, scale, fmt) in [
@@ -715,25 +741,32 @@ pub fn throughput_figures(series: &[IntervalSeries], block_size_bytes: u64) -> V
             ),
         );
         plot.legend = active.len() <= DEVICES_COLOURED_MAX;
-        for (i, s) in active.iter().enumerate() {
+        for (i, (s, r)) in active.iter().zip(&rates).enumerate() {
             let mut line = Series::new(
                 format!("{} {}", s.device, s.op.name()),
                 SeriesStyle::Line,
                 palette(i),
             );
-            line.points = s.points.iter().map(|p| (mid(p), iops(p) * scale)).collect();
+            line.points = r.0.iter().map(|&(t, v)| (t, v * scale)).collect();
             plot.series.push(line);
+        }
+        let mut caption = format!(
+            "From the interval histograms, each interval's I/Os over its length{}.",
+            if scale == 1.0 {
+                String::new()
+            } else {
+                format!(" (IOPS x {} blocks)", format_block(block_size_bytes))
+            }
+        );
+        if dropped > 0 {
+            caption.push_str(&format!(
+                " Left out: {} at the start or end shorter than half the usual interval (too few I/Os for a rate).",
+                count(dropped, "interval", "intervals")
+            ));
         }
         out.push(Figure {
             id: id.into(),
-            caption: format!(
-                "From the interval histograms{}.",
-                if scale == 1.0 {
-                    String::new()
-                } else {
-                    format!(" (IOPS x {} blocks)", format_block(block_size_bytes))
-                }
-            ),
+            caption,
             plot,
         });
     }

@@ -396,3 +396,64 @@ fn the_densest_device_is_drawn_under_the_others() {
         "{pts:?}"
     );
 }
+
+/// An interval log as `profile --hdr-log` writes it: 1 s intervals of 1000 I/Os each (one of
+/// 2 s with 2000), then the sliver after the last full interval (`5.000,0.000`, 1 I/O) that used
+/// to show as a drop to 0 IOPS.
+fn interval_log_with_a_sliver() -> Vec<u8> {
+    use hdrhistogram::serialization::V2DeflateSerializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+    use std::time::Duration;
+    let mut out = Vec::new();
+    let mut ser = V2DeflateSerializer::new();
+    let mut w = IntervalLogWriterBuilder::new()
+        .with_base_time(std::time::UNIX_EPOCH)
+        .begin_log_with(&mut out, &mut ser)
+        .unwrap();
+    let mut put = |start_ms: u64, len_us: u64, ios: u64| {
+        let mut h = nines_core::stats::new_latency_histogram();
+        for k in 0..ios {
+            h.record(20_000 + k).unwrap();
+        }
+        w.write_histogram(
+            &h,
+            Duration::from_millis(start_ms),
+            Duration::from_micros(len_us),
+            Tag::new("f1.write"),
+        )
+        .unwrap();
+    };
+    put(0, 1_000_000, 1000);
+    put(1000, 2_000_000, 2000);
+    put(3000, 1_000_000, 1000);
+    put(4000, 1_000_000, 1000);
+    put(5000, 300, 1);
+    drop(w);
+    out
+}
+
+#[test]
+fn a_sliver_interval_at_the_end_is_no_false_drop() {
+    use nines_report::intervals::parse_interval_log;
+    use nines_report::run::throughput_figures;
+    let series = parse_interval_log(&interval_log_with_a_sliver()).unwrap();
+    assert_eq!(series[0].points.len(), 5);
+    let figs = throughput_figures(&series, 4096);
+    assert_eq!(figs.len(), 2);
+    for (f, per_io) in figs.iter().zip([1.0, 4096.0]) {
+        let pts = &f.plot.series[0].points;
+        assert_eq!(pts.len(), 4, "the sliver is left out: {pts:?}");
+        for &(_, v) in pts {
+            assert!((v - 1000.0 * per_io).abs() < 1e-6, "{pts:?}");
+        }
+        // Middles of the intervals: 0.5, 2, 3.5, 4.5 s.
+        let xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
+        assert_eq!(xs, [0.5, 2.0, 3.5, 4.5]);
+        assert!(
+            f.caption
+                .contains("Left out: 1 interval at the start or end"),
+            "{}",
+            f.caption
+        );
+    }
+}
