@@ -17,7 +17,9 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::io::{self, Write};
 
+use nines_core::latlog::{LatLogHeader, LatRecord, RECORD_BYTES, write_header};
 use nines_core::op::Op;
 use nines_core::report::{DeviceMeta, Report, ReportBuilder, RunConfig, RunKind};
 use nines_core::stats::DeviceRecorder;
@@ -83,6 +85,8 @@ pub enum SimError {
     Workload(#[from] WorkloadError),
     #[error("{0}")]
     Config(String),
+    #[error("per-I/O log: {0}; check that its disk has room and is writable")]
+    LatLog(io::Error),
 }
 
 /// Devices scaled, preconditioned and ready to run.
@@ -200,6 +204,8 @@ struct Event {
     time_ns: u64,
     seq: u64,
     intended_ns: u64,
+    /// The I/O's offset in its target (for the per-I/O log).
+    offset_bytes: u64,
     target: u32,
     len_bytes: u32,
     kind: u8,
@@ -243,7 +249,43 @@ pub struct RunStats {
     pub sim_end_ns: u64,
 }
 
-struct Loop<'a> {
+/// Bytes of per-I/O log records buffered before one write (43,690 records).
+pub const LAT_LOG_BUFFER_BYTES: usize = (1 << 20) / RECORD_BYTES * RECORD_BYTES;
+
+/// The per-I/O log of a run: records are encoded into a buffer allocated once and written in
+/// blocks of [`LAT_LOG_BUFFER_BYTES`], so the event loop allocates and formats nothing per I/O.
+/// The first write error stops logging and is returned when the run ends.
+struct LatSink<'w> {
+    out: &'w mut dyn Write,
+    buf: Vec<u8>,
+    records: u64,
+    error: Option<io::Error>,
+}
+
+impl LatSink<'_> {
+    #[inline]
+    fn push(&mut self, r: &LatRecord) {
+        if self.buf.len() + RECORD_BYTES > self.buf.capacity() {
+            self.flush();
+        }
+        let mut b = [0u8; RECORD_BYTES];
+        r.encode(&mut b);
+        self.buf.extend_from_slice(&b);
+        self.records += 1;
+    }
+
+    fn flush(&mut self) {
+        if self.error.is_none()
+            && let Err(e) = self.out.write_all(&self.buf)
+        {
+            self.error = Some(e);
+        }
+        self.buf.clear();
+    }
+}
+
+struct Loop<'a, 'w> {
+    lat: Option<LatSink<'w>>,
     prep: &'a mut Prepared,
     host: Host,
     targets: Vec<Target>,
@@ -257,7 +299,7 @@ struct Loop<'a> {
     stats: RunStats,
 }
 
-impl Loop<'_> {
+impl Loop<'_, '_> {
     #[inline]
     fn push(&mut self, mut e: Event) {
         e.seq = self.seq;
@@ -320,6 +362,7 @@ impl Loop<'_> {
         self.push(Event {
             time_ns: done,
             seq: 0,
+            offset_bytes: off,
             intended_ns: intended,
             target: target as u32,
             len_bytes: len,
@@ -359,6 +402,7 @@ impl Loop<'_> {
             self.push(Event {
                 time_ns: due.max(now),
                 seq: 0,
+                offset_bytes: 0,
                 intended_ns: due,
                 target: i as u32,
                 len_bytes: 0,
@@ -401,6 +445,16 @@ impl Loop<'_> {
                     tg.outstanding -= 1;
                     if e.intended_ns >= self.ramp_ns {
                         tg.rec.record(e.op, now - e.intended_ns, e.len_bytes);
+                        if let Some(sink) = self.lat.as_mut() {
+                            sink.push(&LatRecord {
+                                completion_ns: now,
+                                latency_ns: now - e.intended_ns,
+                                offset_bytes: e.offset_bytes,
+                                // Targets are at most DEVICES_MAX (1000), so this never truncates.
+                                device: e.target as u16,
+                                op: e.op,
+                            });
+                        }
                     }
                     if trace.is_some() {
                         continue;
@@ -451,6 +505,7 @@ impl Loop<'_> {
                         self.push(Event {
                             time_ns: next.arrival_ns.max(now),
                             seq: 0,
+                            offset_bytes: 0,
                             intended_ns: idx as u64 + 1,
                             target: 0,
                             len_bytes: 0,
@@ -476,6 +531,28 @@ pub struct SimOutput {
 /// Run the workload (or replay `trace`, already fitted to [`Prepared::targets`] targets of
 /// [`Prepared::target_size_bytes`]) and build the report.
 pub fn run(prep: &mut Prepared, trace: Option<&Trace>) -> Result<SimOutput, SimError> {
+    run_logged(prep, trace, None)
+}
+
+/// The name of each target as the report and the per-I/O log call it.
+pub fn target_names(cfg: &SimConfig) -> Vec<String> {
+    match cfg.layout {
+        Layout::Independent => (0..cfg.devices)
+            .map(|i| format!("{}#{i}", cfg.device.name))
+            .collect(),
+        Layout::Raid0 { .. } => vec![format!("raid0({}x{})", cfg.devices, cfg.device.name)],
+    }
+}
+
+/// [`run`], also writing every measured I/O to `lat_log` in the `nines_core::latlog` format:
+/// a header with the target names and start time 0, then one record per I/O with its virtual
+/// completion time (ns since the simulation started), latency, offset in its target, target
+/// index and direction, in completion order. Same inputs give the same bytes.
+pub fn run_logged(
+    prep: &mut Prepared,
+    trace: Option<&Trace>,
+    lat_log: Option<&mut dyn Write>,
+) -> Result<SimOutput, SimError> {
     let cfg = prep.cfg.clone();
     let spec = &cfg.workload;
     let n_targets = prep.targets();
@@ -516,7 +593,24 @@ pub fn run(prep: &mut Prepared, trace: Option<&Trace>) -> Result<SimOutput, SimE
     }
     let paced = trace.is_none() && spec.rate_iops.is_some();
     let in_flight = (n_targets as usize) * (spec.iodepth as usize) * 2 + n_targets as usize + 16;
+    let lat = match lat_log {
+        Some(mut out) => {
+            let header = LatLogHeader {
+                devices: target_names(&cfg),
+                start_unix_ns: 0,
+            };
+            write_header(&mut out, &header).map_err(SimError::LatLog)?;
+            Some(LatSink {
+                out,
+                buf: Vec::with_capacity(LAT_LOG_BUFFER_BYTES),
+                records: 0,
+                error: None,
+            })
+        }
+        None => None,
+    };
     let mut lp = Loop {
+        lat,
         prep,
         host,
         targets,
@@ -539,6 +633,7 @@ pub fn run(prep: &mut Prepared, trace: Option<&Trace>) -> Result<SimOutput, SimE
                 lp.push(Event {
                     time_ns: first.arrival_ns,
                     seq: 0,
+                    offset_bytes: 0,
                     intended_ns: 0,
                     target: 0,
                     len_bytes: 0,
@@ -556,6 +651,7 @@ pub fn run(prep: &mut Prepared, trace: Option<&Trace>) -> Result<SimOutput, SimE
                         lp.push(Event {
                             time_ns: 0,
                             seq: 0,
+                            offset_bytes: 0,
                             intended_ns: 0,
                             target: i as u32,
                             len_bytes: 0,
@@ -568,6 +664,13 @@ pub fn run(prep: &mut Prepared, trace: Option<&Trace>) -> Result<SimOutput, SimE
         }
     }
     lp.run(trace);
+    if let Some(mut sink) = lp.lat.take() {
+        sink.flush();
+        if let Some(e) = sink.error.take() {
+            return Err(SimError::LatLog(e));
+        }
+        sink.out.flush().map_err(SimError::LatLog)?;
+    }
     let stats = lp.stats;
     let host = lp.host;
     let targets = lp.targets;
@@ -693,6 +796,7 @@ fn build_report(
         extra,
     };
     let mut b = ReportBuilder::new(RunKind::Sim, run_cfg);
+    let names = target_names(cfg);
     let span = stats.sim_end_ns;
     let size = prep.target_size_bytes();
     match cfg.layout {
@@ -700,7 +804,7 @@ fn build_report(
             for (i, (t, ssd)) in targets.iter().zip(&prep.ssds).enumerate() {
                 b.device(
                     DeviceMeta {
-                        name: format!("{}#{i}", cfg.device.name),
+                        name: names[i].clone(),
                         path: None,
                         size_bytes: size,
                         cpu: Some(t.cpu as usize),
@@ -714,7 +818,7 @@ fn build_report(
             let t = &targets[0];
             b.device(
                 DeviceMeta {
-                    name: format!("raid0({}x{})", cfg.devices, cfg.device.name),
+                    name: names[0].clone(),
                     path: None,
                     size_bytes: size,
                     cpu: Some(t.cpu as usize),

@@ -13,6 +13,6 @@ pub mod trace;
 
 pub use driver::{
     DEVICES_MAX, LOGICAL_BLOCK_BYTES, Layout, MEMORY_BUDGET_BYTES, Prepared, RunStats, SimConfig,
-    SimError, SimOutput, prepare, run,
+    SimError, SimOutput, prepare, run, run_logged, target_names,
 };
 pub use host::{Background, CompletionMode, Host, HostConfig, ServiceDist};

@@ -87,6 +87,10 @@ pub struct Args {
     /// Write the report (nines JSON schema) to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write every measured I/O to this per-I/O log (virtual completion time, latency, offset,
+    /// device, direction; read it with `nines log` or `nines report`).
+    #[arg(long, value_name = "FILE")]
+    pub lat_log: Option<PathBuf>,
     /// Write fio-compatible JSON (one job per device).
     #[arg(long)]
     pub fio_json: Option<PathBuf>,
@@ -175,6 +179,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let json_file = open_output("--json", &args.json)?;
     let fio_file = open_output("--fio-json", &args.fio_json)?;
+    let mut lat_file = open_output("--lat-log", &args.lat_log)?;
     let cfg = SimConfig {
         device,
         device_label: args.device.clone(),
@@ -206,9 +211,18 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     let wall = Instant::now();
-    let out = nines_sim::run(&mut prep, trace.as_ref())?;
+    let out = nines_sim::run_logged(
+        &mut prep,
+        trace.as_ref(),
+        lat_file.as_mut().map(|f| f as &mut dyn Write),
+    )
+    .with_context(|| match &args.lat_log {
+        Some(p) => format!("--lat-log {}", p.display()),
+        None => "nines sim".to_string(),
+    })?;
     let run_s = wall.elapsed().as_secs_f64();
-    let report = out.report;
+    let mut report = out.report;
+    report.config.lat_log = args.lat_log.as_ref().map(|p| p.display().to_string());
     eprintln!(
         "nines sim: {} x {} at scale {:.4} ({} blocks/plane), precondition {} in {:.2} s; \
          {} I/Os ({} device commands, {} events) in {:.2} s = {:.0} sim I/O/s",
