@@ -258,3 +258,90 @@ fn sweep_refuses_options_it_sets_and_needs_one_parameter() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("every point of the sweep failed"));
     assert!(dir.path().join("bad/sweep.json").exists());
 }
+
+#[test]
+fn writes_to_a_block_device_without_allow_writes_are_refused_up_front() {
+    let z = Zram::new("64M");
+    let dir = tempfile::tempdir().unwrap();
+    let dev = z.path();
+    // The default --rws includes writes.
+    let out = nines(
+        &[
+            "sweep",
+            "--qd",
+            "1,4",
+            "-o",
+            "x",
+            "--",
+            &dev,
+            "--runtime",
+            "100ms",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("4 of the sweep's points write")
+            && err.contains(&dev)
+            && err.contains("add --allow-writes after --")
+            && err.contains("--rws read,randread"),
+        "{err}"
+    );
+    assert!(!dir.path().join("x").exists(), "nothing ran");
+    // Reads only run.
+    ok(
+        nines(
+            &[
+                "sweep",
+                "--qd",
+                "1",
+                "--rws",
+                "randread",
+                "-o",
+                "y",
+                "--",
+                &dev,
+                "--runtime",
+                "100ms",
+            ],
+            dir.path(),
+        ),
+        "read-only sweep",
+    );
+}
+
+#[test]
+fn a_failed_point_makes_the_sweep_fail_after_writing_the_rest() {
+    let z = Zram::new("64M");
+    let dir = tempfile::tempdir().unwrap();
+    let dev = z.path();
+    let out = nines(
+        &[
+            "sweep",
+            "--engines",
+            "io_uring,nosuch",
+            "--json",
+            "e.json",
+            "--",
+            &dev,
+            "--runtime",
+            "100ms",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().last().unwrap();
+    assert!(
+        last.starts_with("nines: 1 of 2 points failed: engine-nosuch ("),
+        "{err}"
+    );
+    let s = read_sweep(&dir.path().join("e.json"));
+    assert!(
+        s.points[0].metrics.is_some(),
+        "io_uring ran and was written"
+    );
+    assert!(s.points[1].error.is_some());
+}

@@ -61,6 +61,57 @@ struct Plan {
     extra: Vec<String>,
     point: SweepPoint,
     name: String,
+    /// The point writes to its targets.
+    writes: bool,
+}
+
+fn rw_writes(rw: &str) -> bool {
+    rw.parse::<RwMode>()
+        .map(|m| !matches!(m, RwMode::Read | RwMode::RandRead))
+        .unwrap_or(false)
+}
+
+/// Writing points on a block device without `--allow-writes` would each be refused by
+/// `profile`: refuse the whole sweep before running anything, saying how to fix it.
+fn check_writes(args: &Args, plans: &[Plan]) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    if args.sim.is_some() || args.pass.iter().any(|a| a == "--allow-writes") {
+        return Ok(());
+    }
+    let writing: Vec<&str> = plans
+        .iter()
+        .filter(|p| p.writes)
+        .map(|p| p.name.as_str())
+        .collect();
+    if writing.is_empty() {
+        return Ok(());
+    }
+    let block = args
+        .pass
+        .iter()
+        .find(|a| std::fs::metadata(a.as_str()).is_ok_and(|m| m.file_type().is_block_device()));
+    if let Some(dev) = block {
+        let fix = if args.qd.is_some() {
+            "add --allow-writes after -- (destroys the data on it), or sweep reads only with --rws read,randread"
+        } else {
+            "add --allow-writes after -- (destroys the data on it)"
+        };
+        bail!(
+            "{} of the sweep's points write ({}) and {dev} is a block device: {fix}",
+            writing.len(),
+            writing.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// A failure that only says this machine cannot run the point (polled I/O without poll
+/// queues): reported, but not a failure of the sweep.
+fn unavailable_here(param: SweepParam, reason: &str) -> bool {
+    param == SweepParam::Engine
+        && (reason.contains("poll queues")
+            || reason.contains("not supported")
+            || reason.contains("SQPOLL was refused"))
 }
 
 fn empty_point(rw: &str, iodepth: u32) -> SweepPoint {
@@ -121,6 +172,7 @@ fn plan(args: &Args) -> anyhow::Result<(SweepParam, Vec<Plan>)> {
                     extra: vec!["--rw".into(), rw.clone(), "--iodepth".into(), q.to_string()],
                     point: empty_point(rw, q),
                     name: format!("{rw}-qd{q}"),
+                    writes: rw_writes(rw),
                 });
             }
         }
@@ -142,6 +194,7 @@ fn plan(args: &Args) -> anyhow::Result<(SweepParam, Vec<Plan>)> {
                 ],
                 point,
                 name: format!("writes{w}"),
+                writes: w > 0,
             });
         }
         SweepParam::WriteFraction
@@ -172,6 +225,7 @@ fn plan(args: &Args) -> anyhow::Result<(SweepParam, Vec<Plan>)> {
                 extra,
                 point,
                 name: format!("engine-{e}"),
+                writes: rw_writes(&base_rw),
             });
         }
         SweepParam::Engine
@@ -227,6 +281,7 @@ fn run_point(exe: &Path, args: &Args, plan: &Plan, json: &Path) -> Result<Report
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (param, plans) = plan(&args)?;
+    check_writes(&args, &plans)?;
     let (json_out, html_out, points_dir) = match (&args.output, &args.json) {
         (Some(dir), None) => (
             dir.join("sweep.json"),
@@ -258,6 +313,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         notes: Vec::new(),
     };
     let total = plans.len();
+    let mut failed: Vec<String> = Vec::new();
     for (i, plan) in plans.into_iter().enumerate() {
         let json = points_dir.join(format!("{:02}-{}.json", i + 1, plan.name));
         let mut point = plan.point.clone();
@@ -283,13 +339,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 point.report = Some(report);
             }
             Err(reason) => {
-                let what = match (param, &point.engine) {
-                    (SweepParam::Engine, Some(e)) => {
+                let what = match &point.engine {
+                    Some(e) if unavailable_here(param, &reason) => {
                         format!(
                             "{e} is not available here ({reason}); the sweep ran the other engines"
                         )
                     }
-                    _ => format!("point {} failed: {reason}", plan.name),
+                    _ => {
+                        failed.push(format!("{} ({reason})", plan.name));
+                        format!("point {} failed: {reason}", plan.name)
+                    }
                 };
                 eprintln!("nines sweep: [{}/{total}] {what}", i + 1);
                 sweep.notes.push(what);
@@ -306,10 +365,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let html = render_html(&sweep, &figs)?;
         std::fs::write(h, html).with_context(|| format!("writing {}", h.display()))?;
         eprintln!(
-            "nines: wrote {} and {} ({} figures)",
+            "nines: wrote {} and {} ({})",
             json_out.display(),
             h.display(),
-            figs.len()
+            nines_report::run::count(figs.len(), "figure", "figures")
         );
     } else {
         eprintln!("nines: wrote {}", json_out.display());
@@ -325,6 +384,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .first()
                 .and_then(|p| p.error.clone())
                 .unwrap_or_default()
+        );
+    }
+    // What succeeded is written; the exit status still says that points failed.
+    if !failed.is_empty() {
+        bail!(
+            "{} of {total} points failed: {}",
+            failed.len(),
+            failed.join("; ")
         );
     }
     Ok(())
