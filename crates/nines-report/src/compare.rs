@@ -181,7 +181,9 @@ pub fn table_rows(runs: &[Run]) -> (Vec<String>, Vec<Vec<String>>) {
                 });
                 if i > 0 {
                     row.push(match (vals[0], v) {
-                        (Some(a), Some(b)) if a > 0.0 => format!("{:.2}x", b / a),
+                        (Some(a), Some(b)) if a > 0.0 => {
+                            format!("{}x", crate::run::format_ratio(b / a))
+                        }
                         _ => "-".into(),
                     });
                 }

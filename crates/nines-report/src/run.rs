@@ -366,8 +366,8 @@ pub fn percentile_figure(report: &Report, op: Op) -> Option<Figure> {
         plot.series.push(s);
     }
     let mut caption = format!(
-        "Latency at each percentile (x on a nines scale: each step is ten times rarer) for {} device(s).",
-        devices.len()
+        "Latency at each percentile (x on a nines scale: each step is ten times rarer) for {}.",
+        count(devices.len(), "device", "devices")
     );
     if !outliers.is_empty() {
         let named: Vec<String> = outliers
@@ -814,12 +814,12 @@ pub fn summary(
     let mut out = Vec::new();
     let w = &report.config.workload;
     out.push(format!(
-        "{} run of {} device(s): {} {} QD{} on {}, {} measured.",
+        "{} run of {}: {} {} QD{} on {}, {} measured.",
         match report.kind {
             nines_core::report::RunKind::Profile => "Measured",
             nines_core::report::RunKind::Sim => "Simulated",
         },
-        report.devices.len(),
+        count(report.devices.len(), "device", "devices"),
         w.rw,
         format_block(w.block_size_bytes),
         w.iodepth,

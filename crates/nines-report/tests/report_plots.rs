@@ -457,3 +457,47 @@ fn a_sliver_interval_at_the_end_is_no_false_drop() {
         );
     }
 }
+
+/// One device, every read at `latency_ns`.
+fn constant_report(latency_ns: u64) -> Report {
+    let mut b = ReportBuilder::new(RunKind::Profile, config());
+    let mut rec = DeviceRecorder::new();
+    for _ in 0..1000 {
+        rec.record(Op::Read, latency_ns, 4096);
+    }
+    b.device(
+        DeviceMeta {
+            name: "zram0".into(),
+            path: None,
+            size_bytes: 1 << 30,
+            cpu: None,
+        },
+        &rec,
+    );
+    b.finish()
+}
+
+#[test]
+fn compare_ratios_keep_significant_digits() {
+    use nines_report::compare::{Run, table_rows};
+    use nines_report::run::format_ratio;
+    assert_eq!(format_ratio(25.8e3 / 20.1e6), "0.0013");
+    assert_eq!(format_ratio(20.1e6 / 25.8e3), "779");
+    assert_eq!(format_ratio(1.0), "1.0");
+    assert_eq!(format_ratio(0.25), "0.25");
+    assert_eq!(format_ratio(12.4), "12");
+    let run = |label: &str, ns| Run {
+        label: label.into(),
+        report: constant_report(ns),
+    };
+    let runs = [
+        run("slow", 20_100_000),
+        run("fast", 25_800),
+        run("slower", 20_100_000_000),
+    ];
+    let (_, rows) = table_rows(&runs);
+    let p50 = rows.iter().find(|r| r[0] == "read p50").unwrap();
+    // metric, slow, fast, /slow, slower, /slow
+    assert_eq!(p50[3], "0.0013x", "{p50:?}");
+    assert_eq!(p50[5], "1000x", "{p50:?}");
+}

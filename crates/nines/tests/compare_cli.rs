@@ -73,9 +73,9 @@ fn table_ratios_figures_and_warnings() {
     let p50 = |r: &Report| r.aggregate.read.lat_ns.percentiles.get("50").unwrap() as f64;
     let row = table.lines().find(|l| l.starts_with("read p50 ")).unwrap();
     let cells: Vec<&str> = row.split_whitespace().collect();
-    let want = format!("{:.2}x", p50(&b) / p50(&a));
+    let want = format!("{}x", nines_report::run::format_ratio(p50(&b) / p50(&a)));
     assert!(cells.contains(&want.as_str()), "{row} lacks {want}");
-    let want = format!("{:.2}x", p50(&c) / p50(&a));
+    let want = format!("{}x", nines_report::run::format_ratio(p50(&c) / p50(&a)));
     assert!(cells.contains(&want.as_str()), "{row} lacks {want}");
     for m in ["read IOPS", "read mean", "read p99.9999", "read max"] {
         assert!(table.lines().any(|l| l.starts_with(m)), "missing {m}");

@@ -92,7 +92,7 @@ fn report_of_a_profiled_zram_run_with_both_logs() {
     }
     let name = |p: &str| p.trim_start_matches("/dev/").to_string();
     assert!(html.contains(&name(&paths[0])) && html.contains(&name(&paths[1])));
-    assert!(html.contains("Measured run of 2 device(s): randread 4 KiB QD1"));
+    assert!(html.contains("Measured run of 2 devices: randread 4 KiB QD1"));
     // The spike line is always there: found, or explicitly none.
     assert!(html.contains("per-I/O log)"), "no spike summary");
     assert!(!html.contains("<script"));
@@ -122,7 +122,7 @@ fn report_of_a_simulated_run_and_explicit_output() {
         "report",
     );
     let html = std::fs::read_to_string(dir.path().join("out.html")).unwrap();
-    assert!(html.contains("Simulated run of 5 device(s)"));
+    assert!(html.contains("Simulated run of 5 devices"));
     assert_eq!(
         html.matches("<svg").count(),
         3,
@@ -285,4 +285,45 @@ fn bad_inputs_get_one_line_errors() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("nines profile --lat-log"), "{err}");
+}
+
+#[test]
+fn logs_are_recorded_relative_to_the_json_and_found_from_anywhere() {
+    let z = Zram::new("64M");
+    let top = tempfile::tempdir().unwrap();
+    for d in ["a", "b", "c", "logs"] {
+        std::fs::create_dir(top.path().join(d)).unwrap();
+    }
+    let dev = z.path();
+    // Profile from a/, the JSON in b/, the logs in logs/.
+    let args = [
+        "profile",
+        "--quiet",
+        "--runtime",
+        "300ms",
+        "--json",
+        "../b/run.json",
+        "--lat-log",
+        "../logs/run.lat",
+        "--hdr-log",
+        "../logs/run.hlog",
+        "--hdr-interval",
+        "100ms",
+        &dev,
+    ];
+    ok(nines(&args, &top.path().join("a")), "profile");
+    let text = std::fs::read_to_string(top.path().join("b/run.json")).unwrap();
+    let r = nines_core::report::Report::from_json(&text).unwrap();
+    assert_eq!(r.config.lat_log.as_deref(), Some("../logs/run.lat"));
+    assert_eq!(r.config.hdr_log.as_deref(), Some("../logs/run.hlog"));
+    // Reported from c/, both logs are found.
+    let out = ok(
+        nines(&["report", "../b/run.json"], &top.path().join("c")),
+        "report",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("not found"), "{err}");
+    let html = std::fs::read_to_string(top.path().join("b/run.html")).unwrap();
+    assert!(html.contains("<figure id=\"latency-over-time\""));
+    assert!(html.contains("<figure id=\"iops-over-time\""));
 }

@@ -26,9 +26,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         && l.len() != args.runs.len()
     {
         anyhow::bail!(
-            "--labels names {} runs but {} were given; give one label per run",
-            l.len(),
-            args.runs.len()
+            "--labels gives {} but {} given; give one label per run",
+            nines_report::run::count(l.len(), "label", "labels"),
+            nines_report::run::count(args.runs.len(), "run was", "runs were")
         );
     }
     let mut runs = Vec::with_capacity(args.runs.len());
@@ -48,7 +48,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(out) = &args.output {
         let html = render_html(&runs, &figs)?;
         std::fs::write(out, html).with_context(|| format!("writing {}", out.display()))?;
-        eprintln!("nines: wrote {} ({} figures)", out.display(), figs.len());
+        eprintln!(
+            "nines: wrote {} ({})",
+            out.display(),
+            nines_report::run::count(figs.len(), "figure", "figures")
+        );
     }
     if let Some(dir) = &args.png {
         super::report::write_pngs(dir, &figs)?;

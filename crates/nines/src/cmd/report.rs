@@ -79,7 +79,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .output
         .unwrap_or_else(|| args.run.with_extension("html"));
     std::fs::write(&out, html).with_context(|| format!("writing {}", out.display()))?;
-    eprintln!("nines: wrote {} ({} figures)", out.display(), figs.len());
+    eprintln!(
+        "nines: wrote {} ({})",
+        out.display(),
+        nines_report::run::count(figs.len(), "figure", "figures")
+    );
     if let Some(dir) = &args.png {
         write_pngs(dir, &figs)?;
     }
@@ -167,6 +171,10 @@ pub fn write_pngs(dir: &Path, figs: &[nines_report::html::Figure]) -> anyhow::Re
         nines_report::plot::render_png(&f.plot, &p, nines_report::plot::DEFAULT_SIZE)
             .with_context(|| format!("writing {}", p.display()))?;
     }
-    eprintln!("nines: wrote {} PNG(s) to {}", figs.len(), dir.display());
+    eprintln!(
+        "nines: wrote {} to {}",
+        nines_report::run::count(figs.len(), "PNG", "PNGs"),
+        dir.display()
+    );
     Ok(())
 }
