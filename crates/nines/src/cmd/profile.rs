@@ -388,8 +388,14 @@ pub fn run(args: Args) -> Result<()> {
         percentiles,
         measured_ns: outcome.measured_ns,
         start_unix_ns: Some(outcome.start_unix_ns),
-        lat_log: args.lat_log.as_ref().map(|p| p.display().to_string()),
-        hdr_log: args.hdr_log.as_ref().map(|p| p.display().to_string()),
+        lat_log: args
+            .lat_log
+            .as_ref()
+            .map(|p| recorded_log_path(p, args.json.as_deref())),
+        hdr_log: args
+            .hdr_log
+            .as_ref()
+            .map(|p| recorded_log_path(p, args.json.as_deref())),
         extra,
     };
     let mut b = ReportBuilder::new(RunKind::Profile, config);
@@ -572,6 +578,39 @@ fn workers_text(n: usize) -> String {
     } else {
         format!("{n} workers")
     }
+}
+
+/// How the report records a log's path: relative to the JSON's directory when there is a JSON
+/// (so the pair can be moved together and `nines report` run from anywhere), else absolute.
+/// Both files exist by now (they are created before the run), so they are canonicalized; if that
+/// fails the path is kept as typed.
+fn recorded_log_path(log: &Path, json: Option<&Path>) -> String {
+    let Ok(log_abs) = std::fs::canonicalize(log) else {
+        return log.display().to_string();
+    };
+    let json_dir = json
+        .and_then(|j| std::fs::canonicalize(j).ok())
+        .and_then(|j| j.parent().map(Path::to_path_buf));
+    let Some(dir) = json_dir else {
+        return log_abs.display().to_string();
+    };
+    relative_to(&log_abs, &dir).display().to_string()
+}
+
+/// `path` relative to `dir`, both absolute and canonical: the common prefix is dropped and each
+/// remaining component of `dir` becomes `..`.
+fn relative_to(path: &Path, dir: &Path) -> PathBuf {
+    let p: Vec<_> = path.components().collect();
+    let d: Vec<_> = dir.components().collect();
+    let common = p.iter().zip(&d).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..d.len() {
+        out.push("..");
+    }
+    for c in &p[common..] {
+        out.push(c.as_os_str());
+    }
+    out
 }
 
 #[cfg(test)]
