@@ -23,7 +23,7 @@ use nines_core::latlog::{LatLogHeader, LatRecord, RECORD_BYTES, write_header};
 use nines_core::op::Op;
 use nines_core::report::{DeviceMeta, Report, ReportBuilder, RunConfig, RunKind};
 use nines_core::stats::DeviceRecorder;
-use nines_core::workload::{Generator, WorkloadError, WorkloadSpec};
+use nines_core::workload::{Generator, RwMode, WorkloadError, WorkloadSpec};
 use nines_flash::{DeviceConfig, FlashError, Precondition, Ssd};
 use serde_json::{Map, Value, json};
 
@@ -247,6 +247,8 @@ pub struct RunStats {
     pub ios: u64,
     pub chunks: u64,
     pub sim_end_ns: u64,
+    /// Most I/Os in flight at once, over all targets.
+    pub in_flight_max: u64,
 }
 
 /// Bytes of per-I/O log records buffered before one write (43,690 records).
@@ -296,6 +298,8 @@ struct Loop<'a, 'w> {
     ios_max: Option<u64>,
     iodepth: u32,
     paced: bool,
+    /// I/Os in flight over all targets.
+    in_flight: u64,
     stats: RunStats,
 }
 
@@ -355,6 +359,8 @@ impl Loop<'_, '_> {
         let done = self.send_to_devices(target, at_device, op, off, len as u64);
         self.host.hold_until(cpu, done);
         self.targets[target].outstanding += 1;
+        self.in_flight += 1;
+        self.stats.in_flight_max = self.stats.in_flight_max.max(self.in_flight);
         if now >= self.ramp_ns {
             self.targets[target].measured_issued += 1;
         }
@@ -443,6 +449,7 @@ impl Loop<'_, '_> {
                 COMPLETE => {
                     let tg = &mut self.targets[i];
                     tg.outstanding -= 1;
+                    self.in_flight -= 1;
                     if e.intended_ns >= self.ramp_ns {
                         tg.rec.record(e.op, now - e.intended_ns, e.len_bytes);
                         if let Some(sink) = self.lat.as_mut() {
@@ -623,6 +630,7 @@ pub fn run_logged(
         ios_max: spec.ios_max,
         iodepth: spec.iodepth,
         paced,
+        in_flight: 0,
         stats: RunStats::default(),
     };
     match trace {
@@ -725,6 +733,51 @@ fn round6(x: f64) -> f64 {
     (x * 1e6).round() / 1e6
 }
 
+/// What a replayed trace did, for `config.extra.trace`, and the workload that describes it
+/// honestly in the schema's terms: randrw with the trace's read share (randread or randwrite if
+/// it has one direction), the most common request size (the smallest of equals), and as
+/// iodepth the most requests the open-loop replay had in flight; no runtime, I/O count or rate.
+fn trace_workload(t: &Trace, spec: &WorkloadSpec, stats: &RunStats) -> (Value, WorkloadSpec) {
+    let ts = t.stats();
+    let mut sizes: Vec<u64> = t.records.iter().map(|r| r.len_bytes).collect();
+    sizes.sort_unstable();
+    let (mut mode, mut mode_n, mut i) = (0u64, 0usize, 0usize);
+    while i < sizes.len() {
+        let j = sizes[i..].partition_point(|&x| x == sizes[i]) + i;
+        if j - i > mode_n {
+            (mode, mode_n) = (sizes[i], j - i);
+        }
+        i = j;
+    }
+    let total = ts.reads + ts.writes;
+    let read_pct = (ts.reads * 100 + total / 2).checked_div(total).unwrap_or(0) as u8;
+    let mut w = spec.clone();
+    w.rw = match (ts.reads, ts.writes) {
+        (_, 0) => RwMode::RandRead,
+        (0, _) => RwMode::RandWrite,
+        _ => RwMode::RandRw,
+    };
+    w.read_mix_pct = read_pct;
+    w.block_size_bytes = mode;
+    w.iodepth = stats.in_flight_max.clamp(1, u32::MAX as u64) as u32;
+    w.runtime_ns = None;
+    w.ios_max = None;
+    w.rate_iops = None;
+    w.thinktime_ns = 0;
+    let info = json!({
+        "format": t.format.to_string(),
+        "requests": t.records.len(),
+        "reads": ts.reads,
+        "writes": ts.writes,
+        "bytes": ts.bytes,
+        "duration_ns": ts.duration_ns,
+        "block_size_bytes_mode": mode,
+        "in_flight_max": stats.in_flight_max,
+        "replay": "open loop: each request is issued at its arrival time, latency counts from it",
+    });
+    (info, w)
+}
+
 fn build_report(
     prep: &Prepared,
     cfg: &SimConfig,
@@ -781,12 +834,14 @@ fn build_report(
     );
     extra.insert("events".into(), json!(stats.events));
     extra.insert("sim_end_ns".into(), json!(stats.sim_end_ns));
+    let mut workload = cfg.workload.clone();
     if let Some(t) = trace {
-        extra.insert("trace_format".into(), json!(t.format.to_string()));
-        extra.insert("trace_records".into(), json!(t.records.len()));
+        let (info, w) = trace_workload(t, &workload, stats);
+        extra.insert("trace".into(), info);
+        workload = w;
     }
     let run_cfg = RunConfig {
-        workload: cfg.workload.clone(),
+        workload,
         engine: "sim".into(),
         percentiles: cfg.percentiles.clone(),
         measured_ns,

@@ -86,7 +86,6 @@ fn replays_a_real_mqsim_trace() {
     let json = dir.path().join("r.json");
     let o = nines(&[
         "sim",
-        "--quiet",
         "--device",
         "mqsim-default",
         "--devices",
@@ -105,7 +104,72 @@ fn replays_a_real_mqsim_trace() {
     // The file's own counts (shared/traces/README.md): 4,381 reads and 2,618 writes.
     assert_eq!(r.aggregate.read.ios, 4381);
     assert_eq!(r.aggregate.write.ios, 2618);
-    assert_eq!(r.config.extra["trace_records"], 6999);
+    // The report describes the replay, not the default workload: the trace's read share and
+    // most common size (counted here from the file: column 4 is 512-byte sectors).
+    let t = &r.config.extra["trace"];
+    assert_eq!(t["requests"], 6999);
+    assert_eq!(
+        (t["reads"].as_u64(), t["writes"].as_u64()),
+        (Some(4381), Some(2618))
+    );
+    assert_eq!(t["file"], trace.to_str().unwrap());
+    assert_eq!(t["format"], "mqsim");
+    let mut counts = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(src).unwrap().lines() {
+        let sectors: u64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+        *counts.entry(sectors * 512).or_insert(0u64) += 1;
+    }
+    let (&mode, _) = counts
+        .iter()
+        .max_by_key(|&(k, n)| (*n, std::cmp::Reverse(*k)))
+        .unwrap();
+    let w = &r.config.workload;
+    assert_eq!(w.rw, nines_core::workload::RwMode::RandRw);
+    assert_eq!(w.read_mix_pct, 63); // 4381 / 6999 = 62.6%
+    assert_eq!(w.block_size_bytes, mode);
+    assert_eq!(w.runtime_ns, None);
+    assert_eq!(u64::from(w.iodepth), t["in_flight_max"].as_u64().unwrap());
+    let table = String::from_utf8_lossy(&o.stdout);
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.starts_with(&format!(
+            "nines sim: randrw 63% reads {}KiB QD{}",
+            mode / 1024,
+            w.iodepth
+        )),
+        "{header}"
+    );
+}
+
+#[test]
+fn a_trace_beyond_the_scaled_device_offers_full_scale_or_a_fit_policy() {
+    let src = Path::new("/work/shared/traces/mqsim-tpcc-small.trace");
+    if !src.exists() {
+        eprintln!("skipped: {} is not on this machine", src.display());
+        return;
+    }
+    let o = nines(&[
+        "sim",
+        "--quiet",
+        "--device",
+        "mqsim-default",
+        "--trace",
+        src.to_str().unwrap(),
+        "--precondition",
+        "none",
+    ]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    for want in [
+        "the simulated capacity is scaled (scale 0.",
+        "--scale 1",
+        "--trace-fit wrap",
+        "--trace-fit scale",
+        "which holds the whole trace",
+    ] {
+        assert!(e.contains(want), "{want}: {e}");
+    }
 }
 
 #[test]
@@ -191,7 +255,7 @@ fn lat_log_records_every_io_and_the_report_finds_the_housekeeping_period() {
 
     let dir = tempfile::tempdir().unwrap();
     let dev = housekeeping_device(dir.path());
-    let run = |lat: &Path, json: &Path| {
+    let run = |lat: &Path, json: &Path| -> String {
         let o = nines(&[
             "sim",
             "--quiet",
@@ -207,9 +271,12 @@ fn lat_log_records_every_io_and_the_report_finds_the_housekeeping_period() {
             json.to_str().unwrap(),
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
+        stderr(&o)
     };
     let (lat, json) = (dir.path().join("lat.bin"), dir.path().join("run.json"));
-    run(&lat, &json);
+    let e = run(&lat, &json);
+    // The summary line names the device by its `name`, not by the TOML file.
+    assert!(e.contains("nines sim: 2 x hk-ssd at scale"), "{e}");
     let (lat2, json2) = (dir.path().join("lat2.bin"), dir.path().join("run2.json"));
     run(&lat2, &json2);
     let bytes = std::fs::read(&lat).unwrap();

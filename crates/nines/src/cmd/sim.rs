@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use nines_core::units::{parse_duration_ns, parse_size_bytes};
 use nines_flash::{DeviceConfig, Precondition};
-use nines_sim::trace::{FitPolicy, TraceFormat, TraceOptions, TraceUnit, read_trace};
+use nines_sim::trace::{FitPolicy, TraceError, TraceFormat, TraceOptions, TraceUnit, read_trace};
 use nines_sim::{Background, CompletionMode, HostConfig, Layout, ServiceDist, SimConfig};
 use serde_json::Value;
 
@@ -198,9 +198,35 @@ pub fn run(args: Args) -> Result<()> {
     let mut trace = trace;
     if let Some(t) = trace.as_mut() {
         let policy: FitPolicy = args.trace_fit.parse()?;
-        let fit = t
-            .fit(prep.target_size_bytes(), prep.targets(), policy)
-            .context("--trace-fit wrap or scale moves requests that end beyond the device")?;
+        let fit = match t.fit(prep.target_size_bytes(), prep.targets(), policy) {
+            Ok(fit) => fit,
+            Err(TraceError::OutOfRange {
+                at,
+                end_bytes,
+                out_of_range,
+                max_end_bytes,
+                ..
+            }) => bail!(
+                "{}",
+                beyond_message(
+                    &args,
+                    &cfg,
+                    &prep,
+                    &at,
+                    end_bytes,
+                    out_of_range,
+                    max_end_bytes
+                )
+            ),
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "--trace {}",
+                        args.trace.as_deref().unwrap_or(Path::new("")).display()
+                    )
+                });
+            }
+        };
         if fit.out_of_range > 0 {
             eprintln!(
                 "nines sim: {} trace requests ended beyond the {}-byte target; moved them ({})",
@@ -223,11 +249,16 @@ pub fn run(args: Args) -> Result<()> {
     let run_s = wall.elapsed().as_secs_f64();
     let mut report = out.report;
     report.config.lat_log = args.lat_log.as_ref().map(|p| p.display().to_string());
+    if let (Some(path), Some(Value::Object(t))) =
+        (&args.trace, report.config.extra.get_mut("trace"))
+    {
+        t.insert("file".into(), Value::from(path.display().to_string()));
+    }
     eprintln!(
         "nines sim: {} x {} at scale {:.4} ({} blocks/plane), precondition {} in {:.2} s; \
          {} I/Os ({} device commands, {} events) in {:.2} s = {:.0} sim I/O/s",
         cfg.devices,
-        cfg.device_label,
+        cfg.device.name,
         prep.scale,
         prep.scaled.geometry.blocks_per_plane,
         prep.precondition.name(),
@@ -253,6 +284,50 @@ pub fn run(args: Args) -> Result<()> {
             .context("--fio-json: write failed")?;
     }
     Ok(())
+}
+
+/// A trace that does not fit: say how large the simulated target is and, when the device was
+/// scaled down to fit the memory budget, that the full-size device may hold it.
+fn beyond_message(
+    args: &Args,
+    cfg: &SimConfig,
+    prep: &nines_sim::Prepared,
+    at: &str,
+    end_bytes: u64,
+    out_of_range: u64,
+    max_end_bytes: u64,
+) -> String {
+    let trace = args.trace.as_deref().unwrap_or(Path::new("")).display();
+    let size = prep.target_size_bytes();
+    let head = format!(
+        "--trace {trace}: {out_of_range} requests end beyond the simulated target of {size} bytes \
+         (the first at {at}, ending at {end_bytes}; the largest end is {max_end_bytes})"
+    );
+    if prep.scale < 1.0 {
+        let full = cfg.device.logical_bytes();
+        let full_target = match cfg.layout {
+            Layout::Independent => full,
+            Layout::Raid0 { stripe_bytes } => {
+                (full / stripe_bytes) * stripe_bytes * cfg.devices as u64
+            }
+        };
+        let fits = if max_end_bytes <= full_target {
+            "which holds the whole trace"
+        } else {
+            "still too small for the trace"
+        };
+        format!(
+            "{head}; the simulated capacity is scaled (scale {:.4} of {}'s {full} bytes per device, \
+             to fit the memory budget): give --scale 1 to simulate the full size ({fits}), \
+             or --trace-fit wrap or --trace-fit scale to move the requests onto the device",
+            prep.scale, cfg.device.name
+        )
+    } else {
+        format!(
+            "{head}: give --trace-fit wrap or --trace-fit scale to move the requests onto the \
+             device, or simulate a larger device (--device, --devices with --layout raid0)"
+        )
+    }
 }
 
 fn load_trace(args: &Args, path: &Path) -> Result<nines_sim::trace::Trace> {
