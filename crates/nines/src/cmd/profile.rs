@@ -582,14 +582,21 @@ fn workers_text(n: usize) -> String {
 
 /// How the report records a log's path: relative to the JSON's directory when there is a JSON
 /// (so the pair can be moved together and `nines report` run from anywhere), else absolute.
-/// Both files exist by now (they are created before the run), so they are canonicalized; if that
-/// fails the path is kept as typed.
+/// The files are only renamed into place at the end, but their directories exist, so those are
+/// canonicalized; if that fails the path is kept as typed.
 fn recorded_log_path(log: &Path, json: Option<&Path>) -> String {
-    let Ok(log_abs) = std::fs::canonicalize(log) else {
+    let canonical = |p: &Path| -> Option<PathBuf> {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+    };
+    let Some(log_abs) = canonical(log) else {
         return log.display().to_string();
     };
     let json_dir = json
-        .and_then(|j| std::fs::canonicalize(j).ok())
+        .and_then(canonical)
         .and_then(|j| j.parent().map(Path::to_path_buf));
     let Some(dir) = json_dir else {
         return log_abs.display().to_string();
