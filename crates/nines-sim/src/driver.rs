@@ -19,6 +19,8 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::io::{self, Write};
 
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use nines_core::latlog::{LatLogHeader, LatRecord, RECORD_BYTES, write_header};
 use nines_core::op::Op;
 use nines_core::report::{DeviceMeta, Report, ReportBuilder, RunConfig, RunKind};
@@ -87,6 +89,8 @@ pub enum SimError {
     Config(String),
     #[error("per-I/O log: {0}; check that its disk has room and is writable")]
     LatLog(io::Error),
+    #[error("interval log: {0}; check that its disk has room and is writable")]
+    HdrLog(io::Error),
 }
 
 /// Devices scaled, preconditioned and ready to run.
@@ -286,8 +290,98 @@ impl LatSink<'_> {
     }
 }
 
+/// Where a run writes its logs (see [`run_logged`]).
+#[derive(Default)]
+pub struct Logs<'w> {
+    /// The per-I/O log (`nines_core::latlog` format).
+    pub lat: Option<&'w mut dyn Write>,
+    /// The HdrHistogram interval log, and its interval in virtual ns.
+    pub hdr: Option<(&'w mut dyn Write, u64)>,
+}
+
+/// A tag of the HdrHistogram log: `<device>.<read|write>` as `nines profile` writes it, with
+/// characters the format forbids (comma, whitespace) replaced by `_`.
+pub fn hdr_tag(device: &str, op: Op) -> String {
+    let clean: String = device
+        .chars()
+        .map(|c| {
+            if c == ',' || c.is_whitespace() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    format!("{clean}.{}", op.name())
+}
+
+/// The interval log of a run: each target's latencies go into a second recorder that is
+/// written (one histogram per target and direction) and reset at every interval boundary of
+/// virtual time. Serialising happens once per interval, not per I/O; intervals in which no
+/// target completed anything are skipped.
+struct HdrSink<'w> {
+    out: &'w mut dyn Write,
+    serializer: V2DeflateSerializer,
+    interval_ns: u64,
+    /// End of the current interval.
+    next_ns: u64,
+    recs: Vec<DeviceRecorder>,
+    tags: Vec<[String; 2]>,
+    ops: Vec<Op>,
+    error: Option<io::Error>,
+}
+
+impl HdrSink<'_> {
+    /// Close the intervals that end at or before `now`.
+    #[inline]
+    fn roll(&mut self, now: u64) {
+        if now < self.next_ns {
+            return;
+        }
+        let from = self.next_ns - self.interval_ns;
+        self.write_interval(from, self.interval_ns);
+        // Skip empty intervals in one step.
+        self.next_ns = (now / self.interval_ns + 1).saturating_mul(self.interval_ns);
+    }
+
+    fn write_interval(&mut self, from_ns: u64, len_ns: u64) {
+        let empty = self
+            .recs
+            .iter()
+            .all(|r| r.dirs.iter().all(|d| d.hist.is_empty()));
+        if empty || self.error.is_some() {
+            return;
+        }
+        let result = (|| -> io::Result<()> {
+            let mut w = IntervalLogWriterBuilder::new()
+                .begin_log_with(&mut self.out, &mut self.serializer)?;
+            let from = std::time::Duration::from_nanos(from_ns);
+            let len = std::time::Duration::from_nanos(len_ns);
+            for (rec, tags) in self.recs.iter().zip(&self.tags) {
+                for &op in &self.ops {
+                    w.write_histogram(
+                        &rec.dirs[op.index()].hist,
+                        from,
+                        len,
+                        Tag::new(&tags[op.index()]),
+                    )
+                    .map_err(|e| io::Error::other(format!("{e:?}")))?;
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            self.error = Some(e);
+        }
+        for r in &mut self.recs {
+            r.reset();
+        }
+    }
+}
+
 struct Loop<'a, 'w> {
     lat: Option<LatSink<'w>>,
+    hdr: Option<HdrSink<'w>>,
     prep: &'a mut Prepared,
     host: Host,
     targets: Vec<Target>,
@@ -452,6 +546,10 @@ impl Loop<'_, '_> {
                     self.in_flight -= 1;
                     if e.intended_ns >= self.ramp_ns {
                         tg.rec.record(e.op, now - e.intended_ns, e.len_bytes);
+                        if let Some(h) = self.hdr.as_mut() {
+                            h.roll(now);
+                            h.recs[i].record(e.op, now - e.intended_ns, e.len_bytes);
+                        }
                         if let Some(sink) = self.lat.as_mut() {
                             sink.push(&LatRecord {
                                 completion_ns: now,
@@ -538,7 +636,7 @@ pub struct SimOutput {
 /// Run the workload (or replay `trace`, already fitted to [`Prepared::targets`] targets of
 /// [`Prepared::target_size_bytes`]) and build the report.
 pub fn run(prep: &mut Prepared, trace: Option<&Trace>) -> Result<SimOutput, SimError> {
-    run_logged(prep, trace, None)
+    run_logged(prep, trace, Logs::default())
 }
 
 /// The name of each target as the report and the per-I/O log call it.
@@ -554,12 +652,16 @@ pub fn target_names(cfg: &SimConfig) -> Vec<String> {
 /// [`run`], also writing every measured I/O to `lat_log` in the `nines_core::latlog` format:
 /// a header with the target names and start time 0, then one record per I/O with its virtual
 /// completion time (ns since the simulation started), latency, offset in its target, target
-/// index and direction, in completion order. Same inputs give the same bytes.
+/// index and direction, in completion order. With `logs.hdr`, every interval of virtual time
+/// (from 0) gets one HdrHistogram per target and direction, tagged `<target>.<read|write>`, in
+/// the HdrHistogram interval log format (V2 deflate), timestamps in seconds since the
+/// simulation started. Same inputs give the same bytes.
 pub fn run_logged(
     prep: &mut Prepared,
     trace: Option<&Trace>,
-    lat_log: Option<&mut dyn Write>,
+    logs: Logs<'_>,
 ) -> Result<SimOutput, SimError> {
+    let lat_log = logs.lat;
     let cfg = prep.cfg.clone();
     let spec = &cfg.workload;
     let n_targets = prep.targets();
@@ -616,7 +718,57 @@ pub fn run_logged(
         }
         None => None,
     };
+    let hdr = match logs.hdr {
+        Some((mut out, interval_ns)) => {
+            if interval_ns == 0 {
+                return Err(SimError::Config(
+                    "--hdr-interval 0: give a positive interval, e.g. 1s".into(),
+                ));
+            }
+            let mut serializer = V2DeflateSerializer::new();
+            let origin = std::time::UNIX_EPOCH;
+            IntervalLogWriterBuilder::new()
+                .add_comment("nines sim: interval latency histograms in nanoseconds of virtual time, one tag per device and direction")
+                .with_start_time(origin)
+                .with_base_time(origin)
+                .begin_log_with(&mut out, &mut serializer)
+                .map_err(SimError::HdrLog)?;
+            let (reads, writes) = match trace {
+                Some(t) => {
+                    let ts = t.stats();
+                    (ts.reads > 0, ts.writes > 0)
+                }
+                None => (
+                    spec.rw.reads(spec.read_mix_pct),
+                    spec.rw.writes(spec.read_mix_pct),
+                ),
+            };
+            let ops: Vec<Op> = Op::ALL
+                .into_iter()
+                .filter(|op| match op {
+                    Op::Read => reads,
+                    Op::Write => writes,
+                })
+                .collect();
+            let names = target_names(&cfg);
+            Some(HdrSink {
+                out,
+                serializer,
+                interval_ns,
+                next_ns: interval_ns,
+                recs: (0..n_targets).map(|_| DeviceRecorder::new()).collect(),
+                tags: names
+                    .iter()
+                    .map(|n| [hdr_tag(n, Op::Read), hdr_tag(n, Op::Write)])
+                    .collect(),
+                ops,
+                error: None,
+            })
+        }
+        None => None,
+    };
     let mut lp = Loop {
+        hdr,
         lat,
         prep,
         host,
@@ -678,6 +830,15 @@ pub fn run_logged(
             return Err(SimError::LatLog(e));
         }
         sink.out.flush().map_err(SimError::LatLog)?;
+    }
+    if let Some(mut h) = lp.hdr.take() {
+        let from = h.next_ns - h.interval_ns;
+        let len = lp.stats.sim_end_ns.saturating_sub(from).max(1);
+        h.write_interval(from, len);
+        if let Some(e) = h.error.take() {
+            return Err(SimError::HdrLog(e));
+        }
+        h.out.flush().map_err(SimError::HdrLog)?;
     }
     let stats = lp.stats;
     let host = lp.host;

@@ -12,7 +12,7 @@ pub mod host;
 pub mod trace;
 
 pub use driver::{
-    DEVICES_MAX, LOGICAL_BLOCK_BYTES, Layout, MEMORY_BUDGET_BYTES, Prepared, RunStats, SimConfig,
-    SimError, SimOutput, prepare, run, run_logged, target_names,
+    DEVICES_MAX, LOGICAL_BLOCK_BYTES, Layout, Logs, MEMORY_BUDGET_BYTES, Prepared, RunStats,
+    SimConfig, SimError, SimOutput, hdr_tag, prepare, run, run_logged, target_names,
 };
 pub use host::{Background, CompletionMode, Host, HostConfig, ServiceDist};

@@ -354,3 +354,66 @@ fn lat_log_records_every_io_and_the_report_finds_the_housekeeping_period() {
         "header + one line per I/O"
     );
 }
+
+#[test]
+fn hdr_log_holds_every_io_in_intervals_and_shows_the_housekeeping_period() {
+    use nines_report::intervals::parse_interval_log;
+    use nines_report::run::spikes_from_intervals;
+    use nines_report::spikes::SpikeParams;
+
+    let dir = tempfile::tempdir().unwrap();
+    let dev = housekeeping_device(dir.path());
+    let run = |hdr: &Path, json: &Path| {
+        let o = nines(&[
+            "sim",
+            "--quiet",
+            "--device",
+            dev.to_str().unwrap(),
+            "--devices",
+            "2",
+            "--runtime",
+            "2s",
+            "--hdr-log",
+            hdr.to_str().unwrap(),
+            "--hdr-interval",
+            "10ms",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    let (hdr, json) = (dir.path().join("h.hlog"), dir.path().join("run.json"));
+    run(&hdr, &json);
+    let hdr2 = dir.path().join("h2.hlog");
+    run(&hdr2, &dir.path().join("run2.json"));
+    let bytes = std::fs::read(&hdr).unwrap();
+    assert_eq!(
+        bytes,
+        std::fs::read(&hdr2).unwrap(),
+        "same inputs, same log"
+    );
+
+    let report =
+        nines_core::report::Report::from_json(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report.config.hdr_log.as_deref(), hdr.to_str());
+    let series = parse_interval_log(&bytes).unwrap();
+    // Reads only (randread): one series per device, tagged with the report's device names,
+    // 10 ms intervals from 0 to 2 s, holding every measured I/O.
+    let names: Vec<String> = report.devices.iter().map(|d| d.name.clone()).collect();
+    assert_eq!(series.len(), 2);
+    for (s, d) in series.iter().zip(&report.devices) {
+        assert_eq!(s.device, d.name);
+        assert_eq!(s.op, nines_core::op::Op::Read);
+        assert_eq!(s.points.iter().map(|p| p.ios).sum::<u64>(), d.read.ios);
+        assert!((199..=201).contains(&s.points.len()), "{}", s.points.len());
+        assert!(
+            s.points
+                .iter()
+                .all(|p| (p.duration_s - 0.01).abs() < 1e-6 || p.start_s > 1.98)
+        );
+    }
+    let a = spikes_from_intervals(&series, &names, SpikeParams::default()).unwrap();
+    assert!(!a.periodic.is_empty(), "no periodic spike found");
+    let p = a.periodic[0].period_ns as f64;
+    assert!((p - 200e6).abs() <= 0.05 * 200e6, "period {p} ns");
+}

@@ -7,7 +7,7 @@
 //! fill, so that every read touches flash. `none`, `fill` and `steady` force one.
 
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -15,7 +15,9 @@ use anyhow::{Context, Result, bail};
 use nines_core::units::{parse_duration_ns, parse_size_bytes};
 use nines_flash::{DeviceConfig, Precondition};
 use nines_sim::trace::{FitPolicy, TraceError, TraceFormat, TraceOptions, TraceUnit, read_trace};
-use nines_sim::{Background, CompletionMode, HostConfig, Layout, ServiceDist, SimConfig};
+use nines_sim::{
+    Background, CompletionMode, HostConfig, Layout, Logs, ServiceDist, SimConfig, SimError,
+};
 use serde_json::Value;
 
 use super::workload_args::WorkloadArgs;
@@ -91,6 +93,13 @@ pub struct Args {
     /// device, direction; read it with `nines log` or `nines report`).
     #[arg(long, value_name = "FILE")]
     pub lat_log: Option<PathBuf>,
+    /// Write interval latency histograms (HdrHistogram interval log, one tag per device and
+    /// direction) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+    /// Interval of --hdr-log, in simulated time.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub hdr_interval: u64,
     /// Write fio-compatible JSON (one job per device).
     #[arg(long)]
     pub fio_json: Option<PathBuf>,
@@ -180,6 +189,10 @@ pub fn run(args: Args) -> Result<()> {
     let json_file = open_output("--json", &args.json)?;
     let fio_file = open_output("--fio-json", &args.fio_json)?;
     let mut lat_file = open_output("--lat-log", &args.lat_log)?;
+    let mut hdr_file = open_output("--hdr-log", &args.hdr_log)?.map(BufWriter::new);
+    if args.hdr_interval == 0 {
+        bail!("--hdr-interval 0: give a positive interval, e.g. 1s or 100ms");
+    }
     let cfg = SimConfig {
         device,
         device_label: args.device.clone(),
@@ -237,18 +250,27 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     let wall = Instant::now();
-    let out = nines_sim::run_logged(
-        &mut prep,
-        trace.as_ref(),
-        lat_file.as_mut().map(|f| f as &mut dyn Write),
-    )
-    .with_context(|| match &args.lat_log {
-        Some(p) => format!("--lat-log {}", p.display()),
-        None => "nines sim".to_string(),
+    let logs = Logs {
+        lat: lat_file.as_mut().map(|f| f as &mut dyn Write),
+        hdr: hdr_file
+            .as_mut()
+            .map(|f| (f as &mut dyn Write, args.hdr_interval)),
+    };
+    let out = nines_sim::run_logged(&mut prep, trace.as_ref(), logs).map_err(|e| match &e {
+        SimError::LatLog(_) => anyhow::Error::new(e).context(format!(
+            "--lat-log {}",
+            args.lat_log.as_deref().unwrap_or(Path::new("")).display()
+        )),
+        SimError::HdrLog(_) => anyhow::Error::new(e).context(format!(
+            "--hdr-log {}",
+            args.hdr_log.as_deref().unwrap_or(Path::new("")).display()
+        )),
+        _ => anyhow::Error::new(e),
     })?;
     let run_s = wall.elapsed().as_secs_f64();
     let mut report = out.report;
     report.config.lat_log = args.lat_log.as_ref().map(|p| p.display().to_string());
+    report.config.hdr_log = args.hdr_log.as_ref().map(|p| p.display().to_string());
     if let (Some(path), Some(Value::Object(t))) =
         (&args.trace, report.config.extra.get_mut("trace"))
     {
