@@ -501,3 +501,40 @@ fn compare_ratios_keep_significant_digits() {
     assert_eq!(p50[3], "0.0013x", "{p50:?}");
     assert_eq!(p50[5], "1000x", "{p50:?}");
 }
+
+#[test]
+fn interval_spikes_are_judged_per_device_too() {
+    use nines_report::intervals::{IntervalPoint, IntervalSeries};
+    use nines_report::run::spikes_from_intervals;
+    // nvme2 is 100x slower in every interval (p50 8 ms, max 30 ms): no spike; nvme0 has one
+    // 40 ms interval: one spike.
+    let series: Vec<IntervalSeries> = (0..3)
+        .map(|d| IntervalSeries {
+            device: format!("nvme{d}"),
+            op: Op::Read,
+            points: (0..50)
+                .map(|i| {
+                    let k = if d == 2 { 100 } else { 1 };
+                    IntervalPoint {
+                        start_s: i as f64 * 0.1,
+                        duration_s: 0.1,
+                        ios: 1000,
+                        p50_ns: 80_000 * k,
+                        p99_ns: 150_000 * k,
+                        max_ns: if d == 0 && i == 20 {
+                            40_000_000
+                        } else {
+                            300_000 * k
+                        },
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    let r = report();
+    let names: Vec<String> = r.devices.iter().map(|d| d.name.clone()).collect();
+    let a = spikes_from_intervals(&series, &names, SpikeParams::default()).unwrap();
+    assert_eq!(a.spikes.len(), 1, "{:?}", a.spikes);
+    assert_eq!(a.spikes[0].devices, [0]);
+    assert_eq!(a.spikes[0].height_ns, 40_000_000);
+}
