@@ -332,7 +332,12 @@ mod tests {
         assert!(lines.iter().any(|l| l.starts_with("mean over devices")));
         assert!(lines.iter().any(|l| l.starts_with("stdev over devices")));
         assert!(lines.iter().any(|l| l.starts_with("worker")));
-        assert!(text.ends_with("warning: test warning\n"));
+        assert!(text.contains("\nwarning: test warning\n"), "{text}");
+        // 10,000 I/Os per device cannot resolve p99.99 and above: the report says so.
+        assert!(
+            text.contains("too few for p99.99, p99.999, p99.9999"),
+            "{text}"
+        );
         // Rows align: every device row is as wide as the header or narrower.
         let width = header.len();
         assert!(dev_rows.iter().all(|l| l.len() <= width + 2));
