@@ -280,6 +280,22 @@ pub fn summarize(hist: &Histogram<u64>, percentiles: &[f64]) -> LatencySummary {
     summarize_hist(hist, percentiles, hist.min(), hist.max())
 }
 
+/// A tag of the HdrHistogram log: `<device>.<read|write>`, with characters the format forbids
+/// (comma, whitespace) replaced by `_`.
+pub fn hdr_tag(device: &str, op: Op) -> String {
+    let clean: String = device
+        .chars()
+        .map(|c| {
+            if c == ',' || c.is_whitespace() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    format!("{clean}.{}", op.name())
+}
+
 /// The exact nearest-rank percentile of sorted samples: the value at rank ceil(q * n), the
 /// definition HDR histograms and fio use. For tests and for checking other estimators.
 pub fn exact_percentile(sorted: &[u64], p: f64) -> u64 {

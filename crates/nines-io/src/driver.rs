@@ -214,21 +214,8 @@ fn ops_of(spec: &WorkloadSpec) -> Vec<Op> {
     }
 }
 
-/// A tag of the HdrHistogram log: `<device>.<read|write>`, with characters the format forbids
-/// (comma, whitespace) replaced by `_`.
-pub fn hdr_tag(device: &str, op: Op) -> String {
-    let clean: String = device
-        .chars()
-        .map(|c| {
-            if c == ',' || c.is_whitespace() {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect();
-    format!("{clean}.{}", op.name())
-}
+/// Interval-log tags are shared with the simulator: one definition in nines-core.
+pub use nines_core::stats::hdr_tag;
 
 /// Checks what can be checked before any thread or file exists: placement, priority, and each
 /// target's fit for the workload (region, block alignment).

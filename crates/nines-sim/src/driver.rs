@@ -299,21 +299,8 @@ pub struct Logs<'w> {
     pub hdr: Option<(&'w mut dyn Write, u64)>,
 }
 
-/// A tag of the HdrHistogram log: `<device>.<read|write>` as `nines profile` writes it, with
-/// characters the format forbids (comma, whitespace) replaced by `_`.
-pub fn hdr_tag(device: &str, op: Op) -> String {
-    let clean: String = device
-        .chars()
-        .map(|c| {
-            if c == ',' || c.is_whitespace() {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect();
-    format!("{clean}.{}", op.name())
-}
+/// Interval-log tags are shared with the simulator: one definition in nines-core.
+pub use nines_core::stats::hdr_tag;
 
 /// The interval log of a run: each target's latencies go into a second recorder that is
 /// written (one histogram per target and direction) and reset at every interval boundary of
