@@ -115,6 +115,29 @@ fn stats_cells(s: &DirectionStats, keys: &[String]) -> Vec<String> {
     cells
 }
 
+/// `trace FILE (FORMAT, N requests, R% reads, mostly BS, up to Q in flight)` from the
+/// `config.extra.trace` object that `nines sim --trace` records.
+fn trace_summary(t: &serde_json::Value) -> String {
+    let file = t.get("file").and_then(|v| v.as_str()).unwrap_or("?");
+    let file = std::path::Path::new(file)
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or(file);
+    let format = t.get("format").and_then(|v| v.as_str()).unwrap_or("?");
+    let n = |k: &str| t.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+    let requests = n("requests");
+    let reads_pct = if requests > 0 {
+        n("reads") as f64 * 100.0 / requests as f64
+    } else {
+        0.0
+    };
+    format!(
+        "trace {file} ({format}, {requests} requests, {reads_pct:.0}% reads, mostly {}, up to {} in flight)",
+        format_bytes(n("block_size_bytes_mode")),
+        n("in_flight_max"),
+    )
+}
+
 /// The whole table, ending with a newline.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
@@ -133,12 +156,19 @@ pub fn render(report: &Report) -> String {
         .rate_iops
         .map(|r| format!(", {r} IOPS/target {}", w.arrival))
         .unwrap_or_default();
+    // A trace replay has no queue depth or pattern of its own: describe the trace instead.
+    let what = match c.extra.get("trace") {
+        Some(t) => trace_summary(t),
+        None => format!(
+            "{}{mix} {} QD{}{rate}",
+            w.rw,
+            format_bytes(w.block_size_bytes),
+            w.iodepth
+        ),
+    };
     let _ = writeln!(
         out,
-        "nines {kind}: {}{mix} {} QD{}{rate}, engine {}, {} device{}, {:.2} s measured",
-        w.rw,
-        format_bytes(w.block_size_bytes),
-        w.iodepth,
+        "nines {kind}: {what}, engine {}, {} device{}, {:.2} s measured",
         c.engine,
         report.devices.len(),
         if report.devices.len() == 1 { "" } else { "s" },
@@ -301,6 +331,24 @@ mod tests {
         assert_eq!(format_rate(1_200_000.0), "1.20M");
         assert_eq!(format_bytes(4096), "4KiB");
         assert_eq!(format_bytes(1536), "1536B");
+    }
+
+    #[test]
+    fn a_trace_replay_is_described_by_its_trace() {
+        let mut r = sample_report();
+        r.config.extra.insert(
+            "trace".into(),
+            serde_json::json!({"file": "/x/mqsim-tpcc-small.trace", "format": "mqsim", "requests": 6999,
+                "reads": 4381, "writes": 2618, "block_size_bytes_mode": 8192, "in_flight_max": 33}),
+        );
+        let first = render(&r).lines().next().unwrap().to_string();
+        assert!(
+            first.starts_with(
+                "nines profile: trace mqsim-tpcc-small.trace (mqsim, 6999 requests, 63% reads, mostly 8KiB, up to 33 in flight), engine"
+            ),
+            "{first}"
+        );
+        assert!(!first.contains("QD"), "{first}");
     }
 
     #[test]

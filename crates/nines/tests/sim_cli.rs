@@ -133,7 +133,7 @@ fn replays_a_real_mqsim_trace() {
     let header = table.lines().next().unwrap();
     assert!(
         header.starts_with(&format!(
-            "nines sim: randrw 63% reads {}KiB QD{}",
+            "nines sim: trace tpcc.trace (mqsim, 6999 requests, 63% reads, mostly {}KiB, up to {} in flight)",
             mode / 1024,
             w.iodepth
         )),
@@ -416,4 +416,25 @@ fn hdr_log_holds_every_io_in_intervals_and_shows_the_housekeeping_period() {
     assert!(!a.periodic.is_empty(), "no periodic spike found");
     let p = a.periodic[0].period_ns as f64;
     assert!((p - 200e6).abs() <= 0.05 * 200e6, "period {p} ns");
+}
+
+/// Workload options would be silently ignored by a replay, so giving them with --trace is refused.
+#[test]
+fn workload_options_cannot_be_combined_with_a_trace() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nines"))
+        .args([
+            "sim",
+            "--trace",
+            "whatever.trace",
+            "--trace-format",
+            "mqsim",
+            "--bs",
+            "64k",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--bs") && err.contains("--trace"), "{err}");
 }

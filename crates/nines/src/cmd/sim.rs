@@ -71,8 +71,12 @@ pub struct Args {
     /// Memory for all device models together.
     #[arg(long, default_value = "8g", value_parser = parse_size)]
     pub memory_budget: u64,
-    /// Replay a block trace instead of the workload options.
-    #[arg(long)]
+    /// Replay a block trace instead of the workload options (which cannot be combined with it:
+    /// the trace decides the pattern, sizes, directions and arrival times).
+    #[arg(long, conflicts_with_all = [
+        "rw", "mix", "bs", "iodepth", "ios", "rate_iops", "arrival", "thinktime", "distribution",
+        "size", "offset",
+    ])]
     pub trace: Option<PathBuf>,
     /// Trace layout: mqsim, replayer, msr-csv, disksim or blkparse.
     #[arg(long, default_value = "mqsim")]
