@@ -283,7 +283,12 @@ pub fn summarize(hist: &Histogram<u64>, percentiles: &[f64]) -> LatencySummary {
 /// A tag of the HdrHistogram log: `<device>.<read|write>`, with characters the format forbids
 /// (comma, whitespace) replaced by `_`.
 pub fn hdr_tag(device: &str, op: Op) -> String {
-    let clean: String = device
+    format!("{}.{}", hdr_tag_device(device), op.name())
+}
+
+/// The device part of an interval-log tag: the name with commas and whitespace replaced by `_`.
+pub fn hdr_tag_device(device: &str) -> String {
+    device
         .chars()
         .map(|c| {
             if c == ',' || c.is_whitespace() {
@@ -292,8 +297,7 @@ pub fn hdr_tag(device: &str, op: Op) -> String {
                 c
             }
         })
-        .collect();
-    format!("{clean}.{}", op.name())
+        .collect()
 }
 
 /// The exact nearest-rank percentile of sorted samples: the value at rank ceil(q * n), the

@@ -44,6 +44,20 @@ pub struct Axis {
 }
 
 /// The position of percentile `p` (0 < p < 100) on the nines scale: 90 -> 1, 99 -> 2, 99.9 -> 3.
+/// The positive range of some values, for a log axis; (1, 10) when there is none.
+pub fn log_range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+    for v in vals.filter(|v| v.is_finite() && *v > 0.0) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo.is_infinite() {
+        (1.0, 10.0)
+    } else {
+        (lo, hi.max(lo * 1.0001))
+    }
+}
+
 pub fn nines_x(p: f64) -> f64 {
     -(1.0 - p / 100.0).log10()
 }

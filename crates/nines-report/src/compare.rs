@@ -2,6 +2,7 @@
 //! overlaid percentile curves, and the across-device mean and spread per run (paper 000,
 //! Fig. 12 and 14). Runs that differ in devices or workload still compare, with warnings.
 
+use crate::axis::log_range;
 use nines_core::op::Op;
 use nines_core::report::{PercentileSpread, Report};
 use nines_core::units::percentile_key;
@@ -259,7 +260,7 @@ pub fn figures(runs: &[Run]) -> Vec<Figure> {
             line.points.push((nines_max_x(p_hi), s.max_ns as f64));
             curves.push(line);
         }
-        let (lo, hi) = range(curves.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+        let (lo, hi) = log_range(curves.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
         let mut plot = Plot::new(
             format!("{} latency by percentile, all devices merged", op.name()),
             Axis::nines("percentile", p_lo, p_hi, true),
@@ -316,7 +317,7 @@ pub fn figures(runs: &[Run]) -> Vec<Figure> {
             if lines.is_empty() {
                 continue;
             }
-            let (lo, hi) = range(lines.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
+            let (lo, hi) = log_range(lines.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
             let mut plot = Plot::new(
                 format!("{} latency: {what} across devices", op.name()),
                 Axis::nines("percentile", p_lo, p_hi, true),
@@ -338,19 +339,6 @@ pub fn figures(runs: &[Run]) -> Vec<Figure> {
         }
     }
     figs
-}
-
-fn range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
-    for v in vals.filter(|v| v.is_finite() && *v > 0.0) {
-        lo = lo.min(v);
-        hi = hi.max(v);
-    }
-    if lo.is_infinite() {
-        (1.0, 10.0)
-    } else {
-        (lo, hi.max(lo * 1.0001))
-    }
 }
 
 /// The comparison page.

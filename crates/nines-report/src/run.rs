@@ -5,6 +5,7 @@
 //! however long the log) and the interval histograms ([`crate::intervals`]). Everything here is
 //! sans-IO: plain data in, [`Figure`]s, text and HTML out.
 
+use crate::axis::log_range;
 use hdrhistogram::Histogram;
 use nines_core::latlog::LatRecord;
 use nines_core::op::Op;
@@ -242,20 +243,9 @@ pub fn spikes_from_intervals(
 
 /// A tag's device name (commas and whitespace were replaced by `_` when written) to its index.
 fn device_index(names: &[String], tag_device: &str) -> Option<u16> {
-    let clean = |n: &str| -> String {
-        n.chars()
-            .map(|c| {
-                if c == ',' || c.is_whitespace() {
-                    '_'
-                } else {
-                    c
-                }
-            })
-            .collect()
-    };
     names
         .iter()
-        .position(|n| clean(n) == tag_device)
+        .position(|n| nines_core::stats::hdr_tag_device(n) == tag_device)
         .map(|i| i as u16)
 }
 
@@ -348,7 +338,7 @@ pub fn percentile_figure(report: &Report, op: Op) -> Option<Figure> {
         .iter()
         .map(|(_, d)| device_curve(d, op, &percentiles))
         .collect();
-    let (lo, hi) = y_range(curves.iter().flatten().map(|p| p.1));
+    let (lo, hi) = log_range(curves.iter().flatten().map(|p| p.1));
     let mut plot = Plot::new(
         format!("{} latency by percentile, per device", op.name()),
         Axis::nines("percentile", p_lo, p_hi, true),
@@ -430,7 +420,7 @@ pub fn spread_figure(report: &Report, op: Op) -> Option<Figure> {
         .map(|r| (nines_x(r.0), r.1, r.2, r.3, r.4))
         .collect();
     pts.push((nines_max_x(p_hi), m_mean, m_sd, m_min, m_max));
-    let (lo, hi) = y_range(pts.iter().flat_map(|r| [r.3, r.4, r.1]));
+    let (lo, hi) = log_range(pts.iter().flat_map(|r| [r.3, r.4, r.1]));
     let mut plot = Plot::new(
         format!(
             "{} latency across {} devices: mean ± stddev",
@@ -496,7 +486,7 @@ pub fn stddev_figure(report: &Report, op: Op) -> Option<Figure> {
         .collect();
     let mut pts: Vec<(f64, f64)> = rows.iter().map(|r| (nines_x(r.0), r.1)).collect();
     pts.push((nines_max_x(p_hi), mean_sd(&maxes).1));
-    let (lo, hi) = y_range(pts.iter().map(|p| p.1));
+    let (lo, hi) = log_range(pts.iter().map(|p| p.1));
     let mut plot = Plot::new(
         format!("{} latency: standard deviation across devices", op.name()),
         Axis::nines("percentile", p_lo, p_hi, true),
@@ -525,7 +515,7 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
     let s = |ns: u64| ns as f64 / 1e9;
     let t_lo = d.columns.first().map_or(0.0, |c| s(c.t_ns));
     let t_hi = d.columns.last().map_or(1.0, |c| s(c.t_ns));
-    let (lo, hi) = y_range(
+    let (lo, hi) = log_range(
         d.columns
             .iter()
             .flat_map(|c| [c.min_ns as f64, c.max_ns as f64])
@@ -1281,18 +1271,4 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
     let m = v.iter().sum::<f64>() / n;
     let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n;
     (m, var.sqrt())
-}
-
-/// The positive range of some values for a log axis.
-fn y_range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
-    for v in vals.filter(|v| v.is_finite() && *v > 0.0) {
-        lo = lo.min(v);
-        hi = hi.max(v);
-    }
-    if lo.is_infinite() {
-        (1.0, 10.0)
-    } else {
-        (lo, hi.max(lo * 1.0001))
-    }
 }

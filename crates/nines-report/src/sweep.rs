@@ -2,6 +2,7 @@
 //! write share, engine), its figures (paper 002, Fig. 2-5 and 8) and HTML page. The binary runs
 //! the points; this module only describes and draws them.
 
+use crate::axis::log_range;
 use nines_core::op::Op;
 use nines_core::report::Report;
 use serde::{Deserialize, Serialize};
@@ -141,19 +142,6 @@ fn tail_label(points: &[&SweepPoint]) -> String {
         .map(|d| d.tail_percentile.clone())
         .next()
         .unwrap_or_else(|| TAIL_PERCENTILE.into())
-}
-
-fn log_range(vals: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
-    for v in vals.filter(|v| v.is_finite() && *v > 0.0) {
-        lo = lo.min(v);
-        hi = hi.max(v);
-    }
-    if lo.is_infinite() {
-        (1.0, 10.0)
-    } else {
-        (lo, hi.max(lo * 1.0001))
-    }
 }
 
 /// The direction a point's workload is about: writes for write-only workloads, else reads.

@@ -1,26 +1,11 @@
 //! `nines compare` end to end on simulated runs (deterministic and fast).
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use nines_core::report::Report;
 
-fn nines(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nines"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run nines")
-}
-
-fn ok(out: Output, what: &str) -> Output {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+mod common;
+use common::{nines, ok};
 
 fn sim(dir: &Path, json: &str, extra: &[&str]) -> Report {
     let mut a = vec!["sim", "--quiet", "--runtime", "200ms", "--json", json];

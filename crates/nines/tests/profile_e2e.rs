@@ -9,6 +9,9 @@ use std::process::{Command, Output};
 use nines_core::report::Report;
 use nines_io::hdrhistogram;
 
+mod common;
+use common::Zram;
+
 const BIN: &str = env!("CARGO_BIN_EXE_nines");
 
 fn nines(args: &[&str]) -> Output {
@@ -519,37 +522,6 @@ fn permission_denied_is_one_line() {
     }
     let err = fails_out(out, &["profile", "(as nobody)"]);
     assert!(err.contains("permission denied"), "{err}");
-}
-
-/// A zram device created for one test and removed afterwards.
-struct Zram {
-    n: u32,
-}
-
-impl Zram {
-    fn new(size: &str) -> Zram {
-        let n: u32 = std::fs::read_to_string("/sys/class/zram-control/hot_add")
-            .expect("zram is needed: modprobe zram")
-            .trim()
-            .parse()
-            .unwrap();
-        std::fs::write(format!("/sys/block/zram{n}/disksize"), size).unwrap();
-        Zram { n }
-    }
-    fn path(&self) -> String {
-        format!("/dev/zram{}", self.n)
-    }
-}
-
-impl Drop for Zram {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if std::fs::write("/sys/class/zram-control/hot_remove", self.n.to_string()).is_ok() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-    }
 }
 
 #[test]

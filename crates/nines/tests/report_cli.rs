@@ -2,55 +2,9 @@
 //! run, turned into HTML and PNGs.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn nines(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nines"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run nines")
-}
-
-fn ok(out: Output, what: &str) -> Output {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// A zram device created for one test and removed afterwards.
-struct Zram {
-    n: u32,
-}
-
-impl Zram {
-    fn new(size: &str) -> Zram {
-        let n: u32 = std::fs::read_to_string("/sys/class/zram-control/hot_add")
-            .expect("zram is needed: modprobe zram")
-            .trim()
-            .parse()
-            .unwrap();
-        std::fs::write(format!("/sys/block/zram{n}/disksize"), size).unwrap();
-        Zram { n }
-    }
-    fn path(&self) -> String {
-        format!("/dev/zram{}", self.n)
-    }
-}
-
-impl Drop for Zram {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if std::fs::write("/sys/class/zram-control/hot_remove", self.n.to_string()).is_ok() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-    }
-}
+mod common;
+use common::{Zram, nines, ok};
 
 fn is_png(p: &Path) -> bool {
     std::fs::read(p).is_ok_and(|b| b.len() > 10_000 && &b[1..4] == b"PNG")

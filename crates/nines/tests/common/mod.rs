@@ -1,0 +1,55 @@
+//! Helpers shared by the binary's integration tests: running nines, and zram block devices that a
+//! test creates and removes. Each test file uses a different subset, hence the allow.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs the nines binary in `dir`.
+pub fn nines(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nines"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run nines")
+}
+
+pub fn ok(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A zram device created for one test and removed afterwards.
+pub struct Zram {
+    n: u32,
+}
+
+impl Zram {
+    pub fn new(size: &str) -> Zram {
+        let n: u32 = std::fs::read_to_string("/sys/class/zram-control/hot_add")
+            .expect("zram is needed: modprobe zram")
+            .trim()
+            .parse()
+            .unwrap();
+        std::fs::write(format!("/sys/block/zram{n}/disksize"), size).unwrap();
+        Zram { n }
+    }
+    pub fn path(&self) -> String {
+        format!("/dev/zram{}", self.n)
+    }
+}
+
+impl Drop for Zram {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::write("/sys/class/zram-control/hot_remove", self.n.to_string()).is_ok() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
