@@ -141,6 +141,15 @@ pub struct AcrossDevices {
     pub write: Vec<PercentileSpread>,
 }
 
+impl AcrossDevices {
+    pub fn dir(&self, op: Op) -> &[PercentileSpread] {
+        match op {
+            Op::Read => &self.read,
+            Op::Write => &self.write,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PercentileSpread {
     pub percentile: String,

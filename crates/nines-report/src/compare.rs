@@ -226,11 +226,8 @@ pub fn text_table(runs: &[Run]) -> String {
     out
 }
 
-fn spread(r: &Report, op: Op) -> &Vec<PercentileSpread> {
-    match op {
-        Op::Read => &r.aggregate.across_devices.read,
-        Op::Write => &r.aggregate.across_devices.write,
-    }
+fn spread(r: &Report, op: Op) -> &[PercentileSpread] {
+    r.aggregate.across_devices.dir(op)
 }
 
 /// Figures: overlaid aggregate curves, and per-run across-device mean and stddev.

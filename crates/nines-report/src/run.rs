@@ -9,7 +9,7 @@ use crate::axis::log_range;
 use hdrhistogram::Histogram;
 use nines_core::latlog::LatRecord;
 use nines_core::op::Op;
-use nines_core::report::{DeviceReport, Report};
+use nines_core::report::{DeviceReport, PercentileSpread, Report};
 use nines_core::units::percentile_key;
 
 use crate::axis::{
@@ -378,12 +378,13 @@ pub fn percentile_figure(report: &Report, op: Op) -> Option<Figure> {
     })
 }
 
-/// Figure: mean and standard deviation of each percentile across devices (paper 000, Fig. 12).
-pub fn spread_figure(report: &Report, op: Op) -> Option<Figure> {
-    let spread = match op {
-        Op::Read => &report.aggregate.across_devices.read,
-        Op::Write => &report.aggregate.across_devices.write,
-    };
+/// The per-percentile spread of a direction and the devices it is over, when at least two
+/// devices did I/O in that direction (a spread over one device says nothing).
+fn spread_over_devices(
+    report: &Report,
+    op: Op,
+) -> Option<(&[PercentileSpread], Vec<&DeviceReport>)> {
+    let spread = report.aggregate.across_devices.dir(op);
     let active: Vec<&DeviceReport> = report
         .devices
         .iter()
@@ -392,6 +393,12 @@ pub fn spread_figure(report: &Report, op: Op) -> Option<Figure> {
     if spread.is_empty() || active.len() < 2 {
         return None;
     }
+    Some((spread, active))
+}
+
+/// Figure: mean and standard deviation of each percentile across devices (paper 000, Fig. 12).
+pub fn spread_figure(report: &Report, op: Op) -> Option<Figure> {
+    let (spread, active) = spread_over_devices(report, op)?;
     let mut rows: Vec<(f64, f64, f64, f64, f64)> = spread
         .iter()
         .filter_map(|s| {
@@ -459,18 +466,7 @@ pub fn spread_figure(report: &Report, op: Op) -> Option<Figure> {
 
 /// Figure: the standard deviation across devices of each percentile (Fig. 12, right).
 pub fn stddev_figure(report: &Report, op: Op) -> Option<Figure> {
-    let spread = match op {
-        Op::Read => &report.aggregate.across_devices.read,
-        Op::Write => &report.aggregate.across_devices.write,
-    };
-    let active: Vec<&DeviceReport> = report
-        .devices
-        .iter()
-        .filter(|d| d.dir(op).ios > 0)
-        .collect();
-    if spread.is_empty() || active.len() < 2 {
-        return None;
-    }
+    let (spread, active) = spread_over_devices(report, op)?;
     let mut rows: Vec<(f64, f64)> = spread
         .iter()
         .filter_map(|s| {
@@ -765,10 +761,7 @@ pub fn throughput_figures(series: &[IntervalSeries], block_size_bytes: u64) -> V
 
 /// The lowest percentile at which the slowest device is at least `ratio` x the fastest, if any.
 pub fn divergence(report: &Report, op: Op, ratio: f64) -> Option<(String, f64)> {
-    let spread = match op {
-        Op::Read => &report.aggregate.across_devices.read,
-        Op::Write => &report.aggregate.across_devices.write,
-    };
+    let spread = report.aggregate.across_devices.dir(op);
     let active: Vec<&DeviceReport> = report
         .devices
         .iter()

@@ -212,10 +212,7 @@ pub fn render(report: &Report) -> String {
             let mut row = vec!["all (merged)".to_string(), String::new(), op.to_string()];
             row.extend(stats_cells(report.aggregate.dir(op), &keys));
             t.rows.push(row);
-            let spread = match op {
-                Op::Read => &report.aggregate.across_devices.read,
-                Op::Write => &report.aggregate.across_devices.write,
-            };
+            let spread = report.aggregate.across_devices.dir(op);
             for (label, pick) in [("mean over devices", 0), ("stdev over devices", 1)] {
                 let mut row = vec![label.to_string(), String::new(), op.to_string()];
                 row.extend(std::iter::repeat_n(String::new(), 6));
