@@ -1,17 +1,13 @@
 //! `nines doctor` from the command line: the live host, its capture replayed with --root, the
 //! paper-000 AFA fixture, malformed input, and `nines tune --plan` on the fixture.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 use nines_host::plan::Plan;
 use nines_host::testbed::{AfaOptions, fig5_cpu, write_afa_host};
 
-fn nines(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nines"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
+use common::{assert_success, run as nines};
 
 fn json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -29,11 +25,7 @@ fn capture_extract_root_gives_the_live_findings() {
         "--capture",
         cap.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("nines doctor (/):"), "{text}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("captured"));
@@ -55,11 +47,7 @@ fn capture_extract_root_gives_the_live_findings() {
         "--json",
         replay_json.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let (a, b) = (json(&live_json), json(&replay_json));
     assert_eq!(a["schema"], "nines-doctor");
     assert_eq!(a["schema_version"], 1);
@@ -110,11 +98,7 @@ fn afa_fixture_text_and_plan() {
         "-o",
         plan_path.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("  4  nvme0n1 (node0, 40 irqs), nvme32n1 (node0, 40 irqs)"),
@@ -123,11 +107,7 @@ fn afa_fixture_text_and_plan() {
     assert!(text.contains("isolcpus=4-19,24-39 nohz_full=4-19,24-39 rcu_nocbs=4-19,24-39 processor.max_cstate=1 idle=poll"));
     let plan = Plan::load(&plan_path).unwrap();
     let out = nines(&["doctor", "--root", r, "--plan", plan_path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("[WARN] plan.irq (nvme0n1): nvme0n1's interrupts are served on CPUs 15 but the plan submits its I/O on CPU 4"), "{text}");
     for n in 0..64 {
@@ -166,11 +146,7 @@ fn malformed_and_missing_input() {
         "/../nines-host/tests/fixtures/malformed"
     );
     let out = nines(&["doctor", "--root", fixture]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("[WARN] input.unreadable (/proc/interrupts)"),

@@ -10,13 +10,9 @@ use nines_core::report::Report;
 use nines_io::hdrhistogram;
 
 mod common;
-use common::Zram;
+use common::{Zram, assert_success, run as nines};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nines");
-
-fn nines(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run nines")
-}
 
 fn ok(args: &[&str]) -> String {
     let out = nines(args);
@@ -614,11 +610,7 @@ fn zram_with_ext4_is_refused_for_writes_and_left_unchanged() {
         .args(["-q", "-F", &dev])
         .output()
         .expect("mkfs.ext4");
-    assert!(
-        mk.status.success(),
-        "{}",
-        String::from_utf8_lossy(&mk.stderr)
-    );
+    assert_success(&mk);
     let before = std::fs::read(&dev).unwrap();
     let dir = disk_dir();
     let json = dir.path().join("ext4.json");

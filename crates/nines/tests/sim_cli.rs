@@ -1,14 +1,10 @@
 //! `nines sim` from the command line: determinism, trace replay, outputs and bad input.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn nines(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nines"))
-        .args(args)
-        .output()
-        .expect("run nines")
-}
+mod common;
+use common::run as nines;
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

@@ -3,16 +3,12 @@
 //! virtio-blk queue interrupt (kernel-managed) that must roll back everything applied before it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use nines_host::plan::Plan;
 
-fn nines(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nines"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
+use common::{assert_success, run as nines};
 
 fn read(p: &str) -> String {
     std::fs::read_to_string(p).unwrap().trim().to_string()
@@ -120,11 +116,7 @@ fn apply_then_revert_zram_and_loop_queue_settings() {
         &format!("/dev/{zn}"),
         &l.0,
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let plan = Plan::load(&plan_path).unwrap();
     assert_eq!(plan.cpu_for(&format!("/dev/{zn}")), Some(1));
     assert_eq!(plan.cpu_for(&l.0), Some(1));
@@ -148,11 +140,7 @@ fn apply_then_revert_zram_and_loop_queue_settings() {
         "--state",
         state_path.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains(&format!("echo 2 > /sys/block/{zn}/queue/nomerges")),
@@ -173,11 +161,7 @@ fn apply_then_revert_zram_and_loop_queue_settings() {
     );
 
     let out = nines(&["tune", "--revert", state_path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(queue_values(&zn), zram_before);
     assert_eq!(queue_values(&ln), loop_before);
 }
@@ -270,21 +254,13 @@ fn skip_refused_irqs_applies_the_rest() {
         state_path.to_str().unwrap(),
         "--skip-refused-irqs",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("skipped: {aff_path}")), "{text}");
     assert_eq!(read(&nomerges), "2");
     assert_eq!(read(&aff_path), aff_before);
     let out = nines(&["tune", "--revert", state_path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("restored 1 of 1"));
     assert_eq!(read(&nomerges), before);
 }
@@ -318,11 +294,7 @@ fn apply_then_revert_a_real_interrupt_affinity() {
         "--state",
         state_path.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(read(&path), want);
     let state: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
@@ -331,11 +303,7 @@ fn apply_then_revert_a_real_interrupt_affinity() {
         nines_host::plan::normalize_value(&path, &before)
     );
     let out = nines(&["tune", "--revert", state_path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(
         nines_host::plan::normalize_value(&path, &read(&path)),
         nines_host::plan::normalize_value(&path, &before)
@@ -406,11 +374,7 @@ fn stop_irqbalance_then_revert_says_how_to_restart() {
         state_path.to_str().unwrap(),
         "--stop-irqbalance",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("stopped irqbalance (signal"), "{text}");
     let status = child.wait().unwrap();

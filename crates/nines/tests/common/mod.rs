@@ -5,6 +5,23 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// Runs the nines binary in the current directory.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nines"))
+        .args(args)
+        .output()
+        .expect("run nines")
+}
+
+/// Asserts that a run succeeded, showing its stderr when it did not.
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "nines failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs the nines binary in `dir`.
 pub fn nines(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nines"))
