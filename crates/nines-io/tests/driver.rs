@@ -247,15 +247,19 @@ fn ios_counts_exactly_after_the_ramp_and_the_log_holds_the_ramp_too() {
     cfg.lat_log = Some(File::create(&log_path).unwrap());
     let out = driver::run(&ts, cfg).unwrap();
     let logged = log_multiset(&log_path).len() as u64;
-    // The ramp ran from the time origin: I/Os completed within its first tenth. (Before the
+    // The ramp ran from the time origin: I/Os completed inside it, not after it. (Before the
     // workers passed a gate, the origin was fixed before they were set up, and a worker slow to
-    // start on a busy host could miss the whole ramp.)
+    // start on a busy host could miss the whole ramp.) The bound is the ramp, not a fraction of
+    // it: the first io_uring completion can take ~10 ms while its kernel workers start.
     let first_ns = LatLogReader::new(File::open(&log_path).unwrap())
         .unwrap()
         .map(|r| r.unwrap().completion_ns)
         .min()
         .unwrap();
-    assert!(first_ns < 10_000_000, "first completion at {first_ns} ns");
+    assert!(
+        first_ns < 100_000_000,
+        "first completion at {first_ns} ns, after the 100 ms ramp"
+    );
     let mut executed = 0;
     for d in &out.devices {
         assert_eq!(d.recorder.ios(), 300);
