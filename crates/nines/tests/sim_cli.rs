@@ -71,14 +71,10 @@ fn default_run_prints_the_profile_table_and_fio_json() {
 
 #[test]
 fn replays_a_real_mqsim_trace() {
-    let src = Path::new("/work/shared/traces/mqsim-tpcc-small.trace");
-    if !src.exists() {
-        eprintln!("skipped: {} is not on this machine", src.display());
-        return;
-    }
+    let src = common::traces_dir().join("mqsim-tpcc-small.trace");
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("tpcc.trace");
-    std::fs::copy(src, &trace).unwrap();
+    std::fs::copy(&src, &trace).unwrap();
     let json = dir.path().join("r.json");
     let o = nines(&[
         "sim",
@@ -139,11 +135,7 @@ fn replays_a_real_mqsim_trace() {
 
 #[test]
 fn a_trace_beyond_the_scaled_device_offers_full_scale_or_a_fit_policy() {
-    let src = Path::new("/work/shared/traces/mqsim-tpcc-small.trace");
-    if !src.exists() {
-        eprintln!("skipped: {} is not on this machine", src.display());
-        return;
-    }
+    let src = common::traces_dir().join("mqsim-tpcc-small.trace");
     let o = nines(&[
         "sim",
         "--quiet",

@@ -2,7 +2,7 @@
 //! test creates and removes. Each test file uses a different subset, hence the allow.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs the nines binary in the current directory.
@@ -38,6 +38,22 @@ pub fn ok(out: Output, what: &str) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// The shared real traces: $NINES_TRACES_DIR, else `../shared/traces` beside the repository.
+/// Panics when neither exists: a test that needs them must fail, never pass without them.
+pub fn traces_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("NINES_TRACES_DIR") {
+        return PathBuf::from(dir);
+    }
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = repo.join("../shared/traces");
+    assert!(
+        dir.join("README.md").exists(),
+        "cannot find the shared traces in {}; set NINES_TRACES_DIR",
+        dir.display()
+    );
+    dir
 }
 
 /// A zram device created for one test and removed afterwards.
