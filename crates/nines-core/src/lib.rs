@@ -3,9 +3,12 @@
 //! the per-I/O log format, and the versioned report schema. Both drivers (real and simulated)
 //! build on this crate, so nothing here reads a clock, sleeps, spawns or touches a file.
 
+pub mod job;
 pub mod latlog;
 pub mod op;
 pub mod report;
+pub mod run;
+pub mod source;
 pub mod stats;
 pub mod units;
 pub mod workload;

@@ -491,6 +491,11 @@ impl Generator {
         )
     }
 
+    /// The size of every request.
+    pub fn block_size_bytes(&self) -> u32 {
+        self.block_size_bytes as u32
+    }
+
     /// With `--rate-iops`, when the next I/O is due; without, `None` (issue when a slot is free).
     pub fn next_due_ns(&self) -> Option<u64> {
         self.pacer.as_ref().map(Pacer::due_ns)
