@@ -12,7 +12,7 @@ use crate::workload::WorkloadSpec;
 
 pub const SCHEMA_NAME: &str = "nines-report";
 /// Bumped on any change that an older reader would misread; additions of optional fields keep it.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -31,6 +31,9 @@ pub struct Report {
     pub config: RunConfig,
     pub devices: Vec<DeviceReport>,
     pub aggregate: Aggregate,
+    /// Each job's statistics (a run has one job unless `--job` gave several).
+    #[serde(default)]
+    pub jobs: Vec<JobReport>,
     #[serde(default)]
     pub workers: Vec<WorkerReport>,
     /// Host conditions under which the run was taken (a summary of `nines doctor`).
@@ -80,6 +83,72 @@ pub struct DeviceReport {
     /// Simulated device internals: GC, write amplification, suspensions, busy fractions (sim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub internals: Option<Value>,
+    /// Set when this target is an array volume: its layout and every member's figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<VolumeReport>,
+}
+
+/// An array volume: the layout, its options, the policy's counters, and each member.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VolumeReport {
+    pub layout: String,
+    /// The layout's options (`stripe_bytes`, ...).
+    pub options: Value,
+    /// The policy's own counters (fan-out, rebuilt reads, buffer occupancy ...).
+    #[serde(default)]
+    pub stats: Value,
+    pub members: Vec<MemberReport>,
+}
+
+/// One member of a volume: latencies of the member commands the volume sent it (from when the
+/// command was sent to when it completed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemberReport {
+    pub index: u32,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub size_bytes: u64,
+    /// Member commands completed (all kinds, measured ones).
+    pub commands: u64,
+    /// Of those, failed.
+    pub errors: u64,
+    /// Absent when the volume has more members than distributions are kept for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<DirectionStats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<DirectionStats>,
+    /// Simulated device internals of this member (sim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internals: Option<Value>,
+}
+
+/// One job: its workload and its figures, merged over targets and per target.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobReport {
+    pub name: String,
+    pub workload: WorkloadSpec,
+    pub read: DirectionStats,
+    pub write: DirectionStats,
+    /// Per target (device or volume index), in target order.
+    pub devices: Vec<JobDeviceStats>,
+}
+
+impl JobReport {
+    pub fn dir(&self, op: Op) -> &DirectionStats {
+        match op {
+            Op::Read => &self.read,
+            Op::Write => &self.write,
+        }
+    }
+}
+
+/// One job's figures on one target.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobDeviceStats {
+    pub index: u32,
+    pub read: DirectionStats,
+    pub write: DirectionStats,
 }
 
 impl DeviceReport {
@@ -229,6 +298,7 @@ pub struct ReportBuilder {
     config: RunConfig,
     devices: Vec<DeviceReport>,
     merged: DeviceRecorder,
+    jobs: Vec<JobReport>,
     workers: Vec<WorkerReport>,
     host: Option<Value>,
     warnings: Vec<String>,
@@ -241,6 +311,7 @@ impl ReportBuilder {
             config,
             devices: Vec::new(),
             merged: DeviceRecorder::new(),
+            jobs: Vec::new(),
             workers: Vec::new(),
             host: None,
             warnings: Vec::new(),
@@ -260,8 +331,75 @@ impl ReportBuilder {
             write: DirectionStats::from_recorder(rec.dir(Op::Write), p, t),
             interrupts: None,
             internals: None,
+            volume: None,
         });
         self.merged.merge_from(rec);
+        self
+    }
+
+    /// Figures of one direction of `rec` over the run's measured time.
+    pub fn dir_stats(&self, rec: &DeviceRecorder, op: Op) -> DirectionStats {
+        DirectionStats::from_recorder(
+            rec.dir(op),
+            &self.config.percentiles,
+            self.config.measured_ns,
+        )
+    }
+
+    /// Attaches a volume's layout and members to the device added last.
+    pub fn device_volume(&mut self, v: VolumeReport) -> &mut Self {
+        let d = self.devices.last_mut().expect("device_volume after device");
+        d.volume = Some(v);
+        self
+    }
+
+    /// A member's report from its command recorder (None: not recorded).
+    pub fn member(
+        &self,
+        index: u32,
+        meta: DeviceMeta,
+        counts: (u64, u64),
+        rec: Option<&DeviceRecorder>,
+        internals: Option<Value>,
+    ) -> MemberReport {
+        MemberReport {
+            index,
+            name: meta.name,
+            path: meta.path,
+            size_bytes: meta.size_bytes,
+            commands: counts.0,
+            errors: counts.1,
+            read: rec.map(|r| self.dir_stats(r, Op::Read)),
+            write: rec.map(|r| self.dir_stats(r, Op::Write)),
+            internals,
+        }
+    }
+
+    /// Adds a job from its recorder on each target (target order).
+    pub fn job(
+        &mut self,
+        name: &str,
+        workload: &WorkloadSpec,
+        per_target: &[DeviceRecorder],
+    ) -> &mut Self {
+        let mut merged = DeviceRecorder::new();
+        let mut devices = Vec::with_capacity(per_target.len());
+        for (i, r) in per_target.iter().enumerate() {
+            merged.merge_from(r);
+            devices.push(JobDeviceStats {
+                index: i as u32,
+                read: self.dir_stats(r, Op::Read),
+                write: self.dir_stats(r, Op::Write),
+            });
+        }
+        let job = JobReport {
+            name: name.to_string(),
+            workload: workload.clone(),
+            read: self.dir_stats(&merged, Op::Read),
+            write: self.dir_stats(&merged, Op::Write),
+            devices,
+        };
+        self.jobs.push(job);
         self
     }
 
@@ -343,6 +481,7 @@ impl ReportBuilder {
             config: self.config,
             devices: self.devices,
             aggregate,
+            jobs: self.jobs,
             workers: self.workers,
             host: self.host,
             warnings,

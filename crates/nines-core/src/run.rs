@@ -25,7 +25,7 @@
 use std::collections::VecDeque;
 
 use crate::op::Op;
-use crate::source::RequestSource;
+use crate::source::Source;
 use crate::stats::DeviceRecorder;
 use crate::workload::Request;
 
@@ -44,7 +44,7 @@ pub struct StreamSpec {
     pub thinktime_ns: u64,
     /// Measured I/Os to issue; `None`: until the end (or until the source is exhausted).
     pub ios_max: Option<u64>,
-    pub source: Box<dyn RequestSource>,
+    pub source: Source,
 }
 
 /// When a run starts and ends, in the driver's clock.
@@ -119,7 +119,7 @@ struct Stream {
     target: u32,
     thinktime_ns: u64,
     ios_max: u64,
-    source: Box<dyn RequestSource>,
+    source: Source,
     /// Free slots in the order they became free (so their readiness is in order).
     free: VecDeque<u32>,
     inflight: u32,
@@ -127,7 +127,6 @@ struct Stream {
     measured_issued: u64,
     /// Set once the stream will never issue again.
     closed: bool,
-    rec: DeviceRecorder,
 }
 
 /// Errors building a controller: they come from a driver's setup, not from user input that was
@@ -148,6 +147,8 @@ pub struct Controller {
     ramp_end_ns: u64,
     end_ns: u64,
     streams: Vec<Stream>,
+    /// Each stream's statistics (apart from the streams: the hot loop reads those often).
+    recs: Vec<DeviceRecorder>,
     slots: Vec<Slot>,
     /// Streams not yet done.
     open: usize,
@@ -193,11 +194,12 @@ impl Controller {
                 issued: 0,
                 measured_issued: 0,
                 closed: false,
-                rec: DeviceRecorder::new(),
             });
         }
         let open = streams.len();
+        let recs = streams.iter().map(|_| DeviceRecorder::new()).collect();
         Ok(Controller {
+            recs,
             timing,
             ramp_end_ns: timing.ramp_end_ns(),
             end_ns: timing.end_ns(),
@@ -363,7 +365,7 @@ impl Controller {
         s.inflight -= 1;
         s.free.push_back(slot);
         if measured {
-            s.rec.record(req.op, latency_ns, req.len_bytes);
+            self.recs[stream as usize].record(req.op, latency_ns, req.len_bytes);
             self.last_measured_completion_ns = Some(
                 self.last_measured_completion_ns
                     .map_or(now_ns, |t| t.max(now_ns)),
@@ -393,7 +395,7 @@ impl Controller {
 
     /// The statistics of a stream (measured I/Os only).
     pub fn recorder(&self, stream: u32) -> &DeviceRecorder {
-        &self.streams[stream as usize].rec
+        &self.recs[stream as usize]
     }
 
     /// The time the statistics cover: from the end of the ramp to the last measured completion,
@@ -416,10 +418,7 @@ impl Controller {
 
     /// Moves every stream's recorder out (stream order).
     pub fn take_recorders(&mut self) -> Vec<DeviceRecorder> {
-        self.streams
-            .iter_mut()
-            .map(|s| std::mem::take(&mut s.rec))
-            .collect()
+        std::mem::take(&mut self.recs)
     }
 }
 
@@ -435,7 +434,9 @@ mod tests {
             iodepth: spec.iodepth,
             thinktime_ns: spec.thinktime_ns,
             ios_max: spec.ios_max,
-            source: Box::new(Generator::new(spec, 1 << 30, 512, target, start).unwrap()),
+            source: Generator::new(spec, 1 << 30, 512, target, start)
+                .unwrap()
+                .into(),
         }
     }
 

@@ -44,3 +44,54 @@ impl RequestSource for Generator {
         Generator::block_size_bytes(self)
     }
 }
+
+/// A stream's source as the run controller holds it: the generator by value (the common case,
+/// called without dynamic dispatch on the hot path), anything else behind the trait.
+pub enum Source {
+    Generator(Generator),
+    Other(Box<dyn RequestSource>),
+}
+
+impl From<Generator> for Source {
+    fn from(g: Generator) -> Source {
+        Source::Generator(g)
+    }
+}
+
+impl Source {
+    /// Any other source (trace replay, tests).
+    pub fn other(s: impl RequestSource + 'static) -> Source {
+        Source::Other(Box::new(s))
+    }
+
+    #[inline]
+    pub fn next_due_ns(&self) -> Option<u64> {
+        match self {
+            Source::Generator(g) => g.next_due_ns(),
+            Source::Other(s) => s.next_due_ns(),
+        }
+    }
+
+    #[inline]
+    pub fn next_request(&mut self, now_ns: u64) -> Option<Request> {
+        match self {
+            Source::Generator(g) => Some(g.next_request(now_ns)),
+            Source::Other(s) => s.next_request(now_ns),
+        }
+    }
+
+    #[inline]
+    pub fn exhausted(&self) -> bool {
+        match self {
+            Source::Generator(_) => false,
+            Source::Other(s) => s.exhausted(),
+        }
+    }
+
+    pub fn len_bytes_max(&self) -> u32 {
+        match self {
+            Source::Generator(g) => g.block_size_bytes(),
+            Source::Other(s) => s.len_bytes_max(),
+        }
+    }
+}

@@ -1,18 +1,28 @@
-//! The simulated driver: a discrete-event loop in virtual nanoseconds that drives SSD models
-//! (nines-flash) with the same workload generator and recorder as the real driver, plus a host
-//! model and trace replay.
+//! The simulated driver: a discrete-event loop in virtual nanoseconds that moves the same run
+//! controller, request sources and array volumes as the real driver, with SSD models
+//! (nines-flash) as members and a host model for CPU costs.
 //!
-//! - [`driver`]: scaling and preconditioning ([`prepare`]), the event loop and the report
-//!   ([`run`]).
+//! - [`config`]: what a simulation is given, scaling and preconditioning ([`prepare`]).
+//! - [`event_loop`]: the loop ([`run`], [`run_logged`]) and its progress hook ([`SimProgress`]).
+//! - [`member`]: a member device: an SSD model or a zero-latency device.
 //! - [`host`]: CPU costs of submission and completion, interrupt vs polled, background tasks.
-//! - [`trace`]: block-I/O trace readers and fitting for replay.
+//! - `report`, `sinks`: the report and the per-I/O and interval logs.
+//!
+//! Trace readers live in the nines-trace crate (both drivers replay traces).
 
-pub mod driver;
+pub mod config;
+pub mod event_loop;
 pub mod host;
-pub mod trace;
+pub mod member;
+mod queue;
+mod report;
+mod sinks;
 
-pub use driver::{
-    DEVICES_MAX, LOGICAL_BLOCK_BYTES, Layout, Logs, MEMORY_BUDGET_BYTES, Prepared, RunStats,
-    SimConfig, SimError, SimOutput, hdr_tag, prepare, run, run_logged, target_names,
+pub use config::{
+    DEVICES_MAX, LOGICAL_BLOCK_BYTES, Layout, MEMORY_BUDGET_BYTES, Prepared, SimConfig, SimError,
+    TRACE_DEPTH_DEFAULT, prepare,
 };
+pub use event_loop::{RunStats, SimOutput, SimProgress, run, run_logged, target_names};
 pub use host::{Background, CompletionMode, Host, HostConfig, ServiceDist};
+pub use nines_core::stats::hdr_tag;
+pub use sinks::{LAT_LOG_BUFFER_BYTES, Logs};

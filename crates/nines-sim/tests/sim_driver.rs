@@ -41,16 +41,9 @@ write_bytes_per_s = 1_000_000_000
 
 fn config(device: DeviceConfig, devices: u32, workload: WorkloadSpec) -> SimConfig {
     SimConfig {
-        device_label: device.name.clone(),
-        device,
-        devices,
-        layout: Layout::Independent,
         scale: Some(1.0),
-        precondition: None,
         host: HostConfig::new(CompletionMode::None),
-        workload,
-        percentiles: nines_core::units::DEFAULT_PERCENTILES.to_vec(),
-        memory_budget_bytes: 8 << 30,
+        ..SimConfig::new(device, devices, workload)
     }
 }
 
@@ -341,6 +334,7 @@ fn logs_record_every_io_of_a_raid0_volume_without_changing_the_run() {
             lat: Some(&mut lat),
             hdr: Some((&mut hdr, 5_000_000)),
         },
+        None,
     )
     .unwrap();
     // Logging does not perturb the simulation.

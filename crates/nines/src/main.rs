@@ -23,7 +23,7 @@ enum Command {
     /// Decode a per-I/O latency log (from `profile --lat-log`) to CSV.
     Log(cmd::log::Args),
     /// Run workloads on simulated SSDs and arrays.
-    Sim(cmd::sim::Args),
+    Sim(Box<cmd::sim::Args>),
     /// Audit this host for settings that lengthen the latency tail.
     Doctor(cmd::doctor::Args),
     /// Plan, apply and revert the host changes that shorten the tail.
@@ -44,7 +44,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Profile(args) => cmd::profile::run(args),
         Command::Log(args) => cmd::log::run(args),
-        Command::Sim(args) => cmd::sim::run(args),
+        Command::Sim(args) => cmd::sim::run(*args),
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::Report(args) => cmd::report::run(args),

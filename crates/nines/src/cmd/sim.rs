@@ -7,38 +7,37 @@
 //! fill, so that every read touches flash. `none`, `fill` and `steady` force one.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use nines_core::units::{parse_duration_ns, parse_size_bytes};
 use nines_flash::{DeviceConfig, Precondition};
-use nines_sim::trace::{FitPolicy, TraceError, TraceFormat, TraceOptions, TraceUnit, read_trace};
 use nines_sim::{
     Background, CompletionMode, HostConfig, Layout, Logs, ServiceDist, SimConfig, SimError,
 };
+use nines_trace::{FitPolicy, TraceError};
 use serde_json::Value;
 
-use super::workload_args::WorkloadArgs;
+use super::workload_args::{JobArgs, TraceArgs, VolumeArgs, WorkloadArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// Device model: a preset (afa-m2-2018, intel-750, z-ssd, mqsim-default, ttflash-fast17)
-    /// or a TOML file.
+    /// Device model: a preset (afa-m2-2018, intel-750, z-ssd, mqsim-default, ttflash-fast17),
+    /// a TOML file, or null:SIZE (zero-latency devices of SIZE, e.g. null:1g: the loop and the
+    /// policies without any model).
     #[arg(long, default_value = "afa-m2-2018")]
     pub device: String,
     /// Number of simulated devices (1 to 1000).
     #[arg(long, default_value_t = 1)]
     pub devices: u32,
-    /// independent (one stream per device) or raid0 (one volume striped over all devices).
-    #[arg(long, default_value = "independent", value_parser = ["independent", "raid0"])]
-    pub layout: String,
-    /// raid0 stripe (chunk) size.
-    #[arg(long, default_value = "128k", value_parser = parse_size)]
-    pub stripe: u64,
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    #[command(flatten)]
+    pub jobs: JobArgs,
     /// Blocks-per-plane scale in (0, 1], or auto (the largest that keeps each device's model
     /// under 32 MiB and all of them under --memory-budget).
     #[arg(long, default_value = "auto")]
@@ -71,25 +70,8 @@ pub struct Args {
     /// Memory for all device models together.
     #[arg(long, default_value = "8g", value_parser = parse_size)]
     pub memory_budget: u64,
-    /// Replay a block trace instead of the workload options (which cannot be combined with it:
-    /// the trace decides the pattern, sizes, directions and arrival times).
-    #[arg(long, conflicts_with_all = [
-        "rw", "mix", "bs", "iodepth", "ios", "rate_iops", "arrival", "thinktime", "distribution",
-        "size", "offset",
-    ])]
-    pub trace: Option<PathBuf>,
-    /// Trace layout: mqsim, replayer, msr-csv, disksim or blkparse.
-    #[arg(long, default_value = "mqsim")]
-    pub trace_format: String,
-    /// Unit of the replayer format's offsets and sizes: bytes or sectors.
-    #[arg(long, default_value = "bytes")]
-    pub trace_unit: String,
-    /// Multiply every inter-arrival time (0.5 replays twice as fast).
-    #[arg(long, default_value_t = 1.0)]
-    pub trace_time_scale: f64,
-    /// Requests beyond the device: error, wrap or scale.
-    #[arg(long, default_value = "error")]
-    pub trace_fit: String,
+    #[command(flatten)]
+    pub trace: TraceArgs,
     /// Write the report (nines JSON schema) to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -134,14 +116,21 @@ fn open_output(flag: &str, path: &Option<PathBuf>) -> Result<Option<File>> {
 pub fn run(args: Args) -> Result<()> {
     let spec = args.workload.to_spec()?;
     let percentiles = args.workload.percentiles()?;
-    let device =
-        DeviceConfig::load(&args.device).with_context(|| format!("--device {}", args.device))?;
-    let layout = match args.layout.as_str() {
-        "raid0" => Layout::Raid0 {
-            stripe_bytes: args.stripe,
-        },
-        _ => Layout::Independent,
+    let jobs = args.jobs.jobs(&spec)?;
+    let (device, null_device_bytes) = match args.device.strip_prefix("null:") {
+        Some(size) => (
+            DeviceConfig::preset("afa-m2-2018").context("the default preset")?,
+            Some(parse_size_bytes(size).with_context(|| {
+                format!("--device {}: give null:SIZE, e.g. null:1g", args.device)
+            })?),
+        ),
+        None => (
+            DeviceConfig::load(&args.device)
+                .with_context(|| format!("--device {}", args.device))?,
+            None,
+        ),
     };
+    let layout = args.volume.spec();
     let scale = match args.scale.as_str() {
         "auto" => None,
         s => {
@@ -182,13 +171,10 @@ pub fn run(args: Args) -> Result<()> {
             dist: args.bg_dist,
         });
     }
-    let trace = match &args.trace {
-        None => None,
-        Some(path) => Some(load_trace(&args, path)?),
-    };
+    let trace = args.trace.load()?;
     let writes = match &trace {
         Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
-        None => spec.writes(),
+        None => jobs.iter().any(|j| j.workload.writes()),
     };
     let json_file = open_output("--json", &args.json)?;
     let fio_file = open_output("--fio-json", &args.fio_json)?;
@@ -200,21 +186,29 @@ pub fn run(args: Args) -> Result<()> {
     let cfg = SimConfig {
         device,
         device_label: args.device.clone(),
+        null_device_bytes,
         devices: args.devices,
         layout,
         scale,
         precondition,
         host,
         workload: spec,
+        jobs: if args.jobs.jobs.is_empty() {
+            Vec::new()
+        } else {
+            jobs
+        },
         percentiles,
         memory_budget_bytes: args.memory_budget.max(1),
+        trace_depth: args.trace.trace_depth,
+        fold_completions: true,
     };
     let wall = Instant::now();
     let mut prep = nines_sim::prepare(&cfg, writes)?;
     let prep_s = wall.elapsed().as_secs_f64();
     let mut trace = trace;
     if let Some(t) = trace.as_mut() {
-        let policy: FitPolicy = args.trace_fit.parse()?;
+        let policy: FitPolicy = args.trace.fit_policy()?;
         let fit = match t.fit(prep.target_size_bytes(), prep.targets(), policy) {
             Ok(fit) => fit,
             Err(TraceError::OutOfRange {
@@ -239,7 +233,11 @@ pub fn run(args: Args) -> Result<()> {
                 return Err(e).with_context(|| {
                     format!(
                         "--trace {}",
-                        args.trace.as_deref().unwrap_or(Path::new("")).display()
+                        args.trace
+                            .trace
+                            .as_deref()
+                            .unwrap_or(Path::new(""))
+                            .display()
                     )
                 });
             }
@@ -260,23 +258,24 @@ pub fn run(args: Args) -> Result<()> {
             .as_mut()
             .map(|f| (f as &mut dyn Write, args.hdr_interval)),
     };
-    let out = nines_sim::run_logged(&mut prep, trace.as_ref(), logs).map_err(|e| match &e {
-        SimError::LatLog(_) => anyhow::Error::new(e).context(format!(
-            "--lat-log {}",
-            args.lat_log.as_deref().unwrap_or(Path::new("")).display()
-        )),
-        SimError::HdrLog(_) => anyhow::Error::new(e).context(format!(
-            "--hdr-log {}",
-            args.hdr_log.as_deref().unwrap_or(Path::new("")).display()
-        )),
-        _ => anyhow::Error::new(e),
-    })?;
+    let out =
+        nines_sim::run_logged(&mut prep, trace.as_ref(), logs, None).map_err(|e| match &e {
+            SimError::LatLog(_) => anyhow::Error::new(e).context(format!(
+                "--lat-log {}",
+                args.lat_log.as_deref().unwrap_or(Path::new("")).display()
+            )),
+            SimError::HdrLog(_) => anyhow::Error::new(e).context(format!(
+                "--hdr-log {}",
+                args.hdr_log.as_deref().unwrap_or(Path::new("")).display()
+            )),
+            _ => anyhow::Error::new(e),
+        })?;
     let run_s = wall.elapsed().as_secs_f64();
     let mut report = out.report;
     report.config.lat_log = args.lat_log.as_ref().map(|p| p.display().to_string());
     report.config.hdr_log = args.hdr_log.as_ref().map(|p| p.display().to_string());
     if let (Some(path), Some(Value::Object(t))) =
-        (&args.trace, report.config.extra.get_mut("trace"))
+        (&args.trace.trace, report.config.extra.get_mut("trace"))
     {
         t.insert("file".into(), Value::from(path.display().to_string()));
     }
@@ -284,7 +283,7 @@ pub fn run(args: Args) -> Result<()> {
         "nines sim: {} x {} at scale {:.4} ({} blocks/plane), precondition {} in {:.2} s; \
          {} I/Os ({} device commands, {} events) in {:.2} s = {:.0} sim I/O/s",
         cfg.devices,
-        cfg.device.name,
+        cfg.device_name(),
         prep.scale,
         prep.scaled.geometry.blocks_per_plane,
         prep.precondition.name(),
@@ -323,7 +322,12 @@ fn beyond_message(
     out_of_range: u64,
     max_end_bytes: u64,
 ) -> String {
-    let trace = args.trace.as_deref().unwrap_or(Path::new("")).display();
+    let trace = args
+        .trace
+        .trace
+        .as_deref()
+        .unwrap_or(Path::new(""))
+        .display();
     let size = prep.target_size_bytes();
     let head = format!(
         "--trace {trace}: {out_of_range} requests end beyond the simulated target of {size} bytes \
@@ -354,18 +358,4 @@ fn beyond_message(
              device, or simulate a larger device (--device, --devices with --layout raid0)"
         )
     }
-}
-
-fn load_trace(args: &Args, path: &Path) -> Result<nines_sim::trace::Trace> {
-    let format: TraceFormat = args.trace_format.parse()?;
-    let unit: TraceUnit = args.trace_unit.parse()?;
-    let opts = TraceOptions {
-        unit,
-        time_scale: args.trace_time_scale,
-        lines_max: None,
-    };
-    let f = File::open(path).with_context(|| format!("--trace {}: cannot open", path.display()))?;
-    let t = read_trace(BufReader::new(f), format, &opts)
-        .with_context(|| format!("--trace {}", path.display()))?;
-    Ok(t)
 }

@@ -1,12 +1,19 @@
 //! Workload options shared by `nines profile` and `nines sim`: one definition, so a simulated run
 //! and a real run of the same command line do the same thing.
 
+use std::fs::File;
+use std::io::BufReader;
+use std::path::PathBuf;
+
 use anyhow::{Context, Result};
 use clap::Args;
+use nines_array::LayoutSpec;
+use nines_core::job::{JobSpec, validate_jobs};
 use nines_core::units::{
     DEFAULT_PERCENTILES, parse_duration_ns, parse_percentiles, parse_size_bytes,
 };
 use nines_core::workload::{Arrival, Distribution, RwMode, WorkloadSpec};
+use nines_trace::{FitPolicy, Trace, TraceFormat, TraceOptions, TraceUnit, read_trace};
 
 /// The default measured time when neither `--runtime` nor `--ios` is given.
 pub const RUNTIME_DEFAULT: &str = "10s";
@@ -58,6 +65,114 @@ pub struct WorkloadArgs {
     /// Percentiles to report (default 50,90,99,99.9,99.99,99.999,99.9999).
     #[arg(long, value_parser = parse_pct)]
     pub percentiles: Option<PercentileList>,
+}
+
+/// The jobs of a run (`--job NAME:key=value,...`, repeatable): each starts from the workload
+/// options. Shared by every verb that runs a workload.
+#[derive(Args, Debug, Clone, Default)]
+pub struct JobArgs {
+    /// A named stream with its own options, e.g. `--job reads:rw=randread,iodepth=10 --job
+    /// burst:rw=randwrite,bs=512k,thinktime=2.56s`; keys: rw, mix, bs, iodepth, thinktime,
+    /// rate-iops, arrival, size, offset, distribution, ios, seed. Repeat for several jobs; each
+    /// starts from the other workload options and gets its own statistics.
+    #[arg(long = "job", value_name = "NAME:KEY=VALUE,...")]
+    pub jobs: Vec<String>,
+}
+
+impl JobArgs {
+    /// The run's jobs: the `--job`s, or the workload as one job named "job0".
+    pub fn jobs(&self, base: &WorkloadSpec) -> Result<Vec<JobSpec>> {
+        let jobs = if self.jobs.is_empty() {
+            vec![JobSpec {
+                name: "job0".into(),
+                workload: base.clone(),
+            }]
+        } else {
+            self.jobs
+                .iter()
+                .enumerate()
+                .map(|(i, t)| JobSpec::parse_arg(t, base, i))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        validate_jobs(&jobs)?;
+        Ok(jobs)
+    }
+}
+
+/// How targets form volumes: shared by every verb that takes targets.
+#[derive(Args, Debug, Clone)]
+pub struct VolumeArgs {
+    /// independent (each target on its own) or raid0 (one volume striped over every target).
+    #[arg(long, default_value = "independent", value_parser = ["independent", "raid0"])]
+    pub layout: String,
+    /// raid0 stripe (chunk) size.
+    #[arg(long, default_value = "128k", value_parser = parse_size)]
+    pub stripe: u64,
+}
+
+impl VolumeArgs {
+    pub fn spec(&self) -> LayoutSpec {
+        match self.layout.as_str() {
+            "raid0" => LayoutSpec::Raid0 {
+                stripe_bytes: self.stripe,
+            },
+            _ => LayoutSpec::Independent,
+        }
+    }
+}
+
+/// Trace replay options, shared by `profile` and `sim`.
+#[derive(Args, Debug, Clone)]
+pub struct TraceArgs {
+    /// Replay a block trace instead of the workload options (which cannot be combined with it:
+    /// the trace decides the pattern, sizes, directions and arrival times), open loop at the
+    /// recorded times relative to its first request.
+    #[arg(long, conflicts_with_all = [
+        "rw", "mix", "bs", "iodepth", "ios", "rate_iops", "arrival", "thinktime", "distribution",
+        "size", "offset", "jobs",
+    ])]
+    pub trace: Option<PathBuf>,
+    /// Trace layout: mqsim, replayer, msr-csv, disksim or blkparse.
+    #[arg(long, default_value = "mqsim")]
+    pub trace_format: String,
+    /// Unit of the replayer format's offsets and sizes: bytes or sectors.
+    #[arg(long, default_value = "bytes")]
+    pub trace_unit: String,
+    /// Multiply every inter-arrival time (0.5 replays twice as fast).
+    #[arg(long, default_value_t = 1.0)]
+    pub trace_time_scale: f64,
+    /// Requests beyond the target: error, wrap or scale.
+    #[arg(long, default_value = "error")]
+    pub trace_fit: String,
+    /// Most requests of the trace in flight per target; a request due while all are busy waits,
+    /// and its latency counts from its arrival.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub trace_depth: u32,
+}
+
+impl TraceArgs {
+    /// Reads the trace named by `--trace`, if any.
+    pub fn load(&self) -> Result<Option<Trace>> {
+        let Some(path) = &self.trace else {
+            return Ok(None);
+        };
+        let format: TraceFormat = self.trace_format.parse()?;
+        let unit: TraceUnit = self.trace_unit.parse()?;
+        let opts = TraceOptions {
+            unit,
+            time_scale: self.trace_time_scale,
+            lines_max: None,
+        };
+        let f =
+            File::open(path).with_context(|| format!("--trace {}: cannot open", path.display()))?;
+        let t = read_trace(BufReader::new(f), format, &opts)
+            .with_context(|| format!("--trace {}", path.display()))?;
+        Ok(Some(t))
+    }
+
+    pub fn fit_policy(&self) -> Result<FitPolicy> {
+        Ok(self.trace_fit.parse()?)
+    }
 }
 
 /// One `--percentiles` value: a whole list (clap would read a bare `Vec` as repeated values).

@@ -2,7 +2,7 @@
 //! arbitrary input never panics and either parses or fails with a line-numbered one-line error.
 
 use nines_core::op::Op;
-use nines_sim::trace::{
+use nines_trace::{
     Trace, TraceError, TraceFormat, TraceOptions, TraceRecord, TraceUnit, read_trace, write_trace,
 };
 use proptest::prelude::*;

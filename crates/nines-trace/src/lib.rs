@@ -36,6 +36,7 @@
 
 mod fit;
 mod parse;
+mod replay;
 mod write;
 
 use std::fmt;
@@ -45,7 +46,26 @@ use std::str::FromStr;
 use nines_core::op::Op;
 use serde::{Deserialize, Serialize};
 
+pub use replay::TraceReplay;
 pub use write::write_trace;
+
+/// The shared real traces used by tests and benchmarks: `$NINES_TRACES_DIR`, else
+/// `../shared/traces` beside the repository at `repo_root`. An error (never a silent skip) when
+/// the directory has no README.md.
+pub fn shared_traces_dir(repo_root: &std::path::Path) -> Result<std::path::PathBuf, String> {
+    let dir = match std::env::var_os("NINES_TRACES_DIR") {
+        Some(d) => std::path::PathBuf::from(d),
+        None => repo_root.join("../shared/traces"),
+    };
+    if dir.join("README.md").is_file() {
+        Ok(dir)
+    } else {
+        Err(format!(
+            "cannot find the shared traces in {}; set NINES_TRACES_DIR to their directory",
+            dir.display()
+        ))
+    }
+}
 
 /// The longest line accepted, in bytes: a bound on the line buffer so that a binary file fed by
 /// mistake (e.g. a raw blktrace file) cannot make the reader allocate without limit.

@@ -2,7 +2,7 @@
 //! kind of bad line, and fitting.
 
 use nines_core::op::Op;
-use nines_sim::trace::{
+use nines_trace::{
     FitPolicy, LINE_BYTES_MAX, Trace, TraceError, TraceFormat, TraceOptions, TraceRecord,
     TraceUnit, read_trace,
 };

@@ -7,20 +7,12 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use nines_core::op::Op;
-use nines_sim::trace::{TraceError, TraceFormat, TraceOptions, TraceUnit, read_trace};
+use nines_trace::{TraceError, TraceFormat, TraceOptions, TraceUnit, read_trace};
 use proptest::prelude::*;
 
 fn traces_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("NINES_TRACES_DIR") {
-        return PathBuf::from(dir);
-    }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    for candidate in [repo.join("../shared/traces"), repo.join("shared/traces")] {
-        if candidate.join("README.md").exists() {
-            return candidate;
-        }
-    }
-    panic!("cannot find the shared traces; set NINES_TRACES_DIR");
+    nines_trace::shared_traces_dir(&repo).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// (format, lines) of the real traces, read once. The files are only read, never written.
@@ -134,7 +126,7 @@ fn mqsim_reference(line: &[u8]) -> Option<(u64, u32, u64, u64, Op)> {
     Some((ns, device, offset, len, op))
 }
 
-fn check(result: Result<nines_sim::trace::Trace, TraceError>, lines_total: usize) {
+fn check(result: Result<nines_trace::Trace, TraceError>, lines_total: usize) {
     match result {
         Ok(trace) => {
             assert_eq!(trace.lines.len(), trace.records.len());

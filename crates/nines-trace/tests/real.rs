@@ -7,24 +7,13 @@ use std::io::BufReader;
 use std::path::PathBuf;
 
 use nines_core::op::Op;
-use nines_sim::trace::{
+use nines_trace::{
     FitPolicy, Trace, TraceFormat, TraceOptions, TraceUnit, read_trace, write_trace,
 };
 
-/// The shared traces directory: $NINES_TRACES_DIR, else `shared/traces` beside the repository.
 fn traces_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("NINES_TRACES_DIR") {
-        return PathBuf::from(dir);
-    }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    for candidate in [repo.join("../shared/traces"), repo.join("shared/traces")] {
-        if candidate.join("README.md").exists() {
-            return candidate;
-        }
-    }
-    panic!(
-        "cannot find the shared traces (looked in ../shared/traces and shared/traces beside the repository); set NINES_TRACES_DIR"
-    );
+    nines_trace::shared_traces_dir(&repo).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Copies a trace into a fresh temporary directory (the README asks tests not to touch the

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use nines_core::op::Op;
-use nines_sim::trace::{TraceFormat, TraceOptions, read_trace};
+use nines_trace::{TraceFormat, TraceOptions, read_trace};
 
 /// `blkparse -i nines > out.txt` of the events from [`blktrace_files`].
 const BLKPARSE_OUTPUT: &str = r#"  8,0    0        1     0.000000000   697  Q   W 223490 + 8 [(null)]

@@ -1,0 +1,340 @@
+//! The vocabulary between a volume and the driver that hosts it (docs/arch-array.md).
+//!
+//! A driver hands a volume *volume I/Os* ([`VolIo`]) and *member completions* ([`CmdDone`]), and
+//! calls it when its timer is due; the volume answers by pushing *member commands*
+//! ([`MemberCmd`]) and *volume completions* ([`VolDone`]) into a bounded output queue
+//! ([`Outputs`]). Data moves by reference ([`BufRef`]): the driver owns every buffer (one per
+//! client slot, plus the scratch buffers a volume asks for when it is built), and a volume that
+//! must compute on bytes (parity, journals, buffered reads) does it through the [`DataPlane`] the
+//! driver passes in. The simulator's data plane has no bytes ([`NoData`]); the real driver's
+//! points at real memory; [`crate::testing::MemData`] keeps bytes for tests of policies.
+
+use nines_core::op::Op;
+
+/// An operation on a volume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VolOp {
+    Read,
+    Write,
+    /// Make every write completed before it durable.
+    Flush,
+    /// The client no longer needs the range (NBD TRIM, discard).
+    Trim,
+    /// Write zeros to the range (NBD WRITE_ZEROES); no data buffer.
+    WriteZeroes,
+}
+
+impl From<Op> for VolOp {
+    fn from(op: Op) -> VolOp {
+        match op {
+            Op::Read => VolOp::Read,
+            Op::Write => VolOp::Write,
+        }
+    }
+}
+
+/// Where a command's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BufRef {
+    /// No data (flush, trim, control; every command in a driver without data).
+    None,
+    /// Inside the client buffer of volume I/O `tag`, at `offset` bytes.
+    Client { tag: u32, offset: u32 },
+    /// Inside scratch buffer `index` of this volume (see [`Volume::scratch`]), at `offset` bytes.
+    Scratch { index: u32, offset: u32 },
+}
+
+/// One request to a volume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VolIo {
+    /// The driver's tag, returned in the [`VolDone`]; below the `tags` the volume was built for.
+    pub tag: u32,
+    pub op: VolOp,
+    pub offset_bytes: u64,
+    pub len_bytes: u32,
+    /// Force unit access: the write is durable when it completes.
+    pub fua: bool,
+}
+
+/// How a volume I/O or member command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoResult {
+    Ok,
+    /// A negative-free errno (EIO, ENOSPC, EOPNOTSUPP ...).
+    Err(i32),
+}
+
+/// A volume I/O completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VolDone {
+    pub tag: u32,
+    pub result: IoResult,
+}
+
+/// The window of NVMe Predictable Latency Mode (NVMe 1.4, Set Features 13h/14h).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Window {
+    /// Deterministic: no garbage collection unless the device would run out of free blocks.
+    Deterministic,
+    /// Non-deterministic: writes and GC allowed.
+    NonDeterministic,
+}
+
+/// Device-control commands (beyond reading and writing bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Control {
+    /// Select the PLM window.
+    SetWindow(Window),
+    /// Collect garbage now, for at most `budget_ns` of device time.
+    GcNow { budget_ns: u64 },
+    /// How long the range `offset_bytes..+len_bytes` stays busy: answered with
+    /// [`CmdResult::Busy`] (0 when idle).
+    QueryBusy,
+}
+
+/// What a member command does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmdOp {
+    Read,
+    Write,
+    Flush,
+    Trim,
+    /// Write zeros over the range (no buffer): BLKZEROOUT / FALLOC_FL_ZERO_RANGE on real members.
+    WriteZeroes,
+    /// A read that completes at once with [`CmdResult::Busy`] when it would wait longer than
+    /// `threshold_ns` behind GC or a program/erase (IODA, SOSP'21); otherwise a normal read.
+    /// Members without the capability perform a normal read.
+    FastFailRead {
+        threshold_ns: u64,
+    },
+    Control(Control),
+}
+
+impl CmdOp {
+    /// The direction statistics file the command under, if it moves data.
+    pub fn data_op(self) -> Option<Op> {
+        match self {
+            CmdOp::Read | CmdOp::FastFailRead { .. } => Some(Op::Read),
+            CmdOp::Write | CmdOp::WriteZeroes => Some(Op::Write),
+            _ => None,
+        }
+    }
+}
+
+/// A command to one member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemberCmd {
+    /// The volume's id for it, returned in the [`CmdDone`]; below [`Volume::cmds_max`].
+    pub id: u32,
+    /// Index of the member in the volume.
+    pub member: u32,
+    pub op: CmdOp,
+    pub offset_bytes: u64,
+    pub len_bytes: u32,
+    pub buf: BufRef,
+    /// Force unit access (writes).
+    pub fua: bool,
+}
+
+/// How a member command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmdResult {
+    Ok,
+    Err(i32),
+    /// A fast-fail read that did not wait, or a busy query: the member stays busy this long.
+    Busy {
+        remaining_ns: u64,
+    },
+}
+
+/// A member command completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmdDone {
+    pub id: u32,
+    pub result: CmdResult,
+}
+
+/// What a volume asks of its driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    Cmd(MemberCmd),
+    Done(VolDone),
+}
+
+/// The bounded queue a volume pushes into; the driver drains it after every call. Its capacity
+/// is fixed when the driver builds it (from [`Volume::outputs_max`]), so pushing never
+/// allocates; overflowing it is a bug in the volume's bound and is asserted.
+#[derive(Debug)]
+pub struct Outputs {
+    /// Pushed outputs; `head` of them already popped. Emptied when fully popped, so a queue
+    /// drained after every call never holds more than one call's outputs.
+    q: Vec<Output>,
+    head: usize,
+    cap: usize,
+}
+
+impl Outputs {
+    pub fn with_capacity(cap: usize) -> Outputs {
+        Outputs {
+            q: Vec::with_capacity(cap),
+            head: 0,
+            cap,
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, o: Output) {
+        if self.head == self.q.len() {
+            self.clear();
+        } else if self.q.len() == self.cap && self.head > 0 {
+            self.q.drain(..self.head);
+            self.head = 0;
+        }
+        assert!(
+            self.q.len() < self.cap,
+            "a volume pushed more than its declared bound of {} outputs",
+            self.cap
+        );
+        self.q.push(o);
+    }
+
+    #[inline]
+    pub fn cmd(&mut self, c: MemberCmd) {
+        self.push(Output::Cmd(c));
+    }
+
+    #[inline]
+    pub fn done(&mut self, tag: u32, result: IoResult) {
+        self.push(Output::Done(VolDone { tag, result }));
+    }
+
+    #[inline]
+    pub fn pop(&mut self) -> Option<Output> {
+        match self.q.get(self.head) {
+            Some(&o) => {
+                self.head += 1;
+                Some(o)
+            }
+            None => {
+                self.q.clear();
+                self.head = 0;
+                None
+            }
+        }
+    }
+
+    /// Outputs not yet popped, to read in place (then [`Outputs::clear`]).
+    #[inline]
+    pub fn as_slice(&self) -> &[Output] {
+        &self.q[self.head..]
+    }
+
+    #[inline]
+    pub fn clear(&mut self) {
+        self.q.clear();
+        self.head = 0;
+    }
+
+    /// Outputs not yet popped.
+    pub fn len(&self) -> usize {
+        self.q.len() - self.head
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Byte operations on buffers the driver owns. Implementations: [`NoData`] (simulator: nothing
+/// to move), the real driver's (raw memory), [`crate::testing::MemData`] (tests).
+pub trait DataPlane {
+    /// Whether buffers hold real bytes; a policy may skip computing on them when not.
+    fn has_data(&self) -> bool;
+    /// `dst[..len] = src[..len]`.
+    fn copy(&mut self, dst: BufRef, src: BufRef, len: u32);
+    /// `dst[..len] ^= src[..len]`.
+    fn xor(&mut self, dst: BufRef, src: BufRef, len: u32);
+    /// `dst[..len] = 0`.
+    fn zero(&mut self, dst: BufRef, len: u32);
+    /// Writes `bytes` at `dst` (journal records, superblocks).
+    fn write_bytes(&mut self, dst: BufRef, bytes: &[u8]);
+    /// Reads `out.len()` bytes at `src`.
+    fn read_bytes(&mut self, src: BufRef, out: &mut [u8]);
+}
+
+/// The data plane of a driver without bytes (the simulator): every operation does nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoData;
+
+impl DataPlane for NoData {
+    fn has_data(&self) -> bool {
+        false
+    }
+    fn copy(&mut self, _: BufRef, _: BufRef, _: u32) {}
+    fn xor(&mut self, _: BufRef, _: BufRef, _: u32) {}
+    fn zero(&mut self, _: BufRef, _: u32) {}
+    fn write_bytes(&mut self, _: BufRef, _: &[u8]) {}
+    fn read_bytes(&mut self, _: BufRef, out: &mut [u8]) {
+        out.fill(0);
+    }
+}
+
+/// What a volume's calls get: where to push, and the bytes.
+pub struct Cx<'a> {
+    pub out: &'a mut Outputs,
+    pub data: &'a mut dyn DataPlane,
+}
+
+/// A volume policy: sans-IO (no clock, no file, no thread), driven by the real driver and by the
+/// simulator alike. Every method takes the current time; a driver calls them in non-decreasing
+/// time ([`crate::VolumeHost`] asserts it).
+pub trait Volume: Send {
+    /// The layout's name (`passthrough`, `raid0`, ...).
+    fn layout(&self) -> &'static str;
+    /// Capacity offered to clients.
+    fn size_bytes(&self) -> u64;
+    /// Members driven.
+    fn members(&self) -> u32;
+    /// Alignment of volume offsets and lengths that the layout needs.
+    fn block_bytes(&self) -> u32;
+    /// Scratch buffers the driver must provide: (count, bytes each). Default none.
+    fn scratch(&self) -> (u32, u32) {
+        (0, 0)
+    }
+    /// Most member commands in flight at once (ids are below it).
+    fn cmds_max(&self) -> u32;
+    /// Most outputs one call can push (the driver sizes [`Outputs`] with it).
+    fn outputs_max(&self) -> usize;
+    /// A client request. Its buffer is `BufRef::Client { tag, offset: 0 }`.
+    fn submit(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx);
+    /// A member command completed.
+    fn member_done(&mut self, now_ns: u64, done: CmdDone, cx: &mut Cx);
+    /// Several member commands completed, delivered together (see
+    /// [`Volume::folds_completions`]). Default: one [`Volume::member_done`] each, in order.
+    fn members_done(&mut self, now_ns: u64, done: &[CmdDone], cx: &mut Cx) {
+        for d in done {
+            self.member_done(now_ns, *d, cx);
+        }
+    }
+    /// Whether the member commands one [`Volume::submit`] pushes matter only together: until
+    /// the last of them completes the volume does nothing with their completions but count
+    /// them, and it pushes nothing else in that submit. A driver may then deliver all of them
+    /// at the time of the last one through [`Volume::members_done`] (recording each command's
+    /// own latency), which is all raid0 needs and saves the simulator an event and a call per
+    /// stripe unit. Default: no.
+    fn folds_completions(&self) -> bool {
+        false
+    }
+    /// When the volume wants [`Volume::on_timer`] called (window rotation, flush pacing...).
+    fn next_timer_ns(&self) -> Option<u64> {
+        None
+    }
+    /// Called at or after [`Volume::next_timer_ns`].
+    fn on_timer(&mut self, now_ns: u64, cx: &mut Cx) {
+        let _ = (now_ns, cx);
+    }
+    /// The policy's own counters for the report (fan-out, rebuilt reads, ...): a JSON object.
+    fn stats(&self) -> serde_json::Value {
+        serde_json::Value::Object(serde_json::Map::new())
+    }
+}

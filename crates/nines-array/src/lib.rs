@@ -1,0 +1,457 @@
+//! Array volumes: the policies that sit between "volume request" and "member command", written
+//! once as sans-IO state machines and moved by both drivers (the real one in nines-io, the
+//! simulator in nines-sim). See docs/arch-array.md for the API as a guide to writing a policy.
+//!
+//! - [`api`]: volume I/Os, member commands, device control, the bounded output queue, buffers by
+//!   reference and the data plane.
+//! - [`raid0`]: passthrough (every independent target) and striping.
+//! - [`VolumeHost`]: what a driver holds per volume: the policy, its output queue, the monotone
+//!   time check, and the member commands' latencies.
+//! - [`testing`]: in-memory members and a synchronous driver, to test a policy with real bytes.
+
+pub mod api;
+pub mod raid0;
+pub mod testing;
+
+use nines_core::stats::DeviceRecorder;
+use serde::{Deserialize, Serialize};
+
+pub use api::*;
+pub use raid0::{Passthrough, Raid0};
+
+/// Why a volume cannot be built: one line each, naming the option to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArrayError {
+    #[error("{layout} needs at least {min} members; give more targets (or --devices)")]
+    TooFewMembers { layout: &'static str, min: usize },
+    #[error(
+        "--stripe {stripe_bytes} must be a positive multiple of the members' {block_bytes}-byte \
+         logical block"
+    )]
+    Stripe { stripe_bytes: u64, block_bytes: u32 },
+    #[error(
+        "--stripe {stripe_bytes} is larger than the smallest member ({member_bytes} bytes); use a \
+         smaller --stripe or larger members"
+    )]
+    StripeTooLarge {
+        stripe_bytes: u64,
+        member_bytes: u64,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// How a volume is laid out, as every verb describes it (`--layout`, `--stripe`, ...). Later
+/// layouts add a variant and their options here, and a case in [`build`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "layout", rename_all = "lowercase")]
+pub enum LayoutSpec {
+    /// Each target on its own: one single-member volume per target.
+    Independent,
+    /// One volume striped over every target.
+    Raid0 { stripe_bytes: u64 },
+}
+
+impl LayoutSpec {
+    pub fn name(&self) -> &'static str {
+        match self {
+            LayoutSpec::Independent => "independent",
+            LayoutSpec::Raid0 { .. } => "raid0",
+        }
+    }
+
+    /// Groups `targets` members into volumes: each volume's members, a contiguous range.
+    pub fn group(&self, targets: u32) -> Vec<std::ops::Range<u32>> {
+        match self {
+            LayoutSpec::Independent => (0..targets).map(|i| i..i + 1).collect(),
+            LayoutSpec::Raid0 { .. } => std::iter::once(0..targets).collect(),
+        }
+    }
+
+    /// The layout's options for the report.
+    pub fn options(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// What a driver knows when it builds a volume.
+#[derive(Clone, Debug)]
+pub struct VolumeParams<'a> {
+    pub member_sizes_bytes: &'a [u64],
+    /// The members' logical block (the largest of them).
+    pub block_bytes: u32,
+    /// Volume I/Os in flight at most (tags are below it).
+    pub tags: u32,
+    /// The largest volume I/O.
+    pub len_bytes_max: u32,
+}
+
+/// A volume as drivers hold it: the layouts on every hot path by value (called without dynamic
+/// dispatch), any other policy behind the trait.
+pub enum AnyVolume {
+    Passthrough(Passthrough),
+    Raid0(Raid0),
+    Other(Box<dyn Volume>),
+}
+
+macro_rules! each {
+    ($self:expr, $v:ident => $e:expr) => {
+        match $self {
+            AnyVolume::Passthrough($v) => $e,
+            AnyVolume::Raid0($v) => $e,
+            AnyVolume::Other($v) => $e,
+        }
+    };
+}
+
+impl Volume for AnyVolume {
+    fn layout(&self) -> &'static str {
+        each!(self, v => v.layout())
+    }
+    fn size_bytes(&self) -> u64 {
+        each!(self, v => v.size_bytes())
+    }
+    fn members(&self) -> u32 {
+        each!(self, v => v.members())
+    }
+    fn block_bytes(&self) -> u32 {
+        each!(self, v => v.block_bytes())
+    }
+    fn scratch(&self) -> (u32, u32) {
+        each!(self, v => v.scratch())
+    }
+    fn cmds_max(&self) -> u32 {
+        each!(self, v => v.cmds_max())
+    }
+    fn folds_completions(&self) -> bool {
+        each!(self, v => v.folds_completions())
+    }
+    #[inline]
+    fn members_done(&mut self, now_ns: u64, done: &[CmdDone], cx: &mut Cx) {
+        each!(self, v => v.members_done(now_ns, done, cx))
+    }
+    fn outputs_max(&self) -> usize {
+        each!(self, v => v.outputs_max())
+    }
+    #[inline]
+    fn submit(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx) {
+        each!(self, v => v.submit(now_ns, io, cx))
+    }
+    #[inline]
+    fn member_done(&mut self, now_ns: u64, done: CmdDone, cx: &mut Cx) {
+        each!(self, v => v.member_done(now_ns, done, cx))
+    }
+    #[inline]
+    fn next_timer_ns(&self) -> Option<u64> {
+        each!(self, v => v.next_timer_ns())
+    }
+    fn on_timer(&mut self, now_ns: u64, cx: &mut Cx) {
+        each!(self, v => v.on_timer(now_ns, cx))
+    }
+    fn stats(&self) -> serde_json::Value {
+        each!(self, v => v.stats())
+    }
+}
+
+/// Builds the volume of one group of [`LayoutSpec::group`].
+pub fn build(spec: &LayoutSpec, p: &VolumeParams) -> Result<AnyVolume, ArrayError> {
+    match spec {
+        LayoutSpec::Independent => {
+            if p.member_sizes_bytes.len() != 1 {
+                return Err(ArrayError::Invalid(
+                    "an independent target has exactly one member".into(),
+                ));
+            }
+            Ok(AnyVolume::Passthrough(Passthrough::new(
+                p.member_sizes_bytes[0],
+                p.block_bytes,
+                p.tags,
+            )))
+        }
+        LayoutSpec::Raid0 { stripe_bytes } => Ok(AnyVolume::Raid0(Raid0::new(
+            *stripe_bytes,
+            p.member_sizes_bytes,
+            p.block_bytes,
+            p.tags,
+            p.len_bytes_max,
+        )?)),
+    }
+}
+
+/// Most members whose command latencies are kept as distributions (each costs two histograms);
+/// larger volumes report member command counts only.
+pub const MEMBER_HISTOGRAMS_MAX: u32 = 256;
+
+/// What a driver holds for one volume: the policy, its output queue, the check that time never
+/// goes backwards, and each member command's send time, so every member's command latencies are
+/// recorded the same way in both drivers.
+pub struct VolumeHost {
+    vol: AnyVolume,
+    out: Outputs,
+    now_ns: u64,
+    sent_ns: Vec<u64>,
+    cmd_member: Vec<u32>,
+    cmd_op: Vec<Option<nines_core::op::Op>>,
+    cmd_len: Vec<u32>,
+    /// Member commands sent at or after this time are recorded.
+    record_from_ns: u64,
+    /// Whether member commands are tracked at all (volumes of more than one member).
+    track: bool,
+    member_recs: Vec<DeviceRecorder>,
+    member_cmds: Vec<u64>,
+    member_errors: Vec<u64>,
+}
+
+impl VolumeHost {
+    /// Hosts `vol`; member command latencies are recorded from `record_from_ns` (the end of the
+    /// ramp) when `record_members` (volumes of more than one member, up to
+    /// [`MEMBER_HISTOGRAMS_MAX`]).
+    pub fn new(vol: AnyVolume, record_from_ns: u64, record_members: bool) -> VolumeHost {
+        let cmds = vol.cmds_max() as usize;
+        let members = vol.members();
+        let out = Outputs::with_capacity(vol.outputs_max().max(1));
+        let keep = record_members && members <= MEMBER_HISTOGRAMS_MAX;
+        let n = if record_members { cmds } else { 0 };
+        VolumeHost {
+            out,
+            now_ns: 0,
+            sent_ns: vec![0; n],
+            cmd_member: vec![0; n],
+            cmd_op: vec![None; n],
+            cmd_len: vec![0; n],
+            record_from_ns,
+            track: record_members,
+            member_recs: if keep {
+                (0..members).map(|_| DeviceRecorder::new()).collect()
+            } else {
+                Vec::new()
+            },
+            member_cmds: vec![0; members as usize],
+            member_errors: vec![0; members as usize],
+            vol,
+        }
+    }
+
+    pub fn volume(&self) -> &AnyVolume {
+        &self.vol
+    }
+
+    #[inline]
+    fn tick(&mut self, now_ns: u64) {
+        assert!(
+            now_ns >= self.now_ns,
+            "time went backwards for a volume: {now_ns} after {}",
+            self.now_ns
+        );
+        self.now_ns = now_ns;
+    }
+
+    /// A client request at `now`.
+    #[inline]
+    pub fn submit(&mut self, now_ns: u64, io: VolIo, data: &mut dyn DataPlane) {
+        self.tick(now_ns);
+        let mut cx = Cx {
+            out: &mut self.out,
+            data,
+        };
+        self.vol.submit(now_ns, io, &mut cx);
+    }
+
+    /// A member command completed at `now`; records its latency from when it was sent.
+    #[inline]
+    pub fn member_done(&mut self, now_ns: u64, done: CmdDone, data: &mut dyn DataPlane) {
+        self.tick(now_ns);
+        let id = done.id as usize;
+        if self.track && self.sent_ns[id] >= self.record_from_ns {
+            let m = self.cmd_member[id] as usize;
+            let sent = self.sent_ns[id];
+            self.member_cmds[m] += 1;
+            if matches!(done.result, CmdResult::Err(_)) {
+                self.member_errors[m] += 1;
+            }
+            if let (Some(op), Some(rec)) = (self.cmd_op[id], self.member_recs.get_mut(m)) {
+                rec.record(op, now_ns.saturating_sub(sent), self.cmd_len[id]);
+            }
+        }
+        let mut cx = Cx {
+            out: &mut self.out,
+            data,
+        };
+        self.vol.member_done(now_ns, done, &mut cx);
+    }
+
+    /// For a driver that knows a command's outcome when it sends it (the simulator): records
+    /// the member command sent at `sent_ns` that completes at `done_ns`, instead of
+    /// [`VolumeHost::sent`] and the bookkeeping of [`VolumeHost::member_done`]. Deliver the
+    /// completion later with [`VolumeHost::members_done_folded`].
+    #[inline]
+    pub fn record_member(&mut self, cmd: &MemberCmd, sent_ns: u64, done_ns: u64, ok: bool) {
+        if !self.track || sent_ns < self.record_from_ns {
+            return;
+        }
+        let m = cmd.member as usize;
+        self.member_cmds[m] += 1;
+        self.member_errors[m] += u64::from(!ok);
+        if let (Some(op), Some(rec)) = (cmd.op.data_op(), self.member_recs.get_mut(m)) {
+            rec.record(op, done_ns.saturating_sub(sent_ns), cmd.len_bytes);
+        }
+    }
+
+    /// Completions of commands recorded with [`VolumeHost::record_member`], delivered together
+    /// at `now` (a volume that folds completions).
+    #[inline]
+    pub fn members_done_folded(&mut self, now_ns: u64, done: &[CmdDone], data: &mut dyn DataPlane) {
+        self.tick(now_ns);
+        let mut cx = Cx {
+            out: &mut self.out,
+            data,
+        };
+        self.vol.members_done(now_ns, done, &mut cx);
+    }
+
+    /// When the volume's timer is due.
+    #[inline]
+    pub fn next_timer_ns(&self) -> Option<u64> {
+        self.vol.next_timer_ns()
+    }
+
+    pub fn on_timer(&mut self, now_ns: u64, data: &mut dyn DataPlane) {
+        self.tick(now_ns);
+        let mut cx = Cx {
+            out: &mut self.out,
+            data,
+        };
+        self.vol.on_timer(now_ns, &mut cx);
+    }
+
+    /// The next output of the last call(s).
+    #[inline]
+    pub fn pop(&mut self) -> Option<Output> {
+        self.out.pop()
+    }
+
+    /// Takes the output queue out, so a driver can read the outputs in place while it calls
+    /// other parts of itself; give it back with [`VolumeHost::put_outputs`] before the next
+    /// call into the volume.
+    #[inline]
+    pub fn take_outputs(&mut self) -> Outputs {
+        std::mem::replace(&mut self.out, Outputs::with_capacity(0))
+    }
+
+    /// Returns the queue taken by [`VolumeHost::take_outputs`], emptied.
+    #[inline]
+    pub fn put_outputs(&mut self, mut out: Outputs) {
+        out.clear();
+        self.out = out;
+    }
+
+    /// The driver sends member command `cmd` to its device at `at_ns` (at or after the call
+    /// that produced it: a driver may model a submission cost).
+    #[inline]
+    pub fn sent(&mut self, cmd: &MemberCmd, at_ns: u64) {
+        if !self.track {
+            return;
+        }
+        let id = cmd.id as usize;
+        self.sent_ns[id] = at_ns;
+        self.cmd_member[id] = cmd.member;
+        self.cmd_op[id] = cmd.op.data_op();
+        self.cmd_len[id] = cmd.len_bytes;
+    }
+
+    /// Each member's command latencies (empty when not recorded).
+    pub fn member_recorders(&self) -> &[DeviceRecorder] {
+        &self.member_recs
+    }
+
+    /// Commands and failed commands per member (recorded ones).
+    pub fn member_counts(&self) -> (&[u64], &[u64]) {
+        (&self.member_cmds, &self.member_errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::SyncDriver;
+
+    #[test]
+    fn raid0_maps_like_the_formula_and_round_trips_bytes() {
+        let stripe = 8192u64;
+        let sizes = [64 * 1024u64, 64 * 1024, 72 * 1024];
+        let spec = LayoutSpec::Raid0 {
+            stripe_bytes: stripe,
+        };
+        let v = build(
+            &spec,
+            &VolumeParams {
+                member_sizes_bytes: &sizes,
+                block_bytes: 512,
+                tags: 4,
+                len_bytes_max: 64 * 1024,
+            },
+        )
+        .unwrap();
+        assert_eq!(v.size_bytes(), 3 * 64 * 1024);
+        let mut d = SyncDriver::new(v, &sizes, 4, 64 * 1024);
+        // Unaligned offsets and lengths crossing several stripe units and members.
+        let pattern: Vec<u8> = (0..40_000u32).map(|i| (i * 7 + 3) as u8).collect();
+        d.write(5_120, &pattern).unwrap();
+        assert_eq!(d.read(5_120, pattern.len() as u32).unwrap(), pattern);
+        // The member bytes are exactly where the formula puts them.
+        let r = Raid0::new(stripe, &sizes, 512, 1, 4096).unwrap();
+        for x in [5_120u64, 8_192, 20_000, 45_119] {
+            let (m, off) = r.locate(x);
+            assert_eq!(
+                d.members().byte(m, off),
+                pattern[(x - 5_120) as usize],
+                "byte {x}"
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "time went backwards")]
+    fn time_going_backwards_is_caught() {
+        let v = build(
+            &LayoutSpec::Independent,
+            &VolumeParams {
+                member_sizes_bytes: &[4096],
+                block_bytes: 512,
+                tags: 1,
+                len_bytes_max: 4096,
+            },
+        )
+        .unwrap();
+        let mut h = VolumeHost::new(v, 0, false);
+        let io = VolIo {
+            tag: 0,
+            op: VolOp::Read,
+            offset_bytes: 0,
+            len_bytes: 512,
+            fua: false,
+        };
+        h.submit(10, io, &mut NoData);
+        h.submit(5, io, &mut NoData);
+    }
+
+    #[test]
+    fn bad_raid0_options_are_refused() {
+        let p = |sizes: &[u64]| {
+            Raid0::new(4096, sizes, 512, 1, 4096)
+                .err()
+                .map(|e| e.to_string())
+        };
+        assert!(p(&[]).unwrap().contains("at least 1"));
+        assert!(
+            p(&[1024])
+                .unwrap()
+                .contains("larger than the smallest member")
+        );
+        let e = Raid0::new(1000, &[1 << 20], 512, 1, 4096)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--stripe 1000"), "{e}");
+    }
+}

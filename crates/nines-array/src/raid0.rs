@@ -1,0 +1,319 @@
+//! Striping (`--layout raid0 --stripe 128k`), and passthrough: one member, one command per I/O.
+//!
+//! raid0 maps volume byte `x` to stripe unit `u = x / stripe`, member `u % n`, member offset
+//! `(u / n) * stripe + x % stripe`; the capacity is `n` times the smallest member rounded down to
+//! whole stripe units. A request becomes one command per stripe unit it touches, issued in
+//! ascending volume order, and completes when its last command does (the first error wins). A
+//! flush goes to every member.
+
+use crate::ArrayError;
+use crate::api::{
+    BufRef, CmdDone, CmdOp, CmdResult, Cx, IoResult, MemberCmd, VolIo, VolOp, Volume,
+};
+
+/// The operation a member command carries for a volume operation.
+fn cmd_op(op: VolOp) -> CmdOp {
+    match op {
+        VolOp::Read => CmdOp::Read,
+        VolOp::Write => CmdOp::Write,
+        VolOp::Flush => CmdOp::Flush,
+        VolOp::Trim => CmdOp::Trim,
+        VolOp::WriteZeroes => CmdOp::WriteZeroes,
+    }
+}
+
+/// Whether a volume operation carries a data buffer.
+fn has_buf(op: VolOp) -> bool {
+    matches!(op, VolOp::Read | VolOp::Write)
+}
+
+fn result_of(r: CmdResult) -> IoResult {
+    match r {
+        CmdResult::Ok => IoResult::Ok,
+        CmdResult::Err(e) => IoResult::Err(e),
+        // Only fast-fail reads and busy queries answer Busy; this layout sends neither.
+        CmdResult::Busy { .. } => IoResult::Err(libc_eio()),
+    }
+}
+
+const fn libc_eio() -> i32 {
+    5 // EIO
+}
+
+/// One member, one command per I/O: the volume every independent target is.
+pub struct Passthrough {
+    size_bytes: u64,
+    block_bytes: u32,
+    tags: u32,
+}
+
+impl Passthrough {
+    pub fn new(size_bytes: u64, block_bytes: u32, tags: u32) -> Passthrough {
+        Passthrough {
+            size_bytes,
+            block_bytes,
+            tags,
+        }
+    }
+}
+
+impl Volume for Passthrough {
+    fn layout(&self) -> &'static str {
+        "passthrough"
+    }
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+    fn members(&self) -> u32 {
+        1
+    }
+    fn block_bytes(&self) -> u32 {
+        self.block_bytes
+    }
+    fn cmds_max(&self) -> u32 {
+        self.tags
+    }
+    fn outputs_max(&self) -> usize {
+        1
+    }
+
+    #[inline]
+    fn submit(&mut self, _now_ns: u64, io: VolIo, cx: &mut Cx) {
+        debug_assert!(io.tag < self.tags);
+        cx.out.cmd(MemberCmd {
+            id: io.tag,
+            member: 0,
+            op: cmd_op(io.op),
+            offset_bytes: io.offset_bytes,
+            len_bytes: io.len_bytes,
+            buf: if has_buf(io.op) {
+                BufRef::Client {
+                    tag: io.tag,
+                    offset: 0,
+                }
+            } else {
+                BufRef::None
+            },
+            fua: io.fua,
+        });
+    }
+
+    #[inline]
+    fn member_done(&mut self, _now_ns: u64, done: CmdDone, cx: &mut Cx) {
+        cx.out.done(done.id, result_of(done.result));
+    }
+}
+
+/// Striping over `n` members.
+pub struct Raid0 {
+    stripe_bytes: u64,
+    n: u64,
+    size_bytes: u64,
+    block_bytes: u32,
+    /// Commands still out per tag, and the tag's first error.
+    pending: Vec<u32>,
+    result: Vec<IoResult>,
+    /// Command ids of tag t are t * per_io .. (t + 1) * per_io: the k-th command of a request
+    /// gets id t * per_io + k, so no table maps ids back to requests.
+    per_io: u32,
+    tags: u32,
+    outputs_max: usize,
+    commands: u64,
+}
+
+impl Raid0 {
+    /// Striping over members of `member_sizes_bytes` with `block_bytes` logical blocks, for up
+    /// to `tags` volume I/Os of at most `len_bytes_max` in flight.
+    pub fn new(
+        stripe_bytes: u64,
+        member_sizes_bytes: &[u64],
+        block_bytes: u32,
+        tags: u32,
+        len_bytes_max: u32,
+    ) -> Result<Raid0, ArrayError> {
+        let n = member_sizes_bytes.len();
+        if n == 0 {
+            return Err(ArrayError::TooFewMembers {
+                layout: "raid0",
+                min: 1,
+            });
+        }
+        let bb = u64::from(block_bytes.max(1));
+        if stripe_bytes == 0 || !stripe_bytes.is_multiple_of(bb) {
+            return Err(ArrayError::Stripe {
+                stripe_bytes,
+                block_bytes,
+            });
+        }
+        let smallest = member_sizes_bytes.iter().copied().min().unwrap_or(0);
+        if smallest < stripe_bytes {
+            return Err(ArrayError::StripeTooLarge {
+                stripe_bytes,
+                member_bytes: smallest,
+            });
+        }
+        let size_bytes = (smallest / stripe_bytes) * stripe_bytes * n as u64;
+        // A request of len_max touches at most len_max / stripe + 2 units (unaligned ends); a
+        // flush touches every member.
+        let per_io = (u64::from(len_bytes_max) / stripe_bytes + 2).max(n as u64);
+        let cmds = u64::from(tags.max(1)) * per_io;
+        if cmds > u64::from(u32::MAX / 2) {
+            return Err(ArrayError::Invalid(format!(
+                "raid0 would need {cmds} member commands in flight; use a larger --stripe or a smaller --iodepth"
+            )));
+        }
+        Ok(Raid0 {
+            stripe_bytes,
+            n: n as u64,
+            size_bytes,
+            block_bytes,
+            pending: vec![0; tags as usize],
+            result: vec![IoResult::Ok; tags as usize],
+            per_io: per_io as u32,
+            tags: tags.max(1),
+            outputs_max: per_io as usize + 1,
+            commands: 0,
+        })
+    }
+
+    /// Where volume byte `x` lives: (member, member offset).
+    #[inline]
+    pub fn locate(&self, x: u64) -> (u32, u64) {
+        let unit = x / self.stripe_bytes;
+        let member = (unit % self.n) as u32;
+        (
+            member,
+            (unit / self.n) * self.stripe_bytes + x % self.stripe_bytes,
+        )
+    }
+
+    #[inline]
+    fn send(&mut self, tag: u32, cmd: MemberCmd, cx: &mut Cx) {
+        let k = self.pending[tag as usize];
+        assert!(
+            k < self.per_io,
+            "raid0 sent more commands for one request than its bound"
+        );
+        let id = tag * self.per_io + k;
+        self.pending[tag as usize] += 1;
+        self.commands += 1;
+        cx.out.cmd(MemberCmd { id, ..cmd });
+    }
+}
+
+impl Volume for Raid0 {
+    fn layout(&self) -> &'static str {
+        "raid0"
+    }
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+    fn members(&self) -> u32 {
+        self.n as u32
+    }
+    fn block_bytes(&self) -> u32 {
+        self.block_bytes
+    }
+    fn cmds_max(&self) -> u32 {
+        self.tags * self.per_io
+    }
+    fn folds_completions(&self) -> bool {
+        true
+    }
+    fn outputs_max(&self) -> usize {
+        self.outputs_max
+    }
+
+    fn submit(&mut self, _now_ns: u64, io: VolIo, cx: &mut Cx) {
+        let tag = io.tag;
+        assert!(
+            self.pending[tag as usize] == 0,
+            "tag {tag} submitted while in flight"
+        );
+        self.result[tag as usize] = IoResult::Ok;
+        let op = cmd_op(io.op);
+        if io.op == VolOp::Flush {
+            for m in 0..self.n as u32 {
+                self.send(
+                    tag,
+                    MemberCmd {
+                        id: 0,
+                        member: m,
+                        op,
+                        offset_bytes: 0,
+                        len_bytes: 0,
+                        buf: BufRef::None,
+                        fua: false,
+                    },
+                    cx,
+                );
+            }
+            return;
+        }
+        let end = io.offset_bytes + u64::from(io.len_bytes);
+        let mut pos = io.offset_bytes;
+        // The first unit by division, the next ones by stepping member and row.
+        let unit = pos / self.stripe_bytes;
+        let mut member = (unit % self.n) as u32;
+        let mut row_off = (unit / self.n) * self.stripe_bytes;
+        let mut inner = pos - unit * self.stripe_bytes;
+        // Bounded by the request's stripe units (at most len / stripe + 2).
+        while pos < end {
+            let chunk = (self.stripe_bytes - inner).min(end - pos);
+            let buf = if has_buf(io.op) {
+                BufRef::Client {
+                    tag,
+                    offset: (pos - io.offset_bytes) as u32,
+                }
+            } else {
+                BufRef::None
+            };
+            self.send(
+                tag,
+                MemberCmd {
+                    id: 0,
+                    member,
+                    op,
+                    offset_bytes: row_off + inner,
+                    len_bytes: chunk as u32,
+                    buf,
+                    fua: io.fua,
+                },
+                cx,
+            );
+            pos += chunk;
+            inner = 0;
+            member += 1;
+            if u64::from(member) == self.n {
+                member = 0;
+                row_off += self.stripe_bytes;
+            }
+        }
+        if self.pending[tag as usize] == 0 {
+            // A zero-length request.
+            cx.out.done(tag, IoResult::Ok);
+        }
+    }
+
+    #[inline]
+    fn member_done(&mut self, _now_ns: u64, done: CmdDone, cx: &mut Cx) {
+        let tag = done.id / self.per_io;
+        let t = tag as usize;
+        assert!(
+            self.pending[t] > 0,
+            "completion of command {} of a request not in flight",
+            done.id
+        );
+        if self.result[t] == IoResult::Ok {
+            self.result[t] = result_of(done.result);
+        }
+        self.pending[t] -= 1;
+        if self.pending[t] == 0 {
+            cx.out.done(tag, self.result[t]);
+        }
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        serde_json::json!({ "stripe_bytes": self.stripe_bytes, "member_commands": self.commands })
+    }
+}

@@ -1,0 +1,247 @@
+//! What a simulation is given ([`SimConfig`]) and the devices it prepares ([`prepare`]): scaled to
+//! the memory budget and preconditioned.
+
+use std::io;
+
+use nines_array::LayoutSpec;
+use nines_core::job::JobSpec;
+use nines_core::workload::{WorkloadError, WorkloadSpec};
+use nines_flash::{DeviceConfig, FlashError, Precondition, Ssd};
+
+use crate::host::HostConfig;
+use crate::member::SimMember;
+
+/// The logical block of every simulated device: offsets and sizes are multiples of it.
+pub const LOGICAL_BLOCK_BYTES: u32 = 4096;
+/// Most devices one simulation drives.
+pub const DEVICES_MAX: u32 = 1000;
+/// The model memory one device uses at most at the default scale (issue 3 allows 64 MiB; half
+/// of it keeps preconditioning of the largest presets to a few seconds and leaves room in
+/// cache, and GC still has hundreds of blocks per die).
+pub const DEVICE_MODEL_BYTES_MAX: u64 = 32 << 20;
+/// Default budget for all device models together.
+pub const MEMORY_BUDGET_BYTES: u64 = 8 << 30;
+/// Default most requests of a replayed trace in flight per target.
+pub const TRACE_DEPTH_DEFAULT: u32 = 1024;
+
+/// How devices are presented to the workload: the volume layer's layout description.
+pub type Layout = LayoutSpec;
+
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The full-scale description (a preset or a user's file).
+    pub device: DeviceConfig,
+    /// How the user named it: a preset name or a path.
+    pub device_label: String,
+    /// `Some(size)`: zero-latency members of that size instead of the model (`--device null:SIZE`).
+    pub null_device_bytes: Option<u64>,
+    pub devices: u32,
+    pub layout: Layout,
+    /// Blocks-per-plane scale in (0, 1]; None: the largest that fits the memory budget.
+    pub scale: Option<f64>,
+    /// None: steady state when the workload writes, a sequential fill otherwise.
+    pub precondition: Option<Precondition>,
+    pub host: HostConfig,
+    /// The run's workload; with `jobs` empty it is the one job, named "job0"; otherwise the
+    /// jobs replace it (its runtime and ramp are the run's).
+    pub workload: WorkloadSpec,
+    pub jobs: Vec<JobSpec>,
+    pub percentiles: Vec<f64>,
+    pub memory_budget_bytes: u64,
+    /// Most requests of a replayed trace in flight per target.
+    pub trace_depth: u32,
+    /// Deliver the member completions of a volume I/O together at the last one when the volume
+    /// allows it ([`nines_array::Volume::folds_completions`]): the same results, fewer events.
+    pub fold_completions: bool,
+}
+
+impl SimConfig {
+    /// A configuration with the defaults for everything but the device, count and workload.
+    pub fn new(device: DeviceConfig, devices: u32, workload: WorkloadSpec) -> SimConfig {
+        SimConfig {
+            device_label: device.name.clone(),
+            device,
+            null_device_bytes: None,
+            devices,
+            layout: Layout::Independent,
+            scale: None,
+            precondition: None,
+            host: HostConfig::default(),
+            workload,
+            jobs: Vec::new(),
+            percentiles: nines_core::units::DEFAULT_PERCENTILES.to_vec(),
+            memory_budget_bytes: MEMORY_BUDGET_BYTES,
+            trace_depth: TRACE_DEPTH_DEFAULT,
+            fold_completions: true,
+        }
+    }
+
+    /// The jobs that run: the given ones, or the workload as one job.
+    pub fn effective_jobs(&self) -> Vec<JobSpec> {
+        if self.jobs.is_empty() {
+            vec![JobSpec {
+                name: "job0".into(),
+                workload: self.workload.clone(),
+            }]
+        } else {
+            self.jobs.clone()
+        }
+    }
+
+    /// The name devices are reported under.
+    pub fn device_name(&self) -> &str {
+        if self.null_device_bytes.is_some() {
+            "null"
+        } else {
+            &self.device.name
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Flash(#[from] FlashError),
+    #[error("invalid workload for the simulated devices: {0}")]
+    Workload(#[from] WorkloadError),
+    #[error("{0}")]
+    Job(#[from] nines_core::job::JobError),
+    #[error("{0}")]
+    Array(#[from] nines_array::ArrayError),
+    #[error("{0}")]
+    Config(String),
+    #[error("per-I/O log: {0}; check that its disk has room and is writable")]
+    LatLog(io::Error),
+    #[error("interval log: {0}; check that its disk has room and is writable")]
+    HdrLog(io::Error),
+}
+
+/// Devices scaled, preconditioned and ready to run.
+pub struct Prepared {
+    pub cfg: SimConfig,
+    /// The description actually simulated (after scaling).
+    pub scaled: DeviceConfig,
+    pub scale: f64,
+    pub precondition: Precondition,
+    pub members: Vec<SimMember>,
+    /// Bytes of model state that exist (maps shared by devices that have not written count once).
+    pub model_bytes_per_device: u64,
+}
+
+impl Prepared {
+    /// Targets the workload sees: one per volume.
+    pub fn targets(&self) -> u32 {
+        self.cfg.layout.group(self.cfg.devices).len() as u32
+    }
+
+    /// Size of each member device.
+    pub fn device_size_bytes(&self) -> u64 {
+        self.members[0].size_bytes()
+    }
+
+    /// Size of each target.
+    pub fn target_size_bytes(&self) -> u64 {
+        let dev = self.device_size_bytes();
+        match self.cfg.layout {
+            Layout::Independent => dev,
+            Layout::Raid0 { stripe_bytes } => {
+                (dev / stripe_bytes) * stripe_bytes * self.cfg.devices as u64
+            }
+        }
+    }
+
+    /// The SSD models (empty for null devices).
+    pub fn ssds(&self) -> impl Iterator<Item = &Ssd> {
+        self.members.iter().filter_map(SimMember::ssd)
+    }
+}
+
+/// Scale and precondition the devices. Preconditioning runs once on one device (mapping and GC
+/// only, no timing) and the result is shared by all devices until each first writes.
+pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
+    if cfg.devices == 0 || cfg.devices > DEVICES_MAX {
+        return Err(SimError::Config(format!(
+            "--devices {} is out of range; give 1 to {DEVICES_MAX}",
+            cfg.devices
+        )));
+    }
+    if let Layout::Raid0 { stripe_bytes } = cfg.layout
+        && (stripe_bytes == 0 || !stripe_bytes.is_multiple_of(LOGICAL_BLOCK_BYTES as u64))
+    {
+        return Err(SimError::Config(format!(
+            "--stripe {stripe_bytes} must be a positive multiple of {LOGICAL_BLOCK_BYTES} bytes"
+        )));
+    }
+    if let Some(size) = cfg.null_device_bytes {
+        if size < u64::from(LOGICAL_BLOCK_BYTES) || !size.is_multiple_of(LOGICAL_BLOCK_BYTES as u64)
+        {
+            return Err(SimError::Config(format!(
+                "--device null:{size}: give a size that is a positive multiple of {LOGICAL_BLOCK_BYTES} bytes, e.g. null:1g"
+            )));
+        }
+        return Ok(Prepared {
+            cfg: cfg.clone(),
+            scaled: cfg.device.clone(),
+            scale: 1.0,
+            precondition: Precondition::None,
+            members: (0..cfg.devices)
+                .map(|_| SimMember::Null { size_bytes: size })
+                .collect(),
+            model_bytes_per_device: 0,
+        });
+    }
+    // Devices that write each own a copy of the maps; read-only runs share one.
+    let copies = if writes { cfg.devices as u64 } else { 1 };
+    let per_device = DEVICE_MODEL_BYTES_MAX.min(cfg.memory_budget_bytes / copies);
+    let want = match cfg.scale {
+        Some(s) => s,
+        None => cfg.device.scale_for_budget(per_device),
+    };
+    let scaled = cfg.device.scaled(want)?;
+    let model = scaled.model_bytes();
+    if model.saturating_mul(copies) > cfg.memory_budget_bytes {
+        return Err(SimError::Config(format!(
+            "{} devices of {} need {} MiB of model state at scale {:.5}; the budget \
+             (--memory-budget) is {} MiB: use fewer devices, a smaller --scale, a read-only \
+             workload or a larger budget",
+            cfg.devices,
+            cfg.device_label,
+            model.saturating_mul(copies) >> 20,
+            scaled.geometry.blocks_per_plane as f64 / cfg.device.geometry.blocks_per_plane as f64,
+            cfg.memory_budget_bytes >> 20
+        )));
+    }
+    let scale =
+        scaled.geometry.blocks_per_plane as f64 / cfg.device.geometry.blocks_per_plane as f64;
+    let precondition = cfg.precondition.unwrap_or(if writes {
+        Precondition::Steady
+    } else {
+        Precondition::Fill
+    });
+    let seed = cfg.workload.seed;
+    let mut first = Ssd::new(&scaled, seed);
+    first.precondition(precondition, seed ^ 0x9e37_79b9_7f4a_7c15);
+    let shared = first.shared_ftl();
+    let mut members = Vec::with_capacity(cfg.devices as usize);
+    for i in 0..cfg.devices {
+        let dev_seed = seed
+            .wrapping_mul(0x2545_f491_4f6c_dd1d)
+            .wrapping_add(i as u64 + 1);
+        let mut ssd = Ssd::with_ftl(&scaled, shared.clone(), dev_seed);
+        if writes && i > 0 {
+            // Each writing device needs its own maps: copy them now, as part of preparation,
+            // rather than on the first write in the middle of the timed loop.
+            ssd.ftl_mut();
+        }
+        members.push(SimMember::Model(ssd));
+    }
+    drop(first);
+    Ok(Prepared {
+        cfg: cfg.clone(),
+        scaled,
+        scale,
+        precondition,
+        members,
+        model_bytes_per_device: model,
+    })
+}

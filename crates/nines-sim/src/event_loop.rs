@@ -1,0 +1,676 @@
+//! The discrete-event loop: virtual nanoseconds, one queue of small copyable events, the
+//! run controller ([`nines_core::run::Controller`]) deciding what each stream issues, array
+//! volumes ([`nines_array`]) turning volume I/Os into member commands, SSD models as members and
+//! a [`Host`] for CPU costs.
+//!
+//! Data flow per I/O:
+//!
+//! ```text
+//! poll(stream) ─► Issue ─► Host::submit (CPU) ─► Volume::submit ─► member commands
+//!   ─► SimMember::send (each returns its completion time) ─► CMD_DONE(t) per command
+//!   ─► Volume::member_done ─► volume done ─► Host::complete (CPU) ─► COMPLETE(t')
+//!   ─► Controller::complete (latency t' - intended, measured or not) ─► logs ─► poll(stream)
+//! ```
+//!
+//! A device computes a command's completion time when the command is sent (its resources are
+//! timelines), so there is one event per member command, not per flash operation; a policy sees
+//! every member complete. Events are ordered by (time, sequence number) in a radix heap
+//! ([`crate::queue`]): the same inputs give the same order, the same latencies and
+//! byte-identical JSON. The queue and every table are sized
+//! before the loop, which allocates nothing in steady state.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
+
+use nines_array::{
+    CmdDone, CmdResult, IoResult, NoData, Output, VolIo, Volume, VolumeHost, VolumeParams,
+};
+use nines_core::latlog::{LatLogHeader, LatRecord, write_header};
+use nines_core::op::Op;
+use nines_core::run::{Controller, Poll, RunTiming, StreamSpec};
+use nines_core::source::Source;
+use nines_core::stats::{DeviceRecorder, hdr_tag};
+use nines_core::workload::Generator;
+use nines_trace::{Trace, TraceReplay};
+
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+
+use crate::config::{LOGICAL_BLOCK_BYTES, Prepared, SimError};
+use crate::host::Host;
+use crate::member::SimMember;
+use crate::queue::{Keyed, RadixQueue};
+use crate::report::build_report;
+use crate::sinks::{HdrSink, LAT_LOG_BUFFER_BYTES, LatSink, Logs};
+
+const WAKE: u8 = 0;
+const CMD_DONE: u8 = 1;
+const VOL_TIMER: u8 = 2;
+const COMPLETE: u8 = 3;
+/// Every member command of one volume I/O of a volume that folds completions, at the last one.
+const CMD_BATCH: u8 = 4;
+const KIND_BITS: u32 = 3;
+
+/// How often (in events) the loop publishes progress and checks the stop flag.
+const PROGRESS_EVERY_EVENTS: u64 = 1 << 14;
+
+/// Progress of a running simulation, published every few thousand events, and a stop flag the
+/// caller may set (Ctrl-C): the loop then stops issuing, lets what is in flight complete in
+/// virtual time, and reports what was simulated. Read it from another thread.
+#[derive(Debug, Default)]
+pub struct SimProgress {
+    /// Virtual time reached.
+    pub sim_ns: AtomicU64,
+    pub events: AtomicU64,
+    /// Volume I/Os issued.
+    pub ios: AtomicU64,
+    /// Set by the caller to stop the run early.
+    pub stop: AtomicBool,
+    /// Set by the loop when it stopped because of `stop`.
+    pub stopped: AtomicBool,
+}
+
+/// 24 bytes: the heap moves these around, so they are kept small.
+#[derive(Clone, Copy, Debug)]
+struct Event {
+    time_ns: u64,
+    /// Sequence number << KIND_BITS | kind: ties in time go in the order the events were made.
+    key: u64,
+    /// WAKE: stream; CMD_DONE and VOL_TIMER: volume; COMPLETE: slot.
+    a: u32,
+    /// CMD_DONE: command id, with [`NOT_OK`] set when its result is in the volume's table;
+    /// COMPLETE: 1 when the volume I/O failed.
+    b: u32,
+}
+
+impl Event {
+    #[inline]
+    fn kind(&self) -> u8 {
+        (self.key & ((1 << KIND_BITS) - 1)) as u8
+    }
+}
+
+/// CMD_DONE's flag for a result other than Ok (kept in [`Vol::results`]).
+const NOT_OK: u32 = 1 << 31;
+
+impl Keyed for Event {
+    #[inline]
+    fn time_ns(&self) -> u64 {
+        self.time_ns
+    }
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+}
+
+/// Counters of a run (for the report and the benchmark).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunStats {
+    pub events: u64,
+    /// Volume I/Os issued (ramp included).
+    pub ios: u64,
+    /// Member commands sent.
+    pub chunks: u64,
+    pub sim_end_ns: u64,
+    /// Most volume I/Os in flight at once, over all targets.
+    pub in_flight_max: u64,
+    /// Volume I/Os that completed with an error.
+    pub io_errors: u64,
+}
+
+struct Vol {
+    host: VolumeHost,
+    /// Global index of the volume's first member (its members are contiguous).
+    first_member: u32,
+    cpu: u32,
+    /// When a VOL_TIMER event is pending (u64::MAX: none).
+    timer_at_ns: u64,
+    /// Results other than Ok of commands in flight, by command id (rare: errors, busy).
+    results: Vec<CmdResult>,
+    /// Whether the volume folds completions ([`Volume::folds_completions`]).
+    fold: bool,
+}
+
+/// A member command of a folded volume I/O, delivered at the last one's completion.
+type Folded = CmdDone;
+
+struct Loop<'a, 'w> {
+    lat: Option<LatSink<'w>>,
+    hdr: Option<HdrSink<'w>>,
+    members: &'a mut [SimMember],
+    /// Each member's last send time: commands reach a device in non-decreasing time.
+    member_last_ns: Vec<u64>,
+    vols: Vec<Vol>,
+    ctl: Controller,
+    host: Host,
+    heap: RadixQueue<Event>,
+    seq: u64,
+    /// Pending WAKE time per stream (u64::MAX: none).
+    wake_at_ns: Vec<u64>,
+    /// Per slot: the member commands of its volume I/O when its volume folds completions.
+    batches: Vec<Vec<Folded>>,
+    in_flight: u64,
+    stats: RunStats,
+    progress: Option<&'a SimProgress>,
+}
+
+impl Loop<'_, '_> {
+    #[inline]
+    fn push(&mut self, time_ns: u64, kind: u8, a: u32, b: u32) {
+        let key = self.seq << KIND_BITS | u64::from(kind);
+        self.seq += 1;
+        self.heap.push(Event { time_ns, key, a, b });
+    }
+
+    /// Issues what stream `s` may issue at `now`, and schedules its next wake.
+    #[inline]
+    fn pump(&mut self, s: u32, now: u64) {
+        // Bounded: each Issue takes a free slot; a stream has iodepth slots.
+        loop {
+            match self.ctl.poll(s, now) {
+                Poll::Issue(is) => {
+                    let v = self.ctl.target_of(s) as usize;
+                    let cpu = self.vols[v].cpu;
+                    let at_device = self.host.submit(cpu, now);
+                    self.stats.ios += 1;
+                    self.in_flight += 1;
+                    self.stats.in_flight_max = self.stats.in_flight_max.max(self.in_flight);
+                    let io = VolIo {
+                        tag: is.slot,
+                        op: is.req.op.into(),
+                        offset_bytes: is.req.offset_bytes,
+                        len_bytes: is.req.len_bytes,
+                        fua: false,
+                    };
+                    self.vols[v].host.submit(now, io, &mut NoData);
+                    let fold = self.vols[v].fold.then_some(is.slot);
+                    let done_max = self.drain(v, now, at_device, fold);
+                    self.host.hold_until(cpu, done_max);
+                }
+                Poll::WaitUntil(t) => {
+                    if t < self.wake_at_ns[s as usize] {
+                        self.wake_at_ns[s as usize] = t;
+                        self.push(t, WAKE, s, 0);
+                    }
+                    return;
+                }
+                Poll::Busy | Poll::Done => return,
+            }
+        }
+    }
+
+    /// Carries out volume `v`'s outputs: member commands are sent at `send_ns` or later;
+    /// completed volume I/Os go to the host. Returns the latest member completion scheduled.
+    #[inline]
+    fn drain(&mut self, v: usize, now: u64, send_ns: u64, fold: Option<u32>) -> u64 {
+        let mut done_max = send_ns;
+        // Read in place (copying whole outputs out of the queue stalls on store forwarding).
+        let out = self.vols[v].host.take_outputs();
+        for o in out.as_slice() {
+            match o {
+                Output::Cmd(c) => {
+                    let g = (self.vols[v].first_member + c.member) as usize;
+                    let at = send_ns.max(self.member_last_ns[g]);
+                    self.member_last_ns[g] = at;
+                    let oc = self.members[g].send(at, c);
+                    done_max = done_max.max(oc.done_ns);
+                    self.stats.chunks += 1;
+                    if let Some(tag) = fold {
+                        let ok = oc.result == CmdResult::Ok;
+                        self.vols[v].host.record_member(c, at, oc.done_ns, ok);
+                        self.batches[tag as usize].push(CmdDone {
+                            id: c.id,
+                            result: oc.result,
+                        });
+                        continue;
+                    }
+                    self.vols[v].host.sent(c, at);
+                    let b = if oc.result == CmdResult::Ok {
+                        c.id
+                    } else {
+                        self.vols[v].results[c.id as usize] = oc.result;
+                        c.id | NOT_OK
+                    };
+                    self.push(oc.done_ns, CMD_DONE, v as u32, b);
+                }
+                Output::Done(d) => {
+                    let cpu = self.vols[v].cpu;
+                    let t = self.host.complete(cpu, now);
+                    let failed = u32::from(d.result != IoResult::Ok);
+                    self.push(t, COMPLETE, d.tag, failed);
+                }
+            }
+        }
+        self.vols[v].host.put_outputs(out);
+        if let Some(tag) = fold
+            && !self.batches[tag as usize].is_empty()
+        {
+            self.push(done_max, CMD_BATCH, v as u32, tag);
+        }
+        self.schedule_timer(v, now);
+        done_max
+    }
+
+    #[inline]
+    fn schedule_timer(&mut self, v: usize, now: u64) {
+        if let Some(t) = self.vols[v].host.next_timer_ns() {
+            let t = t.max(now);
+            if t < self.vols[v].timer_at_ns {
+                self.vols[v].timer_at_ns = t;
+                self.push(t, VOL_TIMER, v as u32, 0);
+            }
+        }
+    }
+
+    fn run(&mut self) {
+        for s in 0..self.ctl.streams() as u32 {
+            self.pump(s, 0);
+        }
+        // Bounded: every event is a completion, a timer or a wake of a finite run; the run ends
+        // when every stream is done (a volume's own timers do not keep it alive).
+        while let Some(e) = self.heap.pop() {
+            if self.ctl.finished() {
+                break;
+            }
+            self.stats.events += 1;
+            let now = e.time_ns;
+            self.stats.sim_end_ns = self.stats.sim_end_ns.max(now);
+            if self.stats.events.is_multiple_of(PROGRESS_EVERY_EVENTS) {
+                self.publish(now);
+            }
+            match e.kind() {
+                WAKE => {
+                    let s = e.a;
+                    if self.wake_at_ns[s as usize] == now {
+                        self.wake_at_ns[s as usize] = u64::MAX;
+                    }
+                    self.pump(s, now);
+                }
+                CMD_DONE => {
+                    let v = e.a as usize;
+                    let id = e.b & !NOT_OK;
+                    let result = if e.b & NOT_OK == 0 {
+                        CmdResult::Ok
+                    } else {
+                        self.vols[v].results[id as usize]
+                    };
+                    let done = CmdDone { id, result };
+                    self.vols[v].host.member_done(now, done, &mut NoData);
+                    self.drain(v, now, now, None);
+                }
+                CMD_BATCH => {
+                    let (v, tag) = (e.a as usize, e.b as usize);
+                    let mut batch = std::mem::take(&mut self.batches[tag]);
+                    // In the order they were sent; each was recorded at its own completion time.
+                    self.vols[v]
+                        .host
+                        .members_done_folded(now, &batch, &mut NoData);
+                    batch.clear();
+                    self.batches[tag] = batch;
+                    self.drain(v, now, now, None);
+                }
+                VOL_TIMER => {
+                    let v = e.a as usize;
+                    self.vols[v].timer_at_ns = u64::MAX;
+                    if self.vols[v].host.next_timer_ns().is_some_and(|t| t <= now) {
+                        self.vols[v].host.on_timer(now, &mut NoData);
+                    }
+                    self.drain(v, now, now, None);
+                }
+                COMPLETE => {
+                    let slot = e.a;
+                    self.in_flight -= 1;
+                    self.stats.io_errors += u64::from(e.b);
+                    let c = self.ctl.complete(slot, now);
+                    if c.measured {
+                        let t = c.target as usize;
+                        if let Some(h) = self.hdr.as_mut() {
+                            h.roll(now);
+                            h.recs[t].record(c.req.op, c.latency_ns, c.req.len_bytes);
+                        }
+                        if let Some(sink) = self.lat.as_mut() {
+                            sink.push(&LatRecord {
+                                completion_ns: now,
+                                latency_ns: c.latency_ns,
+                                offset_bytes: c.req.offset_bytes,
+                                // Targets are at most DEVICES_MAX (1000): never truncates.
+                                device: c.target as u16,
+                                op: c.req.op,
+                            });
+                        }
+                    }
+                    self.pump(c.stream, now);
+                }
+                _ => unreachable!("unknown event kind"),
+            }
+        }
+        if let Some(p) = self.progress {
+            self.publish(self.stats.sim_end_ns);
+            p.sim_ns
+                .store(self.stats.sim_end_ns, AtomicOrdering::Relaxed);
+        }
+    }
+
+    #[cold]
+    fn publish(&mut self, now: u64) {
+        let Some(p) = self.progress else {
+            return;
+        };
+        p.sim_ns.store(now, AtomicOrdering::Relaxed);
+        p.events.store(self.stats.events, AtomicOrdering::Relaxed);
+        p.ios.store(self.stats.ios, AtomicOrdering::Relaxed);
+        if p.stop.load(AtomicOrdering::Relaxed) && !p.stopped.load(AtomicOrdering::Relaxed) {
+            p.stopped.store(true, AtomicOrdering::Relaxed);
+            self.ctl.stop(now);
+            for s in 0..self.ctl.streams() as u32 {
+                self.pump(s, now);
+            }
+        }
+    }
+}
+
+/// What a run produced.
+pub struct SimOutput {
+    pub report: nines_core::report::Report,
+    pub stats: RunStats,
+    /// Each target's recorder (a device, or a volume), merged over jobs, in report order.
+    pub recorders: Vec<DeviceRecorder>,
+}
+
+/// Run the workload (or replay `trace`, already fitted to [`Prepared::targets`] targets of
+/// [`Prepared::target_size_bytes`]) and build the report.
+pub fn run(prep: &mut Prepared, trace: Option<&Trace>) -> Result<SimOutput, SimError> {
+    run_logged(prep, trace, Logs::default(), None)
+}
+
+/// The name of each target as the report and the per-I/O log call it.
+pub fn target_names(cfg: &crate::SimConfig) -> Vec<String> {
+    let name = cfg.device_name();
+    match cfg.layout {
+        crate::Layout::Independent => (0..cfg.devices).map(|i| format!("{name}#{i}")).collect(),
+        crate::Layout::Raid0 { .. } => vec![format!("raid0({}x{name})", cfg.devices)],
+    }
+}
+
+/// [`run`], also writing every measured I/O to `logs.lat` in the `nines_core::latlog` format:
+/// a header with the target names and start time 0, then one record per measured I/O with its
+/// virtual completion time (ns since the simulation started), latency, offset in its target,
+/// target index and direction, in completion order. With `logs.hdr`, every interval of virtual
+/// time from the end of the ramp gets one HdrHistogram per target and direction, tagged
+/// `<target>.<read|write>`, in the HdrHistogram interval log format (V2 deflate), timestamps in
+/// seconds since the simulation started. Same inputs give the same bytes. `progress`, when
+/// given, is updated as the run goes and its stop flag honoured.
+pub fn run_logged(
+    prep: &mut Prepared,
+    trace: Option<&Trace>,
+    logs: Logs<'_>,
+    progress: Option<&SimProgress>,
+) -> Result<SimOutput, SimError> {
+    let cfg = prep.cfg.clone();
+    let jobs = cfg.effective_jobs();
+    nines_core::job::validate_jobs(&jobs)?;
+    let base = &jobs[0].workload;
+    let groups = cfg.layout.group(cfg.devices);
+    let n_targets = groups.len() as u32;
+    let target_size = prep.target_size_bytes();
+    let timing = RunTiming {
+        start_ns: 0,
+        ramp_ns: base.ramp_ns,
+        runtime_ns: base.runtime_ns,
+    };
+
+    // Streams: one per job and target; a trace replaces the jobs with one stream per target.
+    let mut specs = Vec::new();
+    match trace {
+        Some(t) => {
+            let replays = TraceReplay::per_target(t, n_targets, 1, 0)
+                .map_err(|e| SimError::Config(format!("{e}")))?;
+            if let Some((i, r)) = t
+                .records
+                .iter()
+                .enumerate()
+                .find(|(_, r)| r.end_bytes() > target_size)
+            {
+                return Err(SimError::Config(format!(
+                    "trace record {} ({}) ends at {} beyond the {target_size}-byte target; fit the trace first",
+                    i,
+                    t.location(i),
+                    r.end_bytes()
+                )));
+            }
+            for (i, r) in replays.into_iter().enumerate() {
+                specs.push(StreamSpec {
+                    job: 0,
+                    target: i as u32,
+                    iodepth: cfg.trace_depth.max(1),
+                    thinktime_ns: 0,
+                    ios_max: None,
+                    source: Source::other(r),
+                });
+            }
+        }
+        None => {
+            for (j, job) in jobs.iter().enumerate() {
+                for t in 0..n_targets {
+                    let g = Generator::new(&job.workload, target_size, LOGICAL_BLOCK_BYTES, t, 0)?;
+                    specs.push(StreamSpec {
+                        job: j as u32,
+                        target: t,
+                        iodepth: job.workload.iodepth,
+                        thinktime_ns: job.workload.thinktime_ns,
+                        ios_max: job.workload.ios_max,
+                        source: g.into(),
+                    });
+                }
+            }
+        }
+    }
+    let len_max = specs
+        .iter()
+        .map(|s| s.source.len_bytes_max())
+        .max()
+        .unwrap_or(LOGICAL_BLOCK_BYTES);
+    let n_streams = specs.len();
+    let ctl = Controller::new(timing, specs).map_err(|e| SimError::Config(e.to_string()))?;
+    let tags = ctl.slots() as u32;
+
+    let fold_completions = cfg.fold_completions;
+    let host_cpus = cfg.host.cpus.unwrap_or(n_targets).max(1);
+    let host = Host::new(&cfg.host, host_cpus, base.seed);
+    let sizes: Vec<u64> = prep.members.iter().map(SimMember::size_bytes).collect();
+    let mut vols = Vec::with_capacity(groups.len());
+    let mut cmds_total = 0usize;
+    for (i, g) in groups.iter().enumerate() {
+        let member_sizes: Vec<u64> = g.clone().map(|m| sizes[m as usize]).collect();
+        let vol = nines_array::build(
+            &cfg.layout,
+            &VolumeParams {
+                member_sizes_bytes: &member_sizes,
+                block_bytes: LOGICAL_BLOCK_BYTES,
+                tags,
+                len_bytes_max: len_max,
+            },
+        )?;
+        let cmds = vol.cmds_max() as usize;
+        let vol_fold = vol.folds_completions();
+        if cmds >= NOT_OK as usize {
+            return Err(SimError::Config(format!(
+                "volume {i} needs {cmds} member commands in flight, more than the simulator tracks; lower --iodepth"
+            )));
+        }
+        cmds_total += cmds;
+        let record_members = g.len() > 1;
+        vols.push(Vol {
+            host: VolumeHost::new(vol, timing.ramp_end_ns(), record_members),
+            first_member: g.start,
+            cpu: i as u32 % host_cpus,
+            timer_at_ns: u64::MAX,
+            results: vec![CmdResult::Ok; cmds],
+            fold: fold_completions && vol_fold,
+        });
+    }
+
+    let lat = match logs.lat {
+        Some(mut out) => {
+            let header = LatLogHeader {
+                devices: target_names(&cfg),
+                start_unix_ns: 0,
+            };
+            write_header(&mut out, &header).map_err(SimError::LatLog)?;
+            Some(LatSink {
+                out,
+                buf: Vec::with_capacity(LAT_LOG_BUFFER_BYTES),
+                records: 0,
+                error: None,
+            })
+        }
+        None => None,
+    };
+    let hdr = match logs.hdr {
+        Some((out, interval_ns)) => Some(hdr_sink(
+            out,
+            interval_ns,
+            &cfg,
+            &jobs,
+            trace,
+            n_targets,
+            timing.ramp_end_ns(),
+        )?),
+        None => None,
+    };
+    let batches: Vec<Vec<Folded>> = (0..tags)
+        .map(|slot| {
+            let v = &vols[ctl.target_of(ctl.stream_of(slot)) as usize];
+            if v.fold {
+                Vec::with_capacity(v.host.volume().outputs_max())
+            } else {
+                Vec::new()
+            }
+        })
+        .collect();
+    let heap_cap = tags as usize + cmds_total + n_streams + groups.len() + 16;
+    let n_members = prep.members.len();
+    let mut lp = Loop {
+        lat,
+        hdr,
+        members: &mut prep.members,
+        member_last_ns: vec![0; n_members],
+        vols,
+        ctl,
+        host,
+        heap: RadixQueue::with_capacity(heap_cap),
+        seq: 0,
+        wake_at_ns: vec![u64::MAX; n_streams],
+        batches,
+        in_flight: 0,
+        stats: RunStats::default(),
+        progress,
+    };
+    lp.run();
+    if let Some(mut sink) = lp.lat.take() {
+        sink.flush();
+        if let Some(e) = sink.error.take() {
+            return Err(SimError::LatLog(e));
+        }
+        sink.out.flush().map_err(SimError::LatLog)?;
+    }
+    if let Some(mut h) = lp.hdr.take() {
+        let from = h.next_ns - h.interval_ns;
+        let len = lp.stats.sim_end_ns.saturating_sub(from).max(1);
+        h.write_interval(from, len);
+        if let Some(e) = h.error.take() {
+            return Err(SimError::HdrLog(e));
+        }
+        h.out.flush().map_err(SimError::HdrLog)?;
+    }
+    let stats = lp.stats;
+    let measured_ns = lp.ctl.measured_ns();
+    let mut ctl = lp.ctl;
+    let vols = lp.vols;
+    let host = lp.host;
+    let stream_recs = ctl.take_recorders();
+    // Per job and target, in stream order (job-major), then per target merged over jobs.
+    let n_jobs = if trace.is_some() { 1 } else { jobs.len() };
+    let mut per_target = vec![DeviceRecorder::new(); n_targets as usize];
+    for (s, r) in stream_recs.iter().enumerate() {
+        per_target[s % n_targets as usize].merge_from(r);
+    }
+    let per_job: Vec<&[DeviceRecorder]> = (0..n_jobs)
+        .map(|j| &stream_recs[j * n_targets as usize..(j + 1) * n_targets as usize])
+        .collect();
+    let report = build_report(
+        prep,
+        &cfg,
+        &jobs,
+        &per_target,
+        &per_job,
+        &vols.iter().map(|v| &v.host).collect::<Vec<_>>(),
+        &host,
+        &stats,
+        measured_ns,
+        trace,
+    );
+    Ok(SimOutput {
+        report,
+        stats,
+        recorders: per_target,
+    })
+}
+
+fn hdr_sink<'w>(
+    mut out: &'w mut dyn Write,
+    interval_ns: u64,
+    cfg: &crate::SimConfig,
+    jobs: &[nines_core::job::JobSpec],
+    trace: Option<&Trace>,
+    n_targets: u32,
+    origin_ns: u64,
+) -> Result<HdrSink<'w>, SimError> {
+    if interval_ns == 0 {
+        return Err(SimError::Config(
+            "--hdr-interval 0: give a positive interval, e.g. 1s".into(),
+        ));
+    }
+    let mut serializer = V2DeflateSerializer::new();
+    let origin = std::time::UNIX_EPOCH;
+    IntervalLogWriterBuilder::new()
+        .add_comment("nines sim: interval latency histograms in nanoseconds of virtual time, one tag per device and direction")
+        .with_start_time(origin)
+        .with_base_time(origin)
+        .begin_log_with(&mut out, &mut serializer)
+        .map_err(SimError::HdrLog)?;
+    let (reads, writes) = match trace {
+        Some(t) => {
+            let ts = t.stats();
+            (ts.reads > 0, ts.writes > 0)
+        }
+        None => (
+            jobs.iter()
+                .any(|j| j.workload.rw.reads(j.workload.read_mix_pct)),
+            jobs.iter().any(|j| j.workload.writes()),
+        ),
+    };
+    let ops: Vec<Op> = Op::ALL
+        .into_iter()
+        .filter(|op| match op {
+            Op::Read => reads,
+            Op::Write => writes,
+        })
+        .collect();
+    let names = target_names(cfg);
+    Ok(HdrSink {
+        out,
+        serializer,
+        interval_ns,
+        origin_ns,
+        next_ns: origin_ns + interval_ns,
+        recs: (0..n_targets).map(|_| DeviceRecorder::new()).collect(),
+        tags: names
+            .iter()
+            .map(|n| [hdr_tag(n, Op::Read), hdr_tag(n, Op::Write)])
+            .collect(),
+        ops,
+        error: None,
+    })
+}

@@ -1,0 +1,312 @@
+//! The report of a simulation: the same schema as `nines profile`, with each device's (or
+//! member's) internals — GC, write amplification, suspensions, busy fractions — and, for a
+//! volume, its layout, policy counters and members.
+
+use nines_array::{Volume, VolumeHost};
+use nines_core::job::JobSpec;
+use nines_core::report::{DeviceMeta, Report, ReportBuilder, RunConfig, RunKind, VolumeReport};
+use nines_core::stats::DeviceRecorder;
+use nines_core::workload::{RwMode, WorkloadSpec};
+use nines_flash::Ssd;
+use nines_trace::Trace;
+use serde_json::{Map, Value, json};
+
+use crate::config::{Layout, Prepared, SimConfig};
+use crate::event_loop::{RunStats, target_names};
+use crate::host::Host;
+
+pub(crate) fn device_internals(ssd: &Ssd, span_ns: u64) -> Map<String, Value> {
+    let c = ssd.counters();
+    let f = ssd.ftl_stats();
+    let span = span_ns.max(1) as f64;
+    let mut m = Map::new();
+    m.insert("gc_runs".into(), json!(f.victims));
+    m.insert("gc_hard_episodes".into(), json!(c.gc_hard_episodes));
+    m.insert("gc_soft_episodes".into(), json!(c.gc_soft_episodes));
+    m.insert("gc_units_moved".into(), json!(f.units_moved));
+    m.insert("erases".into(), json!(f.erases));
+    m.insert("host_units_written".into(), json!(f.host_units));
+    m.insert(
+        "write_amplification".into(),
+        json!(round6(f.write_amplification())),
+    );
+    m.insert("suspensions".into(), json!(c.suspensions));
+    m.insert("gc_preemptions".into(), json!(c.gc_preemptions));
+    m.insert("read_buffer_hits".into(), json!(c.read_buffer_hits));
+    m.insert("buffer_full_waits".into(), json!(c.buffer_full_waits));
+    m.insert("housekeeping_stalls".into(), json!(c.housekeeping_stalls));
+    m.insert("slow_ios".into(), json!(c.slow_ios));
+    m.insert(
+        "die_busy_fraction".into(),
+        json!(round6(c.die_busy_ns as f64 / (ssd.dies() as f64 * span))),
+    );
+    m.insert(
+        "channel_busy_fraction".into(),
+        json!(round6(
+            c.channel_busy_ns as f64 / (ssd.channels() as f64 * span)
+        )),
+    );
+    m
+}
+
+/// JSON floats rounded so that reports stay short and stable.
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+/// What a replayed trace did, for `config.extra.trace`, and the workload that describes it
+/// honestly in the schema's terms: randrw with the trace's read share (randread or randwrite if
+/// it has one direction), the most common request size (the smallest of equals), and as
+/// iodepth the most requests the open-loop replay had in flight; no runtime, I/O count or rate.
+pub(crate) fn trace_workload(
+    t: &Trace,
+    spec: &WorkloadSpec,
+    stats: &RunStats,
+) -> (Value, WorkloadSpec) {
+    let ts = t.stats();
+    let mut sizes: Vec<u64> = t.records.iter().map(|r| r.len_bytes).collect();
+    sizes.sort_unstable();
+    let (mut mode, mut mode_n, mut i) = (0u64, 0usize, 0usize);
+    while i < sizes.len() {
+        let j = sizes[i..].partition_point(|&x| x == sizes[i]) + i;
+        if j - i > mode_n {
+            (mode, mode_n) = (sizes[i], j - i);
+        }
+        i = j;
+    }
+    let total = ts.reads + ts.writes;
+    let read_pct = (ts.reads * 100 + total / 2).checked_div(total).unwrap_or(0) as u8;
+    let mut w = spec.clone();
+    w.rw = match (ts.reads, ts.writes) {
+        (_, 0) => RwMode::RandRead,
+        (0, _) => RwMode::RandWrite,
+        _ => RwMode::RandRw,
+    };
+    w.read_mix_pct = read_pct;
+    w.block_size_bytes = mode;
+    w.iodepth = stats.in_flight_max.clamp(1, u32::MAX as u64) as u32;
+    w.runtime_ns = None;
+    w.ios_max = None;
+    w.rate_iops = None;
+    w.thinktime_ns = 0;
+    let info = json!({
+        "format": t.format.to_string(),
+        "requests": t.records.len(),
+        "reads": ts.reads,
+        "writes": ts.writes,
+        "bytes": ts.bytes,
+        "duration_ns": ts.duration_ns,
+        "block_size_bytes_mode": mode,
+        "in_flight_max": stats.in_flight_max,
+        "replay": "open loop: each request is issued at its arrival time, latency counts from it",
+    });
+    (info, w)
+}
+
+/// Sums and spreads of member internals: what a volume's device row shows.
+fn volume_internals(members: &[Map<String, Value>]) -> Map<String, Value> {
+    let mut m = Map::new();
+    for key in [
+        "gc_runs",
+        "gc_hard_episodes",
+        "gc_soft_episodes",
+        "gc_units_moved",
+        "erases",
+        "host_units_written",
+        "suspensions",
+        "gc_preemptions",
+        "read_buffer_hits",
+        "buffer_full_waits",
+        "housekeeping_stalls",
+        "slow_ios",
+    ] {
+        let sum: u64 = members.iter().map(|x| x[key].as_u64().unwrap_or(0)).sum();
+        m.insert(key.into(), json!(sum));
+    }
+    let host_units = m["host_units_written"].as_u64().unwrap_or(0);
+    let moved = m["gc_units_moved"].as_u64().unwrap_or(0);
+    let wa = if host_units == 0 {
+        1.0
+    } else {
+        (host_units + moved) as f64 / host_units as f64
+    };
+    m.insert("write_amplification".into(), json!(round6(wa)));
+    for key in ["die_busy_fraction", "channel_busy_fraction"] {
+        let v: Vec<f64> = members
+            .iter()
+            .map(|x| x[key].as_f64().unwrap_or(0.0))
+            .collect();
+        let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let max = v.iter().cloned().fold(0.0, f64::max);
+        m.insert(format!("{key}_mean"), json!(round6(mean)));
+        m.insert(format!("{key}_max"), json!(round6(max)));
+    }
+    m
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn build_report(
+    prep: &Prepared,
+    cfg: &SimConfig,
+    jobs: &[JobSpec],
+    per_target: &[DeviceRecorder],
+    per_job: &[&[DeviceRecorder]],
+    vols: &[&VolumeHost],
+    host: &Host,
+    stats: &RunStats,
+    measured_ns: u64,
+    trace: Option<&Trace>,
+) -> Report {
+    let mut extra = Map::new();
+    extra.insert("device".into(), json!(cfg.device_label));
+    extra.insert("device_name".into(), json!(cfg.device_name()));
+    extra.insert("scale".into(), json!(round6(prep.scale)));
+    extra.insert(
+        "blocks_per_plane".into(),
+        json!(prep.scaled.geometry.blocks_per_plane),
+    );
+    extra.insert("devices".into(), json!(cfg.devices));
+    extra.insert("layout".into(), json!(cfg.layout.name()));
+    if let Layout::Raid0 { stripe_bytes } = cfg.layout {
+        extra.insert("stripe_bytes".into(), json!(stripe_bytes));
+    }
+    extra.insert("precondition".into(), json!(prep.precondition.name()));
+    extra.insert(
+        "over_provisioning".into(),
+        json!(round6(cfg.device.effective_over_provisioning())),
+    );
+    // Raised at small scales by the share whole-block GC room takes (see DeviceConfig::scaled).
+    extra.insert(
+        "over_provisioning_simulated".into(),
+        json!(round6(prep.scaled.effective_over_provisioning())),
+    );
+    extra.insert(
+        "device_logical_bytes".into(),
+        json!(prep.device_size_bytes()),
+    );
+    extra.insert(
+        "model_bytes_per_device".into(),
+        json!(prep.model_bytes_per_device),
+    );
+    extra.insert(
+        "host_model".into(),
+        json!({
+            "completion": cfg.host.completion.name(),
+            "cpus": host.cpus(),
+            "submit_ns": cfg.host.submit_ns,
+            "complete_ns": cfg.host.complete_ns,
+            "background": cfg.host.background,
+            "background_tasks": host.bg_tasks,
+            "background_busy_ns": host.bg_busy_ns,
+            "cpu_waits": host.cpu_waits,
+            "cpu_wait_ns": host.cpu_wait_ns,
+        }),
+    );
+    extra.insert("events".into(), json!(stats.events));
+    extra.insert("sim_end_ns".into(), json!(stats.sim_end_ns));
+    if stats.io_errors > 0 {
+        extra.insert("io_errors".into(), json!(stats.io_errors));
+    }
+    let mut workload = jobs[0].workload.clone();
+    if let Some(t) = trace {
+        let (info, w) = trace_workload(t, &workload, stats);
+        extra.insert("trace".into(), info);
+        workload = w;
+    }
+    let run_cfg = RunConfig {
+        workload: workload.clone(),
+        engine: "sim".into(),
+        percentiles: cfg.percentiles.clone(),
+        measured_ns,
+        start_unix_ns: None,
+        lat_log: None,
+        hdr_log: None,
+        extra,
+    };
+    let mut b = ReportBuilder::new(RunKind::Sim, run_cfg);
+    let names = target_names(cfg);
+    let span = stats.sim_end_ns;
+    let size = prep.target_size_bytes();
+    let groups = cfg.layout.group(cfg.devices);
+    let host_cpus = host.cpus();
+    let internals = |m: u32| -> Option<Map<String, Value>> {
+        prep.members[m as usize]
+            .ssd()
+            .map(|s| device_internals(s, span))
+    };
+    for (i, (g, vh)) in groups.iter().zip(vols).enumerate() {
+        b.device(
+            DeviceMeta {
+                name: names[i].clone(),
+                path: None,
+                size_bytes: size,
+                cpu: Some((i as u32 % host_cpus) as usize),
+            },
+            &per_target[i],
+        );
+        if g.len() == 1 {
+            b.device_extra(None, internals(g.start).map(Value::Object));
+            continue;
+        }
+        let member_internals: Vec<Map<String, Value>> = g.clone().filter_map(internals).collect();
+        let mut vm = if member_internals.is_empty() {
+            Map::new()
+        } else {
+            volume_internals(&member_internals)
+        };
+        vm.insert("layout".into(), json!(cfg.layout.name()));
+        vm.insert("members".into(), json!(g.len()));
+        if let Layout::Raid0 { stripe_bytes } = cfg.layout {
+            vm.insert("stripe_bytes".into(), json!(stripe_bytes));
+        }
+        vm.insert("chunks".into(), json!(stats.chunks));
+        b.device_extra(None, Some(Value::Object(vm)));
+        let (cmds, errs) = vh.member_counts();
+        let recs = vh.member_recorders();
+        let members = g
+            .clone()
+            .enumerate()
+            .map(|(k, m)| {
+                b.member(
+                    k as u32,
+                    DeviceMeta {
+                        name: format!("{}#{m}", cfg.device_name()),
+                        path: None,
+                        size_bytes: prep.members[m as usize].size_bytes(),
+                        cpu: None,
+                    },
+                    (cmds[k], errs[k]),
+                    recs.get(k),
+                    internals(m).map(Value::Object),
+                )
+            })
+            .collect();
+        b.device_volume(VolumeReport {
+            layout: vh.volume().layout().to_string(),
+            options: cfg.layout.options(),
+            stats: vh.volume().stats(),
+            members,
+        });
+    }
+    if trace.is_some() {
+        b.job("trace", &workload, per_job[0]);
+    } else {
+        for (j, job) in jobs.iter().enumerate() {
+            b.job(&job.name, &job.workload, per_job[j]);
+        }
+    }
+    if prep.scale < 1.0 {
+        b.warn(format!(
+            "simulated devices are scaled to {:.4} of {}'s blocks per plane ({} of {}); page \
+             geometry is unchanged and over-provisioning is {:.2}% instead of {:.2}% so that GC \
+             keeps the full-size device's effective spare",
+            prep.scale,
+            cfg.device.name,
+            prep.scaled.geometry.blocks_per_plane,
+            cfg.device.geometry.blocks_per_plane,
+            prep.scaled.effective_over_provisioning() * 100.0,
+            cfg.device.effective_over_provisioning() * 100.0
+        ));
+    }
+    b.finish()
+}
