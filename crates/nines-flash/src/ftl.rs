@@ -79,6 +79,10 @@ impl std::ops::DerefMut for BigVec {
 }
 const NONE: u32 = u32::MAX;
 
+/// The fewest free blocks per die at which a host block may still open without GC: one for the
+/// host block itself and one for GC's own frontier, so that GC can still run afterwards.
+pub const GC_RESERVE_BLOCKS: u32 = 2;
+
 const FREE: u8 = 0;
 const OPEN: u8 = 1;
 const FULL: u8 = 2;
@@ -98,7 +102,7 @@ pub struct GcWork {
 }
 
 impl GcWork {
-    fn add(&mut self, o: &GcWork) {
+    pub(crate) fn add(&mut self, o: &GcWork) {
         self.victims += o.victims;
         self.page_reads += o.page_reads;
         self.page_programs += o.page_programs;
@@ -255,6 +259,16 @@ impl Ftl {
     pub fn gc_soft_blocks(&self) -> u32 {
         self.gc_soft_blocks
     }
+    /// Free blocks per die at or below which a host block opens only after GC.
+    pub fn gc_hard_blocks(&self) -> u32 {
+        self.gc_hard_blocks
+    }
+    pub fn blocks_per_die(&self) -> u32 {
+        self.blocks_per_die
+    }
+    pub fn pages_per_block(&self) -> u32 {
+        self.pages_per_block
+    }
     /// The page currently being filled by host writes, if any.
     pub fn open_host_page(&self) -> Option<u32> {
         (self.cur_page != NONE).then_some(self.cur_page)
@@ -331,12 +345,20 @@ impl Ftl {
     /// Write one logical unit into the host frontier. GC that had to run first (the die's free
     /// blocks at or below the hard threshold) is added to `gc`.
     pub fn write_unit(&mut self, lpn: u32, gc: &mut GcWork) -> UnitPlace {
+        self.write_unit_with(lpn, gc, self.gc_hard_blocks)
+    }
+
+    /// [`Ftl::write_unit`] with GC forced only at or below `hard_blocks` free blocks per die
+    /// instead of the configured hard threshold (a deterministic window defers GC to the last
+    /// safe moment). `hard_blocks` must be at least [`GC_RESERVE_BLOCKS`].
+    pub fn write_unit_with(&mut self, lpn: u32, gc: &mut GcWork, hard_blocks: u32) -> UnitPlace {
         assert!(lpn < self.logical_units);
+        assert!(hard_blocks >= GC_RESERVE_BLOCKS);
         let mut opened = false;
         if self.cur_page == NONE {
             let die = self.next_die;
             self.next_die = (self.next_die + 1) % self.dies;
-            let page = self.open_host_page_on(die, gc);
+            let page = self.open_host_page_on(die, gc, hard_blocks);
             self.cur_die = die;
             self.cur_page = page;
             self.cur_fill = 0;
@@ -365,15 +387,13 @@ impl Ftl {
 
     /// Reserve the next page of `die`'s host block, opening a new block (after hard GC) when
     /// the current one is used up.
-    fn open_host_page_on(&mut self, die: u32, gc: &mut GcWork) -> u32 {
+    fn open_host_page_on(&mut self, die: u32, gc: &mut GcWork, hard_blocks: u32) -> u32 {
         let upp = self.units_per_page;
         if self.host_open[die as usize].next_unit >= self.units_per_block {
             let old = self.host_open[die as usize].block;
             self.state[old as usize] = FULL;
             let mut rounds = 0;
-            while self.free_count[die as usize] <= self.gc_hard_blocks
-                && rounds < self.blocks_per_die
-            {
+            while self.free_count[die as usize] <= hard_blocks && rounds < self.blocks_per_die {
                 let w = self.gc_once(die);
                 if w.victims == 0 {
                     break;
@@ -394,6 +414,79 @@ impl Ftl {
         page
     }
 
+    /// The greedy victim on `die`: the full block with the fewest valid units, if any has fewer
+    /// than a whole block.
+    fn pick_victim(&self, die: u32) -> Option<u32> {
+        let first = die * self.blocks_per_die;
+        let mut victim = None;
+        let mut best = self.units_per_block;
+        for b in first..first + self.blocks_per_die {
+            // Branch-light scan: the per-block arrays are small and contiguous.
+            if self.state[b as usize] == FULL && self.valid[b as usize] < best {
+                best = self.valid[b as usize];
+                victim = Some(b);
+                if best == 0 {
+                    break;
+                }
+            }
+        }
+        victim
+    }
+
+    /// The work [`Ftl::gc_once`] would do on `die` now, without doing it: the same victim and
+    /// the same counts (tested), so a caller can see whether it fits a time budget first.
+    pub fn gc_once_work(&self, die: u32) -> GcWork {
+        let mut w = GcWork {
+            die,
+            ..GcWork::default()
+        };
+        let Some(victim) = self.pick_victim(die) else {
+            return w;
+        };
+        let upp = self.units_per_page;
+        let base = victim * self.units_per_block;
+        for page in 0..self.pages_per_block {
+            let from = (base + page * upp) as usize;
+            let valid = self.p2l[from..from + upp as usize]
+                .iter()
+                .filter(|&&l| l != UNMAPPED)
+                .count() as u64;
+            w.units_moved += valid;
+            w.page_reads += u32::from(valid > 0);
+        }
+        // The GC frontier programs a page each time it crosses a page boundary (blocks are whole
+        // pages, so a block change keeps the phase).
+        let start = (self.gc_open[die as usize].next_unit % upp) as u64;
+        let programs = ((start + w.units_moved) / upp as u64) as u32;
+        w.victims = 1;
+        w.erases = 1;
+        w.page_programs = programs + u32::from(w.units_moved > 0 && programs == 0);
+        w
+    }
+
+    /// Host units that can be written before a host block would open at or below `hard_blocks`
+    /// free blocks on its die (so before GC would have to run), with no GC in between. Exact:
+    /// host pages go round robin over dies whatever the logical addresses.
+    pub fn host_units_before_gc(&self, hard_blocks: u32) -> u64 {
+        let upp = self.units_per_page as u64;
+        let dies = self.dies as u64;
+        let mut first_gc_page = u64::MAX;
+        for d in 0..self.dies {
+            let open_left = ((self.units_per_block - self.host_open[d as usize].next_unit)
+                / self.units_per_page) as u64;
+            let opens = self.free_count[d as usize].saturating_sub(hard_blocks) as u64;
+            let pages = open_left + opens * self.pages_per_block as u64;
+            let order = (d as u64 + dies - self.next_die as u64) % dies;
+            first_gc_page = first_gc_page.min(pages * dies + order);
+        }
+        let in_page = if self.cur_page == NONE {
+            0
+        } else {
+            upp - self.cur_fill as u64
+        };
+        first_gc_page * upp + in_page
+    }
+
     /// Reclaim one victim block on `die` (greedy: the full block with the fewest valid units).
     /// Returns the work done; `victims == 0` when no block can be reclaimed with any gain.
     pub fn gc_once(&mut self, die: u32) -> GcWork {
@@ -401,22 +494,9 @@ impl Ftl {
             die,
             ..GcWork::default()
         };
-        let first = die * self.blocks_per_die;
-        let mut victim = NONE;
-        let mut best = self.units_per_block;
-        for b in first..first + self.blocks_per_die {
-            // Branch-light scan: the per-block arrays are small and contiguous.
-            if self.state[b as usize] == FULL && self.valid[b as usize] < best {
-                best = self.valid[b as usize];
-                victim = b;
-                if best == 0 {
-                    break;
-                }
-            }
-        }
-        if victim == NONE {
+        let Some(victim) = self.pick_victim(die) else {
             return w;
-        }
+        };
         let upp = self.units_per_page;
         let base = victim * self.units_per_block;
         let mut moved = 0u64;

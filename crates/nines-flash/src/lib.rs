@@ -4,15 +4,17 @@
 //!
 //! - [`DeviceConfig`]: the description (TOML presets in `presets/`, or a user's file), validated.
 //! - [`Ftl`]: mapping and GC without time (also used for fast preconditioning).
-//! - [`Ssd`]: the timed device: `submit(now_ns, op, offset, len) -> completion_ns`.
+//! - [`Ssd`]: the timed device: `submit(now_ns, op, offset, len) -> completion_ns`, and the
+//!   control surface a host policy uses: Predictable Latency Mode windows, GC now, TRIM, busy
+//!   queries and a fast-fail read (docs/arch-sim.md).
 
 pub mod config;
 pub mod ftl;
 pub mod ssd;
 
 pub use config::{DeviceConfig, PRESETS, preset_names};
-pub use ftl::{Ftl, FtlStats, GcWork};
-pub use ssd::{Precondition, Ssd, SsdCounters};
+pub use ftl::{Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
+pub use ssd::{GcDone, GcGoal, PlmStatus, PlmWindow, Precondition, ReadOutcome, Ssd, SsdCounters};
 
 /// Errors from loading or validating a device description. One line each.
 #[derive(Debug, thiserror::Error)]

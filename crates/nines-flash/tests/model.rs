@@ -1,39 +1,10 @@
 //! Pins the SSD model to known truths.
 
+mod common;
+
+use common::small;
 use nines_core::op::Op;
 use nines_flash::{DeviceConfig, FlashError, Precondition, Ssd, preset_names};
-
-/// A small device for exact checks: `dies` dies on `channels` channels.
-fn small(channels: u32, dies_per_chip: u32, op: f64) -> DeviceConfig {
-    let text = format!(
-        r#"
-name = "test"
-[geometry]
-channels = {channels}
-chips_per_channel = 1
-dies_per_chip = {dies_per_chip}
-planes_per_die = 1
-blocks_per_plane = 256
-pages_per_block = 64
-page_size_bytes = 4096
-map_unit_bytes = 4096
-[timing]
-read_ns = 50_000
-program_ns = 500_000
-erase_ns = 2_000_000
-channel_bytes_per_s = 400_000_000
-[ftl]
-over_provisioning = {op}
-gc_soft_threshold = 0.02
-gc_hard_threshold = 0.01
-[controller]
-overhead_ns = 3_000
-read_bytes_per_s = 2_000_000_000
-write_bytes_per_s = 1_000_000_000
-"#
-    );
-    DeviceConfig::from_toml(&text, "test").unwrap()
-}
 
 #[test]
 fn every_preset_loads_scales_and_runs() {
@@ -177,7 +148,7 @@ fn trim_frees_space_and_cuts_write_amplification() {
     a.precondition(Precondition::Steady, 3);
     let mut b = a.clone();
     let half = a.logical_bytes() / 2 / 4096 * 4096;
-    b.trim(half, a.logical_bytes() - half);
+    b.trim(0, half, a.logical_bytes() - half);
     b.ftl().check_consistency().unwrap();
     assert_eq!(
         b.ftl_stats().trimmed_units,
