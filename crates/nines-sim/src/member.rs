@@ -72,10 +72,7 @@ impl SimMember {
         match cmd.op {
             CmdOp::Read | CmdOp::FastFailRead { .. } => ok(ssd.submit(at_ns, Op::Read, off, len)),
             CmdOp::Write | CmdOp::WriteZeroes => ok(ssd.submit(at_ns, Op::Write, off, len)),
-            CmdOp::Trim => {
-                ssd.trim(off, len);
-                ok(at_ns)
-            }
+            CmdOp::Trim => ok(ssd.trim(at_ns, off, len)),
             // The model's write buffer is power-loss protected (as enterprise SSDs are): a
             // flush has nothing to wait for.
             CmdOp::Flush => ok(at_ns),
