@@ -5,12 +5,9 @@
 //! event earlier than the device's last submission (the host model delays submissions by their
 //! CPU cost) is sent at that last submission time instead.
 
-use nines_array::{CmdOp, CmdResult, Control, MemberCmd};
+use nines_array::{CmdOp, CmdResult, Control, MemberCmd, Window};
 use nines_core::op::Op;
-use nines_flash::Ssd;
-
-/// ENOTSUP: a control command this member cannot do.
-const EOPNOTSUPP: i32 = 95;
+use nines_flash::{GcGoal, PlmWindow, ReadOutcome, Ssd};
 
 // Every member of a run is the same kind, and models are what runs fast: kept inline.
 #[allow(clippy::large_enum_variant)]
@@ -70,15 +67,48 @@ impl SimMember {
         };
         let (off, len) = (cmd.offset_bytes, u64::from(cmd.len_bytes));
         match cmd.op {
-            CmdOp::Read | CmdOp::FastFailRead { .. } => ok(ssd.submit(at_ns, Op::Read, off, len)),
+            CmdOp::Read => ok(ssd.submit(at_ns, Op::Read, off, len)),
+            CmdOp::FastFailRead { threshold_ns } => {
+                match ssd.read_fast_fail(at_ns, off, len, threshold_ns) {
+                    ReadOutcome::Done { completion_ns } => ok(completion_ns),
+                    ReadOutcome::Busy {
+                        remaining_ns,
+                        completion_ns,
+                    } => MemberOutcome {
+                        done_ns: completion_ns,
+                        result: CmdResult::Busy { remaining_ns },
+                    },
+                }
+            }
             CmdOp::Write | CmdOp::WriteZeroes => ok(ssd.submit(at_ns, Op::Write, off, len)),
             CmdOp::Trim => ok(ssd.trim(at_ns, off, len)),
             // The model's write buffer is power-loss protected (as enterprise SSDs are): a
             // flush has nothing to wait for.
             CmdOp::Flush => ok(at_ns),
-            CmdOp::Control(_) => MemberOutcome {
+            CmdOp::Control(Control::SetWindow(w)) => {
+                let window = match w {
+                    Window::Deterministic => PlmWindow::Deterministic,
+                    Window::NonDeterministic => PlmWindow::NonDeterministic,
+                };
+                ssd.select_window(at_ns, window);
+                ok(at_ns)
+            }
+            CmdOp::Control(Control::GcNow { budget_ns }) => {
+                let goal = GcGoal {
+                    free_blocks_per_die: None,
+                    budget_ns: Some(budget_ns),
+                };
+                ok(ssd.gc_now(at_ns, goal).until_ns)
+            }
+            CmdOp::Control(Control::QueryBusy) => MemberOutcome {
                 done_ns: at_ns,
-                result: CmdResult::Err(EOPNOTSUPP),
+                result: CmdResult::Busy {
+                    remaining_ns: if len == 0 {
+                        ssd.busy_remaining_ns(at_ns)
+                    } else {
+                        ssd.range_busy_remaining_ns(at_ns, off, len)
+                    },
+                },
             },
         }
     }
