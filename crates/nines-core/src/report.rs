@@ -121,6 +121,9 @@ pub struct MemberReport {
     /// Simulated device internals of this member (sim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub internals: Option<Value>,
+    /// Which CPUs served this member's interrupts during the run (profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupts: Option<Value>,
 }
 
 /// One job: its workload and its figures, merged over targets and per target.
@@ -372,6 +375,7 @@ impl ReportBuilder {
             read: rec.map(|r| self.dir_stats(r, Op::Read)),
             write: rec.map(|r| self.dir_stats(r, Op::Write)),
             internals,
+            interrupts: None,
         }
     }
 

@@ -1,11 +1,14 @@
 //! The real driver: runs a workload on open targets with worker threads and an engine per worker,
-//! and returns one latency recorder per target plus what each worker cost.
+//! and returns, per target (a device, or an array volume over several devices), its recorders,
+//! plus what each worker cost.
 //!
-//! Layout (the paper's Fig. 5): devices are assigned round-robin over the chosen CPUs. With an
-//! asynchronous engine there is one worker thread per CPU used, and it drives all its devices
-//! through one engine (one ring or AIO context); with psync there is one thread per device, pinned
-//! to the device's CPU. The main thread only collects: interval histograms for the HdrHistogram log
-//! and the progress line, and at the end the workers' recorders.
+//! Layout (the paper's Fig. 5): the workload's targets are volumes (each independent device is a
+//! volume of one member; `--layout raid0` makes one volume of all of them). Volumes are assigned
+//! round-robin over the chosen CPUs. With an asynchronous engine there is one worker thread per
+//! CPU used, and it drives every member of its volumes through one engine (one ring or AIO
+//! context), so a volume's policy sees each member complete; with psync there is one thread per
+//! volume, pinned to its CPU. The main thread only collects: interval histograms for the
+//! HdrHistogram log and the progress line, and at the end the workers' recorders.
 //!
 //! The worker loop (`worker::run`) is the hot path: per I/O it reads CLOCK_MONOTONIC once when
 //! submitting and once when reaping, records one histogram value, and optionally appends one
@@ -15,21 +18,26 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use nines_array::{LayoutSpec, Volume, VolumeParams};
+use nines_core::job::{JobSpec, validate_jobs};
 use nines_core::latlog::{self, LatLogHeader, RECORD_BYTES};
 use nines_core::op::Op;
 use nines_core::stats::DeviceRecorder;
-use nines_core::workload::{RwMode, WorkloadError, WorkloadSpec};
+use nines_core::workload::WorkloadSpec;
+use nines_trace::{Trace, TraceReplay};
 
 use crate::clock;
-use crate::engine::{EngineError, EngineKind, EngineOptions};
+use crate::engine::{EngineKind, EngineOptions};
 use crate::latlog_sink::{LatLogLane, LatLogSink};
-use crate::sched::{self, SchedError, ThreadUsage};
+pub use crate::plan::DriverError;
+use crate::plan::{IntervalMsg, MemberPlan, Published, RunShared, VolumePlan, WorkerPlan};
+use crate::sched::{self, ThreadUsage};
 use crate::worker;
 
 /// One open target as the driver sees it. The caller keeps the file descriptor open for the run.
@@ -39,15 +47,29 @@ pub struct DriverTarget {
     pub fd: RawFd,
     pub size_bytes: u64,
     pub logical_block_bytes: u32,
+    /// A block device (trim is a discard ioctl) rather than a regular file (a punched hole).
+    pub block_device: bool,
 }
 
 /// How to run.
 #[derive(Debug)]
 pub struct DriverConfig {
+    /// The workload; with `jobs` empty it is the one job ("job0"), otherwise the jobs replace it.
+    /// Its runtime and ramp are the run's.
     pub spec: WorkloadSpec,
+    pub jobs: Vec<JobSpec>,
+    /// How targets form volumes.
+    pub layout: LayoutSpec,
+    /// A trace to replay instead of the jobs, already fitted to the volumes (one device id per
+    /// volume, offsets inside it).
+    pub trace: Option<Trace>,
+    /// Most trace requests in flight per volume.
+    pub trace_depth: u32,
+    /// Check every read against the pattern writes carry (`--verify`).
+    pub verify: bool,
     pub engine: EngineKind,
     pub engine_options: EngineOptions,
-    /// CPUs for the workers; devices go round-robin over them. Must not be empty.
+    /// CPUs for the workers; volumes go round-robin over them. Must not be empty.
     pub cpus: Vec<usize>,
     /// SCHED_FIFO priority of the workers.
     pub rt_priority: Option<u32>,
@@ -63,13 +85,64 @@ pub struct DriverConfig {
     pub progress: bool,
 }
 
-/// What one device measured.
-#[derive(Debug)]
+impl DriverConfig {
+    /// A configuration with defaults for everything but the workload and the engine: one job,
+    /// independent targets, every allowed CPU, no logs.
+    pub fn new(spec: WorkloadSpec, engine: EngineKind) -> DriverConfig {
+        DriverConfig {
+            spec,
+            jobs: Vec::new(),
+            layout: LayoutSpec::Independent,
+            trace: None,
+            trace_depth: 1024,
+            verify: false,
+            engine,
+            engine_options: EngineOptions::default(),
+            cpus: sched::allowed_cpus(),
+            rt_priority: None,
+            mlock: false,
+            lat_log: None,
+            hdr_log: None,
+            interval_ns: 1_000_000_000,
+            progress: false,
+        }
+    }
+
+    /// The jobs that run: the given ones, or the workload as one job.
+    pub fn effective_jobs(&self) -> Vec<JobSpec> {
+        if self.jobs.is_empty() {
+            vec![JobSpec {
+                name: "job0".into(),
+                workload: self.spec.clone(),
+            }]
+        } else {
+            self.jobs.clone()
+        }
+    }
+}
+
+/// What one target (a device, or a volume) measured.
+#[derive(Debug, Clone)]
 pub struct DeviceOutcome {
+    pub name: String,
+    /// Indices (into the driver's targets) of its member devices.
+    pub members: Vec<u32>,
+    /// Capacity offered to the workload.
+    pub size_bytes: u64,
+    /// Merged over jobs.
     pub recorder: DeviceRecorder,
+    /// Per job, job order (one entry for a trace replay).
+    pub per_job: Vec<DeviceRecorder>,
     pub cpu: usize,
     /// I/Os executed, including those of the ramp.
     pub ios_executed: u64,
+    pub layout: &'static str,
+    /// The volume policy's counters.
+    pub stats: serde_json::Value,
+    /// Each member's command latencies (empty for a single device, or too many members).
+    pub member_recs: Vec<DeviceRecorder>,
+    pub member_commands: Vec<u64>,
+    pub member_errors: Vec<u64>,
 }
 
 /// What one worker thread cost.
@@ -77,6 +150,7 @@ pub struct DeviceOutcome {
 pub struct WorkerOutcome {
     pub index: u32,
     pub cpu: usize,
+    /// Indices of the targets (volumes) it drove.
     pub devices: Vec<u32>,
     pub usage: ThreadUsage,
 }
@@ -84,9 +158,10 @@ pub struct WorkerOutcome {
 /// The result of a run.
 #[derive(Debug)]
 pub struct DriverOutcome {
+    /// One per target: a device, or a volume.
     pub devices: Vec<DeviceOutcome>,
     pub workers: Vec<WorkerOutcome>,
-    /// From the end of the ramp to the last completion.
+    /// From the end of the ramp to the last measured completion, at most the runtime.
     pub measured_ns: u64,
     pub start_unix_ns: u64,
     pub warnings: Vec<String>,
@@ -95,131 +170,64 @@ pub struct DriverOutcome {
     pub interrupted_ns: Option<u64>,
 }
 
-/// Why a run failed; one line each, naming the device and what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum DriverError {
-    #[error("{device}: {error}")]
-    Workload {
-        device: String,
-        error: WorkloadError,
-    },
-    #[error(transparent)]
-    Sched(#[from] SchedError),
-    #[error("{device}: {error}")]
-    Engine { device: String, error: EngineError },
-    #[error("{device}: {op} of {len_bytes} bytes at offset {offset_bytes} failed: {error}")]
-    Io {
-        device: String,
-        op: Op,
-        offset_bytes: u64,
-        len_bytes: u32,
-        error: io::Error,
-    },
-    #[error(
-        "{device}: short {op} at offset {offset_bytes}: {done_bytes} of {len_bytes} bytes \
-         (the region runs past the end of the target?)"
-    )]
-    Short {
-        device: String,
-        op: Op,
-        offset_bytes: u64,
-        len_bytes: u32,
-        done_bytes: u64,
-    },
-    #[error("cannot write the {what}: {error}")]
-    Log {
-        what: &'static str,
-        error: io::Error,
-    },
-    #[error("no targets to run on")]
-    NoTargets,
-    #[error("{0} targets are more than the per-I/O log can name (65536)")]
-    TooManyTargets(usize),
-    #[error("a worker thread panicked: {0}")]
-    Panic(String),
-}
-
 /// Records per buffer of the per-I/O log and buffers per worker: 4 x 1.5 MiB per worker holds
 /// about 260 000 I/Os, a quarter second of a busy worker, which rides out writer hiccups.
 const LATLOG_RECORDS_PER_BUFFER: usize = 64 * 1024;
 const LATLOG_BUFFERS_PER_WORKER: usize = 4;
 
-/// A finished interval of one device, on its way from a worker to the collector.
-pub(crate) struct IntervalMsg {
-    pub worker: usize,
-    pub device: u32,
-    pub start_ns: u64,
-    pub end_ns: u64,
-    pub rec: Box<DeviceRecorder>,
-}
-
-/// Counters a worker publishes for the progress line (one cache line each: no false sharing).
-#[repr(align(64))]
-#[derive(Default)]
-pub(crate) struct Published {
-    pub completed: AtomicU64,
-}
-
-/// Shared by all workers of one run.
-pub(crate) struct RunShared {
-    pub abort: AtomicBool,
-    pub published: Vec<Published>,
-    /// Passed twice by every worker and the driver: once when the workers are set up, once when
-    /// the driver has chosen `start_ns` and put the log lanes in `lanes`.
-    pub gate: Barrier,
-    pub start_ns: AtomicU64,
-    pub lanes: Mutex<Vec<Option<LatLogLane>>>,
-}
-
-/// What a worker needs; built on the main thread, moved into the worker thread.
-pub(crate) struct WorkerPlan {
-    pub index: usize,
-    pub cpu: usize,
-    pub devices: Vec<worker::DevPlan>,
-    pub spec: WorkloadSpec,
-    pub engine: EngineKind,
-    pub engine_options: EngineOptions,
-    pub iodepth: u32,
-    pub rt_priority: Option<u32>,
-    pub start_ns: u64,
-    pub interval_ns: u64,
-    pub intervals: Option<(SyncSender<IntervalMsg>, Receiver<Box<DeviceRecorder>>)>,
-    pub lat_log: Option<LatLogLane>,
-    pub shared: Arc<RunShared>,
-}
-
-/// What a worker returns.
-pub(crate) struct WorkerResult {
-    pub devices: Vec<(u32, DeviceRecorder, u64)>,
-    pub usage: ThreadUsage,
-    pub last_completion_ns: u64,
-    pub latlog_stalls: u64,
-    pub interval_misses: u64,
-}
-
-fn ops_of(spec: &WorkloadSpec) -> Vec<Op> {
-    match spec.rw {
-        RwMode::Read | RwMode::RandRead => vec![Op::Read],
-        RwMode::Write | RwMode::RandWrite => vec![Op::Write],
-        RwMode::RandRw => {
-            let mut ops = Vec::new();
-            if spec.read_mix_pct > 0 {
-                ops.push(Op::Read);
-            }
-            if spec.read_mix_pct < 100 {
-                ops.push(Op::Write);
-            }
-            ops
+/// The directions any job of the run does.
+fn ops_of(jobs: &[JobSpec], trace: Option<&Trace>) -> Vec<Op> {
+    let (reads, writes) = match trace {
+        Some(t) => {
+            let ts = t.stats();
+            (ts.reads > 0, ts.writes > 0)
         }
+        None => (
+            jobs.iter()
+                .any(|j| j.workload.rw.reads(j.workload.read_mix_pct)),
+            jobs.iter().any(|j| j.workload.writes()),
+        ),
+    };
+    Op::ALL
+        .into_iter()
+        .filter(|op| match op {
+            Op::Read => reads,
+            Op::Write => writes,
+        })
+        .collect()
+}
+
+/// A volume's name: the device's for a single member, else the layout and its members.
+pub fn volume_name(layout: &LayoutSpec, members: &[&str]) -> String {
+    if members.len() == 1 {
+        return members[0].to_string();
     }
+    let joined = members.join("+");
+    if joined.len() <= 48 {
+        format!("{}({joined})", layout.name())
+    } else {
+        format!("{}({} devices)", layout.name(), members.len())
+    }
+}
+
+/// Each volume's members and capacity, and what the workload needs of it, checked.
+pub struct VolumeGeometry {
+    pub members: Vec<u32>,
+    pub name: String,
+    pub size_bytes: u64,
+    pub block_bytes: u32,
 }
 
 /// Interval-log tags are shared with the simulator: one definition in nines-core.
 pub use nines_core::stats::hdr_tag;
 
-/// Checks what can be checked before any thread or file exists: placement, priority, and each
-/// target's fit for the workload (region, block alignment).
-pub fn validate(targets: &[DriverTarget], cfg: &DriverConfig) -> Result<(), DriverError> {
+/// Checks what can be checked before any thread or file exists: placement, priority, the jobs,
+/// each volume's layout over its members, and each job's fit on each volume (region, block
+/// alignment). Returns the volumes.
+pub fn validate(
+    targets: &[DriverTarget],
+    cfg: &DriverConfig,
+) -> Result<Vec<VolumeGeometry>, DriverError> {
     if targets.is_empty() {
         return Err(DriverError::NoTargets);
     }
@@ -230,40 +238,86 @@ pub fn validate(targets: &[DriverTarget], cfg: &DriverConfig) -> Result<(), Driv
     if let Some(p) = cfg.rt_priority {
         sched::probe_rt_priority(p)?;
     }
-    for (i, t) in targets.iter().enumerate() {
-        nines_core::workload::Generator::new(
-            &cfg.spec,
-            t.size_bytes,
-            t.logical_block_bytes,
-            i as u32,
-            0,
+    let jobs = cfg.effective_jobs();
+    validate_jobs(&jobs)?;
+    let mut volumes = Vec::new();
+    for group in cfg.layout.group(targets.len() as u32) {
+        let members: Vec<&DriverTarget> = group.clone().map(|i| &targets[i as usize]).collect();
+        let names: Vec<&str> = members.iter().map(|t| t.name.as_str()).collect();
+        let name = volume_name(&cfg.layout, &names);
+        let sizes: Vec<u64> = members.iter().map(|t| t.size_bytes).collect();
+        let block_bytes = members
+            .iter()
+            .map(|t| t.logical_block_bytes)
+            .max()
+            .unwrap_or(512);
+        let vol = nines_array::build(
+            &cfg.layout,
+            &VolumeParams {
+                member_sizes_bytes: &sizes,
+                block_bytes,
+                tags: 1,
+                len_bytes_max: block_bytes,
+            },
         )
-        .map_err(|source| DriverError::Workload {
-            device: t.name.clone(),
-            error: source,
+        .map_err(|error| DriverError::Volume {
+            volume: name.clone(),
+            error,
         })?;
+        let size_bytes = vol.size_bytes();
+        if cfg.trace.is_none() {
+            for job in &jobs {
+                nines_core::workload::Generator::new(
+                    &job.workload,
+                    size_bytes,
+                    block_bytes,
+                    volumes.len() as u32,
+                    0,
+                )
+                .map_err(|source| DriverError::Workload {
+                    device: if jobs.len() > 1 {
+                        format!("{name} (job {})", job.name)
+                    } else {
+                        name.clone()
+                    },
+                    error: source,
+                })?;
+            }
+        }
+        volumes.push(VolumeGeometry {
+            members: group.collect(),
+            name,
+            size_bytes,
+            block_bytes,
+        });
     }
-    Ok(())
+    if volumes.len() > latlog::DEVICES_MAX {
+        return Err(DriverError::TooManyTargets(volumes.len()));
+    }
+    Ok(volumes)
 }
 
 /// Runs the workload on `targets` and returns what was measured.
 pub fn run(targets: &[DriverTarget], mut cfg: DriverConfig) -> Result<DriverOutcome, DriverError> {
-    validate(targets, &cfg)?;
+    let volumes = validate(targets, &cfg)?;
+    let jobs = cfg.effective_jobs();
     let mut warnings = Vec::new();
-    let iodepth = if cfg.engine == EngineKind::Psync && cfg.spec.iodepth > 1 {
-        warnings.push(format!(
-            "psync performs one I/O at a time per device: --iodepth {} ran as 1; use libaio or io_uring for deeper queues",
-            cfg.spec.iodepth
-        ));
+    let deepest = jobs.iter().map(|j| j.workload.iodepth).max().unwrap_or(1);
+    let iodepth_max = if cfg.engine == EngineKind::Psync {
+        if deepest > 1 || cfg.trace.is_some() {
+            warnings.push(format!(
+                "psync performs one I/O at a time per device: --iodepth {deepest} ran as 1; use libaio or io_uring for deeper queues",
+            ));
+        }
         1
     } else {
-        cfg.spec.iodepth
+        u32::MAX
     };
-    let cpu_of_device = sched::assign_round_robin(targets.len(), &cfg.cpus);
+    let cpu_of_volume = sched::assign_round_robin(volumes.len(), &cfg.cpus);
 
-    // Group devices into workers: one per CPU used (async engines) or one per device (psync).
+    // Group volumes into workers: one per CPU used (async engines) or one per volume (psync).
     let mut groups: Vec<(usize, Vec<u32>)> = Vec::new();
-    for (d, &cpu) in cpu_of_device.iter().enumerate() {
+    for (d, &cpu) in cpu_of_volume.iter().enumerate() {
         let existing = if cfg.engine == EngineKind::Psync {
             None
         } else {
@@ -274,15 +328,30 @@ pub fn run(targets: &[DriverTarget], mut cfg: DriverConfig) -> Result<DriverOutc
             None => groups.push((cpu, vec![d as u32])),
         }
     }
+    // A trace is split by volume now (its device ids are volume indices after fitting).
+    let mut replays: Vec<Option<TraceReplay>> = match &cfg.trace {
+        Some(t) => {
+            let block = volumes.iter().map(|v| v.block_bytes).max().unwrap_or(512);
+            TraceReplay::per_target(t, volumes.len() as u32, block, 0)
+                .map_err(|e| DriverError::Trace(e.to_string()))?
+                .into_iter()
+                .map(Some)
+                .collect()
+        }
+        None => volumes.iter().map(|_| None).collect(),
+    };
 
     if cfg.mlock {
         sched::lock_memory()?;
     }
     let result = run_locked(
         targets,
+        &volumes,
+        &mut replays,
+        &jobs,
         &mut cfg,
-        iodepth,
-        &cpu_of_device,
+        iodepth_max,
+        &cpu_of_volume,
         &groups,
         &mut warnings,
     );
@@ -308,15 +377,19 @@ type RunParts = (
     Option<u64>,
 );
 
+#[allow(clippy::too_many_arguments)]
 fn run_locked(
     targets: &[DriverTarget],
+    volumes: &[VolumeGeometry],
+    replays: &mut [Option<TraceReplay>],
+    jobs: &[JobSpec],
     cfg: &mut DriverConfig,
-    iodepth: u32,
-    cpu_of_device: &[usize],
+    iodepth_max: u32,
+    cpu_of_volume: &[usize],
     groups: &[(usize, Vec<u32>)],
     warnings: &mut Vec<String>,
 ) -> Result<RunParts, DriverError> {
-    let names: Vec<String> = targets.iter().map(|t| t.name.clone()).collect();
+    let names: Vec<String> = volumes.iter().map(|v| v.name.clone()).collect();
     let want_intervals = cfg.hdr_log.is_some() || cfg.progress;
     let shared = Arc::new(RunShared {
         abort: AtomicBool::new(false),
@@ -325,14 +398,14 @@ fn run_locked(
         start_ns: AtomicU64::new(0),
         lanes: Mutex::new(groups.iter().map(|_| None).collect()),
     });
-    let (ival_tx, ival_rx) = mpsc::sync_channel::<IntervalMsg>(targets.len() * 4 + 4);
+    let (ival_tx, ival_rx) = mpsc::sync_channel::<IntervalMsg>(volumes.len() * 4 + 4);
     let mut spare_txs = Vec::new();
     let mut plans = Vec::new();
-    for (w, (cpu, devs)) in groups.iter().enumerate() {
+    for (w, (cpu, vols)) in groups.iter().enumerate() {
         let intervals = if want_intervals {
-            // Two spares per device: one in the collector's hands, one ready for the next swap.
-            let (spare_tx, spare_rx) = mpsc::sync_channel(devs.len() * 3);
-            for _ in 0..devs.len() * 2 {
+            // Two spares per volume: one in the collector's hands, one ready for the next swap.
+            let (spare_tx, spare_rx) = mpsc::sync_channel(vols.len() * 3);
+            for _ in 0..vols.len() * 2 {
                 spare_tx
                     .send(Box::new(DeviceRecorder::new()))
                     .expect("receiver alive");
@@ -343,28 +416,43 @@ fn run_locked(
             spare_txs.push(None);
             None
         };
-        let dev_plans = devs
+        let vol_plans = vols
             .iter()
-            .map(|&d| {
-                let t = &targets[d as usize];
-                worker::DevPlan {
-                    index: d,
-                    name: t.name.clone(),
-                    fd: t.fd,
-                    size_bytes: t.size_bytes,
-                    logical_block_bytes: t.logical_block_bytes,
+            .map(|&v| {
+                let g = &volumes[v as usize];
+                VolumePlan {
+                    index: v,
+                    name: g.name.clone(),
+                    members: g
+                        .members
+                        .iter()
+                        .map(|&m| {
+                            let t = &targets[m as usize];
+                            MemberPlan {
+                                name: t.name.clone(),
+                                fd: t.fd,
+                                size_bytes: t.size_bytes,
+                                logical_block_bytes: t.logical_block_bytes,
+                                block_device: t.block_device,
+                            }
+                        })
+                        .collect(),
+                    trace: replays[v as usize].take(),
                 }
             })
             .collect();
         plans.push(WorkerPlan {
             index: w,
             cpu: *cpu,
-            devices: dev_plans,
-            spec: cfg.spec.clone(),
+            volumes: vol_plans,
+            layout: cfg.layout.clone(),
+            jobs: jobs.to_vec(),
+            trace_depth: cfg.trace_depth,
             engine: cfg.engine,
             engine_options: cfg.engine_options,
-            iodepth,
+            iodepth_max,
             rt_priority: cfg.rt_priority,
+            verify_seed: cfg.verify.then_some(jobs[0].workload.seed),
             // Both set at the gate, once every worker is set up.
             start_ns: 0,
             interval_ns: cfg.interval_ns.max(1_000_000),
@@ -412,7 +500,7 @@ fn run_locked(
     // Collect intervals (and watch for SIGINT/SIGTERM) until every worker has finished.
     let mut progress = cfg
         .progress
-        .then(|| Progress::new(start_ns, cfg.spec.ramp_ns));
+        .then(|| Progress::new(start_ns, jobs[0].workload.ramp_ns));
     let mut interrupted_ns = None;
     loop {
         if interrupted_ns.is_none() && sched::interrupted() {
@@ -494,11 +582,13 @@ fn run_locked(
         return Err(e);
     }
 
-    let mut devices: Vec<Option<DeviceOutcome>> = targets.iter().map(|_| None).collect();
+    let mut devices: Vec<Option<DeviceOutcome>> = volumes.iter().map(|_| None).collect();
     let mut workers = Vec::new();
-    let mut last_ns = start_ns;
+    let mut last_ns: Option<u64> = None;
     for (w, r) in results.into_iter().enumerate() {
-        last_ns = last_ns.max(r.last_completion_ns);
+        if let Some(t) = r.last_measured_completion_ns {
+            last_ns = Some(last_ns.map_or(t, |l| l.max(t)));
+        }
         if r.latlog_stalls > 0 {
             warnings.push(format!(
                 "worker {w} waited {} times for the per-I/O log writer (the log's disk is slower than the I/O rate); those waits delayed I/O",
@@ -512,12 +602,26 @@ fn run_locked(
             ));
         }
         let mut devs = Vec::new();
-        for (d, rec, executed) in r.devices {
-            devs.push(d);
-            devices[d as usize] = Some(DeviceOutcome {
-                recorder: rec,
-                cpu: cpu_of_device[d as usize],
-                ios_executed: executed,
+        for v in r.volumes {
+            devs.push(v.index);
+            let g = &volumes[v.index as usize];
+            let mut recorder = DeviceRecorder::new();
+            for j in &v.per_job {
+                recorder.merge_from(j);
+            }
+            devices[v.index as usize] = Some(DeviceOutcome {
+                name: g.name.clone(),
+                members: g.members.clone(),
+                size_bytes: g.size_bytes,
+                recorder,
+                per_job: v.per_job,
+                cpu: cpu_of_volume[v.index as usize],
+                ios_executed: v.issued,
+                layout: v.layout,
+                stats: v.stats,
+                member_recs: v.member_recs,
+                member_commands: v.member_commands,
+                member_errors: v.member_errors,
             });
         }
         workers.push(WorkerOutcome {
@@ -529,11 +633,23 @@ fn run_locked(
     }
     let devices: Vec<DeviceOutcome> = devices
         .into_iter()
-        .map(|d| d.expect("every device belongs to one worker"))
+        .map(|d| d.expect("every volume belongs to one worker"))
         .collect();
-    let measure_from_ns = start_ns + cfg.spec.ramp_ns;
-    let measured_ns = last_ns.saturating_sub(measure_from_ns);
-    Ok((devices, workers, measured_ns, start_unix_ns, interrupted_ns))
+    let measure_from_ns = start_ns + jobs[0].workload.ramp_ns;
+    let mut measured_ns = last_ns.map_or(0, |t| t.saturating_sub(measure_from_ns));
+    if let Some(r) = jobs[0].workload.runtime_ns {
+        measured_ns = measured_ns.min(r);
+    }
+    if let Some(i) = interrupted_ns {
+        measured_ns = measured_ns.min(i.saturating_sub(jobs[0].workload.ramp_ns));
+    }
+    Ok((
+        devices,
+        workers,
+        measured_ns.max(1),
+        start_unix_ns,
+        interrupted_ns,
+    ))
 }
 
 type OpenedLogs = (Option<LatLogSink>, Vec<Option<LatLogLane>>, Option<HdrLog>);
@@ -575,7 +691,12 @@ fn open_logs(
         None => (None, (0..workers).map(|_| None).collect()),
     };
     let hdr = match cfg.hdr_log.take() {
-        Some(f) => Some(HdrLog::new(f, start_unix_ns, names, &ops_of(&cfg.spec))?),
+        Some(f) => Some(HdrLog::new(
+            f,
+            start_unix_ns,
+            names,
+            &ops_of(&cfg.effective_jobs(), cfg.trace.as_ref()),
+        )?),
         None => None,
     };
     Ok((sink, lanes, hdr))
@@ -713,6 +834,7 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::EngineError;
 
     /// The message carries the cause, so no error of the driver also exposes it as `source()`:
     /// printed with its chain, a cause appears once.

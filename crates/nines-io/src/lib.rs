@@ -3,14 +3,18 @@
 
 pub mod buf;
 pub mod clock;
+mod data;
 pub mod driver;
 pub mod engine;
 pub mod latlog_sink;
+mod plan;
 pub mod safety;
 pub mod sched;
 pub mod scratch;
 pub mod target;
 mod worker;
+
+pub use data::{check_pattern, fill_pattern};
 
 /// Re-exported so the binary and its tests read interval logs with the same crate version.
 pub use hdrhistogram;

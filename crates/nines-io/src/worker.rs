@@ -1,11 +1,15 @@
-//! One worker thread: pins itself, optionally goes SCHED_FIFO, builds its engine, and runs the I/O
-//! loop over its devices until the run ends.
+//! One worker thread: pins itself, optionally goes SCHED_FIFO, builds its engine, its volumes and
+//! its run controller, and runs the I/O loop until the run ends.
 //!
-//! The loop, per turn: read the clock; swap interval histograms if an interval ended; for every
-//! device, issue while a slot is free and ready (thinktime), the pacer says an I/O is due
-//! (`--rate-iops`) and the device is not done; commit; reap (blocking only when nothing is
-//! timed); read the clock once for the reaped batch; verify and record every completion.
-//! Everything it touches was allocated before the first I/O.
+//! A worker drives whole volumes: every member of a volume is a target of the worker's one
+//! engine, so the volume's policy sees every member completion. The loop, per turn: read the
+//! clock; swap interval histograms if an interval ended; for every stream, issue what the run
+//! controller allows (each volume I/O goes through its volume, whose member commands go to the
+//! engine); run due volume timers; commit; reap (blocking only when nothing is timed); read the
+//! clock once for the reaped batch; hand each completion to its volume; complete, verify, record
+//! and log the volume I/Os that finished. Everything it touches was allocated before the first
+//! I/O. Flush, trim and write-zeroes member commands are carried out synchronously by the worker
+//! (fdatasync, discard, zero-range): they are rare and no engine here queues them.
 
 use std::collections::VecDeque;
 use std::io;
@@ -13,54 +17,78 @@ use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::TryRecvError;
 
+use nines_array::{
+    AnyVolume, CmdDone, CmdOp, CmdResult, IoResult, MemberCmd, Output, VolIo, Volume, VolumeHost,
+    VolumeParams,
+};
 use nines_core::latlog::{LatRecord, RECORD_BYTES};
 use nines_core::op::Op;
+use nines_core::run::{Controller, Poll, RunTiming, StreamSpec};
+use nines_core::source::Source;
 use nines_core::stats::DeviceRecorder;
 use nines_core::workload::Generator;
 
-use crate::buf::BufPool;
+use crate::buf::AlignedBuf;
 use crate::clock;
-use crate::driver::{DriverError, IntervalMsg, WorkerPlan, WorkerResult};
-use crate::engine::{self, Completion, IoDesc};
+use crate::data::{PtrData, check_pattern, fill_pattern};
+use crate::engine::{self, Completion, Engine, IoDesc};
+use crate::plan::{DriverError, IntervalMsg, MemberPlan, VolumeResult, WorkerPlan, WorkerResult};
 use crate::sched::{self, ThreadUsage};
 
-/// One device as the worker receives it.
-pub(crate) struct DevPlan {
-    pub index: u32,
-    pub name: String,
-    pub fd: RawFd,
-    pub size_bytes: u64,
-    pub logical_block_bytes: u32,
+/// Most synchronous member completions handled in one turn before the loop checks the clock
+/// again (a bound on a policy that answers synchronous commands with more of them).
+const SYNC_TURN_MAX: usize = 1 << 20;
+
+/// The last failed member command of a volume, to name it if the volume fails the I/O.
+#[derive(Clone, Copy)]
+struct MemberFailure {
+    member: u32,
+    op: Op,
+    offset_bytes: u64,
+    len_bytes: u32,
+    /// Negative errno, or the bytes done of a short transfer.
+    result: i64,
 }
 
-struct Dev {
+struct Vol {
     index: u32,
     name: String,
-    engine_slot: usize,
-    generator: Generator,
-    rec: DeviceRecorder,
+    host: VolumeHost,
+    members: Vec<MemberPlan>,
+    /// Engine slot of each member.
+    slots: Vec<usize>,
+    /// Bytes expected of each command in flight (by id), its op and offset.
+    cmd_len: Vec<u32>,
+    cmd_op: Vec<Op>,
+    cmd_off: Vec<u64>,
+    cmd_member: Vec<u32>,
+    /// Owns the memory `scratch_ptrs` points into.
+    _scratch: Vec<AlignedBuf>,
+    scratch_ptrs: Vec<(*mut u8, usize)>,
+    failure: Option<MemberFailure>,
     interval: Option<Box<DeviceRecorder>>,
-    issued: u64,
-    /// I/Os of this device in flight.
-    inflight: u32,
-    /// I/Os counted in the statistics (completed after the ramp).
-    counted: u64,
-    /// Counted I/Os to run (`--ios`, ramp excluded).
-    ios_max: u64,
-    /// Free I/O slots, in the order they became free (so thinktime readiness is FIFO).
-    free: VecDeque<u32>,
 }
 
-#[derive(Clone, Copy)]
-struct Slot {
-    dev: u32,
-    op: Op,
-    len_bytes: u32,
-    offset_bytes: u64,
-    /// When the I/O counts from: submission time, or its due time when rate-paced.
+struct Worker {
+    engine: Box<dyn Engine>,
+    ctl: Controller,
+    vols: Vec<Vol>,
+    /// Client buffer of each controller slot.
+    client: Vec<(*mut u8, usize)>,
+    _client_bufs: Vec<AlignedBuf>,
+    completions: Vec<Completion>,
+    /// Synchronous member completions waiting to be handed to their volume.
+    sync_done: VecDeque<(usize, CmdDone)>,
+    /// Volume I/Os done by the last call, waiting to be completed.
+    vol_done: VecDeque<(usize, u32, IoResult)>,
+    inflight_cmds: u32,
+    pending_commit: bool,
+    verify_seed: Option<u64>,
     start_ns: u64,
-    /// Earliest time this slot may issue again (completion + thinktime).
-    ready_ns: u64,
+    record: [u8; RECORD_BYTES],
+    completed: u64,
+    /// Start of the current interval of the interval log.
+    interval_start: u64,
 }
 
 pub(crate) fn run(plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
@@ -79,53 +107,28 @@ pub(crate) fn run(plan: WorkerPlan) -> Result<WorkerResult, DriverError> {
     r
 }
 
+fn fill_random(buf: &mut AlignedBuf, seed: u64) {
+    // Incompressible bytes, so writes are real data (zram would shortcut zero pages).
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ seed;
+    for chunk in buf.as_mut_slice().chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let b = x.to_le_bytes();
+        chunk.copy_from_slice(&b[..chunk.len()]);
+    }
+}
+
 fn run_inner(mut plan: WorkerPlan, at_gate: &mut bool) -> Result<WorkerResult, DriverError> {
     sched::pin_current_thread(plan.cpu)?;
     if let Some(p) = plan.rt_priority {
         sched::set_fifo_current_thread(p)?;
     }
     let usage_start = ThreadUsage::current_thread();
-    let spec = plan.spec.clone();
-    let iodepth = plan.iodepth;
-    let ndev = plan.devices.len();
-    let depth_max = iodepth * ndev as u32;
-    let first_name = plan.devices[0].name.clone();
-    let mut engine =
-        engine::build(plan.engine, depth_max, plan.engine_options).map_err(|source| {
-            DriverError::Engine {
-                device: first_name.clone(),
-                error: source,
-            }
-        })?;
+    let first_name = plan.volumes[0].name.clone();
 
-    let bs = spec.block_size_bytes as usize;
-    let mut bufs = BufPool::new(depth_max as usize, bs);
-    // Fill with incompressible bytes so writes are real data (zram would shortcut zero pages).
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ spec.seed;
-    for s in 0..depth_max as usize {
-        for chunk in bufs.get_mut(s).as_mut_slice().chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let b = x.to_le_bytes();
-            chunk.copy_from_slice(&b[..chunk.len()]);
-        }
-    }
-    let buf_ptrs: Vec<*mut u8> = (0..depth_max as usize).map(|s| bufs.ptr(s)).collect();
-    // io_uring: fixed buffers save pinning the pages on every I/O. Other engines, or a kernel that
-    // refuses (RLIMIT_MEMLOCK), return Ok(false) and use plain buffers. The pool outlives the
-    // engine (dropped after it below).
-    let regions: Vec<(*mut u8, usize)> = buf_ptrs.iter().map(|&p| (p, bs)).collect();
-    engine
-        .register_buffers(&regions)
-        .map_err(|source| DriverError::Engine {
-            device: first_name.clone(),
-            error: source,
-        })?;
-
-    // The slow part of the setup is done: tell the driver, which then chooses the common time
-    // origin (so a worker that was slow to start, e.g. on a busy host, does not lose its ramp)
-    // and opens the per-I/O log; take both.
+    // The slow part of the setup that needs no time origin is done before the gate; the
+    // controller, sources and volumes are built after it (generators pace from the origin).
     *at_gate = true;
     plan.shared.gate.wait();
     plan.shared.gate.wait();
@@ -136,322 +139,759 @@ fn run_inner(mut plan: WorkerPlan, at_gate: &mut bool) -> Result<WorkerResult, D
         .lock()
         .map_err(|_| DriverError::Panic("the driver panicked while starting".into()))?[plan.index]
         .take();
-
-    let mut devs = Vec::with_capacity(ndev);
-    let mut slots = Vec::with_capacity(depth_max as usize);
-    for (local, d) in plan.devices.iter().enumerate() {
-        let engine_slot = engine
-            .add_target(d.fd)
-            .map_err(|source| DriverError::Engine {
-                device: d.name.clone(),
-                error: source,
-            })?;
-        let generator = Generator::new(
-            &spec,
-            d.size_bytes,
-            d.logical_block_bytes,
-            d.index,
-            plan.start_ns,
-        )
-        .map_err(|source| DriverError::Workload {
-            device: d.name.clone(),
-            error: source,
-        })?;
-        let mut free = VecDeque::with_capacity(iodepth as usize);
-        for _ in 0..iodepth {
-            free.push_back(slots.len() as u32);
-            slots.push(Slot {
-                dev: local as u32,
-                op: Op::Read,
-                len_bytes: 0,
-                offset_bytes: 0,
-                start_ns: 0,
-                ready_ns: 0,
-            });
-        }
-        let interval = match plan.intervals.as_ref() {
-            Some((_, spare_rx)) => Some(
-                spare_rx
-                    .recv()
-                    .map_err(|_| DriverError::Panic("the interval collector went away".into()))?,
-            ),
-            None => None,
-        };
-        devs.push(Dev {
-            index: d.index,
-            name: d.name.clone(),
-            engine_slot,
-            generator,
-            rec: DeviceRecorder::new(),
-            interval,
-            issued: 0,
-            inflight: 0,
-            counted: 0,
-            ios_max: spec.ios_max.unwrap_or(u64::MAX),
-            free,
-        });
-    }
-    let mut completions = vec![Completion::default(); depth_max as usize];
-
-    let start_ns = plan.start_ns;
-    let ramp_end_ns = start_ns + spec.ramp_ns;
-    let end_ns = spec
-        .runtime_ns
-        .map_or(u64::MAX, |r| ramp_end_ns.saturating_add(r));
-    let thinktime_ns = spec.thinktime_ns;
-    let interval_ns = plan.interval_ns;
-    // Intervals are aligned to the end of the ramp, so the first logged interval starts there.
-    let mut interval_start_ns = ramp_end_ns;
-    let mut next_interval_ns = ramp_end_ns + interval_ns;
-    let mut interval_misses = 0u64;
-    let mut inflight: u32 = 0;
-    let mut completed: u64 = 0;
-    let mut last_completion_ns = start_ns;
-    let mut record = [0u8; RECORD_BYTES];
-    let shared = plan.shared.clone();
-    let published = &shared.published[plan.index];
-    let abort = &shared.abort;
+    let mut w = build(&mut plan, &first_name)?;
 
     // Wait for the common start so all workers begin together.
-    clock::sleep_until_ns(start_ns);
-
-    // Bounded: every turn either issues, reaps, or waits for a timed event; the run ends at
-    // `end_ns` or after `ios_max` I/Os per device, and `abort` stops it early.
-    loop {
-        if abort.load(Ordering::Relaxed) {
-            break;
-        }
-        let now = clock::now_ns();
-        if now >= next_interval_ns && plan.intervals.is_some() {
-            interval_misses += swap_intervals(&mut plan, &mut devs, interval_start_ns, now, false);
-            interval_start_ns = now;
-            next_interval_ns = now + interval_ns;
-        }
-        let mut queued = 0u32;
-        let mut next_event_ns = u64::MAX;
-        let issuing = now < end_ns;
-        for dev in devs.iter_mut() {
-            if !issuing {
-                break;
-            }
-            while let Some(&s) = dev.free.front() {
-                // After the ramp every I/O in flight will be counted, so this stops at exactly
-                // `ios_max` counted I/Os; during the ramp I/Os are not limited.
-                if now >= ramp_end_ns && dev.counted + u64::from(dev.inflight) >= dev.ios_max {
-                    break;
-                }
-                let slot = &mut slots[s as usize];
-                if slot.ready_ns > now {
-                    next_event_ns = next_event_ns.min(slot.ready_ns);
-                    break;
-                }
-                if let Some(due) = dev.generator.next_due_ns()
-                    && due > now
-                {
-                    next_event_ns = next_event_ns.min(due);
-                    break;
-                }
-                let req = dev.generator.next_request(now);
-                dev.free.pop_front();
-                slot.op = req.op;
-                slot.len_bytes = req.len_bytes;
-                slot.offset_bytes = req.offset_bytes;
-                slot.start_ns = req.intended_ns.min(now);
-                engine
-                    .queue(IoDesc {
-                        target: dev.engine_slot,
-                        op: req.op,
-                        offset_bytes: req.offset_bytes,
-                        len_bytes: req.len_bytes,
-                        buf: buf_ptrs[s as usize],
-                        user_data: u64::from(s),
-                    })
-                    .map_err(|source| DriverError::Engine {
-                        device: dev.name.clone(),
-                        error: source,
-                    })?;
-                dev.issued += 1;
-                dev.inflight += 1;
-                queued += 1;
-                inflight += 1;
-            }
-        }
-        if queued > 0 {
-            engine.commit().map_err(|source| DriverError::Engine {
-                device: devs[0].name.clone(),
-                error: source,
-            })?;
-        }
-        if inflight == 0 {
-            if next_event_ns == u64::MAX {
-                // Nothing in flight and nothing will become ready: every device is done.
-                break;
-            }
-            // Precise: sleep to just before the event, then spin on the clock, so thinktime and
-            // rate-paced due times are kept to about a microsecond instead of the sleep's slack.
-            clock::wait_until_ns(next_event_ns, abort);
-            continue;
-        }
-        let min = if next_event_ns == u64::MAX { 1 } else { 0 };
-        let n = engine
-            .reap(min, &mut completions)
-            .map_err(|source| DriverError::Engine {
-                device: devs[0].name.clone(),
-                error: source,
-            })?;
-        if n == 0 {
-            continue;
-        }
-        let t = clock::now_ns();
-        last_completion_ns = t;
-        for c in &completions[..n] {
-            let s = c.user_data as usize;
-            assert!(s < slots.len(), "engine returned unknown user_data {s}");
-            let slot = &mut slots[s];
-            let dev = &mut devs[slot.dev as usize];
-            if c.result != i64::from(slot.len_bytes) {
-                return Err(io_failure(dev, slot, c.result));
-            }
-            let latency_ns = t.saturating_sub(slot.start_ns);
-            dev.inflight -= 1;
-            if t >= ramp_end_ns {
-                dev.counted += 1;
-                dev.rec.record(slot.op, latency_ns, slot.len_bytes);
-                if let Some(iv) = dev.interval.as_mut() {
-                    iv.record(slot.op, latency_ns, slot.len_bytes);
-                }
-            }
-            if let Some(lane) = plan.lat_log.as_mut() {
-                LatRecord {
-                    completion_ns: t - start_ns,
-                    latency_ns,
-                    offset_bytes: slot.offset_bytes,
-                    device: dev.index as u16,
-                    op: slot.op,
-                }
-                .encode(&mut record);
-                lane.push(&record);
-            }
-            slot.ready_ns = t + thinktime_ns;
-            dev.free.push_back(s as u32);
-        }
-        inflight -= n as u32;
-        completed += n as u64;
-        published.completed.store(completed, Ordering::Relaxed);
+    clock::sleep_until_ns(plan.start_ns);
+    let r = w.run_loop(&mut plan);
+    if r.is_err() {
+        w.drain_engine();
     }
-    if abort.load(Ordering::Relaxed) && inflight > 0 {
-        // Another worker failed: drain what is in flight so buffers are not freed under the kernel.
-        let mut turns = 0u32;
-        while inflight > 0 && turns < 1_000_000 {
-            let n = engine
-                .reap(1, &mut completions)
-                .unwrap_or(inflight as usize);
-            inflight = inflight.saturating_sub(n as u32);
-            turns += 1;
-        }
-    }
+    let mut interval_misses = r?;
 
     // Flush the last, partial interval.
     if plan.intervals.is_some() {
-        let end = clock::now_ns().max(interval_start_ns);
-        interval_misses += swap_intervals(&mut plan, &mut devs, interval_start_ns, end, true);
+        let from = w.interval_start;
+        interval_misses += w.swap_intervals(&mut plan, from, clock::now_ns(), true);
     }
     let usage = ThreadUsage::current_thread().since(&usage_start);
     let latlog_stalls = plan.lat_log.take().map_or(0, |lane| lane.finish());
-    drop(engine);
-    drop(bufs);
+    let last = w.ctl.last_measured_completion_ns();
+    let njobs = if plan.volumes.iter().any(|v| v.trace.is_some()) {
+        1
+    } else {
+        plan.jobs.len()
+    };
+    let nv = w.vols.len();
+    let recs = w.ctl.take_recorders();
+    let mut issued = vec![0u64; nv];
+    for s in 0..w.ctl.streams() as u32 {
+        issued[w.ctl.target_of(s) as usize] += w.ctl.issued(s);
+    }
+    let volumes = w
+        .vols
+        .iter()
+        .enumerate()
+        .map(|(v, vol)| {
+            let (cmds, errs) = vol.host.member_counts();
+            VolumeResult {
+                index: vol.index,
+                // Streams are job-major: stream j * nv + v.
+                per_job: (0..njobs).map(|j| recs[j * nv + v].clone()).collect(),
+                issued: issued[v],
+                layout: vol.host.volume().layout(),
+                stats: vol.host.volume().stats(),
+                member_recs: vol.host.member_recorders().to_vec(),
+                member_commands: cmds.to_vec(),
+                member_errors: errs.to_vec(),
+            }
+        })
+        .collect();
+    drop(w);
     Ok(WorkerResult {
-        devices: devs
-            .into_iter()
-            .map(|d| (d.index, d.rec, d.issued))
-            .collect(),
+        volumes,
         usage,
-        last_completion_ns,
+        last_measured_completion_ns: last,
         latlog_stalls,
         interval_misses,
     })
 }
 
-/// Hands every device's interval recorder to the collector and continues in a spare. Without a
-/// spare (the collector lags) the device keeps its recorder, so the interval merges into the next;
-/// returns how many devices did so. The final swap (`last`) sends the recorders themselves and
-/// waits if it must: the run is over, and no interval may be lost.
-fn swap_intervals(
-    plan: &mut WorkerPlan,
-    devs: &mut [Dev],
-    start_ns: u64,
-    end_ns: u64,
-    last: bool,
-) -> u64 {
-    let Some((tx, spare_rx)) = plan.intervals.as_ref() else {
-        return 0;
+/// Builds the controller (one stream per job and volume, job-major), the volumes, the engine
+/// and every buffer.
+fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError> {
+    let start_ns = plan.start_ns;
+    let timing = RunTiming {
+        start_ns,
+        ramp_ns: plan.jobs[0].workload.ramp_ns,
+        runtime_ns: plan.jobs[0].workload.runtime_ns,
     };
-    let mut misses = 0;
-    for dev in devs.iter_mut() {
-        if last {
-            // An empty last interval (the run ended just after a boundary) is not worth a line.
-            if let Some(rec) = dev.interval.take().filter(|r| r.ios() > 0) {
-                let msg = IntervalMsg {
-                    worker: plan.index,
-                    device: dev.index,
-                    start_ns,
-                    end_ns,
-                    rec,
-                };
-                // Fails only when the collector is gone, and then nobody wants the interval.
-                let _ = tx.send(msg);
-            }
-            continue;
-        }
-        let spare = match spare_rx.try_recv() {
-            Ok(s) => s,
-            Err(TryRecvError::Empty | TryRecvError::Disconnected) => {
-                misses += 1;
-                continue;
-            }
-        };
-        let full = dev
-            .interval
-            .replace(spare)
-            .expect("interval recorder present");
-        let msg = IntervalMsg {
-            worker: plan.index,
-            device: dev.index,
-            start_ns,
-            end_ns,
-            rec: full,
-        };
-        if let Err(e) = tx.try_send(msg) {
-            // Collector full or gone: keep recording into the same recorder; nothing is lost.
-            let msg = match e {
-                std::sync::mpsc::TrySendError::Full(m)
-                | std::sync::mpsc::TrySendError::Disconnected(m) => m,
-            };
-            // The unused spare is dropped: a rare, cold path.
-            drop(dev.interval.replace(msg.rec));
-            misses += 1;
-        }
+    // Volume geometry first: sources need the volume's size.
+    let mut geometry = Vec::with_capacity(plan.volumes.len());
+    for vp in &plan.volumes {
+        let sizes: Vec<u64> = vp.members.iter().map(|m| m.size_bytes).collect();
+        let block = vp
+            .members
+            .iter()
+            .map(|m| m.logical_block_bytes)
+            .max()
+            .unwrap_or(512);
+        let probe = nines_array::build(
+            &plan.layout,
+            &VolumeParams {
+                member_sizes_bytes: &sizes,
+                block_bytes: block,
+                tags: 1,
+                len_bytes_max: block,
+            },
+        )
+        .map_err(|error| DriverError::Volume {
+            volume: vp.name.clone(),
+            error,
+        })?;
+        geometry.push((sizes, block, probe.size_bytes()));
     }
-    misses
-}
-
-#[cold]
-fn io_failure(dev: &Dev, slot: &Slot, result: i64) -> DriverError {
-    if result < 0 {
-        DriverError::Io {
-            device: dev.name.clone(),
-            op: slot.op,
-            offset_bytes: slot.offset_bytes,
-            len_bytes: slot.len_bytes,
-            error: io::Error::from_raw_os_error((-result) as i32),
+    let mut specs = Vec::new();
+    let tracing = plan.volumes.iter().any(|v| v.trace.is_some());
+    if tracing {
+        for (v, vp) in plan.volumes.iter_mut().enumerate() {
+            let replay = vp
+                .trace
+                .take()
+                .ok_or_else(|| DriverError::Trace("every volume replays its part".into()))?
+                .starting_at(start_ns);
+            specs.push(StreamSpec {
+                job: 0,
+                target: v as u32,
+                iodepth: plan.trace_depth.min(plan.iodepth_max).max(1),
+                thinktime_ns: 0,
+                ios_max: None,
+                source: Source::other(replay),
+            });
         }
     } else {
-        DriverError::Short {
-            device: dev.name.clone(),
-            op: slot.op,
-            offset_bytes: slot.offset_bytes,
-            len_bytes: slot.len_bytes,
-            done_bytes: result as u64,
+        for (j, job) in plan.jobs.iter().enumerate() {
+            for (v, vp) in plan.volumes.iter().enumerate() {
+                let (_, block, size) = geometry[v];
+                let g = Generator::new(&job.workload, size, block, vp.index, start_ns).map_err(
+                    |error| DriverError::Workload {
+                        device: vp.name.clone(),
+                        error,
+                    },
+                )?;
+                specs.push(StreamSpec {
+                    job: j as u32,
+                    target: v as u32,
+                    iodepth: job.workload.iodepth.min(plan.iodepth_max).max(1),
+                    thinktime_ns: job.workload.thinktime_ns,
+                    ios_max: job.workload.ios_max,
+                    source: g.into(),
+                });
+            }
+        }
+    }
+    let ctl = Controller::new(timing, specs).map_err(|e| DriverError::Engine {
+        device: first_name.to_string(),
+        error: engine::EngineError::Unsupported {
+            engine: plan.engine.name(),
+            detail: e.to_string(),
+        },
+    })?;
+    let tags = ctl.slots() as u32;
+
+    // Client buffers: each stream's slots get buffers of its largest request.
+    let seed = plan.jobs[0].workload.seed;
+    let mut client = vec![(std::ptr::null_mut(), 0usize); ctl.slots()];
+    let mut client_bufs = Vec::with_capacity(ctl.slots());
+    let mut len_max = 512u32;
+    for s in 0..ctl.streams() as u32 {
+        let len = ctl.len_bytes_max(s).max(512);
+        len_max = len_max.max(len);
+        for slot in ctl.slot_range(s) {
+            let mut b = AlignedBuf::new(len as usize);
+            fill_random(&mut b, seed ^ u64::from(slot));
+            client[slot as usize] = (b.as_mut_ptr(), len as usize);
+            client_bufs.push(b);
+        }
+    }
+
+    // Volumes and the engine over all their members.
+    let mut vols = Vec::with_capacity(plan.volumes.len());
+    let mut depth_max = 0u64;
+    for (v, vp) in std::mem::take(&mut plan.volumes).into_iter().enumerate() {
+        let (sizes, block, _) = &geometry[v];
+        let vol: AnyVolume = nines_array::build(
+            &plan.layout,
+            &VolumeParams {
+                member_sizes_bytes: sizes,
+                block_bytes: *block,
+                tags,
+                len_bytes_max: len_max,
+            },
+        )
+        .map_err(|error| DriverError::Volume {
+            volume: vp.name.clone(),
+            error,
+        })?;
+        let cmds = vol.cmds_max() as usize;
+        depth_max += cmds as u64;
+        let (ns, sz) = vol.scratch();
+        let mut scratch: Vec<AlignedBuf> = (0..ns).map(|_| AlignedBuf::new(sz as usize)).collect();
+        let scratch_ptrs = scratch
+            .iter_mut()
+            .map(|b| (b.as_mut_ptr(), b.len()))
+            .collect();
+        let record_members = vp.members.len() > 1;
+        vols.push(Vol {
+            index: vp.index,
+            name: vp.name,
+            host: VolumeHost::new(vol, timing.ramp_end_ns(), record_members),
+            members: vp.members,
+            slots: Vec::new(),
+            cmd_len: vec![0; cmds],
+            cmd_op: vec![Op::Read; cmds],
+            cmd_off: vec![0; cmds],
+            cmd_member: vec![0; cmds],
+            _scratch: scratch,
+            scratch_ptrs,
+            failure: None,
+            interval: None,
+        });
+    }
+    let depth_max = depth_max.min(u64::from(engine::DEPTH_MAX_LIMIT)) as u32;
+    let mut engine =
+        engine::build(plan.engine, depth_max.max(1), plan.engine_options).map_err(|source| {
+            DriverError::Engine {
+                device: first_name.to_string(),
+                error: source,
+            }
+        })?;
+    // io_uring: fixed buffers save pinning the pages on every I/O. Other engines, or a kernel
+    // that refuses (RLIMIT_MEMLOCK), return Ok(false) and use plain buffers.
+    let mut regions: Vec<(*mut u8, usize)> = client.clone();
+    for vol in &vols {
+        regions.extend(vol.scratch_ptrs.iter().copied());
+    }
+    engine
+        .register_buffers(&regions)
+        .map_err(|source| DriverError::Engine {
+            device: first_name.to_string(),
+            error: source,
+        })?;
+    for vol in &mut vols {
+        for m in &vol.members {
+            let slot = engine
+                .add_target(m.fd)
+                .map_err(|source| DriverError::Engine {
+                    device: m.name.clone(),
+                    error: source,
+                })?;
+            vol.slots.push(slot);
+        }
+        if let Some((_, spare_rx)) = plan.intervals.as_ref() {
+            vol.interval = Some(
+                spare_rx
+                    .recv()
+                    .map_err(|_| DriverError::Panic("the interval collector went away".into()))?,
+            );
+        }
+    }
+    Ok(Worker {
+        engine,
+        ctl,
+        vols,
+        client,
+        _client_bufs: client_bufs,
+        completions: vec![Completion::default(); depth_max.max(1) as usize],
+        sync_done: VecDeque::with_capacity(1024),
+        vol_done: VecDeque::with_capacity(tags as usize + 16),
+        inflight_cmds: 0,
+        pending_commit: false,
+        verify_seed: plan.verify_seed,
+        start_ns,
+        record: [0u8; RECORD_BYTES],
+        completed: 0,
+        interval_start: 0,
+    })
+}
+
+fn cmd_result(expected: u32, result: i64) -> CmdResult {
+    if result == i64::from(expected) {
+        CmdResult::Ok
+    } else if result < 0 {
+        CmdResult::Err((-result) as i32)
+    } else {
+        // A short transfer: the run reports it with the bytes done.
+        CmdResult::Err(libc::EIO)
+    }
+}
+
+impl Worker {
+    /// The main loop; returns the interval misses. Bounded: every turn issues, reaps, or waits
+    /// for a timed event; the controller ends the run, and `abort` stops it early.
+    fn run_loop(&mut self, plan: &mut WorkerPlan) -> Result<u64, DriverError> {
+        let shared = plan.shared.clone();
+        let abort = &shared.abort;
+        let published = &shared.published[plan.index];
+        let ramp_end_ns = self.ctl.timing().ramp_end_ns();
+        let interval_ns = plan.interval_ns;
+        // Intervals are aligned to the end of the ramp, so the first logged interval starts there.
+        self.interval_start = ramp_end_ns;
+        let mut next_interval_ns = ramp_end_ns + interval_ns;
+        let mut interval_misses = 0u64;
+        let mut stopped = false;
+        let streams = self.ctl.streams() as u32;
+        loop {
+            if !stopped && abort.load(Ordering::Relaxed) {
+                self.ctl.stop(clock::now_ns());
+                stopped = true;
+            }
+            let now = clock::now_ns();
+            if now >= next_interval_ns && plan.intervals.is_some() {
+                let from = self.interval_start;
+                interval_misses += self.swap_intervals(plan, from, now, false);
+                self.interval_start = now;
+                next_interval_ns = now + interval_ns;
+            }
+            let mut next_event_ns = u64::MAX;
+            for s in 0..streams {
+                self.pump(s, now, &mut next_event_ns, plan)?;
+            }
+            for v in 0..self.vols.len() {
+                if let Some(t) = self.vols[v].host.next_timer_ns() {
+                    if t <= now {
+                        let vol = &mut self.vols[v];
+                        let mut data = PtrData {
+                            client: &self.client,
+                            scratch: &vol.scratch_ptrs,
+                        };
+                        vol.host.on_timer(now, &mut data);
+                        self.drain(v, now, plan)?;
+                        if let Some(t) = self.vols[v].host.next_timer_ns() {
+                            next_event_ns = next_event_ns.min(t.max(now + 1));
+                        }
+                    } else {
+                        next_event_ns = next_event_ns.min(t);
+                    }
+                }
+            }
+            if self.pending_commit {
+                self.commit()?;
+            }
+            if self.ctl.finished() && self.inflight_cmds == 0 {
+                break;
+            }
+            if self.inflight_cmds == 0 {
+                if next_event_ns == u64::MAX {
+                    if self.ctl.finished() {
+                        break;
+                    }
+                    // Streams are waiting for completions but nothing is in flight: only a
+                    // stop can lead here (poll again to close the streams).
+                    if stopped {
+                        continue;
+                    }
+                    return Err(DriverError::Panic(
+                        "the worker has nothing in flight and nothing to wait for, yet the run has not ended".into(),
+                    ));
+                }
+                // Precise: sleep to just before the event, then spin on the clock, so thinktime
+                // and rate-paced due times are kept to about a microsecond.
+                clock::wait_until_ns(next_event_ns, abort);
+                continue;
+            }
+            let min = if next_event_ns == u64::MAX { 1 } else { 0 };
+            let n = self
+                .engine
+                .reap(min, &mut self.completions)
+                .map_err(|source| DriverError::Engine {
+                    device: self.vols[0].name.clone(),
+                    error: source,
+                })?;
+            if n == 0 {
+                continue;
+            }
+            let t = clock::now_ns();
+            for i in 0..n {
+                let c = self.completions[i];
+                let v = (c.user_data >> 32) as usize;
+                let id = c.user_data as u32;
+                assert!(
+                    v < self.vols.len() && (id as usize) < self.vols[v].cmd_len.len(),
+                    "engine returned unknown user_data {:#x}",
+                    c.user_data
+                );
+                self.inflight_cmds -= 1;
+                let vol = &mut self.vols[v];
+                let result = cmd_result(vol.cmd_len[id as usize], c.result);
+                if result != CmdResult::Ok {
+                    vol.failure = Some(MemberFailure {
+                        member: vol.cmd_member[id as usize],
+                        op: vol.cmd_op[id as usize],
+                        offset_bytes: vol.cmd_off[id as usize],
+                        len_bytes: vol.cmd_len[id as usize],
+                        result: c.result,
+                    });
+                }
+                let mut data = PtrData {
+                    client: &self.client,
+                    scratch: &vol.scratch_ptrs,
+                };
+                vol.host.member_done(t, CmdDone { id, result }, &mut data);
+                self.drain(v, t, plan)?;
+            }
+            published.completed.store(self.completed, Ordering::Relaxed);
+            if self.pending_commit {
+                self.commit()?;
+            }
+        }
+        Ok(interval_misses)
+    }
+
+    #[inline]
+    fn commit(&mut self) -> Result<(), DriverError> {
+        self.pending_commit = false;
+        self.engine.commit().map_err(|source| DriverError::Engine {
+            device: self.vols[0].name.clone(),
+            error: source,
+        })
+    }
+
+    /// Issues what stream `s` may issue at `now`; folds its next due time into `next_event_ns`.
+    #[inline]
+    fn pump(
+        &mut self,
+        s: u32,
+        now: u64,
+        next_event_ns: &mut u64,
+        plan: &mut WorkerPlan,
+    ) -> Result<(), DriverError> {
+        // Bounded: each Issue takes a free slot; a stream has iodepth slots.
+        loop {
+            match self.ctl.poll(s, now) {
+                Poll::Issue(is) => {
+                    let v = self.ctl.target_of(s) as usize;
+                    let req = is.req;
+                    if let (Some(seed), Op::Write) = (self.verify_seed, req.op) {
+                        let (ptr, _) = self.client[is.slot as usize];
+                        // SAFETY: the slot's buffer holds the stream's largest request and no
+                        // engine holds it (its I/O completed before the slot was free again).
+                        let buf =
+                            unsafe { std::slice::from_raw_parts_mut(ptr, req.len_bytes as usize) };
+                        fill_pattern(buf, req.offset_bytes, seed);
+                    }
+                    let io = VolIo {
+                        tag: is.slot,
+                        op: req.op.into(),
+                        offset_bytes: req.offset_bytes,
+                        len_bytes: req.len_bytes,
+                        fua: false,
+                    };
+                    let vol = &mut self.vols[v];
+                    let mut data = PtrData {
+                        client: &self.client,
+                        scratch: &vol.scratch_ptrs,
+                    };
+                    vol.host.submit(now, io, &mut data);
+                    self.drain(v, now, plan)?;
+                }
+                Poll::WaitUntil(t) => {
+                    *next_event_ns = (*next_event_ns).min(t);
+                    return Ok(());
+                }
+                Poll::Busy | Poll::Done => return Ok(()),
+            }
+        }
+    }
+
+    /// Carries out volume `v`'s outputs: data commands go to the engine, others are done here;
+    /// finished volume I/Os are completed. Synchronous completions are handed back until none
+    /// is left (bounded).
+    fn drain(&mut self, v: usize, now: u64, plan: &mut WorkerPlan) -> Result<(), DriverError> {
+        self.drain_one(v, now)?;
+        let mut turns = 0usize;
+        while let Some((v, done)) = self.sync_done.pop_front() {
+            turns += 1;
+            assert!(
+                turns <= SYNC_TURN_MAX,
+                "a volume kept answering synchronous commands with more of them"
+            );
+            let vol = &mut self.vols[v];
+            let mut data = PtrData {
+                client: &self.client,
+                scratch: &vol.scratch_ptrs,
+            };
+            vol.host.member_done(now, done, &mut data);
+            self.drain_one(v, now)?;
+        }
+        while let Some((v, tag, result)) = self.vol_done.pop_front() {
+            self.finish_io(v, tag, result, now, plan)?;
+        }
+        Ok(())
+    }
+
+    fn drain_one(&mut self, v: usize, now: u64) -> Result<(), DriverError> {
+        let out = self.vols[v].host.take_outputs();
+        let mut result = Ok(());
+        for o in out.as_slice() {
+            match o {
+                Output::Cmd(c) => {
+                    if let Err(e) = self.send(v, c, now) {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                Output::Done(d) => self.vol_done.push_back((v, d.tag, d.result)),
+            }
+        }
+        self.vols[v].host.put_outputs(out);
+        result
+    }
+
+    /// Sends one member command.
+    #[inline]
+    fn send(&mut self, v: usize, c: &MemberCmd, now: u64) -> Result<(), DriverError> {
+        let vol = &mut self.vols[v];
+        let m = c.member as usize;
+        assert!(
+            m < vol.members.len(),
+            "command for member {m} of a volume of {}",
+            vol.members.len()
+        );
+        vol.host.sent(c, now);
+        let op = match c.op {
+            CmdOp::Read | CmdOp::FastFailRead { .. } => Op::Read,
+            CmdOp::Write => Op::Write,
+            other => {
+                let result = sync_command(&vol.members[m], other, c.offset_bytes, c.len_bytes);
+                if let CmdResult::Err(e) = result {
+                    vol.failure = Some(MemberFailure {
+                        member: c.member,
+                        op: Op::Write,
+                        offset_bytes: c.offset_bytes,
+                        len_bytes: c.len_bytes,
+                        result: -i64::from(e),
+                    });
+                }
+                self.sync_done.push_back((v, CmdDone { id: c.id, result }));
+                return Ok(());
+            }
+        };
+        let id = c.id as usize;
+        vol.cmd_len[id] = c.len_bytes;
+        vol.cmd_op[id] = op;
+        vol.cmd_off[id] = c.offset_bytes;
+        vol.cmd_member[id] = c.member;
+        let mut data = PtrData {
+            client: &self.client,
+            scratch: &vol.scratch_ptrs,
+        };
+        let buf = data.ptr(c.buf, c.len_bytes);
+        let target = vol.slots[m];
+        self.engine
+            .queue(IoDesc {
+                target,
+                op,
+                offset_bytes: c.offset_bytes,
+                len_bytes: c.len_bytes,
+                buf,
+                user_data: (v as u64) << 32 | u64::from(c.id),
+            })
+            .map_err(|source| DriverError::Engine {
+                device: vol.members[m].name.clone(),
+                error: source,
+            })?;
+        // With one I/O at a time (psync), `queue` already did the I/O.
+        self.inflight_cmds += 1;
+        self.pending_commit = true;
+        let _ = now;
+        Ok(())
+    }
+
+    /// A volume I/O finished: verify, complete it in the controller, record and log it.
+    fn finish_io(
+        &mut self,
+        v: usize,
+        slot: u32,
+        result: IoResult,
+        now: u64,
+        plan: &mut WorkerPlan,
+    ) -> Result<(), DriverError> {
+        if let IoResult::Err(errno) = result {
+            return Err(self.io_error(v, slot, errno));
+        }
+        let c = self.ctl.complete(slot, now);
+        self.completed += 1;
+        if let (Some(seed), Op::Read) = (self.verify_seed, c.req.op) {
+            let (ptr, _) = self.client[slot as usize];
+            // SAFETY: the read completed; its buffer holds len_bytes bytes.
+            let buf = unsafe { std::slice::from_raw_parts(ptr, c.req.len_bytes as usize) };
+            if let Some(bad) = check_pattern(buf, c.req.offset_bytes, seed) {
+                return Err(DriverError::Verify {
+                    volume: self.vols[v].name.clone(),
+                    offset_bytes: c.req.offset_bytes,
+                    len_bytes: c.req.len_bytes,
+                    bad_offset_bytes: bad,
+                });
+            }
+        }
+        if c.measured {
+            let vol = &mut self.vols[v];
+            if let Some(iv) = vol.interval.as_mut() {
+                iv.record(c.req.op, c.latency_ns, c.req.len_bytes);
+            }
+            if let Some(lane) = plan.lat_log.as_mut() {
+                LatRecord {
+                    completion_ns: now - self.start_ns,
+                    latency_ns: c.latency_ns,
+                    offset_bytes: c.req.offset_bytes,
+                    device: vol.index as u16,
+                    op: c.req.op,
+                }
+                .encode(&mut self.record);
+                lane.push(&self.record);
+            }
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn io_error(&self, v: usize, slot: u32, errno: i32) -> DriverError {
+        let vol = &self.vols[v];
+        if let Some(f) = vol.failure {
+            let device = vol.members[f.member as usize].name.clone();
+            return if f.result < 0 {
+                DriverError::Io {
+                    device,
+                    op: f.op,
+                    offset_bytes: f.offset_bytes,
+                    len_bytes: f.len_bytes,
+                    error: io::Error::from_raw_os_error((-f.result) as i32),
+                }
+            } else {
+                DriverError::Short {
+                    device,
+                    op: f.op,
+                    offset_bytes: f.offset_bytes,
+                    len_bytes: f.len_bytes,
+                    done_bytes: f.result as u64,
+                }
+            };
+        }
+        let _ = slot;
+        DriverError::VolumeIo {
+            volume: vol.name.clone(),
+            op: "I/O",
+            offset_bytes: 0,
+            error: io::Error::from_raw_os_error(errno),
+        }
+    }
+
+    /// After a failure: wait for what the engine still holds, so buffers are not freed under
+    /// the kernel.
+    fn drain_engine(&mut self) {
+        let mut turns = 0u32;
+        while self.inflight_cmds > 0 && turns < 1_000_000 {
+            let n = self
+                .engine
+                .reap(1, &mut self.completions)
+                .unwrap_or(self.inflight_cmds as usize);
+            self.inflight_cmds = self.inflight_cmds.saturating_sub(n as u32);
+            turns += 1;
+        }
+    }
+
+    /// Hands every volume's interval recorder to the collector and continues in a spare. Without
+    /// a spare (the collector lags) the volume keeps its recorder, so the interval merges into
+    /// the next; returns how many volumes did so. The final swap (`last`) sends the recorders
+    /// themselves: the run is over, and no interval may be lost.
+    fn swap_intervals(
+        &mut self,
+        plan: &mut WorkerPlan,
+        start_ns: u64,
+        end_ns: u64,
+        last: bool,
+    ) -> u64 {
+        let Some((tx, spare_rx)) = plan.intervals.as_ref() else {
+            return 0;
+        };
+        let mut misses = 0;
+        for vol in self.vols.iter_mut() {
+            if last {
+                // An empty last interval (the run ended just after a boundary) is not worth a line.
+                if let Some(rec) = vol.interval.take().filter(|r| r.ios() > 0) {
+                    let msg = IntervalMsg {
+                        worker: plan.index,
+                        device: vol.index,
+                        start_ns,
+                        end_ns,
+                        rec,
+                    };
+                    // Fails only when the collector is gone, and then nobody wants the interval.
+                    let _ = tx.send(msg);
+                }
+                continue;
+            }
+            let spare = match spare_rx.try_recv() {
+                Ok(s) => s,
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => {
+                    misses += 1;
+                    continue;
+                }
+            };
+            let full = vol
+                .interval
+                .replace(spare)
+                .expect("interval recorder present");
+            let msg = IntervalMsg {
+                worker: plan.index,
+                device: vol.index,
+                start_ns,
+                end_ns,
+                rec: full,
+            };
+            if let Err(e) = tx.try_send(msg) {
+                // Collector full or gone: keep recording into the same recorder; nothing is lost.
+                let msg = match e {
+                    std::sync::mpsc::TrySendError::Full(m)
+                    | std::sync::mpsc::TrySendError::Disconnected(m) => m,
+                };
+                // The unused spare is dropped: a rare, cold path.
+                drop(vol.interval.replace(msg.rec));
+                misses += 1;
+            }
+        }
+        misses
+    }
+}
+
+/// A member command no engine queues here: flush, trim, write zeroes, device control.
+#[cold]
+fn sync_command(m: &MemberPlan, op: CmdOp, offset_bytes: u64, len_bytes: u32) -> CmdResult {
+    let fd: RawFd = m.fd;
+    let ok = |rc: libc::c_int| {
+        if rc == 0 {
+            CmdResult::Ok
+        } else {
+            CmdResult::Err(
+                io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO),
+            )
+        }
+    };
+    let range = [offset_bytes, u64::from(len_bytes)];
+    match op {
+        // SAFETY: plain syscalls on a descriptor the driver keeps open; `range` outlives them.
+        CmdOp::Flush => ok(unsafe { libc::fdatasync(fd) }),
+        CmdOp::Trim if m.block_device => ok(unsafe { libc::ioctl(fd, BLKDISCARD, range.as_ptr()) }),
+        CmdOp::Trim => ok(unsafe {
+            libc::fallocate(
+                fd,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                offset_bytes as libc::off_t,
+                libc::off_t::from(len_bytes),
+            )
+        }),
+        CmdOp::WriteZeroes if m.block_device => {
+            ok(unsafe { libc::ioctl(fd, BLKZEROOUT, range.as_ptr()) })
+        }
+        CmdOp::WriteZeroes => ok(unsafe {
+            libc::fallocate(
+                fd,
+                libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+                offset_bytes as libc::off_t,
+                libc::off_t::from(len_bytes),
+            )
+        }),
+        // Real devices here have no PLM windows, GC control or busy queries (emulated SSDs do).
+        CmdOp::Control(_) => CmdResult::Err(libc::EOPNOTSUPP),
+        CmdOp::Read | CmdOp::Write | CmdOp::FastFailRead { .. } => {
+            unreachable!("data commands go to the engine")
         }
     }
 }
+
+/// `_IO(0x12, 119)` and `_IO(0x12, 127)` from linux/fs.h.
+const BLKDISCARD: libc::c_ulong = 0x1277;
+const BLKZEROOUT: libc::c_ulong = 0x127f;

@@ -138,6 +138,23 @@ fn trace_summary(t: &serde_json::Value) -> String {
     )
 }
 
+/// `NAME: randread 4KiB QD10` (and a thinktime or rate when set).
+fn job_summary(name: &str, w: &nines_core::workload::WorkloadSpec) -> String {
+    let mut s = format!(
+        "{name}: {} {} QD{}",
+        w.rw,
+        format_bytes(w.block_size_bytes),
+        w.iodepth
+    );
+    if w.thinktime_ns > 0 {
+        let _ = write!(s, " think {}", format_ns(w.thinktime_ns as f64));
+    }
+    if let Some(r) = w.rate_iops {
+        let _ = write!(s, " {r} IOPS");
+    }
+    s
+}
+
 /// The whole table, ending with a newline.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
@@ -159,6 +176,14 @@ pub fn render(report: &Report) -> String {
     // A trace replay has no queue depth or pattern of its own: describe the trace instead.
     let what = match c.extra.get("trace") {
         Some(t) => trace_summary(t),
+        None if report.jobs.len() > 1 => {
+            let jobs: Vec<String> = report
+                .jobs
+                .iter()
+                .map(|j| job_summary(&j.name, &j.workload))
+                .collect();
+            format!("{} jobs ({})", jobs.len(), jobs.join("; "))
+        }
         None => format!(
             "{}{mix} {} QD{}{rate}",
             w.rw,
@@ -166,12 +191,26 @@ pub fn render(report: &Report) -> String {
             w.iodepth
         ),
     };
+    let plural = |n: usize, what: &str| {
+        if n == 1 {
+            format!("1 {what}")
+        } else {
+            format!("{n} {what}s")
+        }
+    };
+    let targets = match report.devices.iter().find_map(|d| d.volume.as_ref()) {
+        Some(v) => format!(
+            "{} ({} of {})",
+            plural(report.devices.len(), "volume"),
+            v.layout,
+            plural(v.members.len(), "device")
+        ),
+        None => plural(report.devices.len(), "device"),
+    };
     let _ = writeln!(
         out,
-        "nines {kind}: {what}, engine {}, {} device{}, {:.2} s measured",
+        "nines {kind}: {what}, engine {}, {targets}, {:.2} s measured",
         c.engine,
-        report.devices.len(),
-        if report.devices.len() == 1 { "" } else { "s" },
         c.measured_ns as f64 / 1e9,
     );
     let keys: Vec<String> = c
@@ -207,6 +246,21 @@ pub fn render(report: &Report) -> String {
             ];
             row.extend(stats_cells(s, &keys));
             t.rows.push(row);
+            // A volume's members: latencies of the commands it sent them.
+            for m in d.volume.iter().flat_map(|v| &v.members) {
+                let Some(ms) = (match op {
+                    Op::Read => m.read.as_ref(),
+                    Op::Write => m.write.as_ref(),
+                }) else {
+                    continue;
+                };
+                if ms.ios == 0 {
+                    continue;
+                }
+                let mut row = vec![format!("  {}", m.name), String::new(), op.to_string()];
+                row.extend(stats_cells(ms, &keys));
+                t.rows.push(row);
+            }
         }
         if report.devices.len() > 1 {
             let mut row = vec!["all (merged)".to_string(), String::new(), op.to_string()];
@@ -230,6 +284,31 @@ pub fn render(report: &Report) -> String {
     }
     out.push('\n');
     t.render(&mut out);
+    if report.jobs.len() > 1 {
+        out.push('\n');
+        let mut header: Vec<String> = ["job", "dir", "ios", "IOPS", "MB/s", "min", "mean", "stdev"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        header.extend(keys.iter().map(|k| pct_header(k)));
+        header.push("max".into());
+        let mut jt = Table {
+            rows: vec![header],
+            left: 2,
+        };
+        for j in &report.jobs {
+            for op in Op::ALL {
+                let s = j.dir(op);
+                if s.ios == 0 {
+                    continue;
+                }
+                let mut row = vec![j.name.clone(), op.to_string()];
+                row.extend(stats_cells(s, &keys));
+                jt.rows.push(row);
+            }
+        }
+        jt.render(&mut out);
+    }
     if !report.workers.is_empty() {
         out.push('\n');
         let mut wt = Table {

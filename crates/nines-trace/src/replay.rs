@@ -89,6 +89,12 @@ impl TraceReplay {
         Ok(out)
     }
 
+    /// The same replay starting at `start_ns` (a driver that learns its time origin late).
+    pub fn starting_at(mut self, start_ns: u64) -> TraceReplay {
+        self.start_ns = start_ns;
+        self
+    }
+
     /// Requests of this target.
     pub fn len(&self) -> usize {
         self.recs.len()

@@ -19,7 +19,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Measure every target's latency distribution to six nines, in parallel.
-    Profile(cmd::profile::Args),
+    Profile(Box<cmd::profile::Args>),
     /// Decode a per-I/O latency log (from `profile --lat-log`) to CSV.
     Log(cmd::log::Args),
     /// Run workloads on simulated SSDs and arrays.
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         Err(err) => return usage_error(err),
     };
     let result = match cli.command {
-        Command::Profile(args) => cmd::profile::run(args),
+        Command::Profile(args) => cmd::profile::run(*args),
         Command::Log(args) => cmd::log::run(args),
         Command::Sim(args) => cmd::sim::run(*args),
         Command::Doctor(args) => cmd::doctor::run(args),

@@ -16,6 +16,7 @@ use std::os::fd::RawFd;
 use nines_core::op::Op;
 
 mod libaio;
+mod null;
 mod psync;
 mod uring;
 
@@ -33,6 +34,8 @@ pub enum EngineKind {
     IoUring,
     /// io_uring with IOPOLL: the CPU polls the device's poll queues for completions.
     IoUringPoll,
+    /// No I/O at all: every I/O completes at once (the driver's own cost; tests).
+    Null,
 }
 
 /// Engine options that are not the engine's kind.
@@ -140,6 +143,7 @@ pub fn build(
         EngineKind::Libaio => Box::new(libaio::Libaio::new(depth_max)?),
         EngineKind::IoUring => Box::new(uring::Uring::new(depth_max, options, false)?),
         EngineKind::IoUringPoll => Box::new(uring::Uring::new(depth_max, options, true)?),
+        EngineKind::Null => Box::new(null::Null::new(depth_max)),
     })
 }
 
@@ -148,11 +152,12 @@ pub const DEPTH_MAX_LIMIT: u32 = 32768;
 
 impl EngineKind {
     /// Every engine, in the order they are documented.
-    pub const ALL: [EngineKind; 4] = [
+    pub const ALL: [EngineKind; 5] = [
         EngineKind::Psync,
         EngineKind::Libaio,
         EngineKind::IoUring,
         EngineKind::IoUringPoll,
+        EngineKind::Null,
     ];
 
     /// The command-line name.
@@ -162,6 +167,7 @@ impl EngineKind {
             EngineKind::Libaio => "libaio",
             EngineKind::IoUring => "io_uring",
             EngineKind::IoUringPoll => "io_uring-poll",
+            EngineKind::Null => "null",
         }
     }
 
@@ -180,7 +186,7 @@ impl std::fmt::Display for EngineKind {
 
 /// An engine name that is not one of `psync|libaio|io_uring|io_uring-poll`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown engine '{0}': use psync, libaio, io_uring or io_uring-poll")]
+#[error("unknown engine '{0}': use psync, libaio, io_uring, io_uring-poll or null")]
 pub struct UnknownEngine(pub String);
 
 impl std::str::FromStr for EngineKind {
@@ -206,7 +212,7 @@ mod tests {
         let e = "uring".parse::<EngineKind>().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown engine 'uring': use psync, libaio, io_uring or io_uring-poll"
+            "unknown engine 'uring': use psync, libaio, io_uring, io_uring-poll or null"
         );
     }
 
@@ -221,7 +227,7 @@ mod tests {
                     let msg = e.to_string();
                     proptest::prop_assert!(!msg.contains('\n') || s.contains('\n'));
                     proptest::prop_assert!(msg.contains(&s));
-                    proptest::prop_assert!(msg.ends_with("use psync, libaio, io_uring or io_uring-poll"));
+                    proptest::prop_assert!(msg.ends_with("use psync, libaio, io_uring, io_uring-poll or null"));
                 }
             }
         }

@@ -10,7 +10,10 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use nines_core::report::{DeviceMeta, ReportBuilder, RunConfig, RunKind, WorkerReport};
+use nines_array::LayoutSpec;
+use nines_core::report::{
+    DeviceMeta, ReportBuilder, RunConfig, RunKind, VolumeReport, WorkerReport,
+};
 use nines_core::units::{parse_cpu_list, parse_duration_ns};
 use nines_io::driver::{self, DriverConfig, DriverTarget};
 use nines_io::engine::{EngineKind, EngineOptions};
@@ -18,7 +21,7 @@ use nines_io::scratch::ScratchFiles;
 use nines_io::target::{Target, TargetOptions, check_region};
 use serde_json::{Map, Value, json};
 
-use super::workload_args::WorkloadArgs;
+use super::workload_args::{JobArgs, TraceArgs, VolumeArgs, WorkloadArgs};
 
 /// Files and size of the embedded default (no TARGET given).
 const DEFAULT_FILES: usize = 4;
@@ -41,7 +44,18 @@ pub struct Args {
     pub targets: Vec<PathBuf>,
     #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// I/O engine: psync, libaio, io_uring or io_uring-poll.
+    #[command(flatten)]
+    pub jobs: JobArgs,
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    /// Writes carry a pattern of their offset and the seed, and every read is checked against
+    /// it (a region written with --verify reads back byte for byte, through any layout).
+    #[arg(long)]
+    pub verify: bool,
+    /// I/O engine: psync, libaio, io_uring, io_uring-poll or null (no I/O: the driver's own
+    /// cost).
     #[arg(long, default_value = "libaio", value_parser = parse_engine)]
     pub engine: EngineKind,
     /// io_uring: a kernel thread polls the submission queue (IORING_SETUP_SQPOLL).
@@ -179,6 +193,8 @@ pub fn run(args: Args) -> Result<()> {
     // 1. Options.
     let mut spec = args.workload.to_spec()?;
     let percentiles = args.workload.percentiles()?;
+    let layout = args.volume.spec();
+    let trace = args.trace.load()?;
     let plan = match &args.plan {
         Some(path) => Some(nines_host::plan::Plan::load(path)?),
         None => None,
@@ -229,7 +245,7 @@ pub fn run(args: Args) -> Result<()> {
     let scratch = if args.targets.is_empty() {
         let needed = spec.region_offset_bytes + spec.region_size_bytes.unwrap_or(0);
         let size = DEFAULT_FILE_BYTES.max(needed);
-        if args.workload.runtime.is_none() && args.workload.ios.is_none() {
+        if args.workload.runtime.is_none() && args.workload.ios.is_none() && trace.is_none() {
             spec.runtime_ns = Some(DEFAULT_RUNTIME_NS);
         }
         let runtime = match spec.runtime_ns {
@@ -252,6 +268,15 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         None
     };
+    if trace.is_some() && args.workload.runtime.is_none() {
+        // A replay ends with its trace.
+        spec.runtime_ns = None;
+    }
+    let jobs = args.jobs.jobs(&spec)?;
+    let writes = match &trace {
+        Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
+        None => jobs.iter().any(|j| j.workload.writes()),
+    };
     let paths: Vec<PathBuf> = match &scratch {
         Some(s) => s.paths().to_vec(),
         None => args.targets.clone(),
@@ -266,21 +291,27 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     let topts = TargetOptions {
-        write: spec.writes(),
+        write: writes,
         allow_writes: args.allow_writes,
         force: args.force,
         buffered: args.buffered,
-        create_size_bytes: spec.region_size_bytes.map(|s| spec.region_offset_bytes + s),
+        create_size_bytes: member_bytes_needed(&layout, &jobs, paths.len() as u64),
     };
     let mut targets = Vec::with_capacity(paths.len());
     for p in &paths {
         targets.push(Target::open(p, &topts)?);
     }
-    for t in &targets {
-        let size = spec
-            .region_size_bytes
-            .unwrap_or_else(|| t.size_bytes().saturating_sub(spec.region_offset_bytes));
-        check_region(t, spec.region_offset_bytes, size, spec.block_size_bytes)?;
+    if layout == LayoutSpec::Independent && trace.is_none() {
+        // Each target is the volume: the target's own messages name the fix.
+        for t in &targets {
+            for j in &jobs {
+                let w = &j.workload;
+                let size = w
+                    .region_size_bytes
+                    .unwrap_or_else(|| t.size_bytes().saturating_sub(w.region_offset_bytes));
+                check_region(t, w.region_offset_bytes, size, w.block_size_bytes)?;
+            }
+        }
     }
     let names = unique_names(&targets, scratch.is_some());
 
@@ -309,10 +340,20 @@ pub fn run(args: Args) -> Result<()> {
             fd: t.fd(),
             size_bytes: t.size_bytes(),
             logical_block_bytes: t.logical_block_bytes(),
+            block_device: t.is_block_device(),
         })
         .collect();
-    let cfg = DriverConfig {
+    let mut cfg = DriverConfig {
         spec: spec.clone(),
+        jobs: if args.jobs.jobs.is_empty() {
+            Vec::new()
+        } else {
+            jobs.clone()
+        },
+        layout: layout.clone(),
+        trace: None,
+        trace_depth: args.trace.trace_depth,
+        verify: args.verify,
         engine: args.engine,
         engine_options: EngineOptions {
             sqpoll: args.sqpoll,
@@ -327,7 +368,23 @@ pub fn run(args: Args) -> Result<()> {
         interval_ns: args.hdr_interval,
         progress: !args.quiet && std::io::stderr().is_terminal(),
     };
-    driver::validate(&dtargets, &cfg)?;
+    let volumes = driver::validate(&dtargets, &cfg)?;
+    if let Some(mut t) = trace {
+        // Fit the trace's devices onto the volumes and its offsets into the smallest.
+        let size = volumes.iter().map(|v| v.size_bytes).min().unwrap_or(0);
+        let policy = args.trace.fit_policy()?;
+        let fit = t
+            .fit(size, volumes.len() as u32, policy)
+            .with_context(|| trace_context(&args))?;
+        if fit.out_of_range > 0 {
+            eprintln!(
+                "nines: {} trace requests ended beyond the {size}-byte target; moved them ({policy})",
+                fit.out_of_range
+            );
+        }
+        cfg.trace = Some(t);
+    }
+    let volume_names: Vec<String> = volumes.iter().map(|v| v.name.clone()).collect();
     let mut run_warnings = Vec::new();
     let _mlock = if args.no_mlock {
         None
@@ -343,7 +400,20 @@ pub fn run(args: Args) -> Result<()> {
             }
         }
     };
-    println!("{}", placement_line(args.engine, &names, &cpus));
+    println!("{}", placement_line(args.engine, &volume_names, &cpus));
+
+    let cfg_trace_info = cfg.trace.as_ref().map(|t| {
+        let ts = t.stats();
+        json!({
+            "format": t.format.to_string(),
+            "requests": t.records.len(),
+            "reads": ts.reads,
+            "writes": ts.writes,
+            "bytes": ts.bytes,
+            "duration_ns": ts.duration_ns,
+            "replay": "open loop: each request is issued at its arrival time relative to the first, latency counts from it",
+        })
+    });
 
     // 4. The run, with the interrupt counters read before and after it (never during).
     let irq_before = nines_host::IrqSnapshot::read(Path::new("/"));
@@ -382,6 +452,16 @@ pub fn run(args: Args) -> Result<()> {
     );
     let executed: Vec<u64> = outcome.devices.iter().map(|d| d.ios_executed).collect();
     extra.insert("ios_executed".into(), json!(executed));
+    extra.insert("layout".into(), json!(layout.name()));
+    if let LayoutSpec::Raid0 { stripe_bytes } = layout {
+        extra.insert("stripe_bytes".into(), json!(stripe_bytes));
+    }
+    extra.insert("verify".into(), json!(args.verify));
+    if let (Some(path), Some(t)) = (&args.trace.trace, &cfg_trace_info) {
+        let mut t = t.clone();
+        t["file"] = json!(path.display().to_string());
+        extra.insert("trace".into(), t);
+    }
     let config = RunConfig {
         workload: spec,
         engine: args.engine.to_string(),
@@ -399,34 +479,85 @@ pub fn run(args: Args) -> Result<()> {
         extra,
     };
     let mut b = ReportBuilder::new(RunKind::Profile, config);
-    for ((t, d), name) in targets.iter().zip(&outcome.devices).zip(&names) {
+    let interrupts_of = |t: &Target, cpu: usize| {
+        irq_delta
+            .as_ref()
+            .map(|delta| nines_host::device_irq_report(&irq_device(t), Some(cpu), delta))
+    };
+    for d in &outcome.devices {
+        let single = d.members.len() == 1;
+        let first = &targets[d.members[0] as usize];
         let meta = DeviceMeta {
-            name: name.clone(),
-            path: Some(t.path().display().to_string()),
-            size_bytes: t.size_bytes(),
+            name: d.name.clone(),
+            path: single.then(|| first.path().display().to_string()),
+            size_bytes: d.size_bytes,
             cpu: Some(d.cpu),
         };
         b.device(meta, &d.recorder);
-        let interrupts = irq_delta
-            .as_ref()
-            .map(|delta| nines_host::device_irq_report(&irq_device(t), Some(d.cpu), delta));
-        if let Some(v) = &interrupts
-            && v["off_cpu"] == json!(true)
-        {
-            let served: Vec<String> = v["served_by_cpu"]
-                .as_object()
-                .map(|m| m.iter().map(|(c, n)| format!("CPU {c}: {n}")).collect())
-                .unwrap_or_default();
-            let on = match v["device"].as_str() {
-                Some(disk) if disk != name => format!(" (on {disk})"),
-                _ => String::new(),
-            };
-            b.warn(format!(
-                "{name}{on}: {} of its {} interrupts were served off its submitting CPU {} ({}); steer them with `nines tune --plan`/`--apply`",
-                v["off_cpu_count"], v["total"], d.cpu, served.join(", ")
-            ));
+        let mut member_reports = Vec::new();
+        for (k, &m) in d.members.iter().enumerate() {
+            let t = &targets[m as usize];
+            let name = &names[m as usize];
+            let interrupts = interrupts_of(t, d.cpu);
+            if let Some(v) = &interrupts
+                && v["off_cpu"] == json!(true)
+            {
+                let served: Vec<String> = v["served_by_cpu"]
+                    .as_object()
+                    .map(|m| m.iter().map(|(c, n)| format!("CPU {c}: {n}")).collect())
+                    .unwrap_or_default();
+                let on = match v["device"].as_str() {
+                    Some(disk) if disk != name => format!(" (on {disk})"),
+                    _ => String::new(),
+                };
+                b.warn(format!(
+                    "{name}{on}: {} of its {} interrupts were served off its submitting CPU {} ({}); steer them with `nines tune --plan`/`--apply`",
+                    v["off_cpu_count"], v["total"], d.cpu, served.join(", ")
+                ));
+            }
+            if single {
+                b.device_extra(interrupts, None);
+                continue;
+            }
+            let mut mr = b.member(
+                k as u32,
+                DeviceMeta {
+                    name: name.clone(),
+                    path: Some(t.path().display().to_string()),
+                    size_bytes: t.size_bytes(),
+                    cpu: Some(d.cpu),
+                },
+                (d.member_commands[k], d.member_errors[k]),
+                d.member_recs.get(k),
+                None,
+            );
+            mr.interrupts = interrupts;
+            member_reports.push(mr);
         }
-        b.device_extra(interrupts, None);
+        if !single {
+            b.device_volume(VolumeReport {
+                layout: d.layout.to_string(),
+                options: layout.options(),
+                stats: d.stats.clone(),
+                members: member_reports,
+            });
+        }
+    }
+    for (j, job) in jobs.iter().enumerate() {
+        let per_target: Vec<_> = outcome
+            .devices
+            .iter()
+            .map(|d| d.per_job.get(j).cloned().unwrap_or_default())
+            .collect();
+        let name = if cfg_trace_info.is_some() {
+            "trace"
+        } else {
+            job.name.as_str()
+        };
+        b.job(name, &job.workload, &per_target);
+        if cfg_trace_info.is_some() {
+            break;
+        }
     }
     b.host(nines_host::doctor_summary(Path::new("/")));
     for w in &outcome.workers {
@@ -470,6 +601,41 @@ pub fn run(args: Args) -> Result<()> {
         std::process::exit(EXIT_INTERRUPTED);
     }
     Ok(())
+}
+
+/// The bytes each member must hold for the jobs' regions (files are created or extended to it
+/// when writing): the region's end, spread over the members by the layout.
+fn member_bytes_needed(
+    layout: &LayoutSpec,
+    jobs: &[nines_core::job::JobSpec],
+    members: u64,
+) -> Option<u64> {
+    let end = jobs
+        .iter()
+        .filter_map(|j| {
+            j.workload
+                .region_size_bytes
+                .map(|s| j.workload.region_offset_bytes.saturating_add(s))
+        })
+        .max()?;
+    Some(match layout {
+        LayoutSpec::Independent => end,
+        LayoutSpec::Raid0 { stripe_bytes } => {
+            let row = stripe_bytes.saturating_mul(members.max(1));
+            end.div_ceil(row.max(1)).saturating_mul(*stripe_bytes)
+        }
+    })
+}
+
+fn trace_context(args: &Args) -> String {
+    format!(
+        "--trace {}",
+        args.trace
+            .trace
+            .as_deref()
+            .unwrap_or(Path::new(""))
+            .display()
+    )
 }
 
 /// The block device whose interrupts a target's I/O raises: the device itself, or for a file the
