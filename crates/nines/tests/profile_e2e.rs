@@ -2,7 +2,6 @@
 //! devices these tests create and remove.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -11,6 +10,7 @@ use nines_io::hdrhistogram;
 
 mod common;
 use common::{Zram, assert_success, run as nines};
+use common::{disk_dir, make_file, s};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nines");
 
@@ -50,29 +50,6 @@ fn fails_out(out: Output, args: &[&str]) -> String {
 }
 
 /// A directory on the disk-backed filesystem (O_DIRECT works there; /tmp may be tmpfs).
-fn disk_dir() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("nines-profile-test")
-        .tempdir_in("/var/tmp")
-        .unwrap()
-}
-
-fn make_file(dir: &Path, name: &str, bytes: usize) -> PathBuf {
-    let path = dir.join(name);
-    let data: Vec<u8> = (0..bytes)
-        .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
-        .collect();
-    std::fs::File::create(&path)
-        .unwrap()
-        .write_all(&data)
-        .unwrap();
-    path
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 /// Decodes a latency log with `nines log` into (device, op, offset) -> count, and the row count.
 fn log_rows(lat: &Path) -> Vec<(String, String, u64, u64)> {
     let csv = ok(&["log", s(lat)]);

@@ -268,11 +268,10 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         None
     };
-    if trace.is_some() && args.workload.runtime.is_none() {
-        // A replay ends with its trace.
-        spec.runtime_ns = None;
-    }
-    let jobs = args.jobs.jobs(&spec)?;
+    let jobs = args
+        .jobs
+        .jobs_for(&spec, trace.is_some(), args.workload.runtime.is_some())?;
+    spec = jobs[0].workload.clone();
     let writes = match &trace {
         Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
         None => jobs.iter().any(|j| j.workload.writes()),
@@ -345,11 +344,7 @@ pub fn run(args: Args) -> Result<()> {
         .collect();
     let mut cfg = DriverConfig {
         spec: spec.clone(),
-        jobs: if args.jobs.jobs.is_empty() {
-            Vec::new()
-        } else {
-            jobs.clone()
-        },
+        jobs: jobs.clone(),
         layout: layout.clone(),
         trace: None,
         trace_depth: args.trace.trace_depth,
@@ -368,8 +363,10 @@ pub fn run(args: Args) -> Result<()> {
         interval_ns: args.hdr_interval,
         progress: !args.quiet && std::io::stderr().is_terminal(),
     };
+    // A replay is validated as one (its job carries no pattern), then fitted to the volumes.
+    cfg.trace = trace;
     let volumes = driver::validate(&dtargets, &cfg)?;
-    if let Some(mut t) = trace {
+    if let Some(mut t) = cfg.trace.take() {
         // Fit the trace's devices onto the volumes and its offsets into the smallest.
         let size = volumes.iter().map(|v| v.size_bytes).min().unwrap_or(0);
         let policy = args.trace.fit_policy()?;

@@ -116,7 +116,11 @@ fn open_output(flag: &str, path: &Option<PathBuf>) -> Result<Option<File>> {
 pub fn run(args: Args) -> Result<()> {
     let spec = args.workload.to_spec()?;
     let percentiles = args.workload.percentiles()?;
-    let jobs = args.jobs.jobs(&spec)?;
+    let jobs = args.jobs.jobs_for(
+        &spec,
+        args.trace.trace.is_some(),
+        args.workload.runtime.is_some(),
+    )?;
     let (device, null_device_bytes) = match args.device.strip_prefix("null:") {
         Some(size) => (
             DeviceConfig::preset("afa-m2-2018").context("the default preset")?,
@@ -192,12 +196,8 @@ pub fn run(args: Args) -> Result<()> {
         scale,
         precondition,
         host,
-        workload: spec,
-        jobs: if args.jobs.jobs.is_empty() {
-            Vec::new()
-        } else {
-            jobs
-        },
+        workload: jobs[0].workload.clone(),
+        jobs,
         percentiles,
         memory_budget_bytes: args.memory_budget.max(1),
         trace_depth: args.trace.trace_depth,

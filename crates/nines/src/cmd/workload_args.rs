@@ -80,6 +80,28 @@ pub struct JobArgs {
 }
 
 impl JobArgs {
+    /// The run's jobs: the `--job`s, or the workload as one job named "job0". A trace replay
+    /// (`trace`) has one job, "trace", which only carries the run's runtime and ramp (the trace
+    /// decides everything else), and ends with the trace unless `--runtime` was given.
+    pub fn jobs_for(
+        &self,
+        base: &WorkloadSpec,
+        trace: bool,
+        runtime_given: bool,
+    ) -> Result<Vec<JobSpec>> {
+        if trace {
+            let mut w = base.clone();
+            if !runtime_given {
+                w.runtime_ns = None;
+            }
+            return Ok(vec![JobSpec {
+                name: "trace".into(),
+                workload: w,
+            }]);
+        }
+        self.jobs(base)
+    }
+
     /// The run's jobs: the `--job`s, or the workload as one job named "job0".
     pub fn jobs(&self, base: &WorkloadSpec) -> Result<Vec<JobSpec>> {
         let jobs = if self.jobs.is_empty() {

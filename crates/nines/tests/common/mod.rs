@@ -40,6 +40,32 @@ pub fn ok(out: Output, what: &str) -> Output {
     out
 }
 
+/// A temporary directory on the disk-backed filesystem (O_DIRECT works there; /tmp may be tmpfs).
+pub fn disk_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("nines-test")
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
+/// A file of `bytes` bytes of non-repeating data.
+pub fn make_file(dir: &Path, name: &str, bytes: usize) -> PathBuf {
+    use std::io::Write;
+    let path = dir.join(name);
+    let data: Vec<u8> = (0..bytes)
+        .map(|i| (i.wrapping_mul(2654435761) >> 7) as u8)
+        .collect();
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(&data)
+        .unwrap();
+    path
+}
+
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
 /// The shared real traces: $NINES_TRACES_DIR, else `../shared/traces` beside the repository.
 /// Panics when neither exists: a test that needs them must fail, never pass without them.
 pub fn traces_dir() -> PathBuf {

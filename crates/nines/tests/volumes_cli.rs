@@ -1,0 +1,305 @@
+//! Volumes and the run engine from the command line: the same spec through the real driver (null
+//! engine) and the simulator (zero-latency devices) issues the same requests; raid0 over real
+//! zram devices stores and returns real data; several jobs in both drivers; trace replay on real
+//! targets in every trace format.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use nines_core::latlog::LatLogReader;
+use nines_core::op::Op;
+use nines_core::report::Report;
+
+mod common;
+use common::{Zram, disk_dir, make_file, ok, run as nines, s};
+
+fn report(path: &Path) -> Report {
+    Report::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Per target: the (op, offset) of every logged I/O in log order.
+fn streams(lat: &Path) -> BTreeMap<u16, Vec<(Op, u64)>> {
+    let mut m: BTreeMap<u16, Vec<(Op, u64)>> = BTreeMap::new();
+    for r in LatLogReader::new(std::fs::File::open(lat).unwrap()).unwrap() {
+        let r = r.unwrap();
+        m.entry(r.device).or_default().push((r.op, r.offset_bytes));
+    }
+    m
+}
+
+#[test]
+fn real_null_engine_and_simulated_null_devices_issue_the_same_requests() {
+    let dir = disk_dir();
+    let files: Vec<_> = (0..3)
+        .map(|i| make_file(dir.path(), &format!("f{i}"), 8 << 20))
+        .collect();
+    for layout in [
+        &["--layout", "independent"][..],
+        &["--layout", "raid0", "--stripe", "64k"],
+    ] {
+        let workload = [
+            "--rw",
+            "randrw",
+            "--mix",
+            "60",
+            "--bs",
+            "16k",
+            "--iodepth",
+            "4",
+            "--ios",
+            "3000",
+            "--ramp",
+            "0s",
+            "--seed",
+            "7",
+        ];
+        let (real_lat, real_json) = (dir.path().join("real.lat"), dir.path().join("real.json"));
+        let mut args = vec![
+            "profile",
+            "--quiet",
+            "--engine",
+            "null",
+            "--lat-log",
+            s(&real_lat),
+        ];
+        args.extend(["--json", s(&real_json)]);
+        args.extend(workload);
+        args.extend(layout);
+        args.extend(files.iter().map(|f| s(f)));
+        ok(nines(&args), "profile --engine null");
+        let (sim_lat, sim_json) = (dir.path().join("sim.lat"), dir.path().join("sim.json"));
+        let mut args = vec![
+            "sim",
+            "--quiet",
+            "--device",
+            "null:8m",
+            "--devices",
+            "3",
+            "--completion",
+            "none",
+        ];
+        args.extend(["--lat-log", s(&sim_lat), "--json", s(&sim_json)]);
+        args.extend(workload);
+        args.extend(layout);
+        ok(nines(&args), "sim --device null");
+
+        let (real, sim) = (streams(&real_lat), streams(&sim_lat));
+        assert_eq!(real.len(), if layout.len() == 2 { 3 } else { 1 });
+        assert_eq!(
+            real, sim,
+            "{layout:?}: the same requests, target by target, in order"
+        );
+        let (rr, sr) = (report(&real_json), report(&sim_json));
+        for (a, b) in rr.devices.iter().zip(&sr.devices) {
+            assert_eq!((a.read.ios, a.write.ios), (b.read.ios, b.write.ios));
+            assert_eq!(a.read.ios + a.write.ios, 3000, "--ios is exact");
+            assert_eq!(a.size_bytes, b.size_bytes, "the same volume size");
+        }
+        if let Some(v) = &rr.devices[0].volume {
+            let cmds: u64 = v.members.iter().map(|m| m.commands).sum();
+            let sim_cmds: u64 = sr.devices[0]
+                .volume
+                .as_ref()
+                .unwrap()
+                .members
+                .iter()
+                .map(|m| m.commands)
+                .sum();
+            assert_eq!(cmds, sim_cmds, "the same member commands");
+            assert_eq!(
+                cmds, 3000,
+                "aligned 16 KiB requests never span two 64 KiB units"
+            );
+        }
+    }
+}
+
+#[test]
+fn raid0_over_zram_stores_real_data_where_the_layout_says_and_verifies() {
+    let z: Vec<Zram> = (0..3).map(|_| Zram::new("16M")).collect();
+    let paths: Vec<String> = z.iter().map(Zram::path).collect();
+    let p: Vec<&str> = paths.iter().map(String::as_str).collect();
+    // Fill the whole volume sequentially with the verification pattern (3 x 16 MiB / 64 KiB).
+    let mut args = vec![
+        "profile",
+        "--quiet",
+        "--layout",
+        "raid0",
+        "--stripe",
+        "16k",
+        "--rw",
+        "write",
+        "--bs",
+        "64k",
+        "--iodepth",
+        "4",
+        "--ios",
+        "768",
+        "--verify",
+        "--allow-writes",
+        "--seed",
+        "3",
+    ];
+    args.extend(&p);
+    ok(nines(&args), "raid0 write");
+    // Read it back at random through the volume: every byte is checked.
+    let mut args = vec![
+        "profile",
+        "--quiet",
+        "--layout",
+        "raid0",
+        "--stripe",
+        "16k",
+        "--rw",
+        "randread",
+        "--bs",
+        "8k",
+        "--iodepth",
+        "8",
+        "--ios",
+        "20000",
+        "--verify",
+        "--seed",
+        "3",
+    ];
+    args.extend(&p);
+    ok(nines(&args), "raid0 verified read");
+    // The bytes are on the members exactly where raid0 maps them.
+    let r = nines_array::Raid0::new(16 << 10, &[16 << 20; 3], 4096, 1, 4096).unwrap();
+    let members: Vec<Vec<u8>> = paths.iter().map(|d| std::fs::read(d).unwrap()).collect();
+    let mut expected = vec![0u8; 4096];
+    for vol_off in (0..3 * (16u64 << 20)).step_by(1 << 20 | 4096) {
+        nines_io::fill_pattern(&mut expected, vol_off, 3);
+        let (m, off) = r.locate(vol_off);
+        assert_eq!(
+            &members[m as usize][off as usize..off as usize + 4096],
+            &expected[..],
+            "volume offset {vol_off} on member {m} at {off}"
+        );
+    }
+    // Damage one member: the verified read must fail and say where.
+    std::fs::write(&paths[1], vec![0u8; 1 << 20]).unwrap();
+    let mut args = vec![
+        "profile", "--quiet", "--layout", "raid0", "--stripe", "16k", "--rw", "read", "--bs",
+        "64k", "--ios", "768", "--verify", "--seed", "3",
+    ];
+    args.extend(&p);
+    let out = nines(&args);
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("--verify") && e.contains("offset"), "{e}");
+}
+
+#[test]
+fn several_jobs_have_their_own_statistics_in_both_drivers() {
+    let dir = disk_dir();
+    let f = make_file(dir.path(), "j", 16 << 20);
+    let jobs = [
+        "--job",
+        "reads:rw=randread,bs=4k,iodepth=4,ios=2000",
+        "--job",
+        "burst:rw=randwrite,bs=64k,thinktime=2ms,ios=20",
+    ];
+    let json = dir.path().join("p.json");
+    let mut args = vec!["profile", "--quiet", "--json", s(&json), s(&f)];
+    args.extend(jobs);
+    ok(nines(&args), "profile with jobs");
+    let sim_json = dir.path().join("s.json");
+    let mut args = vec![
+        "sim",
+        "--quiet",
+        "--json",
+        s(&sim_json),
+        "--device",
+        "z-ssd",
+    ];
+    args.extend(jobs);
+    ok(nines(&args), "sim with jobs");
+    for r in [report(&json), report(&sim_json)] {
+        let names: Vec<&str> = r.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["reads", "burst"]);
+        assert_eq!((r.jobs[0].read.ios, r.jobs[0].write.ios), (2000, 0));
+        assert_eq!((r.jobs[1].read.ios, r.jobs[1].write.ios), (0, 20));
+        assert_eq!(r.jobs[1].workload.thinktime_ns, 2_000_000);
+        // The device's figures are the jobs' together.
+        assert_eq!((r.devices[0].read.ios, r.devices[0].write.ios), (2000, 20));
+        // The bursts wait 2 ms between writes: at least 19 gaps.
+        assert!(
+            r.config.measured_ns >= 19 * 2_000_000,
+            "{}",
+            r.config.measured_ns
+        );
+    }
+    let out = nines(&["profile", "--quiet", "--job", "x:runtime=1s", s(&f)]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("whole run"));
+}
+
+/// The first `n` requests of the real tpcc trace, written in `format` into `dir`.
+fn trace_in(
+    dir: &Path,
+    format: nines_trace::TraceFormat,
+    n: usize,
+) -> (std::path::PathBuf, u64, u64) {
+    use nines_trace::{TraceOptions, read_trace};
+    let src = common::traces_dir().join("mqsim-tpcc-small.trace");
+    let mut t = read_trace(
+        std::io::BufReader::new(std::fs::File::open(src).unwrap()),
+        nines_trace::TraceFormat::Mqsim,
+        &TraceOptions::default(),
+    )
+    .unwrap();
+    t.records.truncate(n);
+    // Byte offsets 4 KiB-aligned, so the trace suits direct I/O on zram too.
+    for r in &mut t.records {
+        r.offset_bytes &= !4095;
+        r.len_bytes = r.len_bytes.next_multiple_of(4096);
+    }
+    let stats = nines_trace::Trace::from_records(t.records.clone(), format).stats();
+    let path = dir.join(format!("t.{format}"));
+    let mut f = std::fs::File::create(&path).unwrap();
+    nines_trace::write_trace(&mut f, &t.records, format, nines_trace::TraceUnit::Bytes).unwrap();
+    (path, stats.reads, stats.writes)
+}
+
+#[test]
+fn profile_replays_every_trace_format_on_files_and_zram() {
+    let dir = disk_dir();
+    let file = make_file(dir.path(), "target", 64 << 20);
+    let z = Zram::new("64M");
+    for format in nines_trace::TraceFormat::ALL {
+        let (trace, reads, writes) = trace_in(dir.path(), format, 400);
+        for target in [s(&file).to_string(), z.path()] {
+            let json = dir.path().join("trace.json");
+            let out = ok(
+                nines(&[
+                    "profile",
+                    "--quiet",
+                    "--trace",
+                    s(&trace),
+                    "--trace-format",
+                    format.name(),
+                    "--trace-fit",
+                    "wrap",
+                    "--trace-time-scale",
+                    "0.5",
+                    "--allow-writes",
+                    "--json",
+                    s(&json),
+                    &target,
+                ]),
+                "profile --trace",
+            );
+            let _ = out;
+            let r = report(&json);
+            let d = &r.devices[0];
+            assert_eq!(
+                (d.read.ios, d.write.ios),
+                (reads, writes),
+                "{format} on {target}"
+            );
+            assert_eq!(r.config.extra["trace"]["requests"], 400);
+            assert_eq!(r.jobs[0].name, "trace");
+        }
+    }
+}
