@@ -3,6 +3,7 @@
 //! the per-I/O log format, and the versioned report schema. Both drivers (real and simulated)
 //! build on this crate, so nothing here reads a clock, sleeps, spawns or touches a file.
 
+pub mod hdrlog;
 pub mod job;
 pub mod latlog;
 pub mod op;

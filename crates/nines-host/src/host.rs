@@ -282,7 +282,7 @@ impl Host {
             }
         };
         let mut names = names;
-        names.sort_by_key(|n| crate::plan::natural_key(n));
+        names.sort_by_key(|n| parse::natural_key(n));
         for name in names {
             let dev = self.read_device(fs, &name, virtio_of.get(&name).cloned());
             self.devices.push(dev);

@@ -359,3 +359,12 @@ pub fn strip_comments(s: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Sort key that orders nvme2n1 before nvme10n1.
+pub fn natural_key(name: &str) -> (String, u64, String) {
+    let prefix: String = name.chars().take_while(|c| !c.is_ascii_digit()).collect();
+    let rest = &name[prefix.len()..];
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let n = digits.parse().unwrap_or(0);
+    (prefix, n, rest[digits.len()..].to_string())
+}

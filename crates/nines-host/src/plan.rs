@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::host::{DevKind, Host};
-use crate::parse::{format_cpulist, parse_scheduler};
+use crate::parse::{format_cpulist, natural_key, parse_scheduler};
 
 pub const PLAN_SCHEMA_NAME: &str = "nines-plan";
 pub const PLAN_SCHEMA_VERSION: u32 = 1;
@@ -104,15 +104,6 @@ pub fn default_housekeeping(h: &Host) -> Vec<usize> {
 /// The block device name of a target: "/dev/nvme0n1" -> "nvme0n1".
 pub fn target_name(t: &str) -> &str {
     t.strip_prefix("/dev/").unwrap_or(t)
-}
-
-/// Sort key that orders nvme2n1 before nvme10n1.
-pub fn natural_key(name: &str) -> (String, u64, String) {
-    let prefix: String = name.chars().take_while(|c| !c.is_ascii_digit()).collect();
-    let rest = &name[prefix.len()..];
-    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    let n = digits.parse().unwrap_or(0);
-    (prefix, n, rest[digits.len()..].to_string())
 }
 
 /// Desired block-queue settings for low-latency flash: (file, value).

@@ -22,9 +22,8 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use hdrhistogram::serialization::V2DeflateSerializer;
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use nines_array::{LayoutSpec, Volume, VolumeParams};
+use nines_core::hdrlog::IntervalLog;
 use nines_core::job::{JobSpec, validate_jobs};
 use nines_core::latlog::{self, LatLogHeader, RECORD_BYTES};
 use nines_core::op::Op;
@@ -704,13 +703,15 @@ fn open_logs(
     Ok((sink, lanes, hdr))
 }
 
-/// The HdrHistogram interval log, written by the collector (main thread), off the hot path.
-struct HdrLog {
-    out: io::BufWriter<File>,
-    serializer: V2DeflateSerializer,
-    tags: Vec<[String; 2]>,
-    ops: Vec<Op>,
-    start_unix_ns: u64,
+/// The HdrHistogram interval log, written by the collector (main thread), off the hot path,
+/// through the one writer both drivers share ([`IntervalLog`]).
+struct HdrLog(IntervalLog<io::BufWriter<File>>);
+
+fn log_error(source: io::Error) -> DriverError {
+    DriverError::Log {
+        what: "HdrHistogram log",
+        error: source,
+    }
 }
 
 impl HdrLog {
@@ -720,54 +721,30 @@ impl HdrLog {
         names: &[String],
         ops: &[Op],
     ) -> Result<Self, DriverError> {
-        let mut out = io::BufWriter::new(file);
-        let start = std::time::UNIX_EPOCH + Duration::from_nanos(start_unix_ns);
-        let mut serializer = V2DeflateSerializer::new();
-        IntervalLogWriterBuilder::new()
-            .add_comment("nines profile: interval latency histograms in nanoseconds, one tag per device and direction")
-            .with_start_time(start)
-            .with_base_time(start)
-            .begin_log_with(&mut out, &mut serializer)
-            .map_err(|source| DriverError::Log { what: "HdrHistogram log", error: source })?;
-        let tags = names
-            .iter()
-            .map(|n| [hdr_tag(n, Op::Read), hdr_tag(n, Op::Write)])
-            .collect();
-        Ok(HdrLog {
-            out,
-            serializer,
-            tags,
-            ops: ops.to_vec(),
+        IntervalLog::start(
+            io::BufWriter::new(file),
+            "nines profile: interval latency histograms in nanoseconds, one tag per device and direction",
             start_unix_ns,
-        })
+            names,
+            ops,
+        )
+        .map(HdrLog)
+        .map_err(log_error)
     }
 
     fn write(&mut self, msg: &IntervalMsg, start_ns: u64) -> Result<(), DriverError> {
-        let mut w = IntervalLogWriterBuilder::new()
-            .begin_log_with(&mut self.out, &mut self.serializer)
-            .map_err(|source| DriverError::Log {
-                what: "HdrHistogram log",
-                error: source,
-            })?;
-        let from = Duration::from_nanos(msg.start_ns.saturating_sub(start_ns));
-        let len = Duration::from_nanos(msg.end_ns.saturating_sub(msg.start_ns));
-        for &op in &self.ops {
-            let tag = &self.tags[msg.device as usize][op.index()];
-            w.write_histogram(&msg.rec.dirs[op.index()].hist, from, len, Tag::new(tag))
-                .map_err(|e| DriverError::Log {
-                    what: "HdrHistogram log",
-                    error: io::Error::other(e.to_string()),
-                })?;
-        }
-        let _ = self.start_unix_ns;
-        Ok(())
+        self.0
+            .write(
+                msg.device as usize,
+                &msg.rec,
+                msg.start_ns.saturating_sub(start_ns),
+                msg.end_ns.saturating_sub(msg.start_ns),
+            )
+            .map_err(log_error)
     }
 
-    fn finish(mut self) -> Result<(), DriverError> {
-        self.out.flush().map_err(|source| DriverError::Log {
-            what: "HdrHistogram log",
-            error: source,
-        })
+    fn finish(self) -> Result<(), DriverError> {
+        self.0.finish().map(drop).map_err(log_error)
     }
 }
 
@@ -874,13 +851,5 @@ mod tests {
             let os = chain.matches("(os error").count();
             assert_eq!(os, 1, "{chain}");
         }
-    }
-
-    #[test]
-    fn tags_are_valid_hdr_tags() {
-        assert_eq!(hdr_tag("zram3", Op::Read), "zram3.read");
-        let t = hdr_tag("my file,x", Op::Write);
-        assert_eq!(t, "my_file_x.write");
-        assert!(Tag::new(&t).is_some());
     }
 }

@@ -25,16 +25,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
 use nines_array::{
     CmdDone, CmdResult, IoResult, NoData, Output, VolIo, Volume, VolumeHost, VolumeParams,
 };
+use nines_core::hdrlog::IntervalLog;
 use nines_core::latlog::{LatLogHeader, LatRecord, write_header};
 use nines_core::op::Op;
 use nines_core::run::{Controller, Poll, RunTiming, StreamSpec};
 use nines_core::source::Source;
-use nines_core::stats::{DeviceRecorder, hdr_tag};
+use nines_core::stats::DeviceRecorder;
 use nines_core::workload::Generator;
 use nines_trace::{Trace, TraceReplay};
-
-use hdrhistogram::serialization::V2DeflateSerializer;
-use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 
 use crate::config::{LOGICAL_BLOCK_BYTES, Prepared, SimError};
 use crate::host::Host;
@@ -584,7 +582,7 @@ pub fn run_logged(
         if let Some(e) = h.error.take() {
             return Err(SimError::HdrLog(e));
         }
-        h.out.flush().map_err(SimError::HdrLog)?;
+        h.log.finish().map_err(SimError::HdrLog)?;
     }
     let stats = lp.stats;
     let measured_ns = lp.ctl.measured_ns();
@@ -621,7 +619,7 @@ pub fn run_logged(
 }
 
 fn hdr_sink<'w>(
-    mut out: &'w mut dyn Write,
+    out: &'w mut dyn Write,
     interval_ns: u64,
     cfg: &crate::SimConfig,
     jobs: &[nines_core::job::JobSpec],
@@ -634,14 +632,6 @@ fn hdr_sink<'w>(
             "--hdr-interval 0: give a positive interval, e.g. 1s".into(),
         ));
     }
-    let mut serializer = V2DeflateSerializer::new();
-    let origin = std::time::UNIX_EPOCH;
-    IntervalLogWriterBuilder::new()
-        .add_comment("nines sim: interval latency histograms in nanoseconds of virtual time, one tag per device and direction")
-        .with_start_time(origin)
-        .with_base_time(origin)
-        .begin_log_with(&mut out, &mut serializer)
-        .map_err(SimError::HdrLog)?;
     let (reads, writes) = match trace {
         Some(t) => {
             let ts = t.stats();
@@ -660,19 +650,20 @@ fn hdr_sink<'w>(
             Op::Write => writes,
         })
         .collect();
-    let names = target_names(cfg);
-    Ok(HdrSink {
+    let log = IntervalLog::start(
         out,
-        serializer,
+        "nines sim: interval latency histograms in nanoseconds of virtual time, one tag per device and direction",
+        0,
+        &target_names(cfg),
+        &ops,
+    )
+    .map_err(SimError::HdrLog)?;
+    Ok(HdrSink {
+        log,
         interval_ns,
         origin_ns,
         next_ns: origin_ns + interval_ns,
         recs: (0..n_targets).map(|_| DeviceRecorder::new()).collect(),
-        tags: names
-            .iter()
-            .map(|n| [hdr_tag(n, Op::Read), hdr_tag(n, Op::Write)])
-            .collect(),
-        ops,
         error: None,
     })
 }

@@ -5,10 +5,8 @@
 
 use std::io::{self, Write};
 
-use hdrhistogram::serialization::V2DeflateSerializer;
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use nines_core::hdrlog::IntervalLog;
 use nines_core::latlog::{LatRecord, RECORD_BYTES};
-use nines_core::op::Op;
 use nines_core::stats::DeviceRecorder;
 
 /// Bytes of per-I/O log records buffered before one write (43,690 records).
@@ -60,16 +58,13 @@ pub struct Logs<'w> {
 /// virtual time. Serialising happens once per interval, not per I/O; intervals in which no
 /// target completed anything are skipped.
 pub(crate) struct HdrSink<'w> {
-    pub(crate) out: &'w mut dyn Write,
-    pub(crate) serializer: V2DeflateSerializer,
+    pub(crate) log: IntervalLog<&'w mut dyn Write>,
     pub(crate) interval_ns: u64,
     /// Where intervals start: the end of the ramp.
     pub(crate) origin_ns: u64,
     /// End of the current interval.
     pub(crate) next_ns: u64,
     pub(crate) recs: Vec<DeviceRecorder>,
-    pub(crate) tags: Vec<[String; 2]>,
-    pub(crate) ops: Vec<Op>,
     pub(crate) error: Option<io::Error>,
 }
 
@@ -95,24 +90,8 @@ impl HdrSink<'_> {
         if empty || self.error.is_some() {
             return;
         }
-        let result = (|| -> io::Result<()> {
-            let mut w = IntervalLogWriterBuilder::new()
-                .begin_log_with(&mut self.out, &mut self.serializer)?;
-            let from = std::time::Duration::from_nanos(from_ns);
-            let len = std::time::Duration::from_nanos(len_ns);
-            for (rec, tags) in self.recs.iter().zip(&self.tags) {
-                for &op in &self.ops {
-                    w.write_histogram(
-                        &rec.dirs[op.index()].hist,
-                        from,
-                        len,
-                        Tag::new(&tags[op.index()]),
-                    )
-                    .map_err(|e| io::Error::other(format!("{e:?}")))?;
-                }
-            }
-            Ok(())
-        })();
+        let result = (0..self.recs.len())
+            .try_for_each(|t| self.log.write(t, &self.recs[t], from_ns, len_ns));
         if let Err(e) = result {
             self.error = Some(e);
         }
