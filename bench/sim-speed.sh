@@ -9,10 +9,21 @@
 # device at the default scale, preconditioning <= 10 s.
 #
 # Usage: bench/sim-speed.sh            (REPEATS=1 bench/sim-speed.sh for a quick look)
+#        BASE=/path/to/other/nines bench/sim-speed.sh   runs every case on both binaries, in turn
+#        (A B A B ...), and prints this build's speed as a ratio of BASE's (medians).
+#        QUICK=1: one run of each case, shorter simulated times, no preconditioning table.
+# Last line: RESULT reads_iops=... mixed_iops=... raid0_iops=... [and *_vs_base=... with BASE].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 REPEATS="${REPEATS:-3}"
+QUICK="${QUICK:-}"
+[ -n "$QUICK" ] && REPEATS=1
+BASE="${BASE:-}"
+if [ -n "$BASE" ] && [ ! -x "$BASE" ]; then
+    echo "BASE=$BASE is not an executable nines binary" >&2
+    exit 2
+fi
 
 if [ ! -x /usr/bin/time ]; then
     echo "installing GNU time for peak-memory figures" >&2
@@ -30,8 +41,15 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else pr
 run_case() {
     local label="$1" devices="$2"
     shift 2
-    : >"$TMP/iops"; : >"$TMP/cmds"; : >"$TMP/prep"; : >"$TMP/rss"
+    : >"$TMP/iops"; : >"$TMP/cmds"; : >"$TMP/prep"; : >"$TMP/rss"; : >"$TMP/base_iops"
     for _ in $(seq "$REPEATS"); do
+        if [ -n "$BASE" ]; then
+            /usr/bin/time -v "$BASE" sim --quiet --devices "$devices" "$@" 2>"$TMP/err" >/dev/null || {
+                cat "$TMP/err" >&2
+                exit 1
+            }
+            sed -n 's/.* = \([0-9]*\) sim I\/O\/s.*/\1/p' "$TMP/err" >>"$TMP/base_iops"
+        fi
         /usr/bin/time -v "$NINES" sim --quiet --devices "$devices" "$@" 2>"$TMP/err" >/dev/null || {
             cat "$TMP/err" >&2
             exit 1
@@ -52,28 +70,48 @@ run_case() {
         iops="-"
         cmds="-"
     fi
-    printf '%-44s %14s %16s %10s %10s %12s\n' "$label" "$iops" "$cmds" "$prep" \
-        "$((rss / 1024))" "$(awk -v r="$rss" -v n="$devices" 'BEGIN { printf "%.1f", r / 1024 / n }')"
+    local vs=""
+    if [ -n "$BASE" ] && [ -z "${PREP_ONLY:-}" ]; then
+        base="$(median <"$TMP/base_iops")"
+        vs="$(awk -v a="$iops" -v b="$base" 'BEGIN { printf "%.3f", a / b }')"
+        LAST_BASE="$base"
+    fi
+    LAST_IOPS="$iops"
+    LAST_VS="$vs"
+    printf '%-44s %14s %16s %10s %10s %12s %10s\n' "$label" "$iops" "$cmds" "$prep" \
+        "$((rss / 1024))" "$(awk -v r="$rss" -v n="$devices" 'BEGIN { printf "%.1f", r / 1024 / n }')" \
+        "${vs:--}"
 }
 
 echo "nines sim speed ($(nproc) CPUs, $REPEATS runs each, medians; nines sim is single-threaded)"
 echo "command: $NINES sim --quiet --devices N ARGS (see each row)"
-printf '%-44s %14s %16s %10s %10s %12s\n' case "sim I/O/s" "dev cmds/s" "prep s" "RSS MiB" "MiB/device"
-run_case "64 x afa-m2-2018 randread 4k QD1 (2 s sim)" 64 \
-    --device afa-m2-2018 --rw randread --bs 4k --iodepth 1 --runtime 2s
+[ -n "$BASE" ] && echo "base: $BASE (run in turn with this build; vs base = this build / base, medians)"
+printf '%-44s %14s %16s %10s %10s %12s %10s\n' case "sim I/O/s" "dev cmds/s" "prep s" "RSS MiB" "MiB/device" "vs base"
+SIM_READS=2s; SIM_MIXED=10s; SIM_RAID=1s
+[ -n "$QUICK" ] && { SIM_READS=1s; SIM_MIXED=2s; SIM_RAID=500ms; }
+run_case "64 x afa-m2-2018 randread 4k QD1 ($SIM_READS sim)" 64 \
+    --device afa-m2-2018 --rw randread --bs 4k --iodepth 1 --runtime "$SIM_READS"
+R_READS="$LAST_IOPS"; V_READS="$LAST_VS"
 run_case "64 x afa-m2-2018 randrw 70/30 QD1 steady" 64 \
-    --device afa-m2-2018 --rw randrw --mix 70 --bs 4k --iodepth 1 --runtime 10s --json "$TMP/gc.json"
+    --device afa-m2-2018 --rw randrw --mix 70 --bs 4k --iodepth 1 --runtime "$SIM_MIXED" --json "$TMP/gc.json"
+R_MIXED="$LAST_IOPS"; V_MIXED="$LAST_VS"
 gc_runs="$(grep -o '"gc_runs": [0-9]*' "$TMP/gc.json" | awk '{ s += $2 } END { print s }')"
 moved="$(grep -o '"gc_units_moved": [0-9]*' "$TMP/gc.json" | awk '{ s += $2 } END { print s }')"
 echo "    (GC active in the 70/30 case: $gc_runs victim blocks reclaimed, $moved units moved, over 64 devices)"
 run_case "raid0 1000 x afa-m2-2018 64k/4k-stripe QD32" 1000 \
-    --device afa-m2-2018 --layout raid0 --stripe 4k --rw randread --bs 64k --iodepth 32 --runtime 1s
-echo
-echo "preconditioning to steady state, one device at the default scale (median seconds):"
-for preset in afa-m2-2018 intel-750 z-ssd mqsim-default ttflash-fast17; do
-    PREP_ONLY=1 run_case "precondition $preset" 1 --device "$preset" --precondition steady --rw randwrite --ios 1
-done
+    --device afa-m2-2018 --layout raid0 --stripe 4k --rw randread --bs 64k --iodepth 32 --runtime "$SIM_RAID"
+R_RAID="$LAST_IOPS"; V_RAID="$LAST_VS"
+if [ -z "$QUICK" ]; then
+    echo
+    echo "preconditioning to steady state, one device at the default scale (median seconds):"
+    for preset in afa-m2-2018 intel-750 z-ssd mqsim-default ttflash-fast17; do
+        PREP_ONLY=1 run_case "precondition $preset" 1 --device "$preset" --precondition steady --rw randwrite --ios 1
+    done
+fi
 echo
 echo "MQSim (CMU-SAFARI/MQSim), quoted from issue 3, not measured here (no network to fetch it):"
 echo "  about 28,000 simulated requests/s for writes and 57,000 for reads; 2.3 GB of memory for one"
 echo "  512 GiB SSD; one SSD per process; a GC-heavy 512 GiB run preconditioned for 14 minutes."
+result="RESULT reads_iops=$R_READS mixed_iops=$R_MIXED raid0_iops=$R_RAID"
+[ -n "$BASE" ] && result="$result reads_vs_base=$V_READS mixed_vs_base=$V_MIXED raid0_vs_base=$V_RAID"
+echo "$result"

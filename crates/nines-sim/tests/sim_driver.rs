@@ -366,3 +366,33 @@ fn logs_record_every_io_of_a_raid0_volume_without_changing_the_run() {
     assert!(tagged("Tag=raid0(4xone-die).read,") > 0);
     assert!(tagged("Tag=raid0(4xone-die).write,") > 0);
 }
+
+#[test]
+fn folding_raid0_completions_changes_nothing_but_the_event_count() {
+    let mut cfg = config(
+        one_die(""),
+        6,
+        WorkloadSpec {
+            rw: RwMode::RandRw,
+            read_mix_pct: 70,
+            block_size_bytes: 96 << 10,
+            iodepth: 8,
+            ..reads(4000)
+        },
+    );
+    cfg.layout = Layout::Raid0 {
+        stripe_bytes: 16 << 10,
+    };
+    cfg.host = HostConfig::new(CompletionMode::Interrupt);
+    let folded = simulate(&cfg);
+    cfg.fold_completions = false;
+    let each = simulate(&cfg);
+    // Same latencies, member statistics and device internals; only the event count differs.
+    let strip = |mut r: nines_core::report::Report| {
+        r.config.extra.remove("events");
+        r.to_json()
+    };
+    assert!(folded.stats.events < each.stats.events);
+    assert_eq!(folded.stats.chunks, each.stats.chunks);
+    assert_eq!(strip(folded.report), strip(each.report));
+}
