@@ -9,11 +9,29 @@ command -v losetup >/dev/null 2>&1 || need+=(util-linux)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)    # plotters finds fontconfig with it
 dpkg -s libfontconfig1-dev >/dev/null 2>&1 || need+=(libfontconfig1-dev)  # text in PNG plots
 dpkg -s fonts-dejavu-core >/dev/null 2>&1 || need+=(fonts-dejavu-core)    # the font PNG plots use
+command -v fio >/dev/null 2>&1 || need+=(fio)                  # --fio-json is diffed against real fio output
+[ -d /usr/share/doc/fio/examples ] || need+=(fio-examples)     # --job is tested on fio's example job files
+[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)  # HdrHistogram's HistogramLogProcessor
+[ -f /usr/share/java/hdrhistogram.jar ] || need+=(libhdrhistogram-java)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+fi
+
+# fio-plot, the Python HdrHistogram reader and six (for fio_jsonplus_clat2csv), pinned, in a venv
+# inside the checkout (ignored by git) so nothing is installed system-wide.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="$root/.venv"
+if ! cmp -s "$root/scripts/python-tools.txt" "$venv/python-tools.txt" 2>/dev/null; then
+  echo "setup: installing the Python tools into $venv (from PyPI)"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/python-tools.txt" \
+    || { echo "setup: pip could not install scripts/python-tools.txt (is PyPI reachable?)" >&2; exit 1; }
+  cp "$root/scripts/python-tools.txt" "$venv/python-tools.txt"
 fi
 
 # zram backs the block-device tests; load the module where it is not built in.

@@ -1,25 +1,36 @@
-//! fio-compatible JSON (`--fio-json`): fio's `--output-format=json` layout with one job per
-//! device, so fio-plot and other fio tooling read nines results.
+//! fio-compatible JSON (`--fio-json`, `--fio-json-plus`): fio 3.33's `--output-format=json` (and
+//! `json+`) layout, key for key and in fio's order, so fio-plot, `fio_jsonplus_clat2csv` and
+//! scripts written for fio read nines runs.
 //!
 //! Mapping (documented in docs/report-schema.md):
-//! - `jobs[i]` is device i; `jobname` is its name, `job options.filename` its path.
-//! - `read`/`write`: `io_bytes`, `io_kbytes`, `bw_bytes`, `bw` (KiB/s), `iops`, `runtime` (ms),
-//!   `total_ios`; `clat_ns` and `lat_ns` both hold nines' latency (submission to completion, or
-//!   due time to completion under --rate-iops); `slat_ns` is zero (nines does not split it).
-//!   `clat_ns.percentile` keys use fio's `%f` text (`"99.999900"`).
-//! - `usr_cpu`/`sys_cpu` (% of the run) and `ctx`: nines' workers drive several devices each, so a
-//!   worker's CPU time and context switches are shared among its devices by their I/O counts.
-//! - With the recorders ([`to_fio_json_with_recorders`]), fio's default percentile list is added to
-//!   the requested ones, and `latency_ns`/`latency_us`/`latency_ms` (percent of I/Os per bucket)
-//!   are computed exactly from the histograms; from a report alone they are absent rather than
-//!   invented.
-
-use serde_json::{Map, Value, json};
+//! - one fio job per target (device, file or volume); with several `--job`s, one per job and
+//!   target (`groupid` = the job's index). `jobname` is the target's name (`job@target` with several
+//!   jobs); `job options` say what fio would need to run the same workload (`filename` lists a
+//!   volume's members separated by `:`, as fio does).
+//! - nines measures submission to completion (or due time to completion under `--rate-iops`), which
+//!   fio calls `lat`. So `lat_ns` carries the statistics, percentiles and (json+) `bins`, exactly
+//!   as fio lays them out with `lat_percentiles=1, clat_percentiles=0` (which the job options say);
+//!   `slat_ns` and `clat_ns` are present with `N: 0`, as fio writes a latency it did not collect,
+//!   until nines splits submission from completion.
+//! - `bw_*`/`iops_*` sample statistics come from the interval histograms (`--hdr-log`), one
+//!   sample per interval (a trailing sliver left out); without them `*_samples` is 0, as fio
+//!   writes for a run shorter than one averaging period.
+//! - fio's default `percentile_list` is merged with the requested percentiles when recorders are
+//!   given (and the job options say so); from a report alone only the requested ones exist.
+//! - `latency_ns/us/ms` (percent of I/Os per bucket, both directions) and `bins` need the
+//!   recorders; `iodepth_level/submit/complete` are left out: nines does not sample queue depth.
+//! - `usr_cpu`/`sys_cpu` (% of the run) and `ctx`: a nines worker drives several targets, so its
+//!   CPU time and context switches are shared among them by their I/O counts.
 
 use nines_core::op::Op;
-use nines_core::report::{DeviceReport, DirectionStats, Report};
-use nines_core::stats::DeviceRecorder;
+use nines_core::report::{DirectionStats, Report};
+use nines_core::stats::{DeviceRecorder, DirRecorder};
 use nines_core::units::percentile_key;
+use nines_core::workload::{Distribution, RwMode, WorkloadSpec};
+
+use crate::intervals::IntervalSeries;
+use crate::ojson::Json;
+use crate::time::ctime_utc;
 
 /// fio's default `percentile_list`.
 pub const FIO_DEFAULT_PERCENTILES: [f64; 17] = [
@@ -27,62 +38,264 @@ pub const FIO_DEFAULT_PERCENTILES: [f64; 17] = [
     99.99,
 ];
 
+/// Plain fio JSON or json+ (with per-bucket `bins`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FioFlavor {
+    Json,
+    JsonPlus,
+}
+
+/// What an export is made of: the report, and optionally what only the run itself has.
+#[derive(Clone, Copy)]
+pub struct FioSource<'a> {
+    pub report: &'a Report,
+    /// Each target's recorder in report order (merged over jobs).
+    pub recorders: Option<&'a [DeviceRecorder]>,
+    /// With several jobs: `[job][target]` recorders.
+    pub job_recorders: Option<&'a [Vec<DeviceRecorder>]>,
+    /// Interval series of the run (`--hdr-log`), for the bandwidth and IOPS samples.
+    pub intervals: &'a [IntervalSeries],
+}
+
+impl<'a> FioSource<'a> {
+    pub fn new(report: &'a Report) -> Self {
+        FioSource {
+            report,
+            recorders: None,
+            job_recorders: None,
+            intervals: &[],
+        }
+    }
+}
+
 /// fio's percentile key text: `%f` of the percentile (`99.999900`).
 pub fn fio_percentile_key(p: f64) -> String {
     format!("{p:.6}")
 }
 
-fn empty_lat() -> Value {
-    json!({"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0})
+/// fio's time syntax for a duration: whole seconds bare (fio's default unit), else ms, us or ns.
+fn fio_duration(ns: u64) -> String {
+    if ns.is_multiple_of(1_000_000_000) {
+        format!("{}", ns / 1_000_000_000)
+    } else if ns.is_multiple_of(1_000_000) {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns.is_multiple_of(1_000) {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
 }
 
-fn dir_json(s: &DirectionStats, runtime_ms: u64, extra_percentiles: &[(f64, u64)]) -> Value {
+fn zero_lat() -> Json {
+    let mut o = Json::obj();
+    o.push("min", 0u64)
+        .push("max", 0u64)
+        .push("mean", 0.0)
+        .push("stddev", 0.0)
+        .push("N", 0u64);
+    o
+}
+
+/// One fio job being built: which statistics, recorder and options it takes.
+struct JobIn<'a> {
+    name: String,
+    groupid: u32,
+    workload: &'a WorkloadSpec,
+    filename: String,
+    /// The target's name, which tags its interval series.
+    target: &'a str,
+    read: &'a DirectionStats,
+    write: &'a DirectionStats,
+    rec: Option<&'a DeviceRecorder>,
+    cpu: (f64, f64, u64),
+    /// Share of the target's interval I/Os that belong to this job (1 with one job).
+    interval_share: f64,
+}
+
+/// Sample statistics of per-interval rates, as fio computes them (sample standard deviation).
+struct Samples {
+    min: f64,
+    max: f64,
+    mean: f64,
+    dev: f64,
+    n: u64,
+}
+
+fn sample_stats(xs: &[f64]) -> Samples {
+    if xs.is_empty() {
+        return Samples {
+            min: 0.0,
+            max: 0.0,
+            mean: 0.0,
+            dev: 0.0,
+            n: 0,
+        };
+    }
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let dev = if xs.len() > 1 {
+        (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    } else {
+        0.0
+    };
+    Samples {
+        min: xs.iter().copied().fold(f64::INFINITY, f64::min),
+        max: xs.iter().copied().fold(0.0, f64::max),
+        mean,
+        dev,
+        n: xs.len() as u64,
+    }
+}
+
+/// IOPS of each interval of `target` in direction `op`, leaving out a first or last interval
+/// shorter than half the median (a sliver, whose rate means nothing).
+fn interval_iops(intervals: &[IntervalSeries], target: &str, op: Op) -> Vec<f64> {
+    let tag = nines_core::stats::hdr_tag_device(target);
+    let Some(series) = intervals.iter().find(|s| s.device == tag && s.op == op) else {
+        return Vec::new();
+    };
+    crate::run::interval_rates(series, 0.0)
+        .0
+        .into_iter()
+        .map(|(_, iops)| iops)
+        .collect()
+}
+
+/// The values and counts of a histogram's buckets, in ascending order: each bucket's highest
+/// equivalent value (clamped to the exact max, so no bucket lies above it) and its count.
+pub fn histogram_bins(rec: &DirRecorder) -> Vec<(u64, u64)> {
+    if rec.ios == 0 {
+        return Vec::new();
+    }
+    rec.hist
+        .iter_recorded()
+        .map(|v| {
+            let value = rec.hist.highest_equivalent(v.value_iterated_to());
+            (value.min(rec.latency_ns_max), v.count_at_value())
+        })
+        .collect()
+}
+
+fn lat_json(
+    s: &DirectionStats,
+    rec: Option<&DirRecorder>,
+    percentiles: &[f64],
+    flavor: FioFlavor,
+) -> Json {
     let l = &s.lat_ns;
-    let mut pct = Map::new();
-    let mut all: Vec<(f64, u64)> = extra_percentiles.to_vec();
-    for (k, v) in l.percentiles.iter() {
-        if let Ok(p) = k.parse::<f64>() {
-            all.push((p, v));
+    let mut o = Json::obj();
+    o.push("min", l.min_ns)
+        .push("max", l.max_ns)
+        .push("mean", l.mean_ns)
+        .push("stddev", l.stddev_ns)
+        .push("N", s.ios);
+    if s.ios == 0 {
+        return o;
+    }
+    let mut pct = Json::obj();
+    match rec {
+        Some(r) => {
+            let summary = r.summary(percentiles);
+            for (&p, (_, v)) in percentiles.iter().zip(summary.percentiles.iter()) {
+                pct.push(fio_percentile_key(p), v);
+            }
+        }
+        None => {
+            let mut all: Vec<(f64, u64)> = l
+                .percentiles
+                .iter()
+                .filter_map(|(k, v)| k.parse::<f64>().ok().map(|p| (p, v)))
+                .collect();
+            all.sort_by(|a, b| a.0.total_cmp(&b.0));
+            all.dedup_by(|a, b| a.0 == b.0);
+            for (p, v) in all {
+                pct.push(fio_percentile_key(p), v);
+            }
         }
     }
-    all.sort_by(|a, b| a.0.total_cmp(&b.0));
-    all.dedup_by(|a, b| a.0 == b.0);
-    if s.ios > 0 {
-        for (p, v) in all {
-            pct.insert(fio_percentile_key(p), json!(v));
+    o.push("percentile", pct);
+    if let (FioFlavor::JsonPlus, Some(r)) = (flavor, rec) {
+        let mut bins = Json::obj();
+        for (value, count) in histogram_bins(r) {
+            bins.push(value.to_string(), count);
         }
+        o.push("bins", bins);
     }
-    let lat = json!({"min": l.min_ns, "max": l.max_ns, "mean": l.mean_ns, "stddev": l.stddev_ns, "N": s.ios});
-    let mut clat = lat.clone();
-    clat["percentile"] = Value::Object(pct);
-    json!({
-        "io_bytes": s.bytes,
-        "io_kbytes": s.bytes / 1024,
-        "bw_bytes": s.bw_bytes.round() as u64,
-        "bw": (s.bw_bytes / 1024.0).round() as u64,
-        "iops": s.iops,
-        "runtime": runtime_ms,
-        "total_ios": s.ios,
-        "short_ios": 0,
-        "drop_ios": 0,
-        "slat_ns": empty_lat(),
-        "clat_ns": clat,
-        "lat_ns": lat,
-    })
+    o
 }
 
-/// fio's latency bucket maps (percent of I/Os), computed from the merged histogram of both
-/// directions, as fio does.
-fn latency_buckets(rec: &DeviceRecorder) -> (Value, Value, Value) {
+#[allow(clippy::too_many_arguments)]
+fn dir_json(
+    job: &JobIn,
+    op: Op,
+    src: &FioSource,
+    runtime_ms: u64,
+    percentiles: &[f64],
+    agg_kib: f64,
+    flavor: FioFlavor,
+) -> Json {
+    let s = match op {
+        Op::Read => job.read,
+        Op::Write => job.write,
+    };
+    let rec = job.rec.map(|r| r.dir(op));
+    let mut o = Json::obj();
+    o.push("io_bytes", s.bytes)
+        .push("io_kbytes", s.bytes / 1024)
+        .push("bw_bytes", s.bw_bytes.round() as u64)
+        .push("bw", (s.bw_bytes / 1024.0).round() as u64)
+        .push("iops", s.iops)
+        .push("runtime", if s.ios > 0 { runtime_ms } else { 0 })
+        .push("total_ios", s.ios)
+        .push("short_ios", 0u64)
+        .push("drop_ios", 0u64)
+        .push("slat_ns", zero_lat())
+        .push("clat_ns", zero_lat())
+        .push("lat_ns", lat_json(s, rec, percentiles, flavor));
+    let iops: Vec<f64> = if s.ios > 0 {
+        interval_iops(src.intervals, job.target, op)
+            .into_iter()
+            .map(|x| x * job.interval_share)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let bytes_per_io = if s.ios > 0 {
+        s.bytes as f64 / s.ios as f64
+    } else {
+        0.0
+    };
+    let bw_kib: Vec<f64> = iops.iter().map(|x| x * bytes_per_io / 1024.0).collect();
+    let bw = sample_stats(&bw_kib);
+    let io = sample_stats(&iops);
+    let agg = if agg_kib > 0.0 && bw.n > 0 {
+        bw.mean * 100.0 / agg_kib
+    } else {
+        0.0
+    };
+    o.push("bw_min", bw.min.round() as u64)
+        .push("bw_max", bw.max.round() as u64)
+        .push("bw_agg", agg)
+        .push("bw_mean", bw.mean)
+        .push("bw_dev", bw.dev)
+        .push("bw_samples", bw.n)
+        .push("iops_min", io.min.round() as u64)
+        .push("iops_max", io.max.round() as u64)
+        .push("iops_mean", io.mean)
+        .push("iops_stddev", io.dev)
+        .push("iops_samples", io.n);
+    o
+}
+
+/// fio's latency bucket maps (percent of I/Os), from the merged histogram of both directions,
+/// as fio does: `latency_ns` covers [0, 1 us), `latency_us` [1 us, 1 ms), `latency_ms` the rest.
+fn latency_buckets(rec: &DeviceRecorder) -> [Json; 3] {
     let mut merged = rec.dir(Op::Read).hist.clone();
     merged.add(&rec.dir(Op::Write).hist).expect("same bounds");
     let total = merged.len();
     let bounds = [2u64, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
     // Count of values < x ns.
     let below = |x: u64| -> u64 {
-        if x == 0 {
-            return 0;
-        }
         merged
             .iter_recorded()
             .filter(|v| v.value_iterated_to() < x)
@@ -96,30 +309,23 @@ fn latency_buckets(rec: &DeviceRecorder) -> (Value, Value, Value) {
             (below(hi) - below(lo)) as f64 * 100.0 / total as f64
         }
     };
-    let mut maps = Vec::new();
-    for scale in [1u64, 1_000, 1_000_000] {
-        let mut m = Map::new();
-        // fio's maps tile the axis: latency_ns covers [0, 1 us), latency_us [1 us, 1 ms),
-        // latency_ms from 1 ms up; so the first micro- and millisecond bucket starts at 1.
+    let mut maps = [Json::obj(), Json::obj(), Json::obj()];
+    for (m, scale) in maps.iter_mut().zip([1u64, 1_000, 1_000_000]) {
         let mut lo = if scale == 1 { 0 } else { 1 };
         for b in bounds {
-            m.insert(b.to_string(), json!(pct(lo * scale, b * scale)));
+            m.push(b.to_string(), pct(lo * scale, b * scale));
             lo = b;
         }
         if scale == 1_000_000 {
-            m.insert("2000".into(), json!(pct(1000 * scale, 2000 * scale)));
-            m.insert(">=2000".into(), json!(pct(2000 * scale, u64::MAX)));
+            m.push("2000", pct(1000 * scale, 2000 * scale));
+            m.push(">=2000", pct(2000 * scale, u64::MAX));
         }
-        maps.push(Value::Object(m));
     }
-    let ms = maps.pop().expect("3");
-    let us = maps.pop().expect("3");
-    let ns = maps.pop().expect("3");
-    (ns, us, ms)
+    maps
 }
 
-/// Shares of each worker's CPU time and context switches per device, by I/O counts.
-fn device_cpu_shares(report: &Report) -> Vec<(f64, f64, u64)> {
+/// Shares of each worker's CPU time and context switches per target, by I/O counts.
+fn target_cpu_shares(report: &Report) -> Vec<(f64, f64, u64)> {
     let mut out = vec![(0.0, 0.0, 0u64); report.devices.len()];
     for w in &report.workers {
         let ios: Vec<(usize, u64)> = w
@@ -147,26 +353,160 @@ fn device_cpu_shares(report: &Report) -> Vec<(f64, f64, u64)> {
     out
 }
 
-fn job_json(
-    report: &Report,
-    d: &DeviceReport,
-    cpu: (f64, f64, u64),
-    rec: Option<&DeviceRecorder>,
-) -> Value {
+/// The percentiles a job reports: fio's defaults merged with the requested ones (with
+/// recorders), or the requested ones (without), in numeric order.
+fn percentile_list(report: &Report, with_recorders: bool) -> Vec<f64> {
+    let mut all = report.config.percentiles.clone();
+    if with_recorders {
+        all.extend_from_slice(&FIO_DEFAULT_PERCENTILES);
+    }
+    all.sort_by(f64::total_cmp);
+    all.dedup();
+    all
+}
+
+fn job_options(job: &JobIn, report: &Report, percentiles: &[f64]) -> Json {
+    let w = job.workload;
+    let buffered = report.config.extra.get("buffered") == Some(&serde_json::Value::Bool(true));
+    let mut o = Json::obj();
+    o.push("name", job.name.as_str())
+        .push("filename", job.filename.as_str());
+    if let Some(size) = w.region_size_bytes {
+        o.push("size", size.to_string());
+    }
+    if w.region_offset_bytes > 0 {
+        o.push("offset", w.region_offset_bytes.to_string());
+    }
+    o.push("rw", w.rw.to_string());
+    if w.rw == RwMode::RandRw {
+        o.push("rwmixread", w.read_mix_pct.to_string());
+    }
+    o.push("bs", w.block_size_bytes.to_string())
+        .push("iodepth", w.iodepth.to_string())
+        .push("ioengine", report.config.engine.as_str())
+        .push("direct", if buffered { "0" } else { "1" });
+    if let Some(r) = w.runtime_ns {
+        o.push("runtime", fio_duration(r));
+    }
+    if let Some(n) = w.ios_max {
+        o.push("number_ios", n.to_string());
+    }
+    if w.ramp_ns > 0 {
+        o.push("ramp_time", fio_duration(w.ramp_ns));
+    }
+    o.push("numjobs", "1");
+    if w.thinktime_ns > 0 {
+        o.push("thinktime", fio_duration(w.thinktime_ns));
+    }
+    if let Some(r) = w.rate_iops {
+        o.push("rate_iops", r.to_string());
+        if w.arrival == nines_core::workload::Arrival::Poisson {
+            o.push("rate_process", "poisson");
+        }
+    }
+    if let Distribution::Zipf { .. } = w.distribution {
+        o.push("random_distribution", w.distribution.to_string());
+    }
+    let list: Vec<String> = percentiles.iter().map(|p| percentile_key(*p)).collect();
+    o.push("lat_percentiles", "1")
+        .push("clat_percentiles", "0")
+        .push("percentile_list", list.join(":"));
+    o
+}
+
+/// The fio jobs of a report: one per target, or one per job and target with several jobs.
+fn jobs_of<'a>(src: &FioSource<'a>) -> Vec<JobIn<'a>> {
+    let report = src.report;
+    let shares = target_cpu_shares(report);
+    let filename = |t: usize| -> String {
+        let d = &report.devices[t];
+        match (&d.volume, &d.path) {
+            (Some(v), _) => v
+                .members
+                .iter()
+                .map(|m| m.path.clone().unwrap_or_else(|| m.name.clone()))
+                .collect::<Vec<_>>()
+                .join(":"),
+            (None, Some(p)) => p.clone(),
+            (None, None) => d.name.clone(),
+        }
+    };
+    if report.jobs.len() <= 1 {
+        return report
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(t, d)| JobIn {
+                name: d.name.clone(),
+                groupid: 0,
+                workload: report
+                    .jobs
+                    .first()
+                    .map_or(&report.config.workload, |j| &j.workload),
+                filename: filename(t),
+                target: &d.name,
+                read: &d.read,
+                write: &d.write,
+                rec: src.recorders.and_then(|r| r.get(t)),
+                cpu: shares[t],
+                interval_share: 1.0,
+            })
+            .collect();
+    }
+    let mut out = Vec::new();
+    for (j, job) in report.jobs.iter().enumerate() {
+        for (t, d) in report.devices.iter().enumerate() {
+            let Some(stats) = job.devices.get(t) else {
+                continue;
+            };
+            let ios = stats.read.ios + stats.write.ios;
+            let target_ios = d.read.ios + d.write.ios;
+            let share = if target_ios > 0 {
+                ios as f64 / target_ios as f64
+            } else {
+                0.0
+            };
+            let c = shares[t];
+            out.push(JobIn {
+                name: format!("{}@{}", job.name, d.name),
+                groupid: j as u32,
+                workload: &job.workload,
+                filename: filename(t),
+                target: &d.name,
+                read: &stats.read,
+                write: &stats.write,
+                rec: src.job_recorders.and_then(|r| r.get(j)?.get(t)),
+                cpu: (
+                    c.0 * share,
+                    c.1 * share,
+                    (c.2 as f64 * share).round() as u64,
+                ),
+                interval_share: share,
+            });
+        }
+    }
+    out
+}
+
+/// The fio-format document.
+pub fn export(src: &FioSource, flavor: FioFlavor) -> Json {
+    let report = src.report;
+    let jobs = jobs_of(src);
+    let with_recorders = jobs.iter().all(|j| j.rec.is_some()) && !jobs.is_empty();
+    let percentiles = percentile_list(report, with_recorders);
     let runtime_ms = report.config.measured_ns / 1_000_000;
     let runtime_s = report.config.measured_ns as f64 / 1e9;
-    let w = &report.config.workload;
-    let extra = |op: Op| -> Vec<(f64, u64)> {
-        match rec {
-            Some(r) if r.dir(op).ios > 0 => {
-                let s = r.dir(op).summary(&FIO_DEFAULT_PERCENTILES);
-                FIO_DEFAULT_PERCENTILES
-                    .iter()
-                    .map(|&p| (p, s.percentiles.get(&percentile_key(p)).unwrap_or(0)))
-                    .collect()
-            }
-            _ => Vec::new(),
-        }
+    let elapsed_s = (report.config.measured_ns + report.config.workload.ramp_ns) as f64 / 1e9;
+    // fio's bw_agg is a job's mean bandwidth as a share of its group's total.
+    let agg_kib = |op: Op, group: u32| -> f64 {
+        jobs.iter()
+            .filter(|j| j.groupid == group)
+            .map(|j| match op {
+                Op::Read => j.read.bw_bytes,
+                Op::Write => j.write.bw_bytes,
+            })
+            .sum::<f64>()
+            / 1024.0
     };
     let pct_of_run = |s: f64| {
         if runtime_s > 0.0 {
@@ -175,87 +515,95 @@ fn job_json(
             0.0
         }
     };
-    let mut job = json!({
-        "jobname": d.name,
-        "groupid": 0,
-        "error": 0,
-        "eta": 0,
-        "elapsed": runtime_s.round() as u64,
-        "job options": {
-            "name": d.name,
-            "filename": d.path.clone().unwrap_or_else(|| d.name.clone()),
-            "rw": w.rw.to_string(),
-            "bs": w.block_size_bytes.to_string(),
-            "iodepth": w.iodepth.to_string(),
-            "ioengine": report.config.engine,
-        },
-        "read": dir_json(&d.read, runtime_ms, &extra(Op::Read)),
-        "write": dir_json(&d.write, runtime_ms, &extra(Op::Write)),
-        "trim": dir_json(&DirectionStats::default(), runtime_ms, &[]),
-        "sync": {"total_ios": 0, "lat_ns": empty_lat()},
-        "job_runtime": runtime_ms,
-        "usr_cpu": pct_of_run(cpu.0),
-        "sys_cpu": pct_of_run(cpu.1),
-        "ctx": cpu.2,
-        "majf": 0,
-        "minf": 0,
-    });
-    if let Some(r) = rec {
-        let (ns, us, ms) = latency_buckets(r);
-        job["latency_ns"] = ns;
-        job["latency_us"] = us;
-        job["latency_ms"] = ms;
+    let mut out = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        let mut o = Json::obj();
+        o.push("jobname", job.name.as_str())
+            .push("groupid", job.groupid)
+            .push("error", 0u64)
+            .push("eta", 0u64)
+            .push("elapsed", elapsed_s.round() as u64)
+            .push("job options", job_options(job, report, &percentiles));
+        for op in Op::ALL {
+            let d = dir_json(
+                job,
+                op,
+                src,
+                runtime_ms,
+                &percentiles,
+                agg_kib(op, job.groupid),
+                flavor,
+            );
+            o.push(op.name(), d);
+        }
+        let trim = dir_json(
+            &JobIn {
+                read: &EMPTY,
+                write: &EMPTY,
+                rec: None,
+                ..clone_job(job)
+            },
+            Op::Read,
+            src,
+            runtime_ms,
+            &percentiles,
+            0.0,
+            flavor,
+        );
+        o.push("trim", trim);
+        let mut sync = Json::obj();
+        sync.push("total_ios", 0u64).push("lat_ns", zero_lat());
+        o.push("sync", sync)
+            .push("job_runtime", runtime_ms)
+            .push("usr_cpu", pct_of_run(job.cpu.0))
+            .push("sys_cpu", pct_of_run(job.cpu.1))
+            .push("ctx", job.cpu.2)
+            .push("majf", 0u64)
+            .push("minf", 0u64);
+        if let Some(r) = job.rec {
+            let [ns, us, ms] = latency_buckets(r);
+            o.push("latency_ns", ns)
+                .push("latency_us", us)
+                .push("latency_ms", ms);
+        }
+        o.push("latency_depth", job.workload.iodepth)
+            .push("latency_target", 0u64)
+            .push("latency_percentile", 100.0)
+            .push("latency_window", 0u64);
+        out.push(o);
     }
-    job
-}
-
-fn envelope(report: &Report, jobs: Vec<Value>) -> Value {
+    let start_s = report.config.start_unix_ns.unwrap_or(0) / 1_000_000_000;
     let start_ms = report.config.start_unix_ns.unwrap_or(0) / 1_000_000;
-    json!({
-        "fio version": format!("nines-{}", report.nines_version),
-        "timestamp": start_ms / 1000,
-        "timestamp_ms": start_ms,
-        "time": "",
-        "global options": {
-            "ioengine": report.config.engine,
-            "rw": report.config.workload.rw.to_string(),
-            "bs": report.config.workload.block_size_bytes.to_string(),
-            "iodepth": report.config.workload.iodepth.to_string(),
-        },
-        "jobs": jobs,
-        "disk_util": [],
-    })
+    let mut doc = Json::obj();
+    doc.push("fio version", format!("nines-{}", report.nines_version))
+        .push("timestamp", start_s)
+        .push("timestamp_ms", start_ms)
+        .push("time", ctime_utc(start_s))
+        .push("jobs", Json::Arr(out))
+        .push("disk_util", Json::Arr(Vec::new()));
+    doc
 }
 
-/// fio-style JSON from a report alone: the requested percentiles only, no bucket maps.
-pub fn to_fio_json(report: &Report) -> Value {
-    let shares = device_cpu_shares(report);
-    let jobs = report
-        .devices
-        .iter()
-        .zip(shares)
-        .map(|(d, c)| job_json(report, d, c, None))
-        .collect();
-    envelope(report, jobs)
-}
+static EMPTY: DirectionStats = DirectionStats {
+    ios: 0,
+    bytes: 0,
+    iops: 0.0,
+    bw_bytes: 0.0,
+    lat_ns: nines_core::stats::LatencySummary {
+        min_ns: 0,
+        max_ns: 0,
+        mean_ns: 0.0,
+        stddev_ns: 0.0,
+        percentiles: nines_core::stats::Percentiles(Vec::new()),
+    },
+};
 
-/// fio-style JSON with fio's default percentiles and latency buckets computed from the
-/// per-device recorders (in device order).
-pub fn to_fio_json_with_recorders(report: &Report, recorders: &[DeviceRecorder]) -> Value {
-    assert_eq!(
-        recorders.len(),
-        report.devices.len(),
-        "one recorder per device"
-    );
-    let shares = device_cpu_shares(report);
-    let jobs = report
-        .devices
-        .iter()
-        .zip(shares)
-        .zip(recorders)
-        .map(|((d, c), r)| job_json(report, d, c, Some(r)))
-        .collect();
-    envelope(report, jobs)
+fn clone_job<'a>(j: &JobIn<'a>) -> JobIn<'a> {
+    JobIn {
+        name: j.name.clone(),
+        filename: j.filename.clone(),
+        ..*j
+    }
 }
 
 #[cfg(test)]
@@ -263,7 +611,6 @@ mod tests {
     use super::*;
     use nines_core::report::{DeviceMeta, ReportBuilder, RunConfig, RunKind, WorkerReport};
     use nines_core::units::DEFAULT_PERCENTILES;
-    use nines_core::workload::WorkloadSpec;
 
     fn build() -> (Report, Vec<DeviceRecorder>) {
         let config = RunConfig {
@@ -313,7 +660,23 @@ mod tests {
     #[test]
     fn layout_matches_fio() {
         let (report, recs) = build();
-        let v = to_fio_json_with_recorders(&report, &recs);
+        let src = FioSource {
+            recorders: Some(&recs),
+            ..FioSource::new(&report)
+        };
+        let doc = export(&src, FioFlavor::JsonPlus);
+        assert_eq!(
+            doc.keys(),
+            [
+                "fio version",
+                "timestamp",
+                "timestamp_ms",
+                "time",
+                "jobs",
+                "disk_util"
+            ]
+        );
+        let v = doc.to_value();
         let jobs = v["jobs"].as_array().unwrap();
         assert_eq!(jobs.len(), 2);
         let r = &jobs[0]["read"];
@@ -323,7 +686,11 @@ mod tests {
         assert_eq!(r["bw_bytes"], 2_048_000);
         assert_eq!(r["bw"], 2000);
         assert_eq!(r["runtime"], 2000);
-        let pct = r["clat_ns"]["percentile"].as_object().unwrap();
+        assert_eq!(jobs[0]["write"]["runtime"], 0, "fio: no I/O, no runtime");
+        // Total latency is fio's `lat`; slat and clat are not collected (N = 0).
+        assert_eq!(r["clat_ns"]["N"], 0);
+        assert!(r["clat_ns"].get("percentile").is_none());
+        let pct = r["lat_ns"]["percentile"].as_object().unwrap();
         assert_eq!(pct["99.999900"], 3_000_000);
         assert_eq!(pct["50.000000"], 1500);
         assert_eq!(
@@ -331,12 +698,45 @@ mod tests {
             "fio's default list is added from the histogram"
         );
         assert_eq!(r["lat_ns"]["N"], 1000);
+        // Percentile keys in numeric order, as fio writes them.
+        let Some(Json::Arr(js)) = doc.get("jobs") else {
+            panic!()
+        };
+        let keys = js[0].get("read").unwrap().get("lat_ns").unwrap();
+        let pkeys: Vec<f64> = keys
+            .get("percentile")
+            .unwrap()
+            .keys()
+            .iter()
+            .map(|k| k.parse().unwrap())
+            .collect();
+        assert!(pkeys.windows(2).all(|w| w[0] < w[1]), "{pkeys:?}");
+        // json+ bins: counts add up to N, values ascend, none above the max.
+        let bins = keys.get("bins").unwrap();
+        let values: Vec<u64> = bins.keys().iter().map(|k| k.parse().unwrap()).collect();
+        assert!(values.windows(2).all(|w| w[0] < w[1]));
+        assert!(*values.last().unwrap() <= 3_000_000);
+        let total: u64 = bins
+            .to_value()
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|c| c.as_u64().unwrap())
+            .sum();
+        assert_eq!(total, 1000);
+        assert_eq!(
+            jobs[0]["job options"]["percentile_list"],
+            "1:5:10:20:30:40:50:60:70:80:90:95:99:99.5:99.9:99.95:99.99:99.999:99.9999"
+        );
+        assert_eq!(jobs[0]["job options"]["numjobs"], "1");
+        assert_eq!(jobs[0]["job options"]["runtime"], "10");
         // Worker CPU is shared by I/O count: each device did half.
         assert_eq!(jobs[0]["usr_cpu"], 12.5);
         assert_eq!(jobs[0]["sys_cpu"], 25.0);
         assert_eq!(jobs[0]["ctx"], 5);
         assert_eq!(jobs[0]["latency_us"]["2"], 90.0);
         assert_eq!(jobs[0]["latency_ms"]["4"], 10.0);
+        assert_eq!(jobs[0]["latency_depth"], 1);
         let sum: f64 = ["latency_ns", "latency_us", "latency_ms"]
             .iter()
             .flat_map(|k| {
@@ -349,15 +749,64 @@ mod tests {
             .sum();
         assert!((sum - 100.0).abs() < 1e-9, "{sum}");
         assert_eq!(v["timestamp"], 1_700_000_000);
+        assert_eq!(v["time"], "Tue Nov 14 22:13:20 2023");
+        // No interval log: no samples, as fio writes for a run shorter than one period.
+        assert_eq!(r["iops_samples"], 0);
+        // Plain JSON has no bins.
+        let plain = export(&src, FioFlavor::Json).to_value();
+        assert!(plain["jobs"][0]["read"]["lat_ns"].get("bins").is_none());
         // Without recorders: only the requested percentiles, and no invented buckets.
-        let plain = to_fio_json(&report);
-        assert!(plain["jobs"][0].get("latency_us").is_none());
+        let alone = export(&FioSource::new(&report), FioFlavor::JsonPlus).to_value();
+        assert!(alone["jobs"][0].get("latency_us").is_none());
+        assert!(alone["jobs"][0]["read"]["lat_ns"].get("bins").is_none());
         assert_eq!(
-            plain["jobs"][0]["read"]["clat_ns"]["percentile"]
+            alone["jobs"][0]["read"]["lat_ns"]["percentile"]
                 .as_object()
                 .unwrap()
                 .len(),
             7
         );
+    }
+
+    #[test]
+    fn interval_samples_give_iops_and_bandwidth_statistics() {
+        use crate::intervals::IntervalPoint;
+        let (report, recs) = build();
+        let point = |start_s: f64, duration_s: f64, ios: u64| IntervalPoint {
+            start_s,
+            duration_s,
+            ios,
+            p50_ns: 1,
+            p99_ns: 1,
+            max_ns: 1,
+        };
+        // 400 and 600 I/Os in two 1 s intervals, then a 1 ms sliver that is left out.
+        let series = vec![IntervalSeries {
+            device: "d0".into(),
+            op: Op::Read,
+            points: vec![
+                point(0.0, 1.0, 400),
+                point(1.0, 1.0, 600),
+                point(2.0, 0.001, 1),
+            ],
+        }];
+        let src = FioSource {
+            recorders: Some(&recs),
+            intervals: &series,
+            ..FioSource::new(&report)
+        };
+        let v = export(&src, FioFlavor::Json).to_value();
+        let r = &v["jobs"][0]["read"];
+        assert_eq!(r["iops_samples"], 2);
+        assert_eq!(r["iops_min"], 400);
+        assert_eq!(r["iops_max"], 600);
+        assert_eq!(r["iops_mean"], 500.0);
+        // Sample standard deviation of 400 and 600.
+        assert!((r["iops_stddev"].as_f64().unwrap() - 141.421356).abs() < 1e-3);
+        assert_eq!(r["bw_min"], 1600, "400 I/Os of 4 KiB a second");
+        assert_eq!(r["bw_mean"], 2000.0);
+        // Half the group's 4000 KiB/s.
+        assert_eq!(r["bw_agg"], 50.0);
+        assert_eq!(v["jobs"][1]["read"]["iops_samples"], 0);
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod compare;
 pub mod doctor;
+pub mod fio_export;
 pub mod log;
 pub mod profile;
 pub mod report;

@@ -19,8 +19,10 @@ use nines_io::driver::{self, DriverConfig, DriverTarget};
 use nines_io::engine::{EngineKind, EngineOptions};
 use nines_io::scratch::ScratchFiles;
 use nines_io::target::{Target, TargetOptions, check_region};
-use serde_json::{Map, Value, json};
+use nines_report::fio::FioFlavor;
+use serde_json::{Map, json};
 
+use super::fio_export::FioArgs;
 use super::workload_args::{JobArgs, TraceArgs, VolumeArgs, WorkloadArgs};
 
 /// Files and size of the embedded default (no TARGET given).
@@ -88,9 +90,8 @@ pub struct Args {
     /// Write the report as JSON (schema: docs/report-schema.md).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Write fio-compatible JSON (one job per device), for fio-plot and other fio tooling.
-    #[arg(long, value_name = "FILE")]
-    pub fio_json: Option<PathBuf>,
+    #[command(flatten)]
+    pub fio: FioArgs,
     /// Write interval histograms in the HdrHistogram log format, one tag per device and direction.
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
@@ -327,7 +328,8 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let json_file = open_output("--json", &args.json)?;
-    let fio_file = open_output("--fio-json", &args.fio_json)?;
+    let fio_file = open_output("--fio-json", &args.fio.fio_json)?;
+    let fio_plus_file = open_output("--fio-json-plus", &args.fio.fio_json_plus)?;
     let hdr_file = open_output("--hdr-log", &args.hdr_log)?;
     let lat_file = open_output("--lat-log", &args.lat_log)?;
 
@@ -578,14 +580,39 @@ pub fn run(args: Args) -> Result<()> {
         f.write_all(report.to_json().as_bytes())
             .context("--json: write failed")?;
     }
-    if let Some(mut f) = fio_file {
-        // With the recorders: fio's default percentiles and latency buckets, not only ours.
+    if fio_file.is_some() || fio_plus_file.is_some() {
+        // With the recorders: fio's default percentiles, buckets and bins, not only ours; with
+        // the interval log (complete, still under its temporary name): bw/iops samples.
         let recorders: Vec<_> = outcome.devices.iter().map(|d| d.recorder.clone()).collect();
-        let v: Value = nines_report::fio::to_fio_json_with_recorders(&report, &recorders);
-        let mut s = serde_json::to_string_pretty(&v).context("--fio-json: encoding failed")?;
-        s.push('\n');
-        f.write_all(s.as_bytes())
-            .context("--fio-json: write failed")?;
+        let per_job: Vec<Vec<_>> = (0..report.jobs.len())
+            .map(|j| {
+                outcome
+                    .devices
+                    .iter()
+                    .map(|d| d.per_job.get(j).cloned().unwrap_or_default())
+                    .collect()
+            })
+            .collect();
+        let intervals = match pending.iter().find(|p| p.option == "--hdr-log") {
+            Some(p) => super::fio_export::read_intervals(&p.tmp),
+            None => Vec::new(),
+        };
+        for (file, option, flavor) in [
+            (fio_file, "--fio-json", FioFlavor::Json),
+            (fio_plus_file, "--fio-json-plus", FioFlavor::JsonPlus),
+        ] {
+            if let Some(f) = file {
+                super::fio_export::write(
+                    f,
+                    option,
+                    flavor,
+                    &report,
+                    &recorders,
+                    Some(&per_job),
+                    &intervals,
+                )?;
+            }
+        }
     }
     for out in pending {
         out.commit()?;

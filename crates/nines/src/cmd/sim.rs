@@ -86,9 +86,8 @@ pub struct Args {
     /// Interval of --hdr-log, in simulated time.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub hdr_interval: u64,
-    /// Write fio-compatible JSON (one job per device).
-    #[arg(long)]
-    pub fio_json: Option<PathBuf>,
+    #[command(flatten)]
+    pub fio: super::fio_export::FioArgs,
     /// Print no table.
     #[arg(long)]
     pub quiet: bool,
@@ -181,7 +180,8 @@ pub fn run(args: Args) -> Result<()> {
         None => jobs.iter().any(|j| j.workload.writes()),
     };
     let json_file = open_output("--json", &args.json)?;
-    let fio_file = open_output("--fio-json", &args.fio_json)?;
+    let fio_file = open_output("--fio-json", &args.fio.fio_json)?;
+    let fio_plus_file = open_output("--fio-json-plus", &args.fio.fio_json_plus)?;
     let mut lat_file = open_output("--lat-log", &args.lat_log)?;
     let mut hdr_file = open_output("--hdr-log", &args.hdr_log)?.map(BufWriter::new);
     if args.hdr_interval == 0 {
@@ -301,12 +301,34 @@ pub fn run(args: Args) -> Result<()> {
         f.write_all(report.to_json().as_bytes())
             .context("--json: write failed")?;
     }
-    if let Some(mut f) = fio_file {
-        let v: Value = nines_report::fio::to_fio_json(&report);
-        let mut s = serde_json::to_string_pretty(&v).context("--fio-json: encoding failed")?;
-        s.push('\n');
-        f.write_all(s.as_bytes())
-            .context("--fio-json: write failed")?;
+    if fio_file.is_some() || fio_plus_file.is_some() {
+        // The interval log is complete once the run returns: flush it and read it back for the
+        // bw/iops samples.
+        drop(hdr_file);
+        let intervals = match &args.hdr_log {
+            Some(p) => super::fio_export::read_intervals(p),
+            None => Vec::new(),
+        };
+        for (file, option, flavor) in [
+            (fio_file, "--fio-json", nines_report::fio::FioFlavor::Json),
+            (
+                fio_plus_file,
+                "--fio-json-plus",
+                nines_report::fio::FioFlavor::JsonPlus,
+            ),
+        ] {
+            if let Some(f) = file {
+                super::fio_export::write(
+                    f,
+                    option,
+                    flavor,
+                    &report,
+                    &out.recorders,
+                    None,
+                    &intervals,
+                )?;
+            }
+        }
     }
     Ok(())
 }

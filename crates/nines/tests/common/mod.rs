@@ -82,6 +82,33 @@ pub fn traces_dir() -> PathBuf {
     dir
 }
 
+/// A program of the Python tools scripts/setup.sh installs (fio-plot, python with hdrh and six):
+/// `$NINES_VENV/bin/NAME`, else `.venv/bin/NAME` in the repository. Panics when missing: the
+/// interoperability tests must fail, never pass, without the tools they check against.
+pub fn venv_bin(name: &str) -> PathBuf {
+    let venv = match std::env::var_os("NINES_VENV") {
+        Some(v) => PathBuf::from(v),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv"),
+    };
+    let bin = venv.join("bin").join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing; run `bash scripts/setup.sh` (it installs the pinned Python tools) or set NINES_VENV",
+        bin.display()
+    );
+    bin
+}
+
+/// A system program the tests compare against (installed by scripts/setup.sh); panics when absent.
+pub fn system_tool(path: &str) -> PathBuf {
+    let p = PathBuf::from(path);
+    assert!(
+        p.exists(),
+        "{path} is missing; run `bash scripts/setup.sh` (it installs fio and the other tools the tests use)"
+    );
+    p
+}
+
 /// A zram device created for one test and removed afterwards.
 pub struct Zram {
     n: u32,

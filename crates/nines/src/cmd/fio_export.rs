@@ -1,0 +1,63 @@
+//! `--fio-json` and `--fio-json-plus` for `profile` and `sim`: fio-format exports of a run
+//! (nines_report::fio), with the run's recorders and interval log when it has them.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use nines_core::report::Report;
+use nines_core::stats::DeviceRecorder;
+use nines_report::fio::{FioFlavor, FioSource};
+use nines_report::intervals::IntervalSeries;
+
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct FioArgs {
+    /// Write fio-compatible JSON (fio 3.33's --output-format=json, one job per target), for
+    /// fio-plot and other fio tooling; latency is fio's `lat` (docs/report-schema.md).
+    #[arg(long, value_name = "FILE")]
+    pub fio_json: Option<PathBuf>,
+    /// Write fio's json+ layout: --fio-json plus every latency bucket's count (`bins`), for
+    /// fio_jsonplus_clat2csv and histogram tools.
+    #[arg(long, value_name = "FILE")]
+    pub fio_json_plus: Option<PathBuf>,
+}
+
+/// The interval series of a run's --hdr-log, for the fio bandwidth and IOPS samples. A log that
+/// cannot be read leaves the samples out (they are optional in fio's output too), with a warning.
+pub fn read_intervals(path: &Path) -> Vec<IntervalSeries> {
+    let parsed = std::fs::read(path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| nines_report::intervals::parse_interval_log(&b).map_err(|e| e.to_string()));
+    match parsed {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "nines: warning: --fio-json: the interval log {} could not be read back ({e}); bw/iops samples left out",
+                path.display()
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// Writes one fio export to an opened file.
+pub fn write(
+    mut file: File,
+    option: &str,
+    flavor: FioFlavor,
+    report: &Report,
+    recorders: &[DeviceRecorder],
+    job_recorders: Option<&[Vec<DeviceRecorder>]>,
+    intervals: &[IntervalSeries],
+) -> Result<()> {
+    let src = FioSource {
+        report,
+        recorders: Some(recorders),
+        job_recorders,
+        intervals,
+    };
+    let doc = nines_report::fio::export(&src, flavor);
+    file.write_all(doc.to_pretty().as_bytes())
+        .with_context(|| format!("{option}: write failed"))
+}

@@ -1,0 +1,329 @@
+//! nines' fio-format exports read by the fio ecosystem's own tools: the key structure diffed
+//! against real fio 3.33 output of the same job, fio-plot drawing `--fio-json`, and fio's
+//! `fio_jsonplus_clat2csv` turning `--fio-json-plus` bins into CSV. The tools come from
+//! scripts/setup.sh (fio from Debian, the Python ones pinned in a venv); a missing tool fails.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+mod common;
+use common::{disk_dir, make_file, nines, ok, s, system_tool, venv_bin};
+
+/// `path -> keys` of a fio-format file, from tests/fio_keys.py (Python keeps the file's order).
+fn key_structure(file: &Path) -> BTreeMap<String, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fio_keys.py");
+    let out = Command::new(venv_bin("python"))
+        .arg(&script)
+        .arg(file)
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "fio_keys.py {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(p, k)| (p.to_string(), k.to_string()))
+        .collect()
+}
+
+/// The job both fio and nines run: options in the order nines writes them, so the job options
+/// must come out identical too.
+const SIZE: &str = "16777216";
+
+#[test]
+fn fio_json_plus_has_fio_3_33s_keys_in_fios_order() {
+    let fio = system_tool("/usr/bin/fio");
+    let dir = disk_dir();
+    let target = make_file(dir.path(), "t.dat", 16 << 20);
+    let fio_out = dir.path().join("fio.json");
+    let o = Command::new(fio)
+        .args([
+            "--name=t.dat",
+            &format!("--filename={}", s(&target)),
+            &format!("--size={SIZE}"),
+            "--rw=randrw",
+            "--rwmixread=70",
+            "--bs=4096",
+            "--iodepth=4",
+            "--ioengine=libaio",
+            "--direct=1",
+            "--runtime=1",
+            "--time_based",
+            "--numjobs=1",
+            "--lat_percentiles=1",
+            "--clat_percentiles=0",
+            "--percentile_list=1:5:10:20:30:40:50:60:70:80:90:95:99:99.5:99.9:99.95:99.99:99.999:99.9999",
+            "--output-format=json+",
+            &format!("--output={}", s(&fio_out)),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "fio: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let plus = dir.path().join("nines.jsonplus");
+    ok(
+        nines(
+            &[
+                "profile",
+                s(&target),
+                "--size",
+                SIZE,
+                "--rw",
+                "randrw",
+                "--mix",
+                "70",
+                "--bs",
+                "4k",
+                "--iodepth",
+                "4",
+                "--engine",
+                "libaio",
+                "--runtime",
+                "1s",
+                "--quiet",
+                "--fio-json-plus",
+                s(&plus),
+            ],
+            dir.path(),
+        ),
+        "nines profile",
+    );
+    let theirs = key_structure(&fio_out);
+    let ours = key_structure(&plus);
+    // nines does not sample queue depth, so fio's depth histograms are left out (documented).
+    let unsampled = ["iodepth_level", "iodepth_submit", "iodepth_complete"];
+    let mut compared = 0;
+    for (path, keys) in &theirs {
+        if unsampled.iter().any(|u| path.ends_with(u)) || path.starts_with("/disk_util") {
+            continue;
+        }
+        let expected: Vec<&str> = keys.split(',').filter(|k| !unsampled.contains(k)).collect();
+        let got = ours
+            .get(path)
+            .unwrap_or_else(|| panic!("nines lacks {path} ({keys})"));
+        // Job options included: values differ in spelling (fio keeps what it was given), keys
+        // and their order must not.
+        assert_eq!(got.split(',').collect::<Vec<_>>(), expected, "{path}");
+        compared += 1;
+    }
+    assert!(
+        compared >= 20,
+        "only {compared} objects compared: {theirs:?}"
+    );
+    // Percentiles and bins are in numeric order, where nines has them (the directions with I/O).
+    for (path, keys) in &ours {
+        if path.ends_with("/percentile") || path.ends_with("/bins") {
+            assert_eq!(keys, "#numeric", "{path}");
+        }
+    }
+    assert!(ours.contains_key("/jobs[0]/read/lat_ns/bins"), "{ours:?}");
+    assert!(ours.contains_key("/jobs[0]/write/lat_ns/percentile"));
+}
+
+/// A PNG's width and height from its IHDR chunk, checking the signature.
+fn png_size(path: &Path) -> (u32, u32) {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(
+        &b[..8],
+        b"\x89PNG\r\n\x1a\n",
+        "{} is no PNG",
+        path.display()
+    );
+    let be = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    (be(16), be(20))
+}
+
+fn fio_plot(input: &Path, out: &Path, graph: &str, rw: &str, depths: &[&str]) {
+    let o = Command::new(venv_bin("fio-plot"))
+        .env("MPLBACKEND", "Agg")
+        .args([
+            "-i",
+            s(input),
+            "-T",
+            "nines",
+            graph,
+            "-r",
+            rw,
+            "-n",
+            "1",
+            "-d",
+        ])
+        .args(depths)
+        .args(["-f", "read", "-o", s(out)])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "fio-plot {graph}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let (w, h) = png_size(out);
+    assert!(w >= 1000 && h >= 600, "{w}x{h}");
+    // A drawn chart, not an empty canvas: tens of kilobytes of compressed pixels.
+    let len = std::fs::metadata(out).unwrap().len();
+    assert!(len > 20_000, "{} is only {len} bytes", out.display());
+}
+
+#[test]
+fn fio_plot_draws_nines_fio_json_from_profile_and_sim() {
+    let dir = disk_dir();
+    let target = make_file(dir.path(), "t.dat", 8 << 20);
+    // Two queue depths in one directory: fio-plot's QD chart picks each by its job options.
+    let runs = dir.path().join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    for qd in ["1", "4"] {
+        let out = runs.join(format!("qd{qd}.json"));
+        ok(
+            nines(
+                &[
+                    "profile",
+                    s(&target),
+                    "--rw",
+                    "randread",
+                    "--iodepth",
+                    qd,
+                    "--runtime",
+                    "500ms",
+                    "--quiet",
+                    "--fio-json",
+                    s(&out),
+                ],
+                dir.path(),
+            ),
+            "nines profile",
+        );
+    }
+    fio_plot(
+        &runs,
+        &dir.path().join("qd.png"),
+        "-l",
+        "randread",
+        &["1", "4"],
+    );
+    fio_plot(
+        &runs,
+        &dir.path().join("hist.png"),
+        "-H",
+        "randread",
+        &["4"],
+    );
+
+    let sim = dir.path().join("sim");
+    std::fs::create_dir(&sim).unwrap();
+    ok(
+        nines(
+            &[
+                "sim",
+                "--devices",
+                "2",
+                "--rw",
+                "randrw",
+                "--mix",
+                "70",
+                "--iodepth",
+                "2",
+                "--runtime",
+                "50ms",
+                "--quiet",
+                "--fio-json",
+                s(&sim.join("sim.json")),
+            ],
+            dir.path(),
+        ),
+        "nines sim",
+    );
+    fio_plot(&sim, &dir.path().join("sim.png"), "-l", "randrw", &["2"]);
+}
+
+#[test]
+fn fio_jsonplus_clat2csv_reads_the_bins() {
+    let tool = system_tool("/usr/bin/fio_jsonplus_clat2csv");
+    let dir = disk_dir();
+    let plus = dir.path().join("sim.jsonplus");
+    let report = dir.path().join("sim.json");
+    ok(
+        nines(
+            &[
+                "sim",
+                "--devices",
+                "1",
+                "--rw",
+                "randrw",
+                "--mix",
+                "60",
+                "--runtime",
+                "50ms",
+                "--quiet",
+                "--fio-json-plus",
+                s(&plus),
+                "--json",
+                s(&report),
+            ],
+            dir.path(),
+        ),
+        "nines sim",
+    );
+    let csv = dir.path().join("lat.csv");
+    for validate in [false, true] {
+        let mut cmd = Command::new(venv_bin("python"));
+        cmd.arg(&tool).arg(&plus).arg(&csv);
+        if validate {
+            cmd.arg("--validate");
+        }
+        let o = cmd.output().unwrap();
+        assert!(
+            o.status.success(),
+            "fio_jsonplus_clat2csv: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // One CSV per job: a header and a row per latency value, cumulative counts reaching N.
+    let text = std::fs::read_to_string(dir.path().join("lat_job0.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<String> = lines
+        .next()
+        .unwrap()
+        .split(',')
+        .map(|c| c.trim().to_string())
+        .collect();
+    let rows: Vec<Vec<String>> = lines
+        .map(|l| l.split(',').map(|c| c.trim().to_string()).collect())
+        .collect();
+    assert!(rows.len() > 10, "only {} rows", rows.len());
+    let r =
+        nines_core::report::Report::from_json(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    for (dir_name, stats) in [("read", &r.devices[0].read), ("write", &r.devices[0].write)] {
+        let col = header
+            .iter()
+            .position(|h| *h == format!("{dir_name}_lat_ns_cumulative"))
+            .unwrap();
+        let last = rows
+            .iter()
+            .filter_map(|row| row.get(col).and_then(|c| c.parse::<u64>().ok()))
+            .max()
+            .unwrap();
+        assert!(stats.ios > 0);
+        assert_eq!(last, stats.ios, "{dir_name}: cumulative count reaches N");
+        let pct = header
+            .iter()
+            .position(|h| *h == format!("{dir_name}_lat_ns_percentile"))
+            .unwrap();
+        let top = rows
+            .iter()
+            .filter_map(|row| row.get(pct).and_then(|c| c.parse::<f64>().ok()))
+            .fold(0.0, f64::max);
+        // The script writes percentiles as fractions of 1.
+        assert!((top - 1.0).abs() < 1e-9, "{dir_name}: top percentile {top}");
+    }
+}
