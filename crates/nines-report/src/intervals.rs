@@ -3,8 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use nines_core::op::Op;
 use thiserror::Error;
@@ -39,7 +37,6 @@ pub struct IntervalSeries {
 /// Parses a whole interval log. Untagged histograms are kept under device "" and op read.
 pub fn parse_interval_log(text: &[u8]) -> Result<Vec<IntervalSeries>, IntervalError> {
     let mut by_tag: BTreeMap<(String, usize), Vec<IntervalPoint>> = BTreeMap::new();
-    let mut deser = Deserializer::new();
     for (idx, entry) in IntervalLogIterator::new(text).enumerate() {
         let entry = entry.map_err(|e| IntervalError::Parse {
             line: idx + 1,
@@ -54,18 +51,12 @@ pub fn parse_interval_log(text: &[u8]) -> Result<Vec<IntervalSeries>, IntervalEr
             Some((d, "read")) => (d.to_string(), Op::Read),
             _ => (tag.clone(), Op::Read),
         };
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(h.encoded_histogram())
-            .map_err(|e| IntervalError::Parse {
+        let hist = nines_core::hdrlog::decode_histogram(h.encoded_histogram()).map_err(|what| {
+            IntervalError::Parse {
                 line: idx + 1,
-                what: format!("bad base64 histogram: {e}"),
-            })?;
-        let hist: hdrhistogram::Histogram<u64> = deser
-            .deserialize(&mut std::io::Cursor::new(&bytes))
-            .map_err(|e| IntervalError::Parse {
-                line: idx + 1,
-                what: format!("bad histogram: {e:?}"),
-            })?;
+                what,
+            }
+        })?;
         let ios = hist.len();
         let point = IntervalPoint {
             start_s: h.start_timestamp().as_secs_f64(),
