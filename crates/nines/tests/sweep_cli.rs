@@ -299,3 +299,69 @@ fn a_failed_point_makes_the_sweep_fail_after_writing_the_rest() {
     );
     assert!(s.points[1].error.is_some());
 }
+
+#[test]
+fn per_point_options_inline_and_sweep_options_anywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = common::make_file(dir.path(), "t.dat", 4 << 20);
+    // No `--`: the target and per-point options follow the sweep's own, and a sweep option
+    // written after them (--qd) still belongs to the sweep.
+    let args = [
+        "sweep",
+        "--rws",
+        "randread",
+        "--json",
+        "s.json",
+        target.to_str().unwrap(),
+        "--runtime",
+        "100ms",
+        "--bs",
+        "8k",
+        "--qd",
+        "1,2",
+    ];
+    ok(nines(&args, dir.path()), "sweep");
+    let s = read_sweep(&dir.path().join("s.json"));
+    assert_eq!(s.parameter, SweepParam::Qd);
+    let depths: Vec<u32> = s.points.iter().map(|p| p.iodepth).collect();
+    assert_eq!(depths, [1, 2]);
+    for p in &s.points {
+        let r = p.report.as_ref().expect("the point ran");
+        assert_eq!(
+            r.config.workload.block_size_bytes, 8192,
+            "--bs reached the point"
+        );
+        assert_eq!(r.config.workload.runtime_ns, Some(100_000_000));
+        assert_eq!(r.config.workload.iodepth, p.iodepth);
+    }
+}
+
+#[test]
+fn an_unknown_sim_preset_is_refused_before_any_point_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = nines(
+        &[
+            "sweep",
+            "--qd",
+            "1,2",
+            "--sim",
+            "no-such-ssd",
+            "-o",
+            "out",
+            "--runtime",
+            "10ms",
+        ],
+        dir.path(),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--sim no-such-ssd") && err.contains("available presets"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(
+        !dir.path().join("out").exists(),
+        "nothing was created or run"
+    );
+}

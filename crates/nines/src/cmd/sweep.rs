@@ -50,10 +50,100 @@ pub struct Args {
     /// Also write every figure as a PNG into this directory.
     #[arg(long, value_name = "DIR")]
     pub png: Option<PathBuf>,
-    /// Targets and options for every point, after `--`:
-    /// `nines sweep --qd 1,4,16 -o out -- /dev/nvme0n1 --runtime 10s --allow-writes`.
-    #[arg(last = true, value_name = "ARGS")]
+    /// Targets and options for every point, as `profile` (or `sim`) takes them, after the
+    /// sweep's own options: `nines sweep --qd 1,4,16 -o out /dev/nvme0n1 --runtime 10s`
+    /// (a `--` before them is accepted too).
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        num_args = 0..
+    )]
     pub pass: Vec<String>,
+}
+
+/// The sweep's own options that take a value: written among the per-point options (after a
+/// target), they still belong to the sweep.
+const SWEEP_OPTIONS: [&str; 10] = [
+    "--qd",
+    "--write-fraction",
+    "--engines",
+    "--rws",
+    "--sim",
+    "--output",
+    "-o",
+    "--json",
+    "--html",
+    "--png",
+];
+
+/// Moves the sweep's own options out of the per-point arguments (where a user who wrote them
+/// after the target put them), so `nines sweep /dev/x --runtime 2s --qd 1,4` means what it says.
+/// Everything after a literal `--` stays with the points.
+fn claim_own_options(args: &mut Args) -> anyhow::Result<()> {
+    let mut rest = Vec::with_capacity(args.pass.len());
+    let mut it = std::mem::take(&mut args.pass).into_iter();
+    let list = |v: &str| -> Vec<String> { v.split(',').map(str::to_string).collect() };
+    while let Some(a) = it.next() {
+        if a == "--" {
+            rest.extend(it.by_ref());
+            break;
+        }
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        if !SWEEP_OPTIONS.contains(&flag.as_str()) {
+            rest.push(a);
+            continue;
+        }
+        let Some(v) = inline.or_else(|| it.next()) else {
+            bail!("{flag} needs a value");
+        };
+        let parse_list = |what: &str| -> anyhow::Result<Vec<u32>> {
+            v.split(',')
+                .map(|x| {
+                    x.trim()
+                        .parse::<u32>()
+                        .map_err(|_| anyhow::anyhow!("{what} {v}: give whole numbers, e.g. 1,4,16"))
+                })
+                .collect()
+        };
+        match flag.as_str() {
+            "--qd" => args.qd = Some(parse_list("--qd")?),
+            "--write-fraction" => {
+                let w = parse_list("--write-fraction")?;
+                if w.iter().any(|x| *x > 100) {
+                    bail!("--write-fraction takes percentages from 0 to 100, e.g. 0,20,40,60,80");
+                }
+                args.write_fraction = Some(w.into_iter().map(|x| x as u8).collect());
+            }
+            "--engines" => args.engines = Some(list(&v)),
+            "--rws" => args.rws = list(&v),
+            "--sim" => args.sim = Some(v),
+            "--output" | "-o" => args.output = Some(PathBuf::from(v)),
+            "--json" => args.json = Some(PathBuf::from(v)),
+            "--html" => args.html = Some(PathBuf::from(v)),
+            "--png" => args.png = Some(PathBuf::from(v)),
+            _ => unreachable!("every sweep option is handled"),
+        }
+    }
+    args.pass = rest;
+    Ok(())
+}
+
+/// `--sim PRESET` names a preset or a TOML file that exists: checked before any point runs.
+fn check_sim_device(args: &Args) -> anyhow::Result<()> {
+    let Some(device) = &args.sim else {
+        return Ok(());
+    };
+    if let Some(size) = device.strip_prefix("null:") {
+        nines_core::units::parse_size_bytes(size)
+            .map_err(|e| anyhow::anyhow!("--sim {device}: {e}; give null:SIZE, e.g. null:1g"))?;
+        return Ok(());
+    }
+    nines_flash::DeviceConfig::load(device).with_context(|| format!("--sim {device}"))?;
+    Ok(())
 }
 
 /// One point to run: the options the sweep adds and how it is described.
@@ -279,7 +369,9 @@ fn run_point(exe: &Path, args: &Args, plan: &Plan, json: &Path) -> Result<Report
     Report::from_json(&text).map_err(|e| format!("reading {}: {e}", json.display()))
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(mut args: Args) -> anyhow::Result<()> {
+    claim_own_options(&mut args)?;
+    check_sim_device(&args)?;
     let (param, plans) = plan(&args)?;
     check_writes(&args, &plans)?;
     let (json_out, html_out, points_dir) = match (&args.output, &args.json) {
