@@ -5,6 +5,7 @@
 
 pub mod hdrlog;
 pub mod job;
+pub mod jobfile;
 pub mod latlog;
 pub mod op;
 pub mod report;

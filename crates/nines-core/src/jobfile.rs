@@ -1,0 +1,772 @@
+//! fio job files as input (`nines profile --job FILE.fio`): the subset of fio's options that
+//! matters for latency work, turned into the same [`JobSpec`] list `--job NAME:key=value` gives,
+//! plus the run-wide settings fio keeps in job files (targets, engine, CPUs, percentiles, logs).
+//!
+//! Syntax as fio reads it: `[section]` headers, `key=value` or bare `key` (a flag), lines starting
+//! with `#` or `;` are comments. `[global]` options apply to every job section after them; each
+//! other section is a job. Values keep fio's meaning: sizes are binary (`4k` = 4096), `runtime`
+//! and `ramp_time` default to seconds, `thinktime` to microseconds, `percentile_list` is
+//! `:`-separated, `filename` lists files separated by `:`.
+//!
+//! Every option outside the subset is refused, all of them in one error that names each with its
+//! line and, where nines has an equivalent, what to use instead; nothing runs then.
+
+use crate::job::{JobError, JobSpec, validate_jobs};
+use crate::units::{parse_cpu_list, parse_duration_ns, parse_percentiles, parse_size_bytes};
+use crate::workload::WorkloadSpec;
+
+/// The largest job file read (fio's own examples are a few KiB).
+pub const JOB_FILE_BYTES_MAX: usize = 1 << 20;
+/// Clones of one job (`numjobs`) at most.
+pub const NUMJOBS_MAX: u64 = crate::job::JOBS_MAX as u64;
+
+/// What a job file asks for besides its jobs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobFile {
+    pub jobs: Vec<JobSpec>,
+    /// From `filename=` (every job must name the same files): the run's targets.
+    pub targets: Vec<String>,
+    /// `ioengine`, as a nines engine name.
+    pub engine: Option<String>,
+    /// `direct=0` or `buffered=1`.
+    pub buffered: bool,
+    /// `cpus_allowed`, as a CPU list.
+    pub cpus: Option<String>,
+    /// `percentile_list`.
+    pub percentiles: Option<Vec<f64>>,
+    /// `write_lat_log=NAME`: nines' per-I/O log, written to `NAME.lat`.
+    pub lat_log: Option<String>,
+    /// `write_hist_log=NAME`: the interval histograms, written to `NAME.hlog`.
+    pub hdr_log: Option<String>,
+    /// `log_hist_msec`: the interval of the histogram log.
+    pub hdr_interval_ns: Option<u64>,
+}
+
+/// One option nines does not run, with its line and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported {
+    pub line: usize,
+    pub option: String,
+    pub why: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JobFileError {
+    #[error("line {line}: {text:?} is not `[section]`, `key=value` or `key`")]
+    Syntax { line: usize, text: String },
+    #[error("line {line}: {key}={value}: {reason}")]
+    Value {
+        line: usize,
+        key: String,
+        value: String,
+        reason: String,
+    },
+    #[error("options nines does not run: {}", list(.0))]
+    Unsupported(Vec<Unsupported>),
+    #[error("no job section: add one, e.g. `[job1]`, after [global]")]
+    NoJobs,
+    #[error(
+        "{what} differs between jobs ({a} and {b}); nines runs every job together on the same \
+         targets with one {what}: give it once in [global]"
+    )]
+    Differs {
+        what: &'static str,
+        a: String,
+        b: String,
+    },
+    #[error(
+        "job {job}: no end: give runtime= (with time_based), size= or number_ios= (fio would run \
+         over the whole file once; nines needs the size)"
+    )]
+    NoEnd { job: String },
+    #[error("the job file is larger than {JOB_FILE_BYTES_MAX} bytes")]
+    TooLarge,
+    #[error("{0}")]
+    Job(#[from] JobError),
+}
+
+fn list(u: &[Unsupported]) -> String {
+    u.iter()
+        .map(|x| format!("line {} `{}` ({})", x.line, x.option, x.why))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Why an option outside the subset is refused: a specific reason for the common ones.
+fn why_unsupported(key: &str) -> &'static str {
+    match key {
+        "stonewall" | "wait_for" | "new_group" => {
+            "nines runs every job at the same time; split the file into one run per group"
+        }
+        "startdelay" => "every job starts at once in nines",
+        "verify" | "do_verify" | "verify_pattern" | "verify_interval" => {
+            "use nines' --verify (a pattern of offset and seed, checked on every read)"
+        }
+        "bssplit" | "bsrange" | "blocksize_range" => "nines uses one block size per job",
+        "nrfiles" | "filesize" | "directory" | "filename_format" | "opendir" | "unlink" => {
+            "name the files or devices with filename="
+        }
+        "loops" => "give runtime= or number_ios= instead",
+        "rate" | "rate_min" | "ratemin" => "nines paces by rate_iops",
+        "iodepth_batch"
+        | "iodepth_batch_submit"
+        | "iodepth_batch_complete"
+        | "iodepth_batch_complete_min"
+        | "iodepth_batch_complete_max"
+        | "iodepth_low" => "nines submits and reaps as the engine allows; only iodepth is taken",
+        "sqthread_poll" | "hipri" => "use --engine io_uring-poll or --sqpoll",
+        "latency_target" | "latency_window" | "latency_percentile" | "latency_run" => {
+            "nines has no latency-target search; sweep queue depths with `nines sweep --qd`"
+        }
+        "disable_lat" | "disable_clat" | "disable_slat" | "gtod_reduce" | "clat_percentiles"
+        | "lat_percentiles" | "slat_percentiles" => "nines always measures total latency",
+        "write_bw_log" | "write_iops_log" | "log_avg_msec" => {
+            "nines logs every I/O (write_lat_log) and interval histograms (write_hist_log)"
+        }
+        "include" => "include files are not read; paste their options in",
+        _ => "not in the subset nines runs",
+    }
+}
+
+/// One option as written.
+#[derive(Clone, Debug)]
+struct Opt {
+    line: usize,
+    key: String,
+    value: Option<String>,
+}
+
+struct Section {
+    name: String,
+    line: usize,
+    opts: Vec<Opt>,
+    /// The [global] options in force when the section started.
+    globals: Vec<Opt>,
+}
+
+/// Splits the text into sections; syntax errors and `include` stop here.
+fn sections(text: &str) -> Result<Vec<Section>, JobFileError> {
+    let mut global: Vec<Opt> = Vec::new();
+    let mut jobs: Vec<Section> = Vec::new();
+    let mut in_global = false;
+    let mut unsupported = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let t = raw.trim();
+        if t.is_empty() || t.starts_with('#') || t.starts_with(';') {
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix('[') {
+            let Some(name) = rest.strip_suffix(']') else {
+                return Err(JobFileError::Syntax {
+                    line,
+                    text: t.to_string(),
+                });
+            };
+            let name = name.trim();
+            if name.is_empty() {
+                return Err(JobFileError::Syntax {
+                    line,
+                    text: t.to_string(),
+                });
+            }
+            in_global = name == "global";
+            if !in_global {
+                jobs.push(Section {
+                    name: name.to_string(),
+                    line,
+                    opts: Vec::new(),
+                    globals: global.clone(),
+                });
+            }
+            continue;
+        }
+        if t.starts_with("include ") || t == "include" {
+            unsupported.push(Unsupported {
+                line,
+                option: t.to_string(),
+                why: why_unsupported("include"),
+            });
+            continue;
+        }
+        let (key, value) = match t.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim().to_string())),
+            None => (t, None),
+        };
+        if key.is_empty()
+            || !key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(JobFileError::Syntax {
+                line,
+                text: t.to_string(),
+            });
+        }
+        let opt = Opt {
+            line,
+            key: key.to_ascii_lowercase(),
+            value,
+        };
+        if in_global {
+            global.push(opt);
+        } else if let Some(job) = jobs.last_mut() {
+            job.opts.push(opt);
+        } else {
+            // Options before any section: fio refuses them too.
+            return Err(JobFileError::Syntax {
+                line,
+                text: format!("{t} (before any [section])"),
+            });
+        }
+    }
+    if !unsupported.is_empty() {
+        return Err(JobFileError::Unsupported(unsupported));
+    }
+    Ok(jobs)
+}
+
+/// A fio time value: a bare number is in `default_unit_ns`, otherwise a nines duration.
+fn fio_time_ns(v: &str, default_unit_ns: u64) -> Result<u64, String> {
+    let v = v.trim();
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()) {
+        return v
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(default_unit_ns))
+            .ok_or_else(|| "too large".to_string());
+    }
+    parse_duration_ns(v).map_err(|e| e.to_string())
+}
+
+/// A fio boolean: a bare flag, or 0/1 (also true/false).
+fn fio_bool(v: Option<&str>) -> Result<bool, String> {
+    match v.map(str::trim) {
+        None | Some("1") | Some("true") | Some("yes") => Ok(true),
+        Some("0") | Some("false") | Some("no") => Ok(false),
+        Some(_) => Err("give 0 or 1".into()),
+    }
+}
+
+/// A job name nines accepts: fio's section name with other characters replaced by `_`.
+fn job_name(section: &str) -> String {
+    let mut n: String = section
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    n.truncate(crate::job::JOB_NAME_BYTES_MAX - 4);
+    n
+}
+
+/// Per job: what fio options decide together at the end.
+#[derive(Default)]
+struct Ends {
+    time_based: bool,
+    runtime_ns: Option<u64>,
+    size_bytes: Option<u64>,
+    io_size_bytes: Option<u64>,
+    number_ios: Option<u64>,
+    numjobs: u64,
+}
+
+/// Run-wide settings: each must agree between jobs.
+#[derive(Default)]
+struct RunWide {
+    targets: Option<String>,
+    engine: Option<String>,
+    buffered: Option<bool>,
+    cpus: Option<String>,
+    percentiles: Option<String>,
+    lat_log: Option<String>,
+    hdr_log: Option<String>,
+    hdr_interval: Option<String>,
+}
+
+fn agree(slot: &mut Option<String>, what: &'static str, value: String) -> Result<(), JobFileError> {
+    match slot {
+        Some(a) if *a != value => Err(JobFileError::Differs {
+            what,
+            a: a.clone(),
+            b: value,
+        }),
+        _ => {
+            *slot = Some(value);
+            Ok(())
+        }
+    }
+}
+
+/// Applies one option to a job; Ok(false) when the option is not in the subset.
+fn apply(
+    job: &mut JobSpec,
+    ends: &mut Ends,
+    job_run: &mut RunWide,
+    o: &Opt,
+) -> Result<bool, JobFileError> {
+    let v = o.value.as_deref();
+    let bad = |reason: String| JobFileError::Value {
+        line: o.line,
+        key: o.key.clone(),
+        value: v.unwrap_or("").to_string(),
+        reason,
+    };
+    let need = || v.ok_or_else(|| bad("needs a value".into()));
+    if v.is_some_and(|x| x.contains('$')) {
+        return Err(bad(
+            "environment variables and $-expressions are not expanded; write the value".into(),
+        ));
+    }
+    let set = |job: &mut JobSpec, key: &str, value: &str| -> Result<(), JobFileError> {
+        job.set(key, value).map_err(|e| match e {
+            JobError::Value { reason, .. } => bad(reason),
+            other => JobFileError::Job(other),
+        })
+    };
+    match o.key.as_str() {
+        "name" | "description" | "group_reporting" | "thread" | "norandommap" => {}
+        "filename" => job_run.targets = Some(need()?.to_string()),
+        "rw" | "readwrite" => {
+            let x = need()?;
+            match x {
+                "read" | "write" | "randread" | "randwrite" | "randrw" => set(job, "rw", x)?,
+                "rw" | "readwrite" => {
+                    return Err(bad(
+                        "sequential mixed I/O is not supported; use randrw (random mixed)".into(),
+                    ));
+                }
+                _ => return Err(bad("use read, write, randread, randwrite or randrw".into())),
+            }
+        }
+        "rwmixread" => set(job, "mix", need()?)?,
+        "rwmixwrite" => {
+            let w: u8 = need()?
+                .parse()
+                .ok()
+                .filter(|w| *w <= 100)
+                .ok_or_else(|| bad("give a percentage from 0 to 100".into()))?;
+            set(job, "mix", &(100 - w).to_string())?;
+        }
+        "bs" | "blocksize" => {
+            let x = need()?;
+            if x.contains(',') || x.contains('-') || x.contains(':') {
+                return Err(bad(
+                    "nines takes one block size for reads and writes (no ranges or splits)".into(),
+                ));
+            }
+            set(job, "bs", x)?;
+        }
+        "iodepth" => set(job, "iodepth", need()?)?,
+        "ioengine" => {
+            let engine = match need()? {
+                "libaio" => "libaio",
+                "io_uring" => "io_uring",
+                "psync" | "sync" | "pvsync" => "psync",
+                "null" => "null",
+                _ => {
+                    return Err(bad(
+                        "nines runs libaio, io_uring, psync (sync, pvsync) or null".into(),
+                    ));
+                }
+            };
+            job_run.engine = Some(engine.to_string());
+        }
+        "direct" => job_run.buffered = Some(!fio_bool(v).map_err(bad)?),
+        "buffered" => job_run.buffered = Some(fio_bool(v).map_err(bad)?),
+        "runtime" => ends.runtime_ns = Some(fio_time_ns(need()?, 1_000_000_000).map_err(bad)?),
+        "time_based" => ends.time_based = fio_bool(v).map_err(bad)?,
+        "ramp_time" => job.workload.ramp_ns = fio_time_ns(need()?, 1_000_000_000).map_err(bad)?,
+        "size" => {
+            let x = need()?;
+            if x.ends_with('%') {
+                return Err(bad(
+                    "give size in bytes (4g); nines does not take a share of the file".into(),
+                ));
+            }
+            ends.size_bytes = Some(parse_size_bytes(x).map_err(|e| bad(e.to_string()))?);
+        }
+        "io_size" | "io_limit" => {
+            ends.io_size_bytes = Some(parse_size_bytes(need()?).map_err(|e| bad(e.to_string()))?)
+        }
+        "number_ios" => {
+            ends.number_ios = Some(
+                need()?
+                    .parse()
+                    .map_err(|_| bad("give a whole number".into()))?,
+            )
+        }
+        "offset" => {
+            let x = need()?;
+            if x.ends_with('%') {
+                return Err(bad("give offset in bytes".into()));
+            }
+            set(job, "offset", x)?;
+        }
+        "numjobs" => {
+            let n: u64 = need()?
+                .parse()
+                .map_err(|_| bad("give a whole number".into()))?;
+            if n == 0 || n > NUMJOBS_MAX {
+                return Err(bad(format!("give 1 to {NUMJOBS_MAX}")));
+            }
+            ends.numjobs = n;
+        }
+        "cpus_allowed" => {
+            let x = need()?;
+            parse_cpu_list(x).map_err(|e| bad(e.to_string()))?;
+            job_run.cpus = Some(x.to_string());
+        }
+        "rate_iops" => {
+            let x = need()?;
+            if x.contains(',') {
+                return Err(bad(
+                    "nines takes one rate for reads and writes together".into()
+                ));
+            }
+            set(job, "rate-iops", x)?;
+        }
+        "rate_process" => match need()? {
+            "poisson" => set(job, "arrival", "poisson")?,
+            "linear" => set(job, "arrival", "fixed")?,
+            _ => return Err(bad("give linear or poisson".into())),
+        },
+        "thinktime" => {
+            let ns = fio_time_ns(need()?, 1_000).map_err(bad)?;
+            set(job, "thinktime", &format!("{ns}ns"))?;
+        }
+        "percentile_list" => {
+            let x = need()?;
+            parse_percentiles(&x.replace(':', ",")).map_err(|e| bad(e.to_string()))?;
+            job_run.percentiles = Some(x.replace(':', ","));
+        }
+        "write_lat_log" => {
+            job_run.lat_log = Some(format!("{}.lat", v.unwrap_or(job.name.as_str())))
+        }
+        "write_hist_log" => {
+            job_run.hdr_log = Some(format!("{}.hlog", v.unwrap_or(job.name.as_str())))
+        }
+        "log_hist_msec" => {
+            let ms: u64 = need()?
+                .parse()
+                .ok()
+                .filter(|m| *m > 0)
+                .ok_or_else(|| bad("give milliseconds, at least 1".into()))?;
+            job_run.hdr_interval = Some(ms.to_string());
+        }
+        "random_distribution" => {
+            let x = need()?;
+            if x == "random" {
+                set(job, "distribution", "uniform")?;
+            } else if x.starts_with("zipf:") && !x[5..].contains(':') {
+                set(job, "distribution", x)?;
+            } else {
+                return Err(bad(
+                    "nines draws random (uniform) or zipf:THETA offsets".into()
+                ));
+            }
+        }
+        "randseed" => set(job, "seed", need()?)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Reads a fio job file. `base` is the workload the jobs start from (the command line's).
+pub fn parse(text: &str, base: &WorkloadSpec) -> Result<JobFile, JobFileError> {
+    if text.len() > JOB_FILE_BYTES_MAX {
+        return Err(JobFileError::TooLarge);
+    }
+    let sections = sections(text)?;
+    if sections.is_empty() {
+        return Err(JobFileError::NoJobs);
+    }
+    let mut unsupported = Vec::new();
+    let mut run = RunWide::default();
+    let mut jobs = Vec::new();
+    for sec in &sections {
+        let name = job_name(&sec.name);
+        let mut job = JobSpec::new(&name, base).map_err(|_| JobFileError::Syntax {
+            line: sec.line,
+            text: format!("[{}]", sec.name),
+        })?;
+        job.workload.seed = base.seed.wrapping_add(jobs.len() as u64);
+        let mut ends = Ends {
+            numjobs: 1,
+            ..Ends::default()
+        };
+        let mut job_run = RunWide::default();
+        for o in sec.globals.iter().chain(&sec.opts) {
+            if !apply(&mut job, &mut ends, &mut job_run, o)? {
+                unsupported.push(Unsupported {
+                    line: o.line,
+                    option: match &o.value {
+                        Some(v) => format!("{}={v}", o.key),
+                        None => o.key.clone(),
+                    },
+                    why: why_unsupported(&o.key),
+                });
+            }
+        }
+        // The job's end, as fio decides it: time_based runs for runtime; otherwise the job ends
+        // after size (or io_size, or number_ios) worth of I/O, or at runtime if that comes first.
+        let w = &mut job.workload;
+        w.runtime_ns = ends.runtime_ns;
+        w.ios_max = match (ends.time_based, ends.number_ios) {
+            (_, Some(n)) => Some(n),
+            (true, None) => None,
+            (false, None) => ends
+                .io_size_bytes
+                .or(ends.size_bytes)
+                .map(|b| (b / w.block_size_bytes.max(1)).max(1)),
+        };
+        if let Some(size) = ends.size_bytes {
+            w.region_size_bytes = Some(size);
+        }
+        if w.runtime_ns.is_none() && w.ios_max.is_none() {
+            if ends.time_based {
+                return Err(JobFileError::Value {
+                    line: sec.line,
+                    key: "time_based".into(),
+                    value: String::new(),
+                    reason: format!("job {name} has no runtime= to run for"),
+                });
+            }
+            return Err(JobFileError::NoEnd { job: name });
+        }
+        for (slot, what, value) in [
+            (&mut run.targets, "filename", job_run.targets),
+            (&mut run.engine, "ioengine", job_run.engine),
+            (&mut run.cpus, "cpus_allowed", job_run.cpus),
+            (&mut run.percentiles, "percentile_list", job_run.percentiles),
+            (&mut run.lat_log, "write_lat_log", job_run.lat_log),
+            (&mut run.hdr_log, "write_hist_log", job_run.hdr_log),
+            (&mut run.hdr_interval, "log_hist_msec", job_run.hdr_interval),
+        ] {
+            if let Some(v) = value {
+                agree(slot, what, v)?;
+            }
+        }
+        if let Some(b) = job_run.buffered {
+            if run.buffered.is_some_and(|a| a != b) {
+                return Err(JobFileError::Differs {
+                    what: "direct",
+                    a: (!run.buffered.unwrap_or(false) as u8).to_string(),
+                    b: (!b as u8).to_string(),
+                });
+            }
+            run.buffered = Some(b);
+        }
+        for k in 0..ends.numjobs {
+            let mut clone = job.clone();
+            if k > 0 {
+                clone.name = format!("{name}.{k}");
+                clone.workload.seed = base.seed.wrapping_add((jobs.len()) as u64);
+            }
+            jobs.push(clone);
+        }
+    }
+    if !unsupported.is_empty() {
+        return Err(JobFileError::Unsupported(unsupported));
+    }
+    validate_jobs(&jobs)?;
+    let targets = run
+        .targets
+        .map(|t| {
+            t.split(':')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(JobFile {
+        jobs,
+        targets,
+        engine: run.engine,
+        buffered: run.buffered.unwrap_or(false),
+        cpus: run.cpus,
+        percentiles: run
+            .percentiles
+            .map(|p| parse_percentiles(&p).expect("checked when read")),
+        lat_log: run.lat_log,
+        hdr_log: run.hdr_log,
+        hdr_interval_ns: run
+            .hdr_interval
+            .map(|ms| ms.parse::<u64>().expect("checked when read") * 1_000_000),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{Distribution, RwMode};
+    use proptest::prelude::*;
+
+    fn base() -> WorkloadSpec {
+        WorkloadSpec::default()
+    }
+
+    #[test]
+    fn global_and_job_sections_become_jobs() {
+        let text = "\
+; a latency job
+[global]
+filename=/dev/nvme0n1:/dev/nvme1n1
+ioengine=io_uring
+direct=1
+bs=4k
+runtime=30
+time_based
+ramp_time=2s
+percentile_list=50:99.9:99.9999
+write_lat_log=run
+write_hist_log=run
+log_hist_msec=500
+cpus_allowed=2-3
+group_reporting
+
+[reads]
+rw=randread
+iodepth=10
+random_distribution=zipf:1.2
+
+[burst]
+rw=randwrite
+bs=512k
+thinktime=2560000
+numjobs=2
+";
+        let f = parse(text, &base()).unwrap();
+        assert_eq!(f.targets, ["/dev/nvme0n1", "/dev/nvme1n1"]);
+        assert_eq!(f.engine.as_deref(), Some("io_uring"));
+        assert!(!f.buffered);
+        assert_eq!(f.cpus.as_deref(), Some("2-3"));
+        assert_eq!(f.percentiles, Some(vec![50.0, 99.9, 99.9999]));
+        assert_eq!(f.lat_log.as_deref(), Some("run.lat"));
+        assert_eq!(f.hdr_log.as_deref(), Some("run.hlog"));
+        assert_eq!(f.hdr_interval_ns, Some(500_000_000));
+        let names: Vec<&str> = f.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["reads", "burst", "burst.1"]);
+        let r = &f.jobs[0].workload;
+        assert_eq!(r.rw, RwMode::RandRead);
+        assert_eq!((r.iodepth, r.block_size_bytes), (10, 4096));
+        assert_eq!(r.runtime_ns, Some(30_000_000_000));
+        assert_eq!(r.ramp_ns, 2_000_000_000);
+        assert_eq!(r.ios_max, None, "time_based: the runtime ends it");
+        assert_eq!(r.distribution, Distribution::Zipf { theta: 1.2 });
+        let w = &f.jobs[1].workload;
+        assert_eq!(w.block_size_bytes, 512 << 10);
+        assert_eq!(
+            w.thinktime_ns, 2_560_000_000,
+            "thinktime is in microseconds"
+        );
+        // Every job gets its own random stream; clones too.
+        let seeds: Vec<u64> = f.jobs.iter().map(|j| j.workload.seed).collect();
+        assert_eq!(seeds, [1, 2, 3]);
+    }
+
+    #[test]
+    fn size_without_time_based_ends_after_one_pass() {
+        let f = parse("[j]\nrw=read\nbs=128k\nsize=512m\nrwmixwrite=30\n", &base()).unwrap();
+        let w = &f.jobs[0].workload;
+        assert_eq!(w.ios_max, Some(4096));
+        assert_eq!(w.region_size_bytes, Some(512 << 20));
+        assert_eq!(w.runtime_ns, None);
+        assert_eq!(w.read_mix_pct, 70);
+        let f = parse("[j]\nsize=1m\nio_size=8k\nruntime=5\n", &base()).unwrap();
+        assert_eq!(f.jobs[0].workload.ios_max, Some(2));
+        assert_eq!(f.jobs[0].workload.runtime_ns, Some(5_000_000_000));
+    }
+
+    #[test]
+    fn unsupported_options_are_all_named_with_their_lines() {
+        let text =
+            "[global]\nstonewall\nverify=md5\n[a]\nrw=randread\nruntime=1\nbssplit=4k/50:8k/50\n";
+        let e = parse(text, &base()).unwrap_err();
+        let JobFileError::Unsupported(u) = &e else {
+            panic!("{e}")
+        };
+        let named: Vec<(usize, &str)> = u.iter().map(|x| (x.line, x.option.as_str())).collect();
+        assert_eq!(
+            named,
+            [
+                (2, "stonewall"),
+                (3, "verify=md5"),
+                (7, "bssplit=4k/50:8k/50")
+            ]
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains("line 3 `verify=md5` (use nines' --verify"),
+            "{msg}"
+        );
+        assert!(!msg.contains('\n'));
+    }
+
+    #[test]
+    fn bad_values_and_shapes_are_refused_with_the_line() {
+        let cases = [
+            ("[a]\nrw=rw\nruntime=1\n", "line 2: rw=rw: sequential mixed"),
+            ("[a]\nbs=4k,8k\nruntime=1\n", "line 2: bs=4k,8k"),
+            ("[a]\nioengine=mmap\nruntime=1\n", "line 2: ioengine=mmap"),
+            ("[a]\niodepth=x\nruntime=1\n", "line 2: iodepth=x"),
+            ("[a]\nruntime=${T}\n", "not expanded"),
+            ("[a]\nrw=read\n", "no end"),
+            ("[a]\ntime_based\n", "no runtime"),
+            ("rw=read\n", "before any [section]"),
+            ("[global]\nrw=read\n", "no job section"),
+            ("[a\n", "line 1"),
+            (
+                "[a]\nfilename=x\nruntime=1\n[b]\nfilename=y\nruntime=1\n",
+                "filename differs between jobs",
+            ),
+            ("[a]\nruntime=1\n[b]\nruntime=2\n", "whole run"),
+            ("[a]\nsize=50%\n", "size=50%"),
+            ("[a]\ninclude other.fio\nruntime=1\n", "include files"),
+        ];
+        for (text, want) in cases {
+            let e = parse(text, &base()).unwrap_err().to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    proptest! {
+        /// Any text parses into valid jobs or is refused with a one-line error; never a panic.
+        #[test]
+        fn parser_never_panics(s in "(\\[[a-z]{0,6}\\]\n|[a-z_]{1,12}(=[0-9a-z:,%$/.-]{0,10})?\n|#.*\n|\\PC{0,20}\n){0,12}") {
+            match parse(&s, &base()) {
+                Ok(f) => {
+                    prop_assert!(!f.jobs.is_empty());
+                    for j in &f.jobs {
+                        prop_assert!(j.validate().is_ok());
+                    }
+                }
+                Err(e) => {
+                    let m = e.to_string();
+                    prop_assert!(!m.is_empty() && !m.contains('\n'));
+                }
+            }
+        }
+
+        /// Options written in a job file reach the job exactly.
+        #[test]
+        fn options_round_trip(depth in 1u32..1024, bs_k in 1u64..1024, mix in 0u8..=100,
+                              runtime in 1u64..1000, think_us in 0u64..100_000) {
+            let text = format!(
+                "[global]\nrw=randrw\ntime_based\nruntime={runtime}\n[j]\niodepth={depth}\nbs={bs_k}k\nrwmixread={mix}\nthinktime={think_us}\n"
+            );
+            let f = parse(&text, &base()).unwrap();
+            let w = &f.jobs[0].workload;
+            prop_assert_eq!(w.iodepth, depth);
+            prop_assert_eq!(w.block_size_bytes, bs_k * 1024);
+            prop_assert_eq!(w.read_mix_pct, mix);
+            prop_assert_eq!(w.runtime_ns, Some(runtime * 1_000_000_000));
+            prop_assert_eq!(w.thinktime_ns, think_us * 1000);
+        }
+    }
+}
