@@ -171,7 +171,16 @@ pub struct DirectionStats {
     pub iops: f64,
     /// Bytes per second.
     pub bw_bytes: f64,
+    /// Total latency: from when the I/O was due (issued, or its paced/replayed time) to when its
+    /// completion was seen.
     pub lat_ns: LatencySummary,
+    /// Submission latency: the submit call (real devices, asynchronous engines; fio's slat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slat_ns: Option<LatencySummary>,
+    /// Completion latency: from the submit call's return until the completion was seen (real
+    /// devices; psync: the whole call; fio's clat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clat_ns: Option<LatencySummary>,
 }
 
 impl DirectionStats {
@@ -184,6 +193,8 @@ impl DirectionStats {
             iops: per_s(rec.ios),
             bw_bytes: per_s(rec.bytes),
             lat_ns: rec.summary(percentiles),
+            slat_ns: None,
+            clat_ns: None,
         }
     }
 }
@@ -349,6 +360,35 @@ impl ReportBuilder {
         )
     }
 
+    /// Attaches submission and completion latencies (`slat`, `clat`; an empty direction is
+    /// left out) to `stats`.
+    pub fn latency_parts(
+        &self,
+        stats: &mut DirectionStats,
+        op: Op,
+        slat: &DeviceRecorder,
+        clat: &DeviceRecorder,
+    ) {
+        let p = &self.config.percentiles;
+        if slat.dir(op).ios > 0 {
+            stats.slat_ns = Some(slat.dir(op).summary(p));
+        }
+        if clat.dir(op).ios > 0 {
+            stats.clat_ns = Some(clat.dir(op).summary(p));
+        }
+    }
+
+    /// Attaches submission and completion latencies to the device added last.
+    pub fn device_latency_parts(&mut self, slat: &DeviceRecorder, clat: &DeviceRecorder) {
+        let mut d = self
+            .devices
+            .pop()
+            .expect("device_latency_parts after device");
+        self.latency_parts(&mut d.read, Op::Read, slat, clat);
+        self.latency_parts(&mut d.write, Op::Write, slat, clat);
+        self.devices.push(d);
+    }
+
     /// Attaches a volume's layout and members to the device added last.
     pub fn device_volume(&mut self, v: VolumeReport) -> &mut Self {
         let d = self.devices.last_mut().expect("device_volume after device");
@@ -503,7 +543,8 @@ pub fn samples_to_resolve(p: f64) -> u64 {
 }
 
 /// A warning naming the percentiles that the device with the fewest I/Os in this direction
-/// cannot resolve: with too few samples they are simply its max, which users misread as a tail.
+/// cannot resolve (with too few samples they are simply its max, which users misread as a tail),
+/// and every other device short of them too.
 fn too_few_samples(devices: &[DeviceReport], op: Op, percentiles: &[f64]) -> Option<String> {
     let fewest = devices
         .iter()
@@ -520,9 +561,28 @@ fn too_few_samples(devices: &[DeviceReport], op: Op, percentiles: &[f64]) -> Opt
         .iter()
         .map(|&p| format!("p{}", percentile_key(p)))
         .collect();
+    // Every other device that cannot resolve the first of them either.
+    let others: Vec<String> = devices
+        .iter()
+        .filter(|d| {
+            !std::ptr::eq(*d, fewest)
+                && d.dir(op).ios > 0
+                && d.dir(op).ios < samples_to_resolve(first)
+        })
+        .map(|d| format!("{} ({})", d.name, d.dir(op).ios))
+        .collect();
+    let also = if others.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; also short of p{}: {}",
+            percentile_key(first),
+            others.join(", ")
+        )
+    };
     Some(format!(
         "{} did {ios} {}s: too few for {} (p{} needs at least {} I/Os, ten times that to be stable), so those \
-         equal its max; run longer or use --ios",
+         equal its max{also}; run longer or use --ios",
         fewest.name,
         op,
         keys.join(", "),
@@ -615,6 +675,29 @@ mod tests {
         );
         // p99.9 needs 1001 samples: 5000 resolve it, so it is not named.
         assert!(!w.contains("p99.9,"), "{w}");
+
+        // Several short devices: every one is named.
+        let mut b = ReportBuilder::new(RunKind::Sim, config());
+        for (name, n) in [("a", 5000u64), ("b", 7000), ("c", 20_000_000)] {
+            let mut r = DeviceRecorder::new();
+            for k in 0..n.min(20_000) {
+                r.record(Op::Read, 1000 + k, 4096);
+            }
+            r.dirs[0].ios = n;
+            b.device(
+                DeviceMeta {
+                    name: name.into(),
+                    ..Default::default()
+                },
+                &r,
+            );
+        }
+        let w = &b.finish().warnings[0];
+        assert!(w.starts_with("a did 5000 reads"), "{w}");
+        assert!(
+            w.contains("also short of p99.99: b (7000)") && !w.contains("c ("),
+            "{w}"
+        );
         // Enough samples: no warning.
         let mut b = ReportBuilder::new(
             RunKind::Sim,

@@ -66,6 +66,8 @@ pub struct DriverConfig {
     pub trace_depth: u32,
     /// Check every read against the pattern writes carry (`--verify`).
     pub verify: bool,
+    /// Targets (indices) whose volume gets a worker of its own.
+    pub isolate: Vec<u32>,
     pub engine: EngineKind,
     pub engine_options: EngineOptions,
     /// CPUs for the workers; volumes go round-robin over them. Must not be empty.
@@ -95,6 +97,7 @@ impl DriverConfig {
             trace: None,
             trace_depth: 1024,
             verify: false,
+            isolate: Vec::new(),
             engine,
             engine_options: EngineOptions::default(),
             cpus: sched::allowed_cpus(),
@@ -142,6 +145,13 @@ pub struct DeviceOutcome {
     pub member_recs: Vec<DeviceRecorder>,
     pub member_commands: Vec<u64>,
     pub member_errors: Vec<u64>,
+    /// Per member: submission latency (the submit call; empty for psync, whose I/O happens in
+    /// the call), completion latency (from the call's return until the completion was seen;
+    /// psync: the whole call), time spent inside submit calls and how many there were.
+    pub member_slat: Vec<DeviceRecorder>,
+    pub member_clat: Vec<DeviceRecorder>,
+    pub member_submit_ns: Vec<u64>,
+    pub member_submit_calls: Vec<u64>,
 }
 
 /// What one worker thread cost.
@@ -207,6 +217,30 @@ pub fn volume_name(layout: &LayoutSpec, members: &[&str]) -> String {
     } else {
         format!("{}({} devices)", layout.name(), members.len())
     }
+}
+
+/// Groups volumes into workers: one per CPU used (asynchronous engines), one per volume (psync),
+/// and one of its own for each isolated volume (`--isolate`: a device whose slow submissions
+/// would delay the others on its worker). Returns (cpu, volumes) per worker.
+pub fn worker_groups(
+    cpu_of_volume: &[usize],
+    engine: EngineKind,
+    isolated: &[bool],
+) -> Vec<(usize, Vec<u32>)> {
+    let mut groups: Vec<(usize, Vec<u32>, bool)> = Vec::new();
+    for (d, &cpu) in cpu_of_volume.iter().enumerate() {
+        let alone = engine == EngineKind::Psync || isolated.get(d).copied().unwrap_or(false);
+        let existing = if alone {
+            None
+        } else {
+            groups.iter_mut().find(|(c, _, solo)| *c == cpu && !*solo)
+        };
+        match existing {
+            Some((_, devs, _)) => devs.push(d as u32),
+            None => groups.push((cpu, vec![d as u32], alone)),
+        }
+    }
+    groups.into_iter().map(|(c, d, _)| (c, d)).collect()
 }
 
 /// Each volume's members and capacity, and what the workload needs of it, checked.
@@ -315,20 +349,11 @@ pub fn run(targets: &[DriverTarget], mut cfg: DriverConfig) -> Result<DriverOutc
         u32::MAX
     };
     let cpu_of_volume = sched::assign_round_robin(volumes.len(), &cfg.cpus);
-
-    // Group volumes into workers: one per CPU used (async engines) or one per volume (psync).
-    let mut groups: Vec<(usize, Vec<u32>)> = Vec::new();
-    for (d, &cpu) in cpu_of_volume.iter().enumerate() {
-        let existing = if cfg.engine == EngineKind::Psync {
-            None
-        } else {
-            groups.iter_mut().find(|(c, _)| *c == cpu)
-        };
-        match existing {
-            Some((_, devs)) => devs.push(d as u32),
-            None => groups.push((cpu, vec![d as u32])),
-        }
-    }
+    let isolated: Vec<bool> = volumes
+        .iter()
+        .map(|v| v.members.iter().any(|m| cfg.isolate.contains(m)))
+        .collect();
+    let groups = worker_groups(&cpu_of_volume, cfg.engine, &isolated);
     // A trace is split by volume now (its device ids are volume indices after fitting).
     let mut replays: Vec<Option<TraceReplay>> = match &cfg.trace {
         Some(t) => {
@@ -623,6 +648,10 @@ fn run_locked(
                 member_recs: v.member_recs,
                 member_commands: v.member_commands,
                 member_errors: v.member_errors,
+                member_slat: v.member_slat,
+                member_clat: v.member_clat,
+                member_submit_ns: v.member_submit_ns,
+                member_submit_calls: v.member_submit_calls,
             });
         }
         workers.push(WorkerOutcome {

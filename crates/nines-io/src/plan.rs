@@ -169,6 +169,11 @@ pub(crate) struct VolumeResult {
     pub member_recs: Vec<DeviceRecorder>,
     pub member_commands: Vec<u64>,
     pub member_errors: Vec<u64>,
+    /// Per member: submission and completion latency, time in submit calls and their count.
+    pub member_slat: Vec<DeviceRecorder>,
+    pub member_clat: Vec<DeviceRecorder>,
+    pub member_submit_ns: Vec<u64>,
+    pub member_submit_calls: Vec<u64>,
 }
 
 /// What a worker returns.

@@ -62,6 +62,15 @@ struct Vol {
     cmd_op: Vec<Op>,
     cmd_off: Vec<u64>,
     cmd_member: Vec<u32>,
+    /// When each command's submit call began and returned.
+    cmd_t0: Vec<u64>,
+    cmd_t1: Vec<u64>,
+    /// Per member: submission latency (the submit call), completion latency (from the call's
+    /// return until the completion was seen), time spent in submit calls and how many.
+    slat: Vec<DeviceRecorder>,
+    clat: Vec<DeviceRecorder>,
+    submit_ns: Vec<u64>,
+    submit_calls: Vec<u64>,
     /// Owns the memory `scratch_ptrs` points into.
     _scratch: Vec<AlignedBuf>,
     scratch_ptrs: Vec<(*mut u8, usize)>,
@@ -81,8 +90,18 @@ struct Worker {
     sync_done: VecDeque<(usize, CmdDone)>,
     /// Volume I/Os done by the last call, waiting to be completed.
     vol_done: VecDeque<(usize, u32, IoResult)>,
+    /// Completions seen (by the check after a submission, or by a reap) with the time they were
+    /// seen, not yet handed to their volume.
+    seen: VecDeque<(Completion, u64)>,
+    /// Scratch for the check after each submission.
+    peek: Vec<Completion>,
+    /// The time of the last volume call: volumes see time in order.
+    vnow: u64,
+    /// Member commands sent at or after this time are measured (the end of the ramp).
+    record_from_ns: u64,
+    /// The engine performs each I/O inside its submit call (psync): no separate slat.
+    sync_engine: bool,
     inflight_cmds: u32,
-    pending_commit: bool,
     verify_seed: Option<u64>,
     start_ns: u64,
     record: [u8; RECORD_BYTES],
@@ -182,6 +201,10 @@ fn run_inner(mut plan: WorkerPlan, at_gate: &mut bool) -> Result<WorkerResult, D
                 layout: vol.host.volume().layout(),
                 stats: vol.host.volume().stats(),
                 member_recs: vol.host.member_recorders().to_vec(),
+                member_slat: vol.slat.clone(),
+                member_clat: vol.clat.clone(),
+                member_submit_ns: vol.submit_ns.clone(),
+                member_submit_calls: vol.submit_calls.clone(),
                 member_commands: cmds.to_vec(),
                 member_errors: errs.to_vec(),
             }
@@ -322,6 +345,7 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
             .map(|b| (b.as_mut_ptr(), b.len()))
             .collect();
         let record_members = vp.members.len() > 1;
+        let nm = vp.members.len();
         vols.push(Vol {
             index: vp.index,
             name: vp.name,
@@ -332,6 +356,12 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
             cmd_op: vec![Op::Read; cmds],
             cmd_off: vec![0; cmds],
             cmd_member: vec![0; cmds],
+            cmd_t0: vec![0; cmds],
+            cmd_t1: vec![0; cmds],
+            slat: (0..nm).map(|_| DeviceRecorder::new()).collect(),
+            clat: (0..nm).map(|_| DeviceRecorder::new()).collect(),
+            submit_ns: vec![0; nm],
+            submit_calls: vec![0; nm],
             _scratch: scratch,
             scratch_ptrs,
             failure: None,
@@ -385,8 +415,12 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         completions: vec![Completion::default(); depth_max.max(1) as usize],
         sync_done: VecDeque::with_capacity(1024),
         vol_done: VecDeque::with_capacity(tags as usize + 16),
+        seen: VecDeque::with_capacity(depth_max.max(1) as usize),
+        peek: vec![Completion::default(); depth_max.max(1) as usize],
+        vnow: 0,
+        record_from_ns: timing.ramp_end_ns(),
+        sync_engine: !plan.engine.is_async(),
         inflight_cmds: 0,
-        pending_commit: false,
         verify_seed: plan.verify_seed,
         start_ns,
         record: [0u8; RECORD_BYTES],
@@ -407,8 +441,23 @@ fn cmd_result(expected: u32, result: i64) -> CmdResult {
 }
 
 impl Worker {
+    /// The time for a volume call at a moment measured as `t`: never before the previous call,
+    /// so volumes see time in order even when completions seen earlier are handed over after a
+    /// later submission.
+    #[inline]
+    fn vtime(&mut self, t: u64) -> u64 {
+        self.vnow = self.vnow.max(t);
+        self.vnow
+    }
+
     /// The main loop; returns the interval misses. Bounded: every turn issues, reaps, or waits
     /// for a timed event; the controller ends the run, and `abort` stops it early.
+    ///
+    /// Timing is per I/O: every member command is submitted on its own, its start read just
+    /// before the submit call and its end just after, and the completion ring is checked at once
+    /// (a device that completes inside the call, like zram or the page cache, is timed by the
+    /// call); completions found by a reap share that reap's clock read. So a device's latency
+    /// does not include its siblings' submissions or completions (issue 14).
     fn run_loop(&mut self, plan: &mut WorkerPlan) -> Result<u64, DriverError> {
         let shared = plan.shared.clone();
         let abort = &shared.abort;
@@ -435,18 +484,21 @@ impl Worker {
             }
             let mut next_event_ns = u64::MAX;
             for s in 0..streams {
-                self.pump(s, now, &mut next_event_ns, plan)?;
+                self.pump(s, &mut next_event_ns, plan)?;
             }
             for v in 0..self.vols.len() {
                 if let Some(t) = self.vols[v].host.next_timer_ns() {
+                    let now = clock::now_ns();
                     if t <= now {
+                        let vt = self.vtime(now);
                         let vol = &mut self.vols[v];
                         let mut data = PtrData {
                             client: &self.client,
                             scratch: &vol.scratch_ptrs,
                         };
-                        vol.host.on_timer(now, &mut data);
-                        self.drain(v, now, plan)?;
+                        vol.host.on_timer(vt, &mut data);
+                        self.drain(v, vt, plan)?;
+                        self.handle_seen(plan)?;
                         if let Some(t) = self.vols[v].host.next_timer_ns() {
                             next_event_ns = next_event_ns.min(t.max(now + 1));
                         }
@@ -455,9 +507,7 @@ impl Worker {
                     }
                 }
             }
-            if self.pending_commit {
-                self.commit()?;
-            }
+            published.completed.store(self.completed, Ordering::Relaxed);
             if self.ctl.finished() && self.inflight_cmds == 0 {
                 break;
             }
@@ -493,48 +543,67 @@ impl Worker {
             }
             let t = clock::now_ns();
             for i in 0..n {
-                let c = self.completions[i];
-                let v = (c.user_data >> 32) as usize;
-                let id = c.user_data as u32;
-                assert!(
-                    v < self.vols.len() && (id as usize) < self.vols[v].cmd_len.len(),
-                    "engine returned unknown user_data {:#x}",
-                    c.user_data
-                );
-                self.inflight_cmds -= 1;
-                let vol = &mut self.vols[v];
-                let result = cmd_result(vol.cmd_len[id as usize], c.result);
-                if result != CmdResult::Ok {
-                    vol.failure = Some(MemberFailure {
-                        member: vol.cmd_member[id as usize],
-                        op: vol.cmd_op[id as usize],
-                        offset_bytes: vol.cmd_off[id as usize],
-                        len_bytes: vol.cmd_len[id as usize],
-                        result: c.result,
-                    });
-                }
-                let mut data = PtrData {
-                    client: &self.client,
-                    scratch: &vol.scratch_ptrs,
-                };
-                vol.host.member_done(t, CmdDone { id, result }, &mut data);
-                self.drain(v, t, plan)?;
+                self.seen.push_back((self.completions[i], t));
             }
-            published.completed.store(self.completed, Ordering::Relaxed);
-            if self.pending_commit {
-                self.commit()?;
-            }
+            self.handle_seen(plan)?;
         }
         Ok(interval_misses)
     }
 
-    #[inline]
-    fn commit(&mut self) -> Result<(), DriverError> {
-        self.pending_commit = false;
-        self.engine.commit().map_err(|source| DriverError::Engine {
-            device: self.vols[0].name.clone(),
-            error: source,
-        })
+    /// Hands every seen completion to its volume, in the order seen, with the time it was seen;
+    /// completions seen while doing so (follow-up commands) are handled too. Bounded by the
+    /// commands in flight plus those the volumes send meanwhile.
+    fn handle_seen(&mut self, plan: &mut WorkerPlan) -> Result<(), DriverError> {
+        let mut turns = 0usize;
+        while let Some((c, t)) = self.seen.pop_front() {
+            turns += 1;
+            assert!(
+                turns <= SYNC_TURN_MAX,
+                "volumes kept completing commands without end"
+            );
+            let v = (c.user_data >> 32) as usize;
+            let id = c.user_data as u32;
+            assert!(
+                v < self.vols.len() && (id as usize) < self.vols[v].cmd_len.len(),
+                "engine returned unknown user_data {:#x}",
+                c.user_data
+            );
+            self.inflight_cmds -= 1;
+            let vt = self.vtime(t);
+            let record_from = self.record_from_ns;
+            let sync_engine = self.sync_engine;
+            let vol = &mut self.vols[v];
+            let i = id as usize;
+            let result = cmd_result(vol.cmd_len[i], c.result);
+            if result != CmdResult::Ok {
+                vol.failure = Some(MemberFailure {
+                    member: vol.cmd_member[i],
+                    op: vol.cmd_op[i],
+                    offset_bytes: vol.cmd_off[i],
+                    len_bytes: vol.cmd_len[i],
+                    result: c.result,
+                });
+            }
+            let (t0, t1) = (vol.cmd_t0[i], vol.cmd_t1[i]);
+            if t0 >= record_from {
+                let m = vol.cmd_member[i] as usize;
+                let (op, len) = (vol.cmd_op[i], vol.cmd_len[i]);
+                if sync_engine {
+                    // The I/O happened inside the call: all of it is completion latency.
+                    vol.clat[m].record(op, t1 - t0, len);
+                } else {
+                    vol.slat[m].record(op, t1 - t0, len);
+                    vol.clat[m].record(op, t.saturating_sub(t1), len);
+                }
+            }
+            let mut data = PtrData {
+                client: &self.client,
+                scratch: &vol.scratch_ptrs,
+            };
+            vol.host.member_done(vt, CmdDone { id, result }, &mut data);
+            self.drain(v, vt, plan)?;
+        }
+        Ok(())
     }
 
     /// Issues what stream `s` may issue at `now`; folds its next due time into `next_event_ns`.
@@ -542,12 +611,13 @@ impl Worker {
     fn pump(
         &mut self,
         s: u32,
-        now: u64,
         next_event_ns: &mut u64,
         plan: &mut WorkerPlan,
     ) -> Result<(), DriverError> {
         // Bounded: each Issue takes a free slot; a stream has iodepth slots.
         loop {
+            // Each I/O is issued at its own time, not at the turn's.
+            let now = self.vtime(clock::now_ns());
             match self.ctl.poll(s, now) {
                 Poll::Issue(is) => {
                     let v = self.ctl.target_of(s) as usize;
@@ -574,6 +644,7 @@ impl Worker {
                     };
                     vol.host.submit(now, io, &mut data);
                     self.drain(v, now, plan)?;
+                    self.handle_seen(plan)?;
                 }
                 Poll::WaitUntil(t) => {
                     *next_event_ns = (*next_event_ns).min(t);
@@ -668,6 +739,12 @@ impl Worker {
         };
         let buf = data.ptr(c.buf, c.len_bytes);
         let target = vol.slots[m];
+        let engine_error = |source| DriverError::Engine {
+            device: vol.members[m].name.clone(),
+            error: source,
+        };
+        // Submitted on its own and timed by its own call (psync performs the I/O in `queue`).
+        let t0 = clock::now_ns();
         self.engine
             .queue(IoDesc {
                 target,
@@ -677,13 +754,28 @@ impl Worker {
                 buf,
                 user_data: (v as u64) << 32 | u64::from(c.id),
             })
+            .map_err(engine_error)?;
+        self.engine.commit().map_err(engine_error)?;
+        let t1 = clock::now_ns();
+        vol.cmd_t0[id] = t0;
+        vol.cmd_t1[id] = t1;
+        if t0 >= self.record_from_ns {
+            vol.submit_ns[m] += t1 - t0;
+            vol.submit_calls[m] += 1;
+        }
+        self.inflight_cmds += 1;
+        // Whatever completed meanwhile (this I/O inside the call, others since the last look) is
+        // seen now: the user-space completion ring makes this nearly free.
+        let n = self
+            .engine
+            .reap(0, &mut self.peek)
             .map_err(|source| DriverError::Engine {
-                device: vol.members[m].name.clone(),
+                device: self.vols[v].members[m].name.clone(),
                 error: source,
             })?;
-        // With one I/O at a time (psync), `queue` already did the I/O.
-        self.inflight_cmds += 1;
-        self.pending_commit = true;
+        for k in 0..n {
+            self.seen.push_back((self.peek[k], t1));
+        }
         let _ = now;
         Ok(())
     }

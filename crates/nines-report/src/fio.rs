@@ -10,8 +10,9 @@
 //! - nines measures submission to completion (or due time to completion under `--rate-iops`), which
 //!   fio calls `lat`. So `lat_ns` carries the statistics, percentiles and (json+) `bins`, exactly
 //!   as fio lays them out with `lat_percentiles=1, clat_percentiles=0` (which the job options say);
-//!   `slat_ns` and `clat_ns` are present with `N: 0`, as fio writes a latency it did not collect,
-//!   until nines splits submission from completion.
+//!   `slat_ns` and `clat_ns` carry the submission and completion parts (moments, no percentiles,
+//!   as with `clat_percentiles=0`) where nines measured them (real devices); otherwise `N: 0`, as
+//!   fio writes a latency it did not collect (simulated runs).
 //! - `bw_*`/`iops_*` sample statistics come from the interval histograms (`--hdr-log`), one
 //!   sample per interval (a trailing sliver left out); without them `*_samples` is 0, as fio
 //!   writes for a run shorter than one averaging period.
@@ -93,6 +94,21 @@ fn zero_lat() -> Json {
         .push("mean", 0.0)
         .push("stddev", 0.0)
         .push("N", 0u64);
+    o
+}
+
+/// A latency part nines measured (slat, clat: real devices) as fio writes it with
+/// `clat_percentiles=0`: the moments, no percentiles; `N: 0` when it was not measured.
+fn part_lat(part: Option<&nines_core::stats::LatencySummary>, ios: u64) -> Json {
+    let Some(l) = part.filter(|_| ios > 0) else {
+        return zero_lat();
+    };
+    let mut o = Json::obj();
+    o.push("min", l.min_ns)
+        .push("max", l.max_ns)
+        .push("mean", l.mean_ns)
+        .push("stddev", l.stddev_ns)
+        .push("N", ios);
     o
 }
 
@@ -249,8 +265,8 @@ fn dir_json(
         .push("total_ios", s.ios)
         .push("short_ios", 0u64)
         .push("drop_ios", 0u64)
-        .push("slat_ns", zero_lat())
-        .push("clat_ns", zero_lat())
+        .push("slat_ns", part_lat(s.slat_ns.as_ref(), s.ios))
+        .push("clat_ns", part_lat(s.clat_ns.as_ref(), s.ios))
         .push("lat_ns", lat_json(s, rec, percentiles, flavor));
     let iops: Vec<f64> = if s.ios > 0 {
         interval_iops(src.intervals, job.target, op)
@@ -596,6 +612,8 @@ static EMPTY: DirectionStats = DirectionStats {
         stddev_ns: 0.0,
         percentiles: nines_core::stats::Percentiles(Vec::new()),
     },
+    slat_ns: None,
+    clat_ns: None,
 };
 
 fn clone_job<'a>(j: &JobIn<'a>) -> JobIn<'a> {
@@ -655,6 +673,27 @@ mod tests {
             ctx_involuntary: 3,
         });
         (b.finish(), recs)
+    }
+
+    #[test]
+    fn measured_slat_and_clat_fill_fio_parts() {
+        let (mut report, recs) = build();
+        let mut parts = DeviceRecorder::new();
+        parts.record(Op::Read, 700, 4096);
+        parts.record(Op::Read, 900, 4096);
+        let slat = parts.dir(Op::Read).summary(&[]);
+        report.devices[0].read.slat_ns = Some(slat);
+        let src = FioSource {
+            recorders: Some(&recs),
+            ..FioSource::new(&report)
+        };
+        let v = export(&src, FioFlavor::Json).to_value();
+        let r = &v["jobs"][0]["read"];
+        assert_eq!(r["slat_ns"]["N"], 1000, "every I/O has a submission part");
+        assert_eq!(r["slat_ns"]["min"], 700);
+        assert!(r["slat_ns"].get("percentile").is_none());
+        assert_eq!(r["clat_ns"]["N"], 0, "not measured, as fio writes it");
+        assert_eq!(v["jobs"][1]["read"]["slat_ns"]["N"], 0);
     }
 
     #[test]

@@ -772,9 +772,49 @@ fn a_file_reports_the_interrupts_of_its_disk() {
         .sum();
     assert_eq!(irq["total"].as_u64().unwrap(), served, "{irq}");
     let warned = r.warnings.iter().any(|w| {
-        w.starts_with(&format!("onadisk (on {disk}):")) && w.contains("off its submitting CPU")
+        w.starts_with(&format!("{disk} (holding onadisk):")) && w.contains("off the submitting CPU")
     });
     assert_eq!(irq["off_cpu"] == true, warned, "{irq} {:?}", r.warnings);
+}
+
+#[test]
+fn files_on_one_disk_get_one_interrupt_warning() {
+    let dir = disk_dir();
+    let files: Vec<_> = (0..3)
+        .map(|i| make_file(dir.path(), &format!("f{i}"), 4 << 20))
+        .collect();
+    let json = dir.path().join("irq.json");
+    let mut args = vec![
+        "profile",
+        "--quiet",
+        "--ios",
+        "2000",
+        "--cpus",
+        "0",
+        "--json",
+        s(&json),
+    ];
+    args.extend(files.iter().map(|f| s(f)));
+    ok(&args);
+    let r = report(&json);
+    let disk = r.devices[0].interrupts.as_ref().unwrap()["device"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let warnings: Vec<&String> = r
+        .warnings
+        .iter()
+        .filter(|w| w.contains("interrupts were served off"))
+        .collect();
+    if r.devices[0].interrupts.as_ref().unwrap()["off_cpu"] == true {
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with(&format!("{disk} (holding f0, f1, f2):")),
+            "{warnings:?}"
+        );
+    } else {
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
 }
 
 #[test]

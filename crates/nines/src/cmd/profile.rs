@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use nines_array::LayoutSpec;
+use nines_core::op::Op;
 use nines_core::report::{
     DeviceMeta, ReportBuilder, RunConfig, RunKind, VolumeReport, WorkerReport,
 };
@@ -56,6 +57,10 @@ pub struct Args {
     /// it (a region written with --verify reads back byte for byte, through any layout).
     #[arg(long)]
     pub verify: bool,
+    /// Give these targets (comma-separated, as named on the command line) a worker of their own,
+    /// so their slow submissions cannot delay the devices that would share their worker.
+    #[arg(long, value_name = "TARGETS", value_delimiter = ',')]
+    pub isolate: Vec<PathBuf>,
     /// I/O engine: psync, libaio, io_uring, io_uring-poll or null (no I/O: the driver's own
     /// cost).
     #[arg(long, default_value = "libaio", value_parser = parse_engine)]
@@ -351,6 +356,7 @@ pub fn run(args: Args) -> Result<()> {
         trace: None,
         trace_depth: args.trace.trace_depth,
         verify: args.verify,
+        isolate: isolate_indices(&args.isolate, &paths)?,
         engine: args.engine,
         engine_options: EngineOptions {
             sqpoll: args.sqpoll,
@@ -399,7 +405,15 @@ pub fn run(args: Args) -> Result<()> {
             }
         }
     };
-    println!("{}", placement_line(args.engine, &volume_names, &cpus));
+    println!(
+        "{}",
+        placement_line(
+            args.engine,
+            &volume_names,
+            &cpus,
+            &isolated_volumes(&volumes, &cfg.isolate)
+        )
+    );
 
     let cfg_trace_info = cfg.trace.as_ref().map(|t| {
         let ts = t.stats();
@@ -483,6 +497,8 @@ pub fn run(args: Args) -> Result<()> {
             .as_ref()
             .map(|delta| nines_host::device_irq_report(&irq_device(t), Some(cpu), delta))
     };
+    // (disk, submitting CPU, targets on it, its interrupt report) served off that CPU.
+    let mut off_cpu: Vec<(String, usize, Vec<String>, serde_json::Value)> = Vec::new();
     for d in &outcome.devices {
         let single = d.members.len() == 1;
         let first = &targets[d.members[0] as usize];
@@ -493,6 +509,9 @@ pub fn run(args: Args) -> Result<()> {
             cpu: Some(d.cpu),
         };
         b.device(meta, &d.recorder);
+        if single {
+            b.device_latency_parts(&d.member_slat[0], &d.member_clat[0]);
+        }
         let mut member_reports = Vec::new();
         for (k, &m) in d.members.iter().enumerate() {
             let t = &targets[m as usize];
@@ -501,18 +520,15 @@ pub fn run(args: Args) -> Result<()> {
             if let Some(v) = &interrupts
                 && v["off_cpu"] == json!(true)
             {
-                let served: Vec<String> = v["served_by_cpu"]
-                    .as_object()
-                    .map(|m| m.iter().map(|(c, n)| format!("CPU {c}: {n}")).collect())
-                    .unwrap_or_default();
-                let on = match v["device"].as_str() {
-                    Some(disk) if disk != name => format!(" (on {disk})"),
-                    _ => String::new(),
-                };
-                b.warn(format!(
-                    "{name}{on}: {} of its {} interrupts were served off its submitting CPU {} ({}); steer them with `nines tune --plan`/`--apply`",
-                    v["off_cpu_count"], v["total"], d.cpu, served.join(", ")
-                ));
+                // One warning per disk and CPU, however many targets (files) it holds.
+                let disk = v["device"].as_str().unwrap_or(name).to_string();
+                match off_cpu
+                    .iter_mut()
+                    .find(|(dk, c, _, _)| *dk == disk && *c == d.cpu)
+                {
+                    Some((_, _, names, _)) => names.push(name.clone()),
+                    None => off_cpu.push((disk, d.cpu, vec![name.clone()], v.clone())),
+                }
             }
             if single {
                 b.device_extra(interrupts, None);
@@ -531,6 +547,11 @@ pub fn run(args: Args) -> Result<()> {
                 None,
             );
             mr.interrupts = interrupts;
+            for (op, st) in [(Op::Read, &mut mr.read), (Op::Write, &mut mr.write)] {
+                if let Some(st) = st.as_mut() {
+                    b.latency_parts(st, op, &d.member_slat[k], &d.member_clat[k]);
+                }
+            }
             member_reports.push(mr);
         }
         if !single {
@@ -557,6 +578,25 @@ pub fn run(args: Args) -> Result<()> {
         if cfg_trace_info.is_some() {
             break;
         }
+    }
+    for (disk, cpu, on, v) in &off_cpu {
+        let served: Vec<String> = v["served_by_cpu"]
+            .as_object()
+            .map(|m| m.iter().map(|(c, n)| format!("CPU {c}: {n}")).collect())
+            .unwrap_or_default();
+        let holding = if on.len() == 1 && on[0] == *disk {
+            String::new()
+        } else {
+            format!(" (holding {})", on.join(", "))
+        };
+        b.warn(format!(
+            "{disk}{holding}: {} of its {} interrupts were served off the submitting CPU {cpu} ({}); steer them with `nines tune --plan`/`--apply`",
+            v["off_cpu_count"], v["total"], served.join(", ")
+        ));
+    }
+    for w in blocking_warnings(&outcome, &names, &paths) {
+        eprintln!("nines: warning: {w}");
+        b.warn(w);
     }
     b.host(nines_host::doctor_summary(Path::new("/")));
     for w in &outcome.workers {
@@ -625,6 +665,92 @@ pub fn run(args: Args) -> Result<()> {
         std::process::exit(EXIT_INTERRUPTED);
     }
     Ok(())
+}
+
+/// Devices whose submit calls block long enough to delay the others on their worker: their p99
+/// submit call is over 10 us and longer than the typical I/O of a device sharing the worker.
+/// One warning each, with the figure and the fix (`--isolate`).
+fn blocking_warnings(
+    outcome: &nines_io::driver::DriverOutcome,
+    names: &[String],
+    paths: &[PathBuf],
+) -> Vec<String> {
+    const BLOCKING_NS_MIN: u64 = 10_000;
+    let mut warnings = Vec::new();
+    for w in &outcome.workers {
+        // (target index, submit-call p99, I/O p50, share of the run in submit calls)
+        let mut members = Vec::new();
+        for &v in &w.devices {
+            let d = &outcome.devices[v as usize];
+            for (k, &m) in d.members.iter().enumerate() {
+                let mut slat = d.member_slat[k].dirs[0].clone();
+                slat.merge_from(&d.member_slat[k].dirs[1]);
+                let mut clat = d.member_clat[k].dirs[0].clone();
+                clat.merge_from(&d.member_clat[k].dirs[1]);
+                if slat.ios == 0 && clat.ios == 0 {
+                    continue;
+                }
+                let p99 = if slat.ios > 0 {
+                    slat.hist.value_at_quantile(0.99)
+                } else {
+                    0
+                };
+                let p50 = slat.hist.value_at_quantile(0.5) + clat.hist.value_at_quantile(0.5);
+                let share = d.member_submit_ns[k] as f64 / outcome.measured_ns.max(1) as f64;
+                members.push((m as usize, p99, p50, share));
+            }
+        }
+        if members.len() < 2 {
+            continue;
+        }
+        for &(m, p99, _, share) in &members {
+            let typical = members
+                .iter()
+                .filter(|o| o.0 != m)
+                .map(|o| o.2)
+                .min()
+                .unwrap_or(u64::MAX);
+            if p99 >= BLOCKING_NS_MIN && p99 > typical {
+                warnings.push(format!(
+                    "{}: its submissions blocked for {} at p99 ({:.1}% of the run inside submit calls), and the {} other devices on its worker (CPU {}) wait behind them; give it a worker of its own with --isolate {}",
+                    names[m],
+                    nines_report::table::format_ns(p99 as f64),
+                    share * 100.0,
+                    members.len() - 1,
+                    w.cpu,
+                    paths[m].display()
+                ));
+            }
+        }
+    }
+    warnings
+}
+
+/// Which targets `--isolate` names (by the path as given, or its canonical form).
+fn isolate_indices(isolate: &[PathBuf], paths: &[PathBuf]) -> Result<Vec<u32>> {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    isolate
+        .iter()
+        .map(|want| {
+            paths
+                .iter()
+                .position(|p| p == want || canon(p) == canon(want))
+                .map(|i| i as u32)
+                .with_context(|| {
+                    format!(
+                        "--isolate {}: not one of the targets; name it as on the command line",
+                        want.display()
+                    )
+                })
+        })
+        .collect()
+}
+
+fn isolated_volumes(volumes: &[driver::VolumeGeometry], isolate: &[u32]) -> Vec<bool> {
+    volumes
+        .iter()
+        .map(|v| v.members.iter().any(|m| isolate.contains(m)))
+        .collect()
 }
 
 /// The bytes each member must hold for the jobs' regions (files are created or extended to it
@@ -730,35 +856,35 @@ fn unique_names(targets: &[Target], embedded: bool) -> Vec<String> {
         .collect()
 }
 
-/// The placement, printed before the run: which CPU's worker drives which devices.
-fn placement_line(engine: EngineKind, names: &[String], cpus: &[usize]) -> String {
+/// The placement, printed before the run: which worker on which CPU drives which targets.
+fn placement_line(
+    engine: EngineKind,
+    names: &[String],
+    cpus: &[usize],
+    isolated: &[bool],
+) -> String {
     let cpu_of = nines_io::sched::assign_round_robin(names.len(), cpus);
-    let mut used: Vec<usize> = Vec::new();
-    for &c in &cpu_of {
-        if !used.contains(&c) {
-            used.push(c);
-        }
-    }
-    let per_cpu: Vec<String> = used
+    let groups = driver::worker_groups(&cpu_of, engine, isolated);
+    let per_worker: Vec<String> = groups
         .iter()
-        .map(|&c| {
-            let devs: Vec<&str> = names
-                .iter()
-                .zip(&cpu_of)
-                .filter(|(_, dc)| **dc == c)
-                .map(|(n, _)| n.as_str())
-                .collect();
+        .map(|(c, vols)| {
+            let devs: Vec<&str> = vols.iter().map(|&v| names[v as usize].as_str()).collect();
             format!("CPU {c}: {}", devs.join(" "))
         })
         .collect();
     let workers = if engine == EngineKind::Psync {
-        format!("{} (psync: one per device)", workers_text(names.len()))
+        format!("{} (psync: one per device)", workers_text(groups.len()))
+    } else if isolated.iter().any(|&x| x) {
+        format!(
+            "{} (one per CPU, isolated targets alone)",
+            workers_text(groups.len())
+        )
     } else {
-        format!("{} (one per CPU)", workers_text(used.len()))
+        format!("{} (one per CPU)", workers_text(groups.len()))
     };
     format!(
         "placement: engine {engine}, {workers}; {}",
-        per_cpu.join("; ")
+        per_worker.join("; ")
     )
 }
 
@@ -816,9 +942,15 @@ mod tests {
 
     #[test]
     fn one_worker_is_singular() {
-        let line = placement_line(EngineKind::Libaio, &["a".into(), "b".into()], &[0]);
+        let ab = ["a".to_string(), "b".to_string()];
+        let line = placement_line(EngineKind::Libaio, &ab, &[0], &[false, false]);
         assert!(line.contains("1 worker (one per CPU)"), "{line}");
-        let line = placement_line(EngineKind::Psync, &["a".into(), "b".into()], &[0]);
+        let line = placement_line(EngineKind::Psync, &ab, &[0], &[false, false]);
         assert!(line.contains("2 workers (psync"), "{line}");
+        let line = placement_line(EngineKind::Libaio, &ab, &[0], &[false, true]);
+        assert!(
+            line.contains("2 workers (one per CPU, isolated") && line.contains("CPU 0: b"),
+            "{line}"
+        );
     }
 }
