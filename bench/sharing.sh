@@ -118,6 +118,8 @@ else:
     for d in j["devices"]:
         if only and only not in d["name"]:
             continue
+        if d["read"]["ios"] == 0:
+            sys.exit("sharing: %s did no I/O in %s" % (d["name"], path))
         p = d["read"]["lat_ns"]["percentiles"]
         print(" ".join(str(p[k]) for k in keys))
     cpu = sum(w["usr_cpu_s"] + w["sys_cpu_s"] for w in j["workers"])

@@ -614,8 +614,11 @@ impl Worker {
         next_event_ns: &mut u64,
         plan: &mut WorkerPlan,
     ) -> Result<(), DriverError> {
-        // Bounded: each Issue takes a free slot; a stream has iodepth slots.
-        loop {
+        // Bounded: at most the stream's depth per call. A slot can free again inside this loop
+        // (a device that completes inside its submit call is seen at once), so without the
+        // bound one such stream would keep issuing and starve the worker's other streams.
+        let depth = self.ctl.slot_range(s).len();
+        for _ in 0..depth {
             // Each I/O is issued at its own time, not at the turn's.
             let now = self.vtime(clock::now_ns());
             match self.ctl.poll(s, now) {
@@ -653,6 +656,9 @@ impl Worker {
                 Poll::Busy | Poll::Done => return Ok(()),
             }
         }
+        // Out of turns, not out of work: the loop comes back without waiting.
+        *next_event_ns = 0;
+        Ok(())
     }
 
     /// Carries out volume `v`'s outputs: data commands go to the engine, others are done here;

@@ -496,6 +496,68 @@ fn permission_denied_is_one_line() {
     assert!(err.contains("permission denied"), "{err}");
 }
 
+/// Devices sharing a worker are driven in turn: zram completes each I/O inside its submit call,
+/// so with per-I/O timing a stream could be handed its completion and issue again forever;
+/// every device must get a fair share of a timed run, with its own submission and completion
+/// latency parts.
+#[test]
+fn zram_devices_sharing_a_worker_are_driven_in_turn() {
+    let z: Vec<Zram> = (0..3).map(|_| Zram::new("16M")).collect();
+    let paths: Vec<String> = z.iter().map(Zram::path).collect();
+    let dir = disk_dir();
+    let mut args = vec![
+        "profile",
+        "--quiet",
+        "--rw",
+        "write",
+        "--bs",
+        "1m",
+        "--ios",
+        "16",
+        "--allow-writes",
+    ];
+    args.extend(paths.iter().map(String::as_str));
+    ok(&args);
+    for engine in ["libaio", "io_uring"] {
+        let json = dir.path().join(format!("shared-{engine}.json"));
+        let mut args = vec![
+            "profile",
+            "--quiet",
+            "--engine",
+            engine,
+            "--cpus",
+            "0",
+            "--runtime",
+            "400ms",
+            "--json",
+            s(&json),
+        ];
+        args.extend(paths.iter().map(String::as_str));
+        ok(&args);
+        let r = report(&json);
+        assert_eq!(
+            r.workers.len(),
+            1,
+            "{engine}: one worker for the three devices"
+        );
+        let ios: Vec<u64> = r.devices.iter().map(|d| d.read.ios).collect();
+        let (lo, hi) = (*ios.iter().min().unwrap(), *ios.iter().max().unwrap());
+        assert!(lo > 0 && hi <= 2 * lo, "{engine}: unfair shares {ios:?}");
+        for d in &r.devices {
+            let slat = d.read.slat_ns.as_ref().expect("slat measured");
+            let clat = d.read.clat_ns.as_ref().expect("clat measured");
+            assert!(
+                slat.max_ns <= d.read.lat_ns.max_ns,
+                "{engine}: slat above lat"
+            );
+            assert!(
+                clat.min_ns <= d.read.lat_ns.min_ns,
+                "{engine}: clat above lat"
+            );
+        }
+    }
+}
+
 #[test]
 fn zram_devices_every_engine_and_poll_refusal() {
     let z: Vec<Zram> = (0..2).map(|_| Zram::new("64M")).collect();
