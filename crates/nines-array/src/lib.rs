@@ -11,6 +11,7 @@
 
 pub mod api;
 pub mod raid0;
+pub mod shaping;
 pub mod testing;
 
 use nines_core::stats::DeviceRecorder;
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use api::*;
 pub use raid0::{Passthrough, Raid0};
+pub use shaping::ShapingSpec;
 
 /// Why a volume cannot be built: one line each, naming the option to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,6 +52,12 @@ pub enum LayoutSpec {
     Independent,
     /// One volume striped over every target.
     Raid0 { stripe_bytes: u64 },
+    /// Another layout wrapped in write shaping (`--throttle`, `--chop`, `--buffer`): the same
+    /// volumes, each behind the policies; a buffer device is the last member of its volume.
+    Shaped {
+        inner: Box<LayoutSpec>,
+        shaping: ShapingSpec,
+    },
 }
 
 impl LayoutSpec {
@@ -57,7 +65,64 @@ impl LayoutSpec {
         match self {
             LayoutSpec::Independent => "independent",
             LayoutSpec::Raid0 { .. } => "raid0",
+            LayoutSpec::Shaped { inner, .. } => inner.name(),
         }
+    }
+
+    /// The layout under any shaping (what decides where bytes go on the members).
+    pub fn base(&self) -> &LayoutSpec {
+        match self {
+            LayoutSpec::Shaped { inner, .. } => inner.base(),
+            other => other,
+        }
+    }
+
+    /// The shaping around the layout, if any.
+    pub fn shaping(&self) -> Option<&ShapingSpec> {
+        match self {
+            LayoutSpec::Shaped { shaping, .. } => Some(shaping),
+            _ => None,
+        }
+    }
+
+    /// `self` wrapped in `shaping` (unchanged when it asks for nothing).
+    pub fn shaped(self, shaping: ShapingSpec) -> LayoutSpec {
+        if shaping.is_empty() {
+            self
+        } else {
+            LayoutSpec::Shaped {
+                inner: Box::new(self),
+                shaping,
+            }
+        }
+    }
+
+    /// The capacity of one volume over `data_members` members of `member_bytes` each (the
+    /// buffer device of a shaped layout not counted).
+    pub fn uniform_size_bytes(&self, member_bytes: u64, data_members: u32) -> u64 {
+        match self.base() {
+            LayoutSpec::Raid0 { stripe_bytes } => {
+                (member_bytes / stripe_bytes) * stripe_bytes * u64::from(data_members)
+            }
+            _ => member_bytes,
+        }
+    }
+
+    /// The bytes each of `data_members` members must hold for a volume to reach `end_bytes`.
+    pub fn member_bytes_for(&self, end_bytes: u64, data_members: u64) -> u64 {
+        match self.base() {
+            LayoutSpec::Raid0 { stripe_bytes } => {
+                let row = stripe_bytes.saturating_mul(data_members.max(1));
+                end_bytes.div_ceil(row.max(1)).saturating_mul(*stripe_bytes)
+            }
+            _ => end_bytes,
+        }
+    }
+
+    /// Members beyond the data members (a write buffer's device): `targets` of [`Self::group`]
+    /// include them, last.
+    pub fn extra_members(&self) -> u32 {
+        self.shaping().map_or(0, ShapingSpec::extra_members)
     }
 
     /// Groups `targets` members into volumes: each volume's members, a contiguous range.
@@ -65,6 +130,11 @@ impl LayoutSpec {
         match self {
             LayoutSpec::Independent => (0..targets).map(|i| i..i + 1).collect(),
             LayoutSpec::Raid0 { .. } => std::iter::once(0..targets).collect(),
+            // A buffer sits in front of one volume (build refuses more data volumes).
+            LayoutSpec::Shaped { shaping, .. } if shaping.extra_members() > 0 => {
+                std::iter::once(0..targets).collect()
+            }
+            LayoutSpec::Shaped { inner, .. } => inner.group(targets),
         }
     }
 
@@ -175,6 +245,7 @@ pub fn build(spec: &LayoutSpec, p: &VolumeParams) -> Result<AnyVolume, ArrayErro
             p.tags,
             p.len_bytes_max,
         )?)),
+        LayoutSpec::Shaped { inner, shaping } => shaping::build(inner, shaping, p),
     }
 }
 

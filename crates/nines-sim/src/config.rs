@@ -142,12 +142,7 @@ impl Prepared {
     /// Size of each target.
     pub fn target_size_bytes(&self) -> u64 {
         let dev = self.device_size_bytes();
-        match self.cfg.layout {
-            Layout::Independent => dev,
-            Layout::Raid0 { stripe_bytes } => {
-                (dev / stripe_bytes) * stripe_bytes * self.cfg.devices as u64
-            }
-        }
+        self.cfg.layout.uniform_size_bytes(dev, self.cfg.devices)
     }
 
     /// The SSD models (empty for null devices).
@@ -165,7 +160,7 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
             cfg.devices
         )));
     }
-    if let Layout::Raid0 { stripe_bytes } = cfg.layout
+    if let Layout::Raid0 { stripe_bytes } = *cfg.layout.base()
         && (stripe_bytes == 0 || !stripe_bytes.is_multiple_of(LOGICAL_BLOCK_BYTES as u64))
     {
         return Err(SimError::Config(format!(

@@ -385,9 +385,9 @@ pub fn run(prep: &mut Prepared, trace: Option<&Trace>) -> Result<SimOutput, SimE
 /// The name of each target as the report and the per-I/O log call it.
 pub fn target_names(cfg: &crate::SimConfig) -> Vec<String> {
     let name = cfg.device_name();
-    match cfg.layout {
+    match cfg.layout.base() {
         crate::Layout::Independent => (0..cfg.devices).map(|i| format!("{name}#{i}")).collect(),
-        crate::Layout::Raid0 { .. } => vec![format!("raid0({}x{name})", cfg.devices)],
+        l => vec![format!("{}({}x{name})", l.name(), cfg.devices)],
     }
 }
 

@@ -167,7 +167,7 @@ pub(crate) fn build_report(
     );
     extra.insert("devices".into(), json!(cfg.devices));
     extra.insert("layout".into(), json!(cfg.layout.name()));
-    if let Layout::Raid0 { stripe_bytes } = cfg.layout {
+    if let Layout::Raid0 { stripe_bytes } = *cfg.layout.base() {
         extra.insert("stripe_bytes".into(), json!(stripe_bytes));
     }
     extra.insert("precondition".into(), json!(prep.precondition.name()));
@@ -244,7 +244,7 @@ pub(crate) fn build_report(
             },
             &per_target[i],
         );
-        if g.len() == 1 {
+        if g.len() == 1 && cfg.layout.shaping().is_none() {
             b.device_extra(None, internals(g.start).map(Value::Object));
             continue;
         }
@@ -256,7 +256,7 @@ pub(crate) fn build_report(
         };
         vm.insert("layout".into(), json!(cfg.layout.name()));
         vm.insert("members".into(), json!(g.len()));
-        if let Layout::Raid0 { stripe_bytes } = cfg.layout {
+        if let Layout::Raid0 { stripe_bytes } = *cfg.layout.base() {
             vm.insert("stripe_bytes".into(), json!(stripe_bytes));
         }
         vm.insert("chunks".into(), json!(stats.chunks));

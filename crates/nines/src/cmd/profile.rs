@@ -306,7 +306,7 @@ pub fn run(args: Args) -> Result<()> {
     for p in &paths {
         targets.push(Target::open(p, &topts)?);
     }
-    if layout == LayoutSpec::Independent && trace.is_none() {
+    if *layout.base() == LayoutSpec::Independent && layout.extra_members() == 0 && trace.is_none() {
         // Each target is the volume: the target's own messages name the fix.
         for t in &targets {
             for j in &jobs {
@@ -466,7 +466,7 @@ pub fn run(args: Args) -> Result<()> {
     let executed: Vec<u64> = outcome.devices.iter().map(|d| d.ios_executed).collect();
     extra.insert("ios_executed".into(), json!(executed));
     extra.insert("layout".into(), json!(layout.name()));
-    if let LayoutSpec::Raid0 { stripe_bytes } = layout {
+    if let LayoutSpec::Raid0 { stripe_bytes } = *layout.base() {
         extra.insert("stripe_bytes".into(), json!(stripe_bytes));
     }
     extra.insert("verify".into(), json!(args.verify));
@@ -500,7 +500,8 @@ pub fn run(args: Args) -> Result<()> {
     // (disk, submitting CPU, targets on it, its interrupt report) served off that CPU.
     let mut off_cpu: Vec<(String, usize, Vec<String>, serde_json::Value)> = Vec::new();
     for d in &outcome.devices {
-        let single = d.members.len() == 1;
+        // A shaped single device still reports its policy's counters as a volume.
+        let single = d.members.len() == 1 && layout.shaping().is_none();
         let first = &targets[d.members[0] as usize];
         let meta = DeviceMeta {
             name: d.name.clone(),
@@ -768,13 +769,7 @@ fn member_bytes_needed(
                 .map(|s| j.workload.region_offset_bytes.saturating_add(s))
         })
         .max()?;
-    Some(match layout {
-        LayoutSpec::Independent => end,
-        LayoutSpec::Raid0 { stripe_bytes } => {
-            let row = stripe_bytes.saturating_mul(members.max(1));
-            end.div_ceil(row.max(1)).saturating_mul(*stripe_bytes)
-        }
-    })
+    Some(layout.member_bytes_for(end, members))
 }
 
 fn trace_context(args: &Args) -> String {

@@ -14,9 +14,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use nines_core::units::{parse_duration_ns, parse_size_bytes};
 use nines_flash::{DeviceConfig, Precondition};
-use nines_sim::{
-    Background, CompletionMode, HostConfig, Layout, Logs, ServiceDist, SimConfig, SimError,
-};
+use nines_sim::{Background, CompletionMode, HostConfig, Logs, ServiceDist, SimConfig, SimError};
 use nines_trace::{FitPolicy, TraceError};
 use serde_json::Value;
 
@@ -357,12 +355,7 @@ fn beyond_message(
     );
     if prep.scale < 1.0 {
         let full = cfg.device.logical_bytes();
-        let full_target = match cfg.layout {
-            Layout::Independent => full,
-            Layout::Raid0 { stripe_bytes } => {
-                (full / stripe_bytes) * stripe_bytes * cfg.devices as u64
-            }
-        };
+        let full_target = cfg.layout.uniform_size_bytes(full, cfg.devices);
         let fits = if max_end_bytes <= full_target {
             "which holds the whole trace"
         } else {

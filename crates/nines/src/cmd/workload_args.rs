@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nines_array::LayoutSpec;
+use nines_array::shaping::ThrottleSpec;
+use nines_array::{LayoutSpec, ShapingSpec};
 use nines_core::job::{JobSpec, validate_jobs};
 use nines_core::units::{
     DEFAULT_PERCENTILES, parse_duration_ns, parse_percentiles, parse_size_bytes,
@@ -130,17 +131,96 @@ pub struct VolumeArgs {
     /// raid0 stripe (chunk) size.
     #[arg(long, default_value = "128k", value_parser = parse_size)]
     pub stripe: u64,
+    #[command(flatten)]
+    pub shaping: ShapingArgs,
 }
 
 impl VolumeArgs {
     pub fn spec(&self) -> LayoutSpec {
-        match self.layout.as_str() {
+        let base = match self.layout.as_str() {
             "raid0" => LayoutSpec::Raid0 {
                 stripe_bytes: self.stripe,
             },
             _ => LayoutSpec::Independent,
+        };
+        base.shaped(self.shaping.spec())
+    }
+}
+
+/// Write shaping around any layout (paper 004): throttling and chopping.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ShapingArgs {
+    /// Token bucket on writes: RATE bytes per second, optionally a BURST (default: the largest
+    /// request), sizes with k/m/g suffixes (powers of 1024): `--throttle 20m` or `20m,4m`.
+    #[arg(long, value_name = "RATE[,BURST]", value_parser = parse_throttle)]
+    pub throttle: Option<(u64, Option<u64>)>,
+    /// Tokens each read byte costs under --throttle (0: reads pass; 0.1: a write costs ten reads,
+    /// as in ReFlex).
+    #[arg(long, default_value = "0", value_name = "WEIGHT", value_parser = parse_read_cost)]
+    pub throttle_read_cost: u64,
+    /// Split writes larger than SIZE into SIZE pieces issued one after another.
+    #[arg(long, value_name = "SIZE", value_parser = parse_chop)]
+    pub chop: Option<u32>,
+}
+
+impl ShapingArgs {
+    pub fn spec(&self) -> ShapingSpec {
+        ShapingSpec {
+            throttle: self.throttle.map(|(rate, burst)| ThrottleSpec {
+                rate_bytes_per_s: rate,
+                burst_bytes: burst,
+                read_cost_ppm: self.throttle_read_cost,
+            }),
+            chop_bytes: self.chop,
         }
     }
+}
+
+/// `RATE[,BURST]`: a positive rate in bytes per second (a trailing `/s` allowed) and a burst.
+pub fn parse_throttle(s: &str) -> Result<(u64, Option<u64>), String> {
+    let (rate, burst) = match s.split_once(',') {
+        Some((r, b)) => (r, Some(b)),
+        None => (s, None),
+    };
+    let r = rate.trim();
+    let r = r.strip_suffix("/s").unwrap_or(r);
+    let rate = parse_size_bytes(r).map_err(|e| format!("rate: {e}"))?;
+    if rate == 0 {
+        return Err("the rate must be positive, e.g. 20m (20 MiB/s)".into());
+    }
+    let burst = match burst {
+        Some(b) => {
+            let b = parse_size_bytes(b).map_err(|e| format!("burst: {e}"))?;
+            if b == 0 {
+                return Err("the burst must be positive, e.g. 20m,1m".into());
+            }
+            Some(b)
+        }
+        None => None,
+    };
+    Ok((rate, burst))
+}
+
+/// A read's token weight as millionths of a token per byte: `0` to `100`.
+fn parse_read_cost(s: &str) -> Result<u64, String> {
+    let w: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number; give a weight such as 0.1"))?;
+    if !(0.0..=100.0).contains(&w) {
+        return Err(format!("{s}: give a weight from 0 to 100"));
+    }
+    Ok((w * 1e6).round() as u64)
+}
+
+fn parse_chop(s: &str) -> Result<u32, String> {
+    let b = parse_size(s)?;
+    if b == 0 || b > u64::from(u32::MAX) {
+        return Err(format!(
+            "{s}: give a piece size from 512 bytes to 4g, e.g. 4k"
+        ));
+    }
+    Ok(b as u32)
 }
 
 /// Trace replay options, shared by `profile` and `sim`.
@@ -301,6 +381,76 @@ mod tests {
         );
         let t = T::try_parse_from(["t", "--percentiles", "50,99.9999"]).unwrap();
         assert_eq!(t.w.percentiles().unwrap(), vec![50.0, 99.9999]);
+    }
+
+    #[test]
+    fn shaping_options_build_the_wrapped_layout() {
+        #[derive(Parser)]
+        struct V {
+            #[command(flatten)]
+            v: VolumeArgs,
+        }
+        let v = |a: &[&str]| V::try_parse_from(std::iter::once("t").chain(a.iter().copied()));
+        assert_eq!(v(&[]).unwrap().v.spec(), LayoutSpec::Independent);
+        let s = v(&[
+            "--layout",
+            "raid0",
+            "--throttle",
+            "20m/s,1m",
+            "--chop",
+            "4k",
+        ])
+        .unwrap()
+        .v
+        .spec();
+        assert_eq!(
+            s.base(),
+            &LayoutSpec::Raid0 {
+                stripe_bytes: 128 << 10
+            }
+        );
+        let sh = s.shaping().unwrap();
+        assert_eq!(sh.chop_bytes, Some(4096));
+        let t = sh.throttle.as_ref().unwrap();
+        assert_eq!(
+            (t.rate_bytes_per_s, t.burst_bytes),
+            (20 << 20, Some(1 << 20))
+        );
+        let s = v(&["--throttle", "1m", "--throttle-read-cost", "0.1"])
+            .unwrap()
+            .v
+            .spec();
+        assert_eq!(
+            s.shaping()
+                .unwrap()
+                .throttle
+                .as_ref()
+                .unwrap()
+                .read_cost_ppm,
+            100_000
+        );
+        for bad in [
+            &["--throttle", "0"][..],
+            &["--throttle", "1m,0"],
+            &["--throttle", "fast"],
+            &["--throttle", "1m,2x"],
+            &["--chop", "0"],
+            &["--throttle-read-cost", "-1"],
+            &["--throttle-read-cost", "much"],
+        ] {
+            let e = v(bad).err().expect("refused").to_string();
+            assert!(e.contains(bad[0]) || e.contains(bad[1]), "{bad:?}: {e}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any text gives a rate and burst or an error, never a panic; written values read back.
+        #[test]
+        fn throttle_values_parse_or_are_refused(s in "\\PC{0,24}", r in 1u64..1 << 40, b in 1u64..1 << 40) {
+            let _ = parse_throttle(&s);
+            proptest::prop_assert_eq!(parse_throttle(&format!("{r},{b}")), Ok((r, Some(b))));
+            proptest::prop_assert_eq!(parse_throttle(&format!("{r}/s")), Ok((r, None)));
+        }
     }
 
     #[test]
