@@ -258,11 +258,7 @@ impl Volume for Throttle {
     }
 
     fn stats(&self) -> serde_json::Value {
-        let mean = if self.delayed == 0 {
-            0
-        } else {
-            self.delay_ns_total / self.delayed
-        };
+        let mean = self.delay_ns_total.checked_div(self.delayed).unwrap_or(0);
         super::stats_with(
             self.inner.stats(),
             "throttle",
@@ -304,7 +300,7 @@ mod tests {
         let mut got = Vec::new();
         let mut pending = ios.iter().copied().enumerate().peekable();
         let mut now = 0u64;
-        let mut collect = |out: &mut Outputs, now: u64, got: &mut Vec<(u64, u64)>| {
+        let collect = |out: &mut Outputs, now: u64, got: &mut Vec<(u64, u64)>| {
             while let Some(o) = out.pop() {
                 if let Output::Cmd(c) = o {
                     got.push((now, u64::from(c.len_bytes)));
