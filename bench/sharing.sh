@@ -8,16 +8,18 @@
 #      (thread) per device on that CPU. Per-device percentiles are averaged over the devices.
 #      The paper's host had a CPU per device for the "alone" case; this machine has 2 CPUs, so
 #      "alone" here is one device at a time on the same CPU, which is the same thing measured.
-#   2. heterogeneous: a zram device alone, then sharing a worker with a file on the disk that holds
-#      $SLOW_DIR (whose O_DIRECT submissions block), then the same with --isolate FILE: the zram
-#      device's p99.9/p99.99 and whether nines' warning named the file.
+#   2. heterogeneous: a zram device alone on CPU0, then sharing its worker with a file on the disk
+#      that holds $SLOW_DIR (whose O_DIRECT submissions block), then with --cpus CPU0,CPU1
+#      --isolate FILE (the file gets CPU1): the zram device's percentiles and whether nines'
+#      warning named the file.
 #   BASE=path/to/nines (optional): another nines build measured in the shared case too, for the
 #      IOPS per worker CPU-second comparison.
 #
 # Latency is total latency (fio: --lat_percentiles=1, the submission plus completion that fio
 # calls lat; nines: from just before the I/O's own submission to its completion being seen).
 # Needs root (zram). QUICK=1: 1 round of 2 s (under two minutes). Environment: ROUNDS (3),
-# RUNTIME_S (4), NDEV (4), DEV_SIZE (256M), CPU1 (1), SLOW_DIR (/var/tmp), NINES (a prebuilt
+# RUNTIME_S (4), NDEV (4), DEV_SIZE (256M), CPU1 (1), CPU0 (0: the
+# heterogeneous case's fast device; --isolate puts the file on CPU1), SLOW_DIR (/var/tmp), NINES (a prebuilt
 # binary; default cargo build --release). Ends with one line
 #   RESULT p50_inflation=... p999_inflation=... p9999_vs_fio=... hetero_p999_moved=... \
 #          iops_per_cpu_s_vs_base=...
@@ -35,6 +37,7 @@ RUNTIME_S=${RUNTIME_S:-4}
 NDEV=${NDEV:-4}
 DEV_SIZE=${DEV_SIZE:-256M}
 CPU1=${CPU1:-1}
+CPU0=${CPU0:-0}
 SLOW_DIR=${SLOW_DIR:-/var/tmp}
 PCTS="50 90 99 99.9 99.99"
 
@@ -167,14 +170,15 @@ for r in $(seq "$ROUNDS"); do
         grep -v '^cpu' "$WORK/bs" | colmean >> "$WORK/base_shared"
         grep '^cpu' "$WORK/bs" | cut -d' ' -f2 >> "$WORK/cpu_base"
     fi
-    # 2. heterogeneous: the first zram device alone, with the slow file, and with it isolated.
+    # 2. heterogeneous: the first zram device alone on CPU0, sharing that CPU's worker with the
+    #    slow file, and with the file isolated (--cpus CPU0,CPU1: the file takes CPU1).
     fast=${DEVS[0]}
-    nines_run "$WORK/h.json" "$NINES" "$fast"
+    CPU1=$CPU0 nines_run "$WORK/h.json" "$NINES" "$fast"
     pcts nines "$WORK/h.json" "$(basename "$fast")" | grep -v '^cpu' >> "$WORK/h_alone"
-    nines_run "$WORK/h.json" "$NINES" "$fast" "$SLOW"
+    CPU1=$CPU0 nines_run "$WORK/h.json" "$NINES" "$fast" "$SLOW"
     pcts nines "$WORK/h.json" "$(basename "$fast")" | grep -v '^cpu' >> "$WORK/h_shared"
     if grep -q -- "--isolate" "$WORK/h.json.err"; then WARNED=1; fi
-    nines_run "$WORK/h.json" "$NINES" --isolate "$SLOW" "$fast" "$SLOW"
+    CPU1=$CPU0,$CPU1 nines_run "$WORK/h.json" "$NINES" --isolate "$SLOW" "$fast" "$SLOW"
     pcts nines "$WORK/h.json" "$(basename "$fast")" | grep -v '^cpu' >> "$WORK/h_isolated"
 done
 
@@ -201,9 +205,9 @@ echo "  fio 1 job/CPU  2.9 3.1 4.2 21.9 52.5 | fio 4 jobs/CPU 3.0 3.4 4.5 28.4 1
 echo
 echo "heterogeneous: $(basename "${DEVS[0]}") alone, sharing a worker with a file in $SLOW_DIR, and with --isolate"
 printf "%-34s %8s %8s %8s %8s %9s\n" "run" "p50" "p90" "p99" "p99.9" "p99.99"
-row "zram alone" "$WORK/h_alone"
-row "zram + slow file, one worker" "$WORK/h_shared"
-row "zram + slow file, --isolate file" "$WORK/h_isolated"
+row "zram alone (CPU0)" "$WORK/h_alone"
+row "zram + file, one worker (CPU0)" "$WORK/h_shared"
+row "zram + file, --isolate (CPU1)" "$WORK/h_isolated"
 echo "nines warned about the slow file's submissions: $([ $WARNED = 1 ] && echo yes || echo no)"
 
 ratio() { # file_a file_b column -> a/b

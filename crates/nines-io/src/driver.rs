@@ -348,11 +348,11 @@ pub fn run(targets: &[DriverTarget], mut cfg: DriverConfig) -> Result<DriverOutc
     } else {
         u32::MAX
     };
-    let cpu_of_volume = sched::assign_round_robin(volumes.len(), &cfg.cpus);
     let isolated: Vec<bool> = volumes
         .iter()
         .map(|v| v.members.iter().any(|m| cfg.isolate.contains(m)))
         .collect();
+    let cpu_of_volume = sched::assign_isolating(&cfg.cpus, &isolated);
     let groups = worker_groups(&cpu_of_volume, cfg.engine, &isolated);
     // A trace is split by volume now (its device ids are volume indices after fitting).
     let mut replays: Vec<Option<TraceReplay>> = match &cfg.trace {

@@ -108,6 +108,34 @@ pub fn assign_round_robin(devices: usize, cpus: &[usize]) -> Vec<usize> {
     (0..devices).map(|i| cpus[i % cpus.len()]).collect()
 }
 
+/// Round-robin placement in which isolated volumes (`--isolate`) get CPUs of their own where the
+/// list has CPUs to spare: with fewer CPUs than volumes (so some must share) and more CPUs than
+/// isolated volumes, each isolated volume takes one of the last CPUs of the list and the others
+/// go round-robin over the rest. Otherwise it is plain round-robin: every volume already has a
+/// CPU of its own (as with a placement plan, one CPU per target), or there is none to spare and
+/// an isolated volume still gets a worker thread of its own on a shared CPU.
+pub fn assign_isolating(cpus: &[usize], isolated: &[bool]) -> Vec<usize> {
+    let n = isolated.len();
+    let k = isolated.iter().filter(|&&x| x).count();
+    if k == 0 || cpus.len() >= n || cpus.len() <= k {
+        return assign_round_robin(n, cpus);
+    }
+    let (shared, own) = cpus.split_at(cpus.len() - k);
+    let (mut next_shared, mut next_own) = (0, 0);
+    isolated
+        .iter()
+        .map(|&iso| {
+            if iso {
+                next_own += 1;
+                own[next_own - 1]
+            } else {
+                next_shared += 1;
+                shared[(next_shared - 1) % shared.len()]
+            }
+        })
+        .collect()
+}
+
 /// Pins the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> Result<(), SchedError> {
     // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it; the size passed is its size.
@@ -291,5 +319,21 @@ mod tests {
         std::hint::black_box(x);
         let d = ThreadUsage::current_thread().since(&u0);
         assert!(d.usr_cpu_s + d.sys_cpu_s > 0.005, "{d:?}");
+    }
+
+    #[test]
+    fn isolated_volumes_get_spare_cpus_of_their_own() {
+        // Two CPUs, three targets, the last isolated: it takes CPU 1, the others share CPU 0.
+        assert_eq!(assign_isolating(&[0, 1], &[false, false, true]), [0, 0, 1]);
+        // The isolated one first in target order: same CPUs.
+        assert_eq!(assign_isolating(&[0, 1], &[true, false, false]), [1, 0, 0]);
+        // Nothing isolated, a CPU each already, or no CPU to spare: round-robin.
+        assert_eq!(assign_isolating(&[0, 1], &[false; 3]), [0, 1, 0]);
+        assert_eq!(
+            assign_isolating(&[4, 5, 6], &[true, false, true]),
+            [4, 5, 6]
+        );
+        assert_eq!(assign_isolating(&[3], &[true, false]), [3, 3]);
+        assert_eq!(assign_isolating(&[0, 1], &[true, true, false]), [0, 1, 0]);
     }
 }

@@ -526,8 +526,11 @@ impl Worker {
                     ));
                 }
                 // Precise: sleep to just before the event, then spin on the clock, so thinktime
-                // and rate-paced due times are kept to about a microsecond.
-                clock::wait_until_ns(next_event_ns, abort);
+                // and rate-paced due times are kept to about a microsecond. (A stream that ran
+                // out of turns asks for 0: go round again at once.)
+                if next_event_ns > 0 {
+                    clock::wait_until_ns(next_event_ns, abort);
+                }
                 continue;
             }
             let min = if next_event_ns == u64::MAX { 1 } else { 0 };

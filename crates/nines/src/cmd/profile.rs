@@ -58,7 +58,8 @@ pub struct Args {
     #[arg(long)]
     pub verify: bool,
     /// Give these targets (comma-separated, as named on the command line) a worker of their own,
-    /// so their slow submissions cannot delay the devices that would share their worker.
+    /// so their slow submissions cannot delay the devices that would share their worker; on a
+    /// CPU of their own when --cpus has one to spare (the last CPUs of the list)
     #[arg(long, value_name = "TARGETS", value_delimiter = ',')]
     pub isolate: Vec<PathBuf>,
     /// I/O engine: psync, libaio, io_uring, io_uring-poll or null (no I/O: the driver's own
@@ -858,7 +859,7 @@ fn placement_line(
     cpus: &[usize],
     isolated: &[bool],
 ) -> String {
-    let cpu_of = nines_io::sched::assign_round_robin(names.len(), cpus);
+    let cpu_of = nines_io::sched::assign_isolating(cpus, isolated);
     let groups = driver::worker_groups(&cpu_of, engine, isolated);
     let per_worker: Vec<String> = groups
         .iter()
@@ -947,5 +948,9 @@ mod tests {
             line.contains("2 workers (one per CPU, isolated") && line.contains("CPU 0: b"),
             "{line}"
         );
+        // With a CPU to spare, the isolated target takes it.
+        let abc = ["a".to_string(), "b".to_string(), "c".to_string()];
+        let line = placement_line(EngineKind::Libaio, &abc, &[0, 1], &[false, false, true]);
+        assert!(line.ends_with("CPU 0: a b; CPU 1: c"), "{line}");
     }
 }
