@@ -7,6 +7,7 @@ pub mod hdrlog;
 pub mod job;
 pub mod jobfile;
 pub mod latlog;
+pub mod merge;
 pub mod op;
 pub mod report;
 pub mod run;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::op::Op;
-use crate::stats::{DeviceRecorder, DirRecorder, LatencySummary};
+use crate::stats::{DeviceRecorder, DirRecorder, LatencySummary, SavedRecorder};
 use crate::units::percentile_key;
 use crate::workload::WorkloadSpec;
 
@@ -41,6 +41,31 @@ pub struct Report {
     pub host: Option<Value>,
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// A merged run (`nines merge`): the runs it was made of, each with its identity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceRun>,
+}
+
+/// One run a merged report was made of.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SourceRun {
+    /// The label its devices are prefixed with (`label:device`): its host name, else its file's
+    /// name.
+    pub label: String,
+    /// The report file it was read from.
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    pub kind: RunKind,
+    pub nines_version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_unix_ns: Option<u64>,
+    pub measured_ns: u64,
+    /// Indices of its devices in the merged report.
+    pub devices: Vec<u32>,
+    /// Its own aggregate figures (per-host distributions).
+    pub read: DirectionStats,
+    pub write: DirectionStats,
 }
 
 /// How the run was configured.
@@ -181,6 +206,10 @@ pub struct DirectionStats {
     /// devices; psync: the whole call; fio's clat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clat_ns: Option<LatencySummary>,
+    /// The total latency's recorder (HDR histogram and exact counters), so reports from many
+    /// hosts merge exactly (`nines merge`). Absent in reports of older nines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorder: Option<SavedRecorder>,
 }
 
 impl DirectionStats {
@@ -195,6 +224,7 @@ impl DirectionStats {
             lat_ns: rec.summary(percentiles),
             slat_ns: None,
             clat_ns: None,
+            recorder: (rec.ios > 0).then(|| rec.save()),
         }
     }
 }
@@ -529,6 +559,7 @@ impl ReportBuilder {
             workers: self.workers,
             host: self.host,
             warnings,
+            sources: Vec::new(),
         }
     }
 }

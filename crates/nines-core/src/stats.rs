@@ -129,6 +129,108 @@ impl DirRecorder {
     }
 }
 
+/// A [`DirRecorder`] as a report carries it, so runs from many hosts merge exactly
+/// (`nines merge`): the HDR histogram in the HdrHistogram V2 deflate encoding, base64 (as in
+/// HDR interval logs), and the exact counters. Sums are decimal strings: they are 128-bit and
+/// JSON readers lose precision above 2^53.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedRecorder {
+    /// HdrHistogram V2 deflate, base64; bounds 1 ns .. 1 h, 3 significant digits.
+    pub hist: String,
+    pub ios: u64,
+    pub bytes: u64,
+    #[serde(default)]
+    pub saturated: u64,
+    pub latency_ns_min: u64,
+    pub latency_ns_max: u64,
+    pub latency_ns_sum: String,
+    pub latency_ns_sum_squares: String,
+}
+
+impl DirRecorder {
+    /// The form a report carries (see [`SavedRecorder`]).
+    pub fn save(&self) -> SavedRecorder {
+        use base64::Engine as _;
+        use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+        let mut bytes = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(&self.hist, &mut bytes)
+            .expect("serializing a histogram into memory cannot fail");
+        SavedRecorder {
+            hist: base64::engine::general_purpose::STANDARD.encode(bytes),
+            ios: self.ios,
+            bytes: self.bytes,
+            saturated: self.saturated,
+            latency_ns_min: self.latency_ns_min,
+            latency_ns_max: self.latency_ns_max,
+            latency_ns_sum: self.latency_ns_sum.to_string(),
+            latency_ns_sum_squares: self.latency_ns_sum_squares.to_string(),
+        }
+    }
+}
+
+/// Why a saved recorder cannot be restored.
+#[derive(Debug, thiserror::Error)]
+pub enum SavedRecorderError {
+    #[error("histogram: {0}")]
+    Histogram(String),
+    #[error(
+        "histogram bounds {low}..{high} ns with {digits} significant digits differ from nines' \
+         1..{LATENCY_NS_MAX_TRACKABLE} ns with {HISTOGRAM_SIGNIFICANT_DIGITS}: it cannot be merged exactly"
+    )]
+    Bounds { low: u64, high: u64, digits: u8 },
+    #[error("{field} is not a decimal integer: {value:?}")]
+    Number { field: &'static str, value: String },
+    #[error("the histogram holds {hist} samples but the counters say {ios} I/Os")]
+    Count { hist: u64, ios: u64 },
+}
+
+impl SavedRecorder {
+    /// The recorder back, checked: nines' histogram configuration, sums that parse, and a
+    /// histogram whose count matches the I/O count.
+    pub fn restore(&self) -> Result<DirRecorder, SavedRecorderError> {
+        let decoded =
+            crate::hdrlog::decode_histogram(&self.hist).map_err(SavedRecorderError::Histogram)?;
+        let mut hist = new_latency_histogram();
+        if decoded.low() != hist.low()
+            || decoded.high() < LATENCY_NS_MAX_TRACKABLE
+            || decoded.sigfig() != hist.sigfig()
+        {
+            return Err(SavedRecorderError::Bounds {
+                low: decoded.low(),
+                high: decoded.high(),
+                digits: decoded.sigfig(),
+            });
+        }
+        hist.add(&decoded)
+            .map_err(|e| SavedRecorderError::Histogram(format!("{e:?}")))?;
+        if hist.len() != self.ios {
+            return Err(SavedRecorderError::Count {
+                hist: hist.len(),
+                ios: self.ios,
+            });
+        }
+        let num = |field: &'static str, value: &str| {
+            value
+                .parse::<u128>()
+                .map_err(|_| SavedRecorderError::Number {
+                    field,
+                    value: value.to_string(),
+                })
+        };
+        Ok(DirRecorder {
+            hist,
+            ios: self.ios,
+            bytes: self.bytes,
+            saturated: self.saturated,
+            latency_ns_min: self.latency_ns_min,
+            latency_ns_max: self.latency_ns_max,
+            latency_ns_sum: num("latency_ns_sum", &self.latency_ns_sum)?,
+            latency_ns_sum_squares: num("latency_ns_sum_squares", &self.latency_ns_sum_squares)?,
+        })
+    }
+}
+
 /// Per-device recorder: one [`DirRecorder`] per direction, indexed by [`Op::index`].
 #[derive(Clone, Debug, Default)]
 pub struct DeviceRecorder {

@@ -614,6 +614,7 @@ static EMPTY: DirectionStats = DirectionStats {
     },
     slat_ns: None,
     clat_ns: None,
+    recorder: None,
 };
 
 fn clone_job<'a>(j: &JobIn<'a>) -> JobIn<'a> {

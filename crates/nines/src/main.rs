@@ -34,6 +34,8 @@ enum Command {
     Compare(cmd::compare::Args),
     /// Characterise devices over one parameter (queue depth, write share, engine).
     Sweep(cmd::sweep::Args),
+    /// Merge runs from many hosts into one report, adding their histograms exactly.
+    Merge(cmd::merge::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(args),
         Command::Compare(args) => cmd::compare::run(args),
         Command::Sweep(args) => cmd::sweep::run(args),
+        Command::Merge(args) => cmd::merge::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -451,6 +451,10 @@ pub fn run(args: Args) -> Result<()> {
     // 5. The report.
     let mut extra = Map::new();
     extra.insert("cpus".into(), json!(cpus));
+    // Which host measured this, so merged fleet reports keep each run's identity.
+    if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        extra.insert("hostname".into(), json!(h.trim()));
+    }
     extra.insert("sqpoll".into(), json!(args.sqpoll));
     extra.insert("rt_priority".into(), json!(args.rt_priority));
     extra.insert("mlock".into(), json!(!args.no_mlock));
