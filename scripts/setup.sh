@@ -14,6 +14,8 @@ command -v fio >/dev/null 2>&1 || need+=(fio)                  # --fio-json is d
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)  # HdrHistogram's HistogramLogProcessor
 [ -f /usr/share/java/hdrhistogram.jar ] || need+=(libhdrhistogram-java)
+command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)        # `nines fleet --engine slurm` runs on a test cluster
+command -v munged >/dev/null 2>&1 || need+=(munge)               # Slurm's authentication
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"

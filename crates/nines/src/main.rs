@@ -36,6 +36,8 @@ enum Command {
     Sweep(cmd::sweep::Args),
     /// Merge runs from many hosts into one report, adding their histograms exactly.
     Merge(cmd::merge::Args),
+    /// Run one nines command as many tasks (locally or on Slurm) and merge their reports.
+    Fleet(cmd::fleet::Args),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => cmd::compare::run(args),
         Command::Sweep(args) => cmd::sweep::run(args),
         Command::Merge(args) => cmd::merge::run(args),
+        Command::Fleet(args) => cmd::fleet::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

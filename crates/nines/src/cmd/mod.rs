@@ -3,6 +3,7 @@
 pub mod compare;
 pub mod doctor;
 pub mod fio_export;
+pub mod fleet;
 pub mod log;
 pub mod merge;
 pub mod profile;
