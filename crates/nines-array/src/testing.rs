@@ -137,6 +137,19 @@ impl SyncDriver {
         }
     }
 
+    /// A driver over existing members (a volume restarted over the devices another left).
+    pub fn with_members(
+        vol: AnyVolume,
+        members: MemMembers,
+        tags: u32,
+        len_bytes_max: u32,
+    ) -> SyncDriver {
+        let sizes: Vec<u64> = members.data.iter().map(|d| d.len() as u64).collect();
+        let mut d = SyncDriver::new(vol, &sizes, tags, len_bytes_max);
+        d.members = members;
+        d
+    }
+
     pub fn members(&self) -> &MemMembers {
         &self.members
     }

@@ -15,9 +15,11 @@
 //! buffers and command ids) gives it an output queue of its own, sized when built, and
 //! translates each output into the caller's queue; nothing on the per-I/O path allocates.
 
+mod buffer;
 mod chop;
 mod throttle;
 
+pub use buffer::{BUCKET_BYTES_DEFAULT, BufferSpec, WriteBuffer};
 pub use chop::Chop;
 pub use throttle::{Throttle, ThrottleSpec, TokenBucket};
 
@@ -33,17 +35,19 @@ pub struct ShapingSpec {
     /// Writes larger than this are split into pieces of this size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chop_bytes: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer: Option<BufferSpec>,
 }
 
 impl ShapingSpec {
     /// Whether any policy is asked for.
     pub fn is_empty(&self) -> bool {
-        self.throttle.is_none() && self.chop_bytes.is_none()
+        self.throttle.is_none() && self.chop_bytes.is_none() && self.buffer.is_none()
     }
 
     /// Members the shaping adds after the wrapped layout's (the buffer device).
     pub fn extra_members(&self) -> u32 {
-        0
+        u32::from(self.buffer.is_some())
     }
 }
 
@@ -53,7 +57,41 @@ pub(crate) fn build(
     shaping: &ShapingSpec,
     p: &VolumeParams,
 ) -> Result<AnyVolume, ArrayError> {
-    let mut vol = crate::build(inner, p)?;
+    let extra = shaping.extra_members() as usize;
+    if p.member_sizes_bytes.len() <= extra {
+        return Err(ArrayError::TooFewMembers {
+            layout: "a buffered volume",
+            min: extra + 1,
+        });
+    }
+    let n_inner = p.member_sizes_bytes.len() - extra;
+    let mut vol = match &shaping.buffer {
+        Some(b) => {
+            if matches!(inner, LayoutSpec::Independent) && n_inner != 1 {
+                return Err(ArrayError::Invalid(format!(
+                    "--buffer puts one buffer in front of one volume, but {n_inner} independent \
+                     targets were given: give one target (and the buffer), or --layout raid0"
+                )));
+            }
+            let inner_p = VolumeParams {
+                member_sizes_bytes: &p.member_sizes_bytes[..n_inner],
+                block_bytes: p.block_bytes,
+                // Client tags, one per flush run, and one for flushing the wrapped volume.
+                tags: p.tags + buffer::FLUSH_SLOTS + 1,
+                len_bytes_max: p.len_bytes_max.max(buffer::FLUSH_IO_BYTES),
+            };
+            let inner_vol = crate::build(inner, &inner_p)?;
+            AnyVolume::Other(Box::new(WriteBuffer::new(
+                inner_vol,
+                b,
+                p.member_sizes_bytes[n_inner],
+                p.block_bytes,
+                p.tags,
+                p.len_bytes_max,
+            )?))
+        }
+        None => crate::build(inner, p)?,
+    };
     if let Some(chop) = shaping.chop_bytes {
         vol = AnyVolume::Other(Box::new(Chop::new(vol, chop, p.tags)?));
     }
