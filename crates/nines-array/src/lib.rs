@@ -85,6 +85,14 @@ impl LayoutSpec {
         }
     }
 
+    /// The shaping around the layout, to fill in what a driver knows (a buffer's bucket).
+    pub fn shaping_mut(&mut self) -> Option<&mut ShapingSpec> {
+        match self {
+            LayoutSpec::Shaped { shaping, .. } => Some(shaping),
+            _ => None,
+        }
+    }
+
     /// `self` wrapped in `shaping` (unchanged when it asks for nothing).
     pub fn shaped(self, shaping: ShapingSpec) -> LayoutSpec {
         if shaping.is_empty() {

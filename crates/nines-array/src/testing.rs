@@ -31,6 +31,16 @@ impl MemMembers {
         }
     }
 
+    /// Members holding these bytes (a copy of real devices, to restart a volume over them).
+    pub fn from_bytes(data: Vec<Vec<u8>>) -> MemMembers {
+        let n = data.len();
+        MemMembers {
+            data,
+            failed: vec![false; n],
+            commands: vec![0; n],
+        }
+    }
+
     pub fn byte(&self, member: u32, offset: u64) -> u8 {
         self.data[member as usize][offset as usize]
     }

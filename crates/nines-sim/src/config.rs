@@ -88,6 +88,11 @@ impl SimConfig {
         }
     }
 
+    /// Members simulated: the devices, then the layout's extra members (a write buffer's).
+    pub fn members(&self) -> u32 {
+        self.devices + self.layout.extra_members()
+    }
+
     /// The name devices are reported under.
     pub fn device_name(&self) -> &str {
         if self.null_device_bytes.is_some() {
@@ -131,7 +136,7 @@ pub struct Prepared {
 impl Prepared {
     /// Targets the workload sees: one per volume.
     pub fn targets(&self) -> u32 {
-        self.cfg.layout.group(self.cfg.devices).len() as u32
+        self.cfg.layout.group(self.cfg.members()).len() as u32
     }
 
     /// Size of each member device.
@@ -179,7 +184,7 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
             scaled: cfg.device.clone(),
             scale: 1.0,
             precondition: Precondition::None,
-            members: (0..cfg.devices)
+            members: (0..cfg.members())
                 .map(|_| SimMember::Null { size_bytes: size })
                 .collect(),
             model_bytes_per_device: 0,
@@ -231,8 +236,20 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
         members.push(SimMember::Model(ssd));
     }
     drop(first);
+    let mut cfg = cfg.clone();
+    if let Some(b) = cfg.layout.shaping_mut().and_then(|s| s.buffer.as_mut()) {
+        // The write buffer's device: its own model, fresh (an empty buffer), scaled like the
+        // others; its buckets default to the NAND drive's erase unit (one block on every die).
+        let bcfg = DeviceConfig::load(&b.device)?;
+        let bscaled = bcfg.scaled(bcfg.scale_for_budget(per_device))?;
+        members.push(SimMember::Model(Ssd::new(&bscaled, seed ^ 0xb0ff)));
+        let g = &scaled.geometry;
+        let erase_unit =
+            scaled.dies() * u64::from(g.pages_per_block) * u64::from(g.page_size_bytes);
+        b.bucket_bytes.get_or_insert(erase_unit);
+    }
     Ok(Prepared {
-        cfg: cfg.clone(),
+        cfg,
         scaled,
         scale,
         precondition,

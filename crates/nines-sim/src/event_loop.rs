@@ -411,7 +411,7 @@ pub fn run_logged(
         nines_core::job::validate_jobs(&jobs)?;
     }
     let base = &jobs[0].workload;
-    let groups = cfg.layout.group(cfg.devices);
+    let groups = cfg.layout.group(cfg.members());
     let n_targets = groups.len() as u32;
     let target_size = prep.target_size_bytes();
     let timing = RunTiming {

@@ -227,7 +227,7 @@ pub(crate) fn build_report(
     let names = target_names(cfg);
     let span = stats.sim_end_ns;
     let size = prep.target_size_bytes();
-    let groups = cfg.layout.group(cfg.devices);
+    let groups = cfg.layout.group(cfg.members());
     let host_cpus = host.cpus();
     let internals = |m: u32| -> Option<Map<String, Value>> {
         prep.members[m as usize]
@@ -270,7 +270,10 @@ pub(crate) fn build_report(
                 b.member(
                     k as u32,
                     DeviceMeta {
-                        name: format!("{}#{m}", cfg.device_name()),
+                        name: match cfg.layout.shaping().and_then(|s| s.buffer.as_ref()) {
+                            Some(buf) if m >= cfg.devices => format!("{}#buffer", buf.device),
+                            _ => format!("{}#{m}", cfg.device_name()),
+                        },
                         path: None,
                         size_bytes: prep.members[m as usize].size_bytes(),
                         cpu: None,

@@ -35,15 +35,15 @@ use serde::{Deserialize, Serialize};
 
 use super::throttle::TokenBucket;
 use crate::api::{
-    BufRef, CmdDone, CmdOp, CmdResult, Cx, IoResult, MemberCmd, Output, Outputs, VolIo,
-    VolOp, Volume,
+    BufRef, CmdDone, CmdOp, CmdResult, Cx, IoResult, MemberCmd, Output, Outputs, VolIo, VolOp,
+    Volume,
 };
 use crate::{AnyVolume, ArrayError};
 
 /// Concurrent flush runs (and scratch buffers for them).
-pub const FLUSH_SLOTS: u32 = 4;
+pub const FLUSH_SLOTS: u32 = 1;
 /// The largest run a flush reads and writes at once.
-pub const FLUSH_IO_BYTES: u32 = 256 << 10;
+pub const FLUSH_IO_BYTES: u32 = 64 << 10;
 /// LBA ranges the classifier tracks.
 pub const RANGES: u64 = 256;
 /// Most velocity classes.
@@ -155,7 +155,11 @@ enum Mode {
     /// Not yet called: decides at the first call whether to scan.
     Start,
     /// Scanning bucket `seg`, chunk `chunk`.
-    Scanning { seg: u32, chunk: u32, inflight: bool },
+    Scanning {
+        seg: u32,
+        chunk: u32,
+        inflight: bool,
+    },
     Ready,
 }
 
@@ -200,6 +204,8 @@ pub struct WriteBuffer {
     total_rate: f64,
     total_sq: f64,
     total_at_ns: u64,
+    /// The classifier's update for the write being placed: (range, rate, total, Σr², time).
+    pending_class: (usize, f64, f64, f64, u64),
     half_life_ns: f64,
     classes: u32,
     // Per tag.
@@ -372,6 +378,7 @@ impl WriteBuffer {
             total_rate: 0.0,
             total_sq: 0.0,
             total_at_ns: 0,
+            pending_class: (0, 0.0, 0.0, 0.0, 0),
             half_life_ns: spec.half_life_ns as f64,
             classes: spec.classes,
             state: vec![idle; tags as usize],
@@ -452,24 +459,32 @@ impl WriteBuffer {
         }
     }
 
-    /// Counts a write and returns its class: how its range's write rate compares with the rate
+    /// A write's class (counted by [`Self::classify_commit`] once it is placed): how its range's write rate compares with the rate
     /// an average written byte sees (the rate-weighted mean over ranges, Σr²/Σr), in powers of
     /// two; the mean and above land in the top class, colder data in the ones below.
     fn classify(&mut self, now_ns: u64, offset_bytes: u64, len_bytes: u32) -> u32 {
         let r = ((offset_bytes / self.range_bytes) as usize).min(RANGES as usize - 1);
         let old = self.decay(self.range_rate[r], now_ns - self.range_at_ns[r]);
         let v = old + f64::from(len_bytes);
-        self.range_rate[r] = v;
-        self.range_at_ns[r] = now_ns;
-        let dt = now_ns - self.total_at_ns;
-        let d = self.decay(1.0, dt);
-        self.total_rate = self.total_rate * d + f64::from(len_bytes);
-        self.total_sq = (self.total_sq * d * d - old * old + v * v).max(v * v);
-        self.total_at_ns = now_ns;
-        let mean = self.total_sq / self.total_rate.max(f64::MIN_POSITIVE);
+        let d = self.decay(1.0, now_ns - self.total_at_ns);
+        let total = self.total_rate * d + f64::from(len_bytes);
+        let sq = (self.total_sq * d * d - old * old + v * v).max(v * v);
+        // Kept until the write is taken (a write the full buffer refuses is counted once, when
+        // it is finally taken).
+        self.pending_class = (r, v, total, sq, now_ns);
+        let mean = sq / total.max(f64::MIN_POSITIVE);
         let ratio = v / mean.max(f64::MIN_POSITIVE);
         let c = ratio.log2().floor() as i64 + i64::from(self.classes) - 1;
         c.clamp(0, i64::from(self.classes) - 1) as u32
+    }
+
+    fn classify_commit(&mut self) {
+        let (r, v, total, sq, now_ns) = self.pending_class;
+        self.range_rate[r] = v;
+        self.range_at_ns[r] = now_ns;
+        self.total_rate = total;
+        self.total_sq = sq;
+        self.total_at_ns = now_ns;
     }
 
     // ---- mapping ----
@@ -549,11 +564,14 @@ impl WriteBuffer {
             self.close(s);
         }
         let Some(s) = self.free.pop_front() else {
-            // Full: close every open bucket, so that flushing can make room (a cold class's
-            // bucket may hold the copies that keep retired buckets from being reused).
-            for c in 0..self.open.len() {
-                if let Some(o) = self.open[c] {
-                    self.close(o);
+            // Full. When nothing is left to flush, close every open bucket so that flushing can
+            // make room (a cold class's bucket may hold the copies that keep retired buckets
+            // from being reused).
+            if self.flushing.is_none() && self.full.is_empty() {
+                for c in 0..self.open.len() {
+                    if let Some(o) = self.open[c] {
+                        self.close(o);
+                    }
                 }
             }
             return None;
@@ -575,9 +593,10 @@ impl WriteBuffer {
 
     // ---- client I/O ----
 
-    fn start(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx) {
+    /// Starts a client I/O; false when it is a write the full buffer cannot take yet.
+    fn start(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx) -> bool {
         match io.op {
-            VolOp::Write => self.write(now_ns, io, cx),
+            VolOp::Write => return self.write(now_ns, io, cx),
             VolOp::Read => self.read(now_ns, io, cx),
             VolOp::Flush => {
                 // Completed writes are on the buffer device: make them durable there.
@@ -596,20 +615,21 @@ impl WriteBuffer {
             }
             VolOp::Trim | VolOp::WriteZeroes => cx.out.done(io.tag, IoResult::Err(EOPNOTSUPP)),
         }
+        true
     }
 
-    fn write(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx) {
+    fn write(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx) -> bool {
         let unit = self.unit_bytes;
-        debug_assert!(io.len_bytes.is_multiple_of(unit) && io.offset_bytes.is_multiple_of(u64::from(unit)));
+        debug_assert!(
+            io.len_bytes.is_multiple_of(unit) && io.offset_bytes.is_multiple_of(u64::from(unit))
+        );
         let units = io.len_bytes / unit;
         let c = self.classify(now_ns, io.offset_bytes, io.len_bytes);
         let Some(s) = self.room(c, units + 1) else {
-            // The buffer is full: wait for a bucket to be flushed.
-            assert!(self.held.len() < self.tags as usize, "more writes held than tags");
-            self.stats.held_writes += 1;
-            self.held.push_back(io);
-            return;
+            // The buffer is full: the write waits for a bucket to be flushed.
+            return false;
         };
+        self.classify_commit();
         let first = s * self.units_per_seg + self.segs[s as usize].fill;
         self.segs[s as usize].fill += units + 1;
         let seq = self.seq;
@@ -659,10 +679,16 @@ impl WriteBuffer {
             pending: 1,
             result: IoResult::Ok,
         };
-        let mut cmd =
-            self.buffer_cmd(self.tag_cmd(io.tag, 0), CmdOp::Write, first, units + 1, scratch);
+        let mut cmd = self.buffer_cmd(
+            self.tag_cmd(io.tag, 0),
+            CmdOp::Write,
+            first,
+            units + 1,
+            scratch,
+        );
         cmd.fua = io.fua;
         cx.out.cmd(cmd);
+        true
     }
 
     fn read(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx) {
@@ -777,10 +803,7 @@ impl WriteBuffer {
                     if let BufRef::Client { tag, offset } = c.buf
                         && tag >= self.tags
                     {
-                        c.buf = BufRef::Scratch {
-                            index: tag,
-                            offset,
-                        };
+                        c.buf = BufRef::Scratch { index: tag, offset };
                     }
                     cx.out.cmd(c);
                 }
@@ -1032,11 +1055,8 @@ impl WriteBuffer {
     fn unhold(&mut self, now_ns: u64, cx: &mut Cx) {
         // Bounded by the held queue (at most one I/O per tag).
         while let Some(io) = self.held.pop_front() {
-            let before = self.held.len();
-            self.start(now_ns, io, cx);
-            if self.held.len() > before {
+            if !self.start(now_ns, io, cx) {
                 // Still no room: back to the front, in order.
-                let io = self.held.pop_back().expect("just held");
                 self.held.push_front(io);
                 break;
             }
@@ -1361,11 +1381,13 @@ impl Volume for WriteBuffer {
             return;
         }
         let wait = !self.ready() || (io.op == VolOp::Write && !self.held.is_empty());
-        if wait {
-            assert!(self.held.len() < self.tags as usize, "more I/Os held than tags");
+        if wait || !self.start(now_ns, io, cx) {
+            assert!(
+                self.held.len() < self.tags as usize,
+                "more I/Os held than tags"
+            );
+            self.stats.held_writes += u64::from(io.op == VolOp::Write);
             self.held.push_back(io);
-        } else {
-            self.start(now_ns, io, cx);
         }
         self.after(now_ns, cx);
     }
@@ -1458,6 +1480,15 @@ impl Volume for WriteBuffer {
                 "buckets_absorbed": st.buckets_absorbed,
                 "occupancy_bytes": self.map.len() as u64 * ub,
                 "classes": classes,
+                "held_now": self.held.len(),
+                "buckets_by_state": {
+                    "free": self.segs.iter().filter(|g| g.state == SegState::Free).count(),
+                    "open": self.segs.iter().filter(|g| g.state == SegState::Open).count(),
+                    "full": self.segs.iter().filter(|g| g.state == SegState::Full).count(),
+                    "flushing": self.segs.iter().filter(|g| g.state == SegState::Flushing).count(),
+                    "retiring": self.segs.iter().filter(|g| g.state == SegState::Retiring).count(),
+                    "marked": self.segs.iter().filter(|g| g.state == SegState::Marked).count(),
+                },
                 "recovered_records": st.recovered_records,
                 "recovered_bytes": st.recovered_units * ub,
             }),
@@ -1539,12 +1570,18 @@ mod tests {
         assert!(st["buckets_flushed"].as_u64().unwrap() > 0, "{st}");
         assert!(st["flushed_bytes"].as_u64().unwrap() >= 8 << 10, "{st}");
         for k in 0..40u64 {
-            assert_eq!(d.read(8192 + k * 2048, 2048).unwrap(), vec![k as u8 + 1; 2048]);
+            assert_eq!(
+                d.read(8192 + k * 2048, 2048).unwrap(),
+                vec![k as u8 + 1; 2048]
+            );
         }
         let on_data = (0..40u64)
             .filter(|k| d.members().byte(0, 8192 + k * 2048) == *k as u8 + 1)
             .count();
-        assert!(on_data > 0 && on_data < 40, "some flushed, some still buffered: {on_data}");
+        assert!(
+            on_data > 0 && on_data < 40,
+            "some flushed, some still buffered: {on_data}"
+        );
     }
 
     #[test]

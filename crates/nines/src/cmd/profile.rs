@@ -279,14 +279,22 @@ pub fn run(args: Args) -> Result<()> {
         .jobs
         .jobs_for(&spec, trace.is_some(), args.workload.runtime.is_some())?;
     spec = jobs[0].workload.clone();
-    let writes = match &trace {
-        Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
-        None => jobs.iter().any(|j| j.workload.writes()),
-    };
-    let paths: Vec<PathBuf> = match &scratch {
+    let buffer = layout.shaping().and_then(|s| s.buffer.as_ref());
+    // A write buffer writes its device, and flushes what it holds to the members even when the
+    // workload only reads (after a restart).
+    let writes = buffer.is_some()
+        || match &trace {
+            Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
+            None => jobs.iter().any(|j| j.workload.writes()),
+        };
+    let mut paths: Vec<PathBuf> = match &scratch {
         Some(s) => s.paths().to_vec(),
         None => args.targets.clone(),
     };
+    if let Some(b) = buffer {
+        // The buffer device is the volume's last member.
+        paths.push(PathBuf::from(&b.device));
+    }
     let open_limit = nines_io::sched::open_files_limit();
     // Each target takes a descriptor; keep room for the logs, the engines and the standard ones.
     if paths.len() as u64 + 32 > open_limit {
@@ -301,7 +309,11 @@ pub fn run(args: Args) -> Result<()> {
         allow_writes: args.allow_writes,
         force: args.force,
         buffered: args.buffered,
-        create_size_bytes: member_bytes_needed(&layout, &jobs, paths.len() as u64),
+        create_size_bytes: member_bytes_needed(
+            &layout,
+            &jobs,
+            paths.len() as u64 - u64::from(layout.extra_members()),
+        ),
     };
     let mut targets = Vec::with_capacity(paths.len());
     for p in &paths {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nines_array::shaping::ThrottleSpec;
+use nines_array::shaping::{BufferSpec, ThrottleSpec};
 use nines_array::{LayoutSpec, ShapingSpec};
 use nines_core::job::{JobSpec, validate_jobs};
 use nines_core::units::{
@@ -161,6 +161,27 @@ pub struct ShapingArgs {
     /// Split writes larger than SIZE into SIZE pieces issued one after another.
     #[arg(long, value_name = "SIZE", value_parser = parse_chop)]
     pub chop: Option<u32>,
+    /// Put a write buffer in front of the volume: a fast device (profile: a block device or
+    /// file, its contents overwritten; sim: a preset such as z-ssd) where writes land, sorted
+    /// by the velocity of their LBA range and flushed one bucket at a time.
+    #[arg(long, value_name = "DEVICE_OR_PRESET")]
+    pub buffer: Option<String>,
+    /// Bytes of the buffer device used (default: all of it).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "buffer")]
+    pub buffer_size: Option<u64>,
+    /// Bucket flushed at a time (default: the simulated NAND drive's erase unit; 4m on real
+    /// devices).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "buffer")]
+    pub buffer_bucket: Option<u64>,
+    /// Velocity classes the buffer is partitioned into.
+    #[arg(long, default_value = "4", value_name = "N", requires = "buffer")]
+    pub buffer_classes: u32,
+    /// Half-life of the per-range write rates that classify writes.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration, requires = "buffer")]
+    pub buffer_half_life: u64,
+    /// Token bucket pacing the buffer's flushes, bytes per second (default: unpaced).
+    #[arg(long, value_name = "RATE", value_parser = parse_rate, requires = "buffer")]
+    pub flush_rate: Option<u64>,
 }
 
 impl ShapingArgs {
@@ -172,8 +193,24 @@ impl ShapingArgs {
                 read_cost_ppm: self.throttle_read_cost,
             }),
             chop_bytes: self.chop,
+            buffer: self.buffer.as_ref().map(|d| BufferSpec {
+                device: d.clone(),
+                size_bytes: self.buffer_size,
+                bucket_bytes: self.buffer_bucket,
+                flush_rate_bytes_per_s: self.flush_rate,
+                classes: self.buffer_classes,
+                half_life_ns: self.buffer_half_life,
+            }),
         }
     }
+}
+
+/// A positive rate in bytes per second (`80m`, `80m/s`).
+fn parse_rate(s: &str) -> Result<u64, String> {
+    parse_throttle(s).and_then(|(r, b)| match b {
+        None => Ok(r),
+        Some(_) => Err(format!("{s}: give one rate, e.g. 80m")),
+    })
 }
 
 /// `RATE[,BURST]`: a positive rate in bytes per second (a trailing `/s` allowed) and a burst.
