@@ -176,8 +176,9 @@ pub struct ShapingArgs {
     /// Velocity classes the buffer is partitioned into.
     #[arg(long, default_value = "4", value_name = "N", requires = "buffer")]
     pub buffer_classes: u32,
-    /// Half-life of the per-range write rates that classify writes.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration, requires = "buffer")]
+    /// Half-life of the per-range write rates that classify writes: long enough to span a
+    /// range's rewrite period, so the rate measures how often data is rewritten.
+    #[arg(long, default_value = "3600s", value_name = "DURATION", value_parser = parse_duration, requires = "buffer")]
     pub buffer_half_life: u64,
     /// Token bucket pacing the buffer's flushes, bytes per second (default: unpaced).
     #[arg(long, value_name = "RATE", value_parser = parse_rate, requires = "buffer")]
