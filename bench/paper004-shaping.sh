@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 QUICK="${QUICK:-}"
-if [ -n "$QUICK" ]; then AB_RT=30s; C_RT=1200s; else AB_RT=120s; C_RT=3600s; fi
+if [ -n "$QUICK" ]; then AB_RT=30s; C_RT=1800s; else AB_RT=120s; C_RT=3600s; fi
 cargo build --release -q -p nines
 NINES="$CARGO_TARGET_DIR/release/nines"
 TMP="$(mktemp -d)"
@@ -95,7 +95,7 @@ for c in none 128k 32k 4k; do
 done
 
 X=4
-C=(--runtime "$C_RT" --ramp 0s --precondition fill
+C=(--runtime "$C_RT" --ramp 0s --precondition fill --percentiles 50,70,90,99,99.9,99.99,99.999,99.9999
    --job "seq1:rw=write,bs=128k,iodepth=4,rate-iops=$X,offset=0,size=5g"
    --job "seq2:rw=write,bs=128k,iodepth=4,rate-iops=$((7 * X)),offset=5g,size=5g"
    --job "seq3:rw=write,bs=128k,iodepth=4,rate-iops=$((17 * X)),offset=10g,size=5g"
