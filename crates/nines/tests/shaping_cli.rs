@@ -14,6 +14,15 @@ fn report(path: &Path) -> Report {
     Report::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// Runs `nines profile --quiet ARGS SHAPING TARGETS` and expects success.
+fn profile_ok(what: &str, args: &[&str], shaping: &[&str], targets: &[&str]) {
+    let mut a = vec!["profile", "--quiet"];
+    a.extend(args);
+    a.extend(shaping);
+    a.extend(targets);
+    ok(nines(&a), what);
+}
+
 fn stats(r: &Report) -> &Value {
     &r.devices[0]
         .volume
@@ -300,42 +309,42 @@ fn zram_buffer_keeps_every_completed_write_through_kill_9() {
         "1m",
     ];
     // 1. The whole volume through the buffer with seed 1, verified on the way back.
-    let mut a = vec![
-        "profile",
-        "--quiet",
-        "--rw",
-        "write",
-        "--bs",
-        "64k",
-        "--iodepth",
-        "4",
-        "--ios",
-        "512",
-        "--verify",
-        "--allow-writes",
-        "--seed",
-        "1",
-    ];
-    a.extend(shaping);
-    a.push(&dp);
-    ok(nines(&a), "fill through the buffer");
-    let mut a = vec![
-        "profile",
-        "--quiet",
-        "--rw",
-        "randread",
-        "--bs",
-        "16k",
-        "--ios",
-        "4000",
-        "--verify",
-        "--allow-writes",
-        "--seed",
-        "1",
-    ];
-    a.extend(shaping);
-    a.push(&dp);
-    ok(nines(&a), "verified read through the buffer");
+    profile_ok(
+        "fill through the buffer",
+        &[
+            "--rw",
+            "write",
+            "--bs",
+            "64k",
+            "--iodepth",
+            "4",
+            "--ios",
+            "512",
+            "--verify",
+            "--allow-writes",
+            "--seed",
+            "1",
+        ],
+        &shaping,
+        &[&dp],
+    );
+    profile_ok(
+        "verified read through the buffer",
+        &[
+            "--rw",
+            "randread",
+            "--bs",
+            "16k",
+            "--ios",
+            "4000",
+            "--verify",
+            "--allow-writes",
+            "--seed",
+            "1",
+        ],
+        &shaping,
+        &[&dp],
+    );
 
     // 2. Rewrite it sequentially with seed 2, slowly, and kill -9 in the middle.
     let mut a = vec![
@@ -445,6 +454,7 @@ fn zram_buffer_in_front_of_raid0_stores_and_returns_the_verified_pattern() {
     let members: Vec<Zram> = (0..2).map(|_| Zram::new("16M")).collect();
     let buf = Zram::new("8M");
     let paths: Vec<String> = members.iter().map(Zram::path).collect();
+    let targets: Vec<&str> = paths.iter().map(String::as_str).collect();
     let bp = buf.path();
     let json = std::env::temp_dir().join(format!("shaping-raid0-{}.json", std::process::id()));
     let common = [
@@ -462,24 +472,24 @@ fn zram_buffer_in_front_of_raid0_stores_and_returns_the_verified_pattern() {
     ];
     // Random 16 KiB writes over the whole 32 MiB volume, several times the buffer's size: some
     // flushed through raid0, some still buffered when the run ends.
-    let mut a = vec![
-        "profile",
-        "--quiet",
-        "--rw",
-        "randwrite",
-        "--bs",
-        "16k",
-        "--iodepth",
-        "8",
-        "--ios",
-        "6000",
-        "--verify",
-        "--json",
-        s(&json),
-    ];
-    a.extend(common);
-    a.extend(paths.iter().map(String::as_str));
-    ok(nines(&a), "raid0 + buffer writes");
+    profile_ok(
+        "raid0 + buffer writes",
+        &[
+            "--rw",
+            "randwrite",
+            "--bs",
+            "16k",
+            "--iodepth",
+            "8",
+            "--ios",
+            "6000",
+            "--verify",
+            "--json",
+            s(&json),
+        ],
+        &common,
+        &targets,
+    );
     let r = report(&json);
     let _ = std::fs::remove_file(&json);
     let v = r.devices[0].volume.as_ref().unwrap();
@@ -492,36 +502,36 @@ fn zram_buffer_in_front_of_raid0_stores_and_returns_the_verified_pattern() {
     );
     // The whole volume written once sequentially (so every block has the pattern), then read
     // back at random through the buffer: every byte is checked.
-    let mut a = vec![
-        "profile",
-        "--quiet",
-        "--rw",
-        "write",
-        "--bs",
-        "64k",
-        "--iodepth",
-        "4",
-        "--ios",
-        "512",
-        "--verify",
-    ];
-    a.extend(common);
-    a.extend(paths.iter().map(String::as_str));
-    ok(nines(&a), "raid0 + buffer fill");
-    let mut a = vec![
-        "profile",
-        "--quiet",
-        "--rw",
-        "randread",
-        "--bs",
-        "8k",
-        "--iodepth",
-        "8",
-        "--ios",
-        "8000",
-        "--verify",
-    ];
-    a.extend(common);
-    a.extend(paths.iter().map(String::as_str));
-    ok(nines(&a), "verified reads through the buffer over raid0");
+    profile_ok(
+        "raid0 + buffer fill",
+        &[
+            "--rw",
+            "write",
+            "--bs",
+            "64k",
+            "--iodepth",
+            "4",
+            "--ios",
+            "512",
+            "--verify",
+        ],
+        &common,
+        &targets,
+    );
+    profile_ok(
+        "verified reads through the buffer over raid0",
+        &[
+            "--rw",
+            "randread",
+            "--bs",
+            "8k",
+            "--iodepth",
+            "8",
+            "--ios",
+            "8000",
+            "--verify",
+        ],
+        &common,
+        &targets,
+    );
 }

@@ -114,24 +114,7 @@ impl Chop {
 }
 
 impl Volume for Chop {
-    fn layout(&self) -> &'static str {
-        self.inner.layout()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn members(&self) -> u32 {
-        self.inner.members()
-    }
-    fn block_bytes(&self) -> u32 {
-        self.inner.block_bytes()
-    }
-    fn scratch(&self) -> (u32, u32) {
-        self.inner.scratch()
-    }
-    fn cmds_max(&self) -> u32 {
-        self.inner.cmds_max()
-    }
+    super::same_as_inner!();
     fn outputs_max(&self) -> usize {
         // The wrapped volume's outputs of this call, and of the next piece it may start.
         2 * self.inner.outputs_max() + 1

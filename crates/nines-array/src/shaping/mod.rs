@@ -15,10 +15,6 @@
 //! buffers and command ids) gives it an output queue of its own, sized when built, and
 //! translates each output into the caller's queue; nothing on the per-I/O path allocates.
 
-mod buffer;
-mod chop;
-mod throttle;
-
 pub use buffer::{BUCKET_BYTES_DEFAULT, BufferSpec, WriteBuffer};
 pub use chop::Chop;
 pub use throttle::{Throttle, ThrottleSpec, TokenBucket};
@@ -100,6 +96,35 @@ pub(crate) fn build(
     }
     Ok(vol)
 }
+
+/// The `Volume` methods a wrapper answers as the volume it wraps (`self.inner`).
+macro_rules! same_as_inner {
+    () => {
+        fn layout(&self) -> &'static str {
+            self.inner.layout()
+        }
+        fn size_bytes(&self) -> u64 {
+            self.inner.size_bytes()
+        }
+        fn members(&self) -> u32 {
+            self.inner.members()
+        }
+        fn block_bytes(&self) -> u32 {
+            self.inner.block_bytes()
+        }
+        fn scratch(&self) -> (u32, u32) {
+            self.inner.scratch()
+        }
+        fn cmds_max(&self) -> u32 {
+            self.inner.cmds_max()
+        }
+    };
+}
+pub(crate) use same_as_inner;
+
+mod buffer;
+mod chop;
+mod throttle;
 
 /// The wrapped volume's stats with `key: own` added (a wrapper reports beside what it wraps).
 pub(crate) fn stats_with(

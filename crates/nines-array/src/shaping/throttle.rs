@@ -192,24 +192,7 @@ fn read_cost(len: u64, ppm: u64) -> u64 {
 }
 
 impl Volume for Throttle {
-    fn layout(&self) -> &'static str {
-        self.inner.layout()
-    }
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn members(&self) -> u32 {
-        self.inner.members()
-    }
-    fn block_bytes(&self) -> u32 {
-        self.inner.block_bytes()
-    }
-    fn scratch(&self) -> (u32, u32) {
-        self.inner.scratch()
-    }
-    fn cmds_max(&self) -> u32 {
-        self.inner.cmds_max()
-    }
+    super::same_as_inner!();
     fn outputs_max(&self) -> usize {
         // A timer call admits one request and may run the inner volume's timer.
         2 * self.inner.outputs_max()
