@@ -11,6 +11,7 @@
 
 pub mod api;
 pub mod raid0;
+pub mod raid5;
 pub mod shaping;
 pub mod testing;
 
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub use api::*;
 pub use raid0::{Passthrough, Raid0};
+pub use raid5::Raid5;
 pub use shaping::ShapingSpec;
 
 /// Why a volume cannot be built: one line each, naming the option to change.
@@ -52,6 +54,13 @@ pub enum LayoutSpec {
     Independent,
     /// One volume striped over every target.
     Raid0 { stripe_bytes: u64 },
+    /// One volume over every target with a rotating parity chunk per row; `failed` starts with
+    /// that member failed (degraded).
+    Raid5 {
+        chunk_bytes: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed: Option<u32>,
+    },
     /// Another layout wrapped in write shaping (`--throttle`, `--chop`, `--buffer`): the same
     /// volumes, each behind the policies; a buffer device is the last member of its volume.
     Shaped {
@@ -65,6 +74,7 @@ impl LayoutSpec {
         match self {
             LayoutSpec::Independent => "independent",
             LayoutSpec::Raid0 { .. } => "raid0",
+            LayoutSpec::Raid5 { .. } => "raid5",
             LayoutSpec::Shaped { inner, .. } => inner.name(),
         }
     }
@@ -112,6 +122,11 @@ impl LayoutSpec {
             LayoutSpec::Raid0 { stripe_bytes } => {
                 (member_bytes / stripe_bytes) * stripe_bytes * u64::from(data_members)
             }
+            LayoutSpec::Raid5 { chunk_bytes, .. } => {
+                (member_bytes / chunk_bytes)
+                    * chunk_bytes
+                    * u64::from(data_members.saturating_sub(1))
+            }
             _ => member_bytes,
         }
     }
@@ -122,6 +137,10 @@ impl LayoutSpec {
             LayoutSpec::Raid0 { stripe_bytes } => {
                 let row = stripe_bytes.saturating_mul(data_members.max(1));
                 end_bytes.div_ceil(row.max(1)).saturating_mul(*stripe_bytes)
+            }
+            LayoutSpec::Raid5 { chunk_bytes, .. } => {
+                let row = chunk_bytes.saturating_mul(data_members.saturating_sub(1).max(1));
+                end_bytes.div_ceil(row.max(1)).saturating_mul(*chunk_bytes)
             }
             _ => end_bytes,
         }
@@ -137,7 +156,9 @@ impl LayoutSpec {
     pub fn group(&self, targets: u32) -> Vec<std::ops::Range<u32>> {
         match self {
             LayoutSpec::Independent => (0..targets).map(|i| i..i + 1).collect(),
-            LayoutSpec::Raid0 { .. } => std::iter::once(0..targets).collect(),
+            LayoutSpec::Raid0 { .. } | LayoutSpec::Raid5 { .. } => {
+                std::iter::once(0..targets).collect()
+            }
             // A buffer sits in front of one volume (build refuses more data volumes).
             LayoutSpec::Shaped { shaping, .. } if shaping.extra_members() > 0 => {
                 std::iter::once(0..targets).collect()
@@ -253,6 +274,16 @@ pub fn build(spec: &LayoutSpec, p: &VolumeParams) -> Result<AnyVolume, ArrayErro
             p.tags,
             p.len_bytes_max,
         )?)),
+        LayoutSpec::Raid5 {
+            chunk_bytes,
+            failed,
+        } => Ok(AnyVolume::Other(Box::new(Raid5::new(
+            *chunk_bytes,
+            p.member_sizes_bytes,
+            p.block_bytes,
+            p.tags,
+            *failed,
+        )?))),
         LayoutSpec::Shaped { inner, shaping } => shaping::build(inner, shaping, p),
     }
 }

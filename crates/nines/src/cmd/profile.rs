@@ -200,6 +200,7 @@ pub fn run(args: Args) -> Result<()> {
     // 1. Options.
     let mut spec = args.workload.to_spec()?;
     let percentiles = args.workload.percentiles()?;
+    args.volume.check()?;
     let layout = args.volume.spec();
     let trace = args.trace.load()?;
     let plan = match &args.plan {
@@ -696,7 +697,7 @@ fn blocking_warnings(
     const BLOCKING_NS_MIN: u64 = 10_000;
     let mut warnings = Vec::new();
     for w in &outcome.workers {
-        // (target index, submit-call p99, I/O p50, share of the run in submit calls)
+        // (volume, target index, submit-call p99, I/O p50, share of the run in submit calls)
         let mut members = Vec::new();
         for &v in &w.devices {
             let d = &outcome.devices[v as usize];
@@ -715,26 +716,23 @@ fn blocking_warnings(
                 };
                 let p50 = slat.hist.value_at_quantile(0.5) + clat.hist.value_at_quantile(0.5);
                 let share = d.member_submit_ns[k] as f64 / outcome.measured_ns.max(1) as f64;
-                members.push((m as usize, p99, p50, share));
+                members.push((v, m as usize, p99, p50, share));
             }
         }
-        if members.len() < 2 {
-            continue;
-        }
-        for &(m, p99, _, share) in &members {
-            let typical = members
-                .iter()
-                .filter(|o| o.0 != m)
-                .map(|o| o.2)
-                .min()
-                .unwrap_or(u64::MAX);
+        // Only other targets' devices are delayed in a way --isolate can help: a volume's own
+        // members share its worker by design (its policy must see every completion).
+        for &(v, m, p99, _, share) in &members {
+            let others: Vec<_> = members.iter().filter(|o| o.0 != v).collect();
+            let Some(typical) = others.iter().map(|o| o.3).min() else {
+                continue;
+            };
             if p99 >= BLOCKING_NS_MIN && p99 > typical {
                 warnings.push(format!(
-                    "{}: its submissions blocked for {} at p99 ({:.1}% of the run inside submit calls), and the {} other devices on its worker (CPU {}) wait behind them; give it a worker of its own with --isolate {}",
+                    "{}: its submissions blocked for {} at p99 ({:.1}% of the run inside submit calls), and the {} devices of other targets on its worker (CPU {}) wait behind them; give it a worker of its own with --isolate {}",
                     names[m],
                     nines_report::table::format_ns(p99 as f64),
                     share * 100.0,
-                    members.len() - 1,
+                    others.len(),
                     w.cpu,
                     paths[m].display()
                 ));

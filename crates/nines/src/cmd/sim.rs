@@ -131,6 +131,7 @@ pub fn run(args: Args) -> Result<()> {
             None,
         ),
     };
+    args.volume.check()?;
     let layout = args.volume.spec();
     let scale = match args.scale.as_str() {
         "auto" => None,

@@ -125,21 +125,41 @@ impl JobArgs {
 /// How targets form volumes: shared by every verb that takes targets.
 #[derive(Args, Debug, Clone)]
 pub struct VolumeArgs {
-    /// independent (each target on its own) or raid0 (one volume striped over every target).
-    #[arg(long, default_value = "independent", value_parser = ["independent", "raid0"])]
+    /// independent (each target on its own), raid0 (one volume striped over every target) or
+    /// raid5 (one volume over every target, a rotating parity chunk per row; at least 3).
+    #[arg(long, default_value = "independent", value_parser = ["independent", "raid0", "raid5"])]
     pub layout: String,
     /// raid0 stripe (chunk) size.
     #[arg(long, default_value = "128k", value_parser = parse_size)]
     pub stripe: u64,
+    /// raid5 chunk size (one member's share of a row).
+    #[arg(long, default_value = "64k", value_parser = parse_size)]
+    pub chunk: u64,
+    /// raid5: start degraded, with this member (0-based, in target order) failed: it is never
+    /// read or written, and its data is rebuilt from the others.
+    #[arg(long, value_name = "MEMBER")]
+    pub failed: Option<u32>,
     #[command(flatten)]
     pub shaping: ShapingArgs,
 }
 
 impl VolumeArgs {
+    /// Options that belong to another layout are refused, not ignored.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.failed.is_some() && self.layout != "raid5" {
+            anyhow::bail!("--failed applies to --layout raid5 only");
+        }
+        Ok(())
+    }
+
     pub fn spec(&self) -> LayoutSpec {
         let base = match self.layout.as_str() {
             "raid0" => LayoutSpec::Raid0 {
                 stripe_bytes: self.stripe,
+            },
+            "raid5" => LayoutSpec::Raid5 {
+                chunk_bytes: self.chunk,
+                failed: self.failed,
             },
             _ => LayoutSpec::Independent,
         };
