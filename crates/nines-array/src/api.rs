@@ -333,6 +333,11 @@ pub trait Volume: Send {
     fn on_timer(&mut self, now_ns: u64, cx: &mut Cx) {
         let _ = (now_ns, cx);
     }
+    /// Whether the volume acknowledges writes it still holds in a buffer of its own (a
+    /// write-back buffer): a driver with real data must FLUSH it before it ends.
+    fn write_back(&self) -> bool {
+        false
+    }
     /// The policy's own counters for the report (fan-out, rebuilt reads, ...): a JSON object.
     fn stats(&self) -> serde_json::Value {
         serde_json::Value::Object(serde_json::Map::new())

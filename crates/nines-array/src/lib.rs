@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub use api::*;
 pub use raid0::{Passthrough, Raid0};
-pub use raid5::Raid5;
+pub use raid5::{DndSpec, Raid5};
 pub use shaping::ShapingSpec;
 
 /// Why a volume cannot be built: one line each, naming the option to change.
@@ -60,6 +60,9 @@ pub enum LayoutSpec {
         chunk_bytes: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failed: Option<u32>,
+        /// Turns and a write-back buffer (`--policy sched|dnd`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dnd: Option<raid5::DndSpec>,
     },
     /// Another layout wrapped in write shaping (`--throttle`, `--chop`, `--buffer`): the same
     /// volumes, each behind the policies; a buffer device is the last member of its volume.
@@ -250,6 +253,9 @@ impl Volume for AnyVolume {
     fn stats(&self) -> serde_json::Value {
         each!(self, v => v.stats())
     }
+    fn write_back(&self) -> bool {
+        each!(self, v => v.write_back())
+    }
 }
 
 /// Builds the volume of one group of [`LayoutSpec::group`].
@@ -277,12 +283,14 @@ pub fn build(spec: &LayoutSpec, p: &VolumeParams) -> Result<AnyVolume, ArrayErro
         LayoutSpec::Raid5 {
             chunk_bytes,
             failed,
+            dnd,
         } => Ok(AnyVolume::Other(Box::new(Raid5::new(
             *chunk_bytes,
             p.member_sizes_bytes,
             p.block_bytes,
             p.tags,
             *failed,
+            *dnd,
         )?))),
         LayoutSpec::Shaped { inner, shaping } => shaping::build(inner, shaping, p),
     }

@@ -33,8 +33,26 @@ use crate::api::{
     BufRef, CmdDone, CmdOp, CmdResult, Cx, IoResult, MemberCmd, VolIo, VolOp, Volume,
 };
 
+use crate::api::{Control, Window};
+
 const EIO: i32 = 5;
 const EOPNOTSUPP: i32 = 95;
+
+/// `b` moved `by` bytes further into its buffer.
+#[inline]
+fn offset_by(b: BufRef, by: u32) -> BufRef {
+    match b {
+        BufRef::Client { tag, offset } => BufRef::Client {
+            tag,
+            offset: offset + by,
+        },
+        BufRef::Scratch { index, offset } => BufRef::Scratch {
+            index,
+            offset: offset + by,
+        },
+        BufRef::None => BufRef::None,
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -89,7 +107,85 @@ struct Req {
     redo: bool,
 }
 
+/// The D/ND policy's options (`--policy sched|dnd --window W --write-back SIZE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DndSpec {
+    /// Each member's turn: member `(t / window) % n` takes the writes (and, with PLM, may
+    /// collect garbage) while reads avoid it.
+    pub window_ns: u64,
+    /// Write-back buffer: writes wait here for their member's turn.
+    pub write_back_bytes: u64,
+    /// Drive the members' PLM windows (`dnd`); without (`sched`) the turns only schedule reads
+    /// and writes, and members collect garbage whenever they like.
+    pub plm: bool,
+}
+
+/// A row's buffered new contents: per member a chunk-sized slot and which granules of it are
+/// newer than the member (dirty), which are being written to it (busy), and a version bumped by
+/// every write, so a flush that raced a newer write leaves the granules dirty.
+#[derive(Clone, Debug)]
+struct Entry {
+    used: bool,
+    row: u64,
+    dirty: Vec<u128>,
+    busy: Vec<u128>,
+    version: Vec<u32>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct FlushCmd {
+    entry: u32,
+    member: u32,
+    version: u32,
+    mask: u128,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+struct DndStats {
+    write_back_bytes: u64,
+    window_ns: u64,
+    plm_windows: bool,
+    window_switches: u64,
+    window_controls_unsupported: u64,
+    buffered_writes: u64,
+    buffer_waits: u64,
+    reads_served_from_buffer: u64,
+    flush_writes: u64,
+    guard_skips: u64,
+    occupancy_bytes: u64,
+    occupancy_bytes_max: u64,
+}
+
+struct Dnd {
+    spec: DndSpec,
+    /// The owner was told its window closes (PLM: deterministic again) ahead of its turn's end.
+    guard_sent: bool,
+    /// The latest time the volume was called at.
+    now_ns: u64,
+    owner: u32,
+    next_switch_ns: u64,
+    started: bool,
+    entries: Vec<Entry>,
+    free: Vec<u32>,
+    /// Bytes per dirty bit (the members' block).
+    granule: u32,
+    flush_slots: Vec<Option<FlushCmd>>,
+    flushes_out: u32,
+    /// Window commands out, per member (one at a time).
+    window_out: Vec<bool>,
+    buf_waiters: VecDeque<u32>,
+    flush_waiters: VecDeque<u32>,
+    stats: DndStats,
+}
+
+/// At most this many buffered writes to members in flight.
+const FLUSH_MAX: u32 = 8;
+
+/// The last 1/GUARD_DIVISOR of a member's turn starts no buffered write to it.
+const GUARD_DIVISOR: u64 = 4;
+
 pub struct Raid5 {
+    dnd: Option<Box<Dnd>>,
     n: u32,
     chunk: u64,
     size_bytes: u64,
@@ -127,6 +223,7 @@ impl Raid5 {
         block_bytes: u32,
         tags: u32,
         failed: Option<u32>,
+        dnd: Option<DndSpec>,
     ) -> Result<Raid5, ArrayError> {
         let n = member_sizes_bytes.len();
         if n < 3 {
@@ -165,10 +262,65 @@ impl Raid5 {
             )));
         }
         let rows = smallest / chunk_bytes;
+        let dnd = match dnd {
+            None => None,
+            Some(spec) => {
+                if spec.window_ns == 0 {
+                    return Err(ArrayError::Invalid("--window must be longer than 0".into()));
+                }
+                let granule = block_bytes.max(1);
+                if chunk_bytes / u64::from(granule) > 128 {
+                    return Err(ArrayError::Invalid(format!(
+                        "the D/ND write-back buffer tracks at most 128 blocks per chunk: use --chunk {} or smaller",
+                        128 * u64::from(granule)
+                    )));
+                }
+                let entries = spec.write_back_bytes / (n as u64 * chunk_bytes);
+                if entries == 0 || spec.write_back_bytes > 4 << 30 {
+                    return Err(ArrayError::Invalid(format!(
+                        "--write-back {} bytes: give at least one row ({} bytes: {n} members x the chunk) and at most 4 GiB",
+                        spec.write_back_bytes,
+                        n as u64 * chunk_bytes
+                    )));
+                }
+                let e = entries as usize;
+                Some(Box::new(Dnd {
+                    spec,
+                    guard_sent: false,
+                    now_ns: 0,
+                    owner: 0,
+                    next_switch_ns: 0,
+                    started: false,
+                    entries: (0..e)
+                        .map(|_| Entry {
+                            used: false,
+                            row: 0,
+                            dirty: vec![0; n],
+                            busy: vec![0; n],
+                            version: vec![0; n],
+                        })
+                        .collect(),
+                    free: (0..e as u32).rev().collect(),
+                    granule,
+                    flush_slots: vec![None; FLUSH_MAX as usize],
+                    flushes_out: 0,
+                    window_out: vec![false; n],
+                    buf_waiters: VecDeque::with_capacity(tags as usize),
+                    flush_waiters: VecDeque::with_capacity(tags as usize),
+                    stats: DndStats {
+                        write_back_bytes: entries * n as u64 * chunk_bytes,
+                        window_ns: spec.window_ns,
+                        plm_windows: spec.plm,
+                        ..DndStats::default()
+                    },
+                }))
+            }
+        };
         // A row's phase sends at most: a read with a rebuilt piece, n - 1 rebuild reads and
         // n - 2 other pieces; a write, n - 1 data and the parity; a flush, n.
         let per_tag = 2 * n as u32;
         Ok(Raid5 {
+            dnd,
             n: n as u32,
             chunk: chunk_bytes,
             size_bytes: rows * chunk_bytes * (n as u64 - 1),
@@ -356,6 +508,29 @@ impl Raid5 {
         }
         // Taken out while commands are sent (no allocation), put back below.
         let pieces = std::mem::take(&mut self.reqs[t as usize].pieces);
+        let mut entry = self.entry_of(row);
+        if io.op == VolOp::Write
+            && entry.is_none()
+            && let Some(d) = self.dnd.as_mut()
+        {
+            // A write needs room in the write-back buffer before it reads anything.
+            match d.free.pop() {
+                Some(e) => {
+                    let ent = &mut d.entries[e as usize];
+                    ent.used = true;
+                    ent.row = row;
+                    entry = Some(e);
+                }
+                None => {
+                    d.stats.buffer_waits += 1;
+                    d.buf_waiters.push_back(t);
+                    let q = &mut self.reqs[t as usize];
+                    q.pieces = pieces;
+                    q.phase = Phase::Waiting;
+                    return;
+                }
+            }
+        }
         match io.op {
             VolOp::Read => {
                 self.reqs[t as usize].phase = Phase::Read;
@@ -381,6 +556,14 @@ impl Raid5 {
                             }
                         }
                         self.stats.rebuilt_pieces += 1;
+                    } else if let Some(e) = entry
+                        && self.covered(e, m, p.a, p.b)
+                    {
+                        // Newer in the write-back buffer than on the member: served from it.
+                        self.overlay(e, m, p.a, p.b, Self::client(t, p.client), cx);
+                        if let Some(d) = self.dnd.as_mut() {
+                            d.stats.reads_served_from_buffer += 1;
+                        }
                     } else {
                         self.send(
                             t,
@@ -394,6 +577,11 @@ impl Raid5 {
                     }
                 }
                 self.reqs[t as usize].plan = Plan::Read { rebuild };
+                if self.reqs[t as usize].pending == 0 {
+                    self.reqs[t as usize].pieces = pieces;
+                    self.reads_done(t, cx);
+                    return;
+                }
             }
             VolOp::Write => {
                 let full = pieces.len() as u32 == n - 1
@@ -500,6 +688,27 @@ impl Raid5 {
         let base = row * self.chunk;
         let pslot = |s: &Self, off: u32| s.slot(t, n - 1, off);
         let len = hi - lo;
+        let entry = self.entry_of(row);
+        if let Some(e) = entry {
+            // What was read from members, brought up to date with the buffer's newer bytes.
+            match plan {
+                Plan::Rmw => {
+                    for p in &pieces {
+                        let m = self.data_member(row, p.j);
+                        self.overlay(e, m, p.a, p.b, self.slot(t, p.j, 0), cx);
+                    }
+                    self.overlay(e, p_member, lo, hi, pslot(self, 0), cx);
+                }
+                Plan::Rcw => {
+                    for j in 0..n - 1 {
+                        let m = self.data_member(row, j);
+                        self.overlay(e, m, lo, hi, self.slot(t, j, 0), cx);
+                    }
+                    self.overlay(e, p_member, lo, hi, pslot(self, 0), cx);
+                }
+                _ => {}
+            }
+        }
         match plan {
             Plan::Full => {
                 self.stats.full_rows += 1;
@@ -540,6 +749,57 @@ impl Raid5 {
                 }
             }
             Plan::DataOnly | Plan::Read { .. } => {}
+        }
+        if let Some(e) = entry {
+            // Write-back: the new bytes go into the row's buffer entry and the write is done;
+            // each member gets them in its turn.
+            let mut touched = 0u32;
+            for p in &pieces {
+                let m = self.data_member(row, p.j);
+                cx.data.copy(
+                    self.entry_slot(e, m, p.a),
+                    Self::client(t, p.client),
+                    p.b - p.a,
+                );
+                let mk = self.mask(p.a, p.b);
+                let d = self.dnd.as_mut().expect("D/ND");
+                d.entries[e as usize].dirty[m as usize] |= mk;
+                touched |= 1 << m;
+            }
+            if plan != Plan::DataOnly && failed != Some(p_member) {
+                cx.data
+                    .copy(self.entry_slot(e, p_member, lo), pslot(self, 0), len);
+                let mk = self.mask(lo, hi);
+                let d = self.dnd.as_mut().expect("D/ND");
+                d.entries[e as usize].dirty[p_member as usize] |= mk;
+                touched |= 1 << p_member;
+            }
+            let d = self.dnd.as_mut().expect("D/ND");
+            for m in 0..n {
+                if touched & (1 << m) != 0 {
+                    d.entries[e as usize].version[m as usize] =
+                        d.entries[e as usize].version[m as usize].wrapping_add(1);
+                }
+            }
+            d.stats.buffered_writes += 1;
+            let g = u64::from(d.granule);
+            let occ: u64 = d
+                .entries
+                .iter()
+                .map(|e| {
+                    e.dirty
+                        .iter()
+                        .map(|x| u64::from(x.count_ones()))
+                        .sum::<u64>()
+                        * g
+                })
+                .sum();
+            d.stats.occupancy_bytes = occ;
+            d.stats.occupancy_bytes_max = d.stats.occupancy_bytes_max.max(occ);
+            self.reqs[t as usize].pieces = pieces;
+            self.row_done(t, cx);
+            self.kick(cx);
+            return;
         }
         self.reqs[t as usize].phase = Phase::Write;
         self.reqs[t as usize].pending = 0;
@@ -607,8 +867,9 @@ impl Raid5 {
         let plan = self.reqs[t as usize].plan;
         match plan {
             Plan::Read { rebuild } => {
+                let row = self.reqs[t as usize].row;
+                let entry = self.entry_of(row);
                 if let Some(j) = rebuild {
-                    let row = self.reqs[t as usize].row;
                     let m = self.data_member(row, j);
                     let p = *self.reqs[t as usize]
                         .pieces
@@ -619,7 +880,24 @@ impl Raid5 {
                     cx.data.zero(dst, p.b - p.a);
                     for k in 0..self.n {
                         if k != m {
+                            // What the member holds, with what the buffer has newer for it.
+                            if let Some(e) = entry {
+                                self.overlay(e, k, p.a, p.b, self.slot(t, k, 0), cx);
+                            }
                             cx.data.xor(dst, self.slot(t, k, 0), p.b - p.a);
+                        }
+                    }
+                    if let Some(e) = entry {
+                        self.overlay(e, m, p.a, p.b, dst, cx);
+                    }
+                }
+                if let Some(e) = entry {
+                    // Pieces read from members: the buffer's newer bytes over them.
+                    for i in 0..self.reqs[t as usize].pieces.len() {
+                        let p = self.reqs[t as usize].pieces[i];
+                        if Some(p.j) != rebuild {
+                            let m = self.data_member(row, p.j);
+                            self.overlay(e, m, p.a, p.b, Self::client(t, p.client), cx);
                         }
                     }
                 }
@@ -627,6 +905,324 @@ impl Raid5 {
             }
             _ => self.write_phase(t, cx),
         }
+    }
+
+    /// Ids at and above this are the policy's own: window controls (+ member), then buffer
+    /// writes (+ n + slot).
+    #[inline]
+    fn ctl_base(&self) -> u32 {
+        self.tags * self.per_tag
+    }
+
+    /// The buffered row `row`, if any.
+    fn entry_of(&self, row: u64) -> Option<u32> {
+        let d = self.dnd.as_ref()?;
+        d.entries
+            .iter()
+            .position(|e| e.used && e.row == row)
+            .map(|i| i as u32)
+    }
+
+    /// Entry `e`'s slot for member `m`.
+    #[inline]
+    fn entry_slot(&self, e: u32, m: u32, offset: u32) -> BufRef {
+        BufRef::Scratch {
+            index: (self.tags + e) * self.n + m,
+            offset,
+        }
+    }
+
+    /// The dirty-granule mask of the in-chunk range `a..b`.
+    fn mask(&self, a: u32, b: u32) -> u128 {
+        let g = self.dnd.as_ref().map_or(1, |d| d.granule);
+        let (lo, hi) = (a / g, b.div_ceil(g));
+        if hi <= lo {
+            return 0;
+        }
+        let width = hi - lo;
+        let ones = if width >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << width) - 1
+        };
+        ones << lo
+    }
+
+    /// Copies the buffered (newer) parts of member `m`'s range `a..b` of entry `e` over `dst`,
+    /// which holds that range starting at in-chunk offset `a`.
+    fn overlay(&self, e: u32, m: u32, a: u32, b: u32, dst: BufRef, cx: &mut Cx) {
+        let Some(d) = self.dnd.as_ref() else { return };
+        let g = d.granule;
+        let mut bits = d.entries[e as usize].dirty[m as usize] & self.mask(a, b);
+        // Bounded: one turn per run of dirty granules (at most 64).
+        while bits != 0 {
+            let start = bits.trailing_zeros();
+            let run = (bits >> start).trailing_ones();
+            let (x0, x1) = ((start * g).max(a), ((start + run) * g).min(b));
+            cx.data
+                .copy(offset_by(dst, x0 - a), self.entry_slot(e, m, x0), x1 - x0);
+            bits &= !(if run >= 128 {
+                u128::MAX
+            } else {
+                ((1u128 << run) - 1) << start
+            });
+        }
+    }
+
+    /// Member `m` of the current row in entry `e` is newer than the member over all of `a..b`.
+    fn covered(&self, e: u32, m: u32, a: u32, b: u32) -> bool {
+        let Some(d) = self.dnd.as_ref() else {
+            return false;
+        };
+        let mk = self.mask(a, b);
+        d.entries[e as usize].dirty[m as usize] & mk == mk
+    }
+
+    /// Moves the turn to the member whose window `now` is in; tells the members (PLM) and
+    /// starts the new owner's buffered writes.
+    fn switch_window(&mut self, now_ns: u64, cx: &mut Cx) {
+        let base = self.ctl_base();
+        let n = self.n;
+        let failed = self.failed;
+        let Some(d) = self.dnd.as_mut() else { return };
+        let w = d.spec.window_ns;
+        let owner = ((now_ns / w) % u64::from(n)) as u32;
+        d.next_switch_ns = (now_ns / w + 1) * w;
+        d.guard_sent = false;
+        let old = d.owner;
+        let first = !d.started;
+        d.started = true;
+        if owner != old || first {
+            d.owner = owner;
+            d.stats.window_switches += u64::from(!first);
+            if d.spec.plm {
+                for (m, win) in [
+                    (old, Window::Deterministic),
+                    (owner, Window::NonDeterministic),
+                ] {
+                    if (first || m != owner || win == Window::NonDeterministic)
+                        && Some(m) != failed
+                        && !d.window_out[m as usize]
+                    {
+                        d.window_out[m as usize] = true;
+                        cx.out.cmd(MemberCmd {
+                            id: base + m,
+                            member: m,
+                            op: CmdOp::Control(Control::SetWindow(win)),
+                            offset_bytes: 0,
+                            len_bytes: 0,
+                            buf: BufRef::None,
+                            fua: false,
+                        });
+                    }
+                }
+                if first {
+                    // Everyone else starts deterministic.
+                    for m in 0..n {
+                        if m != owner && m != old && Some(m) != failed && !d.window_out[m as usize]
+                        {
+                            d.window_out[m as usize] = true;
+                            cx.out.cmd(MemberCmd {
+                                id: base + m,
+                                member: m,
+                                op: CmdOp::Control(Control::SetWindow(Window::Deterministic)),
+                                offset_bytes: 0,
+                                len_bytes: 0,
+                                buf: BufRef::None,
+                                fua: false,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        if failed.is_none() {
+            self.avoid = Some(owner);
+        }
+        self.kick(cx);
+    }
+
+    /// Starts buffered writes: to the member whose turn it is (to every member while a FLUSH
+    /// waits), at most [`FLUSH_MAX`] at a time; a failed member's buffered bytes are dropped.
+    fn kick(&mut self, cx: &mut Cx) {
+        let base = self.ctl_base() + self.n;
+        let chunk = self.chunk;
+        let failed = self.failed;
+        let Some(d) = self.dnd.as_mut() else { return };
+        let all = !d.flush_waiters.is_empty();
+        // The last part of a turn writes nothing new, so the member's own buffer has drained
+        // into flash before its deterministic window begins (IODA's guard).
+        let winding_down = d.now_ns + d.spec.window_ns / GUARD_DIVISOR >= d.next_switch_ns;
+        if winding_down && !all {
+            d.stats.guard_skips += 1;
+            self.release_entries(cx);
+            return;
+        }
+        let g = d.granule;
+        for e in 0..d.entries.len() {
+            if d.flushes_out >= FLUSH_MAX {
+                break;
+            }
+            if !d.entries[e].used {
+                continue;
+            }
+            for m in 0..self.n {
+                if !all && m != d.owner {
+                    continue;
+                }
+                let ent = &mut d.entries[e];
+                if Some(m) == failed {
+                    ent.dirty[m as usize] = 0;
+                    continue;
+                }
+                // Bounded: each turn takes one run of granules or stops.
+                while d.flushes_out < FLUSH_MAX {
+                    let ent = &mut d.entries[e];
+                    let bits = ent.dirty[m as usize] & !ent.busy[m as usize];
+                    if bits == 0 {
+                        break;
+                    }
+                    let start = bits.trailing_zeros();
+                    let run = (bits >> start).trailing_ones();
+                    let mask = if run >= 128 {
+                        u128::MAX
+                    } else {
+                        ((1u128 << run) - 1) << start
+                    };
+                    ent.busy[m as usize] |= mask;
+                    let slot = d
+                        .flush_slots
+                        .iter()
+                        .position(Option::is_none)
+                        .expect("a free flush slot");
+                    d.flush_slots[slot] = Some(FlushCmd {
+                        entry: e as u32,
+                        member: m,
+                        version: ent.version[m as usize],
+                        mask,
+                    });
+                    d.flushes_out += 1;
+                    d.stats.flush_writes += 1;
+                    let row = ent.row;
+                    cx.out.cmd(MemberCmd {
+                        id: base + slot as u32,
+                        member: m,
+                        op: CmdOp::Write,
+                        offset_bytes: row * chunk + u64::from(start * g),
+                        len_bytes: run * g,
+                        buf: BufRef::Scratch {
+                            index: (self.tags + e as u32) * self.n + m,
+                            offset: start * g,
+                        },
+                        fua: false,
+                    });
+                }
+            }
+        }
+        self.release_entries(cx);
+    }
+
+    /// Frees entries with nothing left to write; lets writes waiting for room and FLUSHes
+    /// waiting for an empty buffer go on.
+    fn release_entries(&mut self, cx: &mut Cx) {
+        let Some(d) = self.dnd.as_mut() else { return };
+        let mut freed = false;
+        for (i, e) in d.entries.iter_mut().enumerate() {
+            if e.used && e.dirty.iter().all(|&x| x == 0) && e.busy.iter().all(|&x| x == 0) {
+                e.used = false;
+                d.free.push(i as u32);
+                freed = true;
+            }
+        }
+        let g = u64::from(d.granule);
+        d.stats.occupancy_bytes = d
+            .entries
+            .iter()
+            .map(|e| {
+                e.dirty
+                    .iter()
+                    .map(|x| u64::from(x.count_ones()))
+                    .sum::<u64>()
+                    * g
+            })
+            .sum();
+        if freed {
+            for _ in 0..d.buf_waiters.len() {
+                let Some(t) = self.dnd.as_mut().and_then(|d| d.buf_waiters.pop_front()) else {
+                    break;
+                };
+                self.start_row(t, cx);
+            }
+        }
+        let empty = self
+            .dnd
+            .as_ref()
+            .is_some_and(|d| d.entries.iter().all(|e| !e.used));
+        if empty {
+            // Bounded by the tags (each FLUSH waits once).
+            while let Some(t) = self.dnd.as_mut().and_then(|d| d.flush_waiters.pop_front()) {
+                self.send_flushes(t, cx);
+            }
+        }
+    }
+
+    /// A FLUSH's member flushes (after the buffer is empty, with D/ND).
+    fn send_flushes(&mut self, t: u32, cx: &mut Cx) {
+        let q = &mut self.reqs[t as usize];
+        q.pending = 0;
+        q.phase = Phase::Flush;
+        for m in 0..self.n {
+            if Some(m) != self.failed {
+                self.send(t, m, CmdOp::Flush, 0, 0, BufRef::None, cx);
+            }
+        }
+        if self.reqs[t as usize].pending == 0 {
+            self.reqs[t as usize].phase = Phase::Idle;
+            cx.out.done(t, IoResult::Ok);
+        }
+    }
+
+    /// A policy command completed: a window control or a buffered write.
+    fn ctl_done(&mut self, done: CmdDone, cx: &mut Cx) {
+        let base = self.ctl_base();
+        let k = done.id - base;
+        if k < self.n {
+            let d = self.dnd.as_mut().expect("window control without D/ND");
+            d.window_out[k as usize] = false;
+            if done.result != CmdResult::Ok {
+                // Devices without PLM (zram, most SSDs): the turns still schedule I/O.
+                d.stats.window_controls_unsupported += 1;
+            }
+            return;
+        }
+        let slot = (k - self.n) as usize;
+        let f = {
+            let d = self.dnd.as_mut().expect("buffer write without D/ND");
+            let f = d.flush_slots[slot]
+                .take()
+                .expect("completion of a buffer write not in flight");
+            d.flushes_out -= 1;
+            f
+        };
+        let row = self
+            .dnd
+            .as_ref()
+            .map(|d| d.entries[f.entry as usize].row)
+            .unwrap_or(0);
+        let locked = self.row_locked(u32::MAX, row);
+        let ok = done.result == CmdResult::Ok;
+        if !ok {
+            self.fail_member(f.member);
+        }
+        let d = self.dnd.as_mut().expect("D/ND");
+        let e = &mut d.entries[f.entry as usize];
+        e.busy[f.member as usize] &= !f.mask;
+        // Clean only if nothing newer came meanwhile and no request is reading the row (a read
+        // issued before this write landed relies on the buffer for these bytes).
+        if ok && e.version[f.member as usize] == f.version && !locked {
+            e.dirty[f.member as usize] &= !f.mask;
+        }
+        self.kick(cx);
     }
 
     fn fail_member(&mut self, m: u32) -> bool {
@@ -658,17 +1254,64 @@ impl Volume for Raid5 {
         self.block_bytes
     }
     fn scratch(&self) -> (u32, u32) {
-        (self.tags * self.n, self.chunk as u32)
+        let entries = self.dnd.as_ref().map_or(0, |d| d.entries.len() as u32);
+        ((self.tags + entries) * self.n, self.chunk as u32)
     }
     fn cmds_max(&self) -> u32 {
-        self.tags * self.per_tag
+        self.ctl_base() + self.n + FLUSH_MAX
     }
     fn outputs_max(&self) -> usize {
-        // A call may finish one row, start the next, and let every waiter start its row.
+        // A call may finish one row, start the next, and let every waiter start its row (or
+        // its flush), switch windows and start the buffer's writes.
         (self.tags as usize + 1) * (self.per_tag as usize + 1)
+            + (self.tags * self.n) as usize
+            + 2 * self.n as usize
+            + FLUSH_MAX as usize
+    }
+    fn next_timer_ns(&self) -> Option<u64> {
+        self.dnd.as_ref().filter(|d| d.started).map(|d| {
+            if d.spec.plm && !d.guard_sent {
+                d.next_switch_ns - d.spec.window_ns / GUARD_DIVISOR
+            } else {
+                d.next_switch_ns
+            }
+        })
+    }
+    fn on_timer(&mut self, now_ns: u64, cx: &mut Cx) {
+        let base = self.ctl_base();
+        let failed = self.failed;
+        if let Some(d) = self.dnd.as_mut() {
+            d.now_ns = now_ns;
+            if d.spec.plm && !d.guard_sent && now_ns < d.next_switch_ns {
+                // The guard: the owner's garbage collection stops before reads come back to
+                // it, so none spills into its deterministic window (IODA's guard time).
+                d.guard_sent = true;
+                let m = d.owner;
+                if Some(m) != failed && !d.window_out[m as usize] {
+                    d.window_out[m as usize] = true;
+                    cx.out.cmd(MemberCmd {
+                        id: base + m,
+                        member: m,
+                        op: CmdOp::Control(Control::SetWindow(Window::Deterministic)),
+                        offset_bytes: 0,
+                        len_bytes: 0,
+                        buf: BufRef::None,
+                        fua: false,
+                    });
+                }
+                return;
+            }
+        }
+        self.switch_window(now_ns, cx);
     }
 
-    fn submit(&mut self, _now_ns: u64, io: VolIo, cx: &mut Cx) {
+    fn submit(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx) {
+        if let Some(d) = self.dnd.as_mut() {
+            d.now_ns = now_ns;
+        }
+        if self.dnd.as_ref().is_some_and(|d| !d.started) {
+            self.switch_window(now_ns, cx);
+        }
         let t = io.tag;
         assert!(t < self.tags, "tag {t} beyond {}", self.tags);
         assert!(
@@ -686,6 +1329,16 @@ impl Volume for Raid5 {
                 q.result = IoResult::Ok;
                 q.pending = 0;
                 q.phase = Phase::Flush;
+                if let Some(d) = self.dnd.as_mut()
+                    && d.entries.iter().any(|e| e.used)
+                {
+                    // Durable means on the members: every member writes out the buffer now,
+                    // whatever its turn, and then the members flush.
+                    q.phase = Phase::Waiting;
+                    d.flush_waiters.push_back(t);
+                    self.kick(cx);
+                    return;
+                }
                 for m in 0..self.n {
                     if Some(m) != self.failed {
                         self.send(t, m, CmdOp::Flush, 0, 0, BufRef::None, cx);
@@ -710,7 +1363,14 @@ impl Volume for Raid5 {
         self.start_row(t, cx);
     }
 
-    fn member_done(&mut self, _now_ns: u64, done: CmdDone, cx: &mut Cx) {
+    fn member_done(&mut self, now_ns: u64, done: CmdDone, cx: &mut Cx) {
+        if let Some(d) = self.dnd.as_mut() {
+            d.now_ns = now_ns;
+        }
+        if done.id >= self.ctl_base() {
+            self.ctl_done(done, cx);
+            return;
+        }
         let t = done.id / self.per_tag;
         let m = self.cmd_member[done.id as usize];
         let phase = self.reqs[t as usize].phase;
@@ -748,6 +1408,10 @@ impl Volume for Raid5 {
         }
     }
 
+    fn write_back(&self) -> bool {
+        self.dnd.is_some()
+    }
+
     fn stats(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(&self.stats).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {
@@ -763,6 +1427,16 @@ impl Volume for Raid5 {
                 0.0
             };
             o.insert("read_fan_out".into(), fan_out.into());
+            if let Some(d) = &self.dnd {
+                o.insert(
+                    "policy".into(),
+                    (if d.spec.plm { "dnd" } else { "sched" }).into(),
+                );
+                o.insert(
+                    "dnd".into(),
+                    serde_json::to_value(&d.stats).unwrap_or_default(),
+                );
+            }
         }
         v
     }

@@ -10,7 +10,7 @@ use crate::FlashError;
 
 /// The presets shipped with nines, embedded at build time. Each file documents where its
 /// numbers come from.
-pub const PRESETS: [(&str, &str); 5] = [
+pub const PRESETS: [(&str, &str); 6] = [
     ("afa-m2-2018", include_str!("../presets/afa-m2-2018.toml")),
     ("intel-750", include_str!("../presets/intel-750.toml")),
     ("z-ssd", include_str!("../presets/z-ssd.toml")),
@@ -22,6 +22,7 @@ pub const PRESETS: [(&str, &str); 5] = [
         "ttflash-fast17",
         include_str!("../presets/ttflash-fast17.toml"),
     ),
+    ("p4600", include_str!("../presets/p4600.toml")),
 ];
 
 /// The names of the shipped presets, in a stable order.

@@ -102,6 +102,8 @@ struct Worker {
     /// The engine performs each I/O inside its submit call (psync): no separate slat.
     sync_engine: bool,
     inflight_cmds: u32,
+    /// End-of-run FLUSHes of write-back volumes still out.
+    final_flushes: u32,
     verify_seed: Option<u64>,
     start_ns: u64,
     record: [u8; RECORD_BYTES],
@@ -421,6 +423,7 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         record_from_ns: timing.ramp_end_ns(),
         sync_engine: !plan.engine.is_async(),
         inflight_cmds: 0,
+        final_flushes: 0,
         verify_seed: plan.verify_seed,
         start_ns,
         record: [0u8; RECORD_BYTES],
@@ -550,7 +553,79 @@ impl Worker {
             }
             self.handle_seen(plan)?;
         }
+        self.final_flush(plan)?;
         Ok(interval_misses)
+    }
+
+    /// Volumes that hold acknowledged writes in a buffer of their own (a D/ND write-back
+    /// buffer) are flushed before the worker ends, so the run leaves every write it completed
+    /// on the members: a FLUSH through each (tag 0: the controller's slots are all free now),
+    /// driven to completion with its timers. Bounded by a minute.
+    fn final_flush(&mut self, plan: &mut WorkerPlan) -> Result<(), DriverError> {
+        let vols: Vec<usize> = (0..self.vols.len())
+            .filter(|&v| self.vols[v].host.volume().write_back())
+            .collect();
+        if vols.is_empty() {
+            return Ok(());
+        }
+        self.final_flushes = vols.len() as u32;
+        for &v in &vols {
+            let now = self.vtime(clock::now_ns());
+            let vol = &mut self.vols[v];
+            let mut data = PtrData {
+                client: &self.client,
+                scratch: &vol.scratch_ptrs,
+            };
+            let io = VolIo {
+                tag: 0,
+                op: nines_array::VolOp::Flush,
+                offset_bytes: 0,
+                len_bytes: 0,
+                fua: false,
+            };
+            vol.host.submit(now, io, &mut data);
+            self.drain(v, now, plan)?;
+            self.handle_seen(plan)?;
+        }
+        let deadline = clock::now_ns() + 60_000_000_000;
+        while self.final_flushes > 0 {
+            let now = clock::now_ns();
+            if now > deadline {
+                return Err(DriverError::Panic(
+                    "a volume's write-back buffer did not drain within a minute at the end of the run".into(),
+                ));
+            }
+            for v in 0..self.vols.len() {
+                if self.vols[v].host.next_timer_ns().is_some_and(|t| t <= now) {
+                    let vt = self.vtime(now);
+                    let vol = &mut self.vols[v];
+                    let mut data = PtrData {
+                        client: &self.client,
+                        scratch: &vol.scratch_ptrs,
+                    };
+                    vol.host.on_timer(vt, &mut data);
+                    self.drain(v, vt, plan)?;
+                    self.handle_seen(plan)?;
+                }
+            }
+            if self.inflight_cmds == 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let n = self
+                .engine
+                .reap(0, &mut self.completions)
+                .map_err(|source| DriverError::Engine {
+                    device: self.vols[0].name.clone(),
+                    error: source,
+                })?;
+            let t = clock::now_ns();
+            for i in 0..n {
+                self.seen.push_back((self.completions[i], t));
+            }
+            self.handle_seen(plan)?;
+        }
+        Ok(())
     }
 
     /// Hands every seen completion to its volume, in the order seen, with the time it was seen;
@@ -685,6 +760,18 @@ impl Worker {
             self.drain_one(v, now)?;
         }
         while let Some((v, tag, result)) = self.vol_done.pop_front() {
+            if self.final_flushes > 0 {
+                // The end-of-run FLUSH (see `final_flush`): no controller slot behind it.
+                if let IoResult::Err(errno) = result {
+                    return Err(DriverError::Panic(format!(
+                        "{}: flushing its write-back buffer at the end of the run failed (errno {errno})",
+                        self.vols[v].name
+                    )));
+                }
+                let _ = tag;
+                self.final_flushes -= 1;
+                continue;
+            }
             self.finish_io(v, tag, result, now, plan)?;
         }
         Ok(())

@@ -1004,3 +1004,38 @@ fn zram_thinktime_plan_host_interrupts_and_fio_percentiles() {
     let err = fails(&["profile", "--quiet", "--plan", s(&plan), s(&f)]);
     assert!(err.contains("no CPU for"), "{err}");
 }
+
+/// An output that is not a regular file (a FIFO here; /dev/null, /dev/stdout) is written in
+/// place: renaming a temporary file over it would replace the device node or pipe.
+#[test]
+fn json_to_a_fifo_is_written_in_place() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = disk_dir();
+    let target = make_file(dir.path(), "t", 1 << 20);
+    let fifo = dir.path().join("out.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    ok(&[
+        "profile",
+        "--quiet",
+        "--ios",
+        "20",
+        "--json",
+        s(&fifo),
+        s(&target),
+    ]);
+    let json = reader.join().unwrap();
+    assert!(
+        json.trim_start().starts_with('{') && json.contains("\"devices\""),
+        "{json}"
+    );
+    assert!(
+        std::fs::metadata(&fifo).unwrap().file_type().is_fifo(),
+        "the FIFO was replaced"
+    );
+}

@@ -145,6 +145,25 @@ impl PendingOutput {
                 path.display()
             );
         }
+        // Not a regular file (/dev/null, /dev/stdout, a FIFO, a terminal): written in place. A
+        // rename would replace the device node or pipe with a regular file.
+        if let Ok(md) = std::fs::metadata(path)
+            && !md.is_file()
+        {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .with_context(|| format!("{option} {}: cannot open", path.display()))?;
+            return Ok((
+                PendingOutput {
+                    option,
+                    path: path.to_path_buf(),
+                    tmp: PathBuf::new(),
+                    committed: true,
+                },
+                file,
+            ));
+        }
         if !dir.is_dir() {
             bail!(
                 "{option} {}: directory {} does not exist; create it first",
@@ -176,6 +195,10 @@ impl PendingOutput {
     }
 
     fn commit(mut self) -> Result<()> {
+        if self.committed {
+            // Written in place (not a regular file).
+            return Ok(());
+        }
         std::fs::rename(&self.tmp, &self.path).with_context(|| {
             format!(
                 "{} {}: cannot move the output into place",

@@ -139,6 +139,18 @@ pub struct VolumeArgs {
     /// read or written, and its data is rebuilt from the others.
     #[arg(long, value_name = "MEMBER")]
     pub failed: Option<u32>,
+    /// raid5 policy: none; sched (members take turns: the member whose turn it is takes the
+    /// writes, held meanwhile in a write-back buffer, and reads avoid it, rebuilt from the
+    /// others); dnd (sched, and each member's turn is its NVMe PLM non-deterministic window:
+    /// garbage collection only then).
+    #[arg(long, default_value = "none", value_parser = ["none", "sched", "dnd"])]
+    pub policy: String,
+    /// raid5 sched/dnd: the length of each member's turn.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub window: u64,
+    /// raid5 sched/dnd: the write-back buffer (memory) holding writes until their member's turn.
+    #[arg(long, default_value = "64m", value_parser = parse_size)]
+    pub write_back: u64,
     #[command(flatten)]
     pub shaping: ShapingArgs,
 }
@@ -148,6 +160,9 @@ impl VolumeArgs {
     pub fn check(&self) -> anyhow::Result<()> {
         if self.failed.is_some() && self.layout != "raid5" {
             anyhow::bail!("--failed applies to --layout raid5 only");
+        }
+        if self.policy != "none" && self.layout != "raid5" {
+            anyhow::bail!("--policy {} applies to --layout raid5 only", self.policy);
         }
         Ok(())
     }
@@ -160,6 +175,11 @@ impl VolumeArgs {
             "raid5" => LayoutSpec::Raid5 {
                 chunk_bytes: self.chunk,
                 failed: self.failed,
+                dnd: (self.policy != "none").then(|| nines_array::DndSpec {
+                    window_ns: self.window,
+                    write_back_bytes: self.write_back,
+                    plm: self.policy == "dnd",
+                }),
             },
             _ => LayoutSpec::Independent,
         };
