@@ -1148,6 +1148,95 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
         }
     }
     page.table(&header, &rows);
+    // Array volumes: each member's command latencies and the policy's counters.
+    for d in &r.devices {
+        let Some(v) = &d.volume else { continue };
+        page.h2(&format!(
+            "Volume {}: {} of {} members",
+            d.name,
+            v.layout,
+            v.members.len()
+        ));
+        let mut header: Vec<String> = ["member", "path", "op", "commands", "errors", "mean", "p50"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        if let Some(t) = top {
+            header.push(format!("p{}", format_percentile(t)));
+        }
+        header.push("max".into());
+        let mut rows = Vec::new();
+        for m in &v.members {
+            for (op, st) in [(Op::Read, &m.read), (Op::Write, &m.write)] {
+                let Some(st) = st.as_ref().filter(|s| s.ios > 0) else {
+                    continue;
+                };
+                let mut row = vec![
+                    m.name.clone(),
+                    m.path.clone().unwrap_or_default(),
+                    op.name().into(),
+                    m.commands.to_string(),
+                    m.errors.to_string(),
+                    format_ns(st.lat_ns.mean_ns),
+                    format_ns(st.lat_ns.percentiles.at(50.0).unwrap_or(0) as f64),
+                ];
+                if let Some(t) = top {
+                    row.push(format_ns(st.lat_ns.percentiles.at(t).unwrap_or(0) as f64));
+                }
+                row.push(format_ns(st.lat_ns.max_ns as f64));
+                rows.push(row);
+            }
+        }
+        page.table(&header, &rows);
+        let counters = crate::html::flatten_json(&v.stats);
+        if !counters.is_empty() {
+            page.table(
+                &["policy counter".into(), "value".into()],
+                &counters
+                    .into_iter()
+                    .map(|(k, v)| vec![k, v])
+                    .collect::<Vec<_>>(),
+            );
+        }
+    }
+    // A merged run (`nines merge`): each source run's own distribution beside the fleet's.
+    if !r.sources.is_empty() {
+        page.h2("Runs merged (per host)");
+        let mut header: Vec<String> = [
+            "run", "host", "kind", "devices", "op", "I/Os", "IOPS", "p50",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if let Some(t) = top {
+            header.push(format!("p{}", format_percentile(t)));
+        }
+        header.push("max".into());
+        let mut rows = Vec::new();
+        for src in &r.sources {
+            for (op, st) in [(Op::Read, &src.read), (Op::Write, &src.write)] {
+                if st.ios == 0 {
+                    continue;
+                }
+                let mut row = vec![
+                    src.label.clone(),
+                    src.host.clone().unwrap_or_default(),
+                    format!("{:?}", src.kind).to_lowercase(),
+                    src.devices.len().to_string(),
+                    op.name().into(),
+                    st.ios.to_string(),
+                    format_plain(st.iops),
+                    format_ns(st.lat_ns.percentiles.at(50.0).unwrap_or(0) as f64),
+                ];
+                if let Some(t) = top {
+                    row.push(format_ns(st.lat_ns.percentiles.at(t).unwrap_or(0) as f64));
+                }
+                row.push(format_ns(st.lat_ns.max_ns as f64));
+                rows.push(row);
+            }
+        }
+        page.table(&header, &rows);
+    }
     if let Some(spikes) = inp
         .lat
         .as_ref()

@@ -160,6 +160,11 @@ fn merged_runs_equal_their_samples_put_together() {
     );
     let html = d.join("merged.html");
     assert_success(&run(&["report", s(&merged), "-o", s(&html)]));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("Runs merged (per host)") && page.contains("<td>h2</td>"),
+        "the page shows each run's own distribution"
+    );
 }
 
 #[test]

@@ -336,6 +336,23 @@ fn raid5_over_zram_keeps_parity_and_rebuilds_a_lost_member() {
         st["dnd"]["window_controls_unsupported"].as_u64().unwrap() > 0,
         "zram has no PLM: {st}"
     );
+    // The HTML report shows the volume's members and the policy's counters.
+    let html_dir = tempfile::tempdir().unwrap();
+    let html = html_dir.path().join("raid5.html");
+    ok(
+        nines(&[
+            "report",
+            json.path().to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+        ]),
+        "report of a raid5 run",
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("Volume raid5(") && page.contains("rebuilt_pieces"),
+        "volume section"
+    );
     run(
         &["--rw", "read", "--bs", "64k", "--ios", "512", "--verify"],
         "raid5 read after dnd",
