@@ -63,6 +63,7 @@ fn merged_runs_equal_their_samples_put_together() {
     for (name, extra) in &runs {
         let json = d.join(format!("{name}.json"));
         let lat = d.join(format!("{name}.lat"));
+        let hlog = d.join(format!("{name}.hlog"));
         let mut args = vec![
             "sim",
             "--quiet",
@@ -72,6 +73,10 @@ fn merged_runs_equal_their_samples_put_together() {
             s(&json),
             "--lat-log",
             s(&lat),
+            "--hdr-log",
+            s(&hlog),
+            "--hdr-interval",
+            "50ms",
         ];
         args.extend(extra.iter().copied());
         assert_success(&run(&args));
@@ -144,6 +149,21 @@ fn merged_runs_equal_their_samples_put_together() {
     // Rates add up over hosts that ran at the same time.
     let iops = h1.aggregate.read.iops + h2.aggregate.read.iops;
     assert!((m.aggregate.read.iops - iops).abs() < 1e-6);
+    // The interval logs are merged too: every interval of both runs, under the merged names.
+    assert_eq!(m.config.hdr_log.as_deref(), Some("merged.hlog"));
+    let series =
+        nines_report::intervals::parse_interval_log(&std::fs::read(d.join("merged.hlog")).unwrap())
+            .unwrap();
+    let logged: u64 = series.iter().flat_map(|s| &s.points).map(|p| p.ios).sum();
+    assert_eq!(
+        logged,
+        all.len() as u64,
+        "every measured I/O in the merged interval log"
+    );
+    assert!(
+        series.iter().any(|s| s.device.starts_with("h2:")),
+        "tags carry the run"
+    );
     // A merged report merges again, and `nines report` reads it.
     let again = d.join("again.json");
     assert_success(&run(&[

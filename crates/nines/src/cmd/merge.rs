@@ -60,7 +60,47 @@ pub fn run(args: Args) -> Result<()> {
         .iter()
         .map(|p| read_run(p))
         .collect::<Result<Vec<_>>>()?;
-    let merged = merge(inputs)?;
+    let logs: Vec<Option<PathBuf>> = inputs
+        .iter()
+        .zip(&args.runs)
+        .map(|(i, path)| {
+            i.report.config.hdr_log.as_ref().map(|l| {
+                let l = PathBuf::from(l);
+                if l.is_absolute() {
+                    l
+                } else {
+                    path.parent().unwrap_or(std::path::Path::new(".")).join(l)
+                }
+            })
+        })
+        .collect();
+    let sources: Vec<(Option<u64>, Vec<(String, String)>)> = inputs
+        .iter()
+        .map(|i| {
+            let names = i
+                .report
+                .devices
+                .iter()
+                .flat_map(|d| {
+                    nines_core::op::Op::ALL
+                        .into_iter()
+                        .map(move |op| (nines_core::stats::hdr_tag(&d.name, op), d.name.clone()))
+                })
+                .collect();
+            (i.report.config.start_unix_ns, names)
+        })
+        .collect();
+    let mut merged = merge(inputs)?;
+    if logs.iter().any(Option::is_some) {
+        let log_path = args.output.with_extension("hlog");
+        merge_interval_logs(&merged, &logs, &sources, &log_path)?;
+        merged.config.hdr_log = Some(
+            log_path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        );
+    }
     // Written whole under a temporary name and renamed: a failed merge leaves no half file.
     let tmp = args.output.with_extension("json.tmp");
     let mut f = std::fs::File::create(&tmp)
@@ -79,5 +119,82 @@ pub fn run(args: Args) -> Result<()> {
             args.output.display()
         );
     }
+    Ok(())
+}
+
+/// The sources' interval logs (`--hdr-log`) as one log beside the merged report: every interval
+/// kept, tagged with its merged device name (`label:device.read`), its start moved by its run's
+/// start relative to the earliest run (0 for simulated runs, whose time is virtual). Sources
+/// without a log are left out (said in the report's warnings).
+fn merge_interval_logs(
+    merged: &Report,
+    logs: &[Option<PathBuf>],
+    sources: &[(Option<u64>, Vec<(String, String)>)],
+    out: &std::path::Path,
+) -> Result<()> {
+    use hdrhistogram::serialization::V2DeflateSerializer;
+    use hdrhistogram::serialization::interval_log::{
+        IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
+    };
+    let base = merged.config.start_unix_ns.unwrap_or(0);
+    let mut text = Vec::new();
+    let mut serializer = V2DeflateSerializer::new();
+    let start = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(base);
+    {
+        let mut w = IntervalLogWriterBuilder::new()
+            .add_comment(&format!("nines merge of {} runs", merged.sources.len()))
+            .add_comment(&nines_core::hdrlog::FORMAT_VERSION_LINE[1..])
+            .with_start_time(start)
+            .with_base_time(start)
+            .with_max_value_divisor(nines_core::hdrlog::MAX_VALUE_DIVISOR)
+            .begin_log_with(&mut text, &mut serializer)?;
+        for ((src, log), (start_ns, names)) in merged.sources.iter().zip(logs).zip(sources) {
+            let Some(log) = log else { continue };
+            let bytes = std::fs::read(log).with_context(|| {
+                format!(
+                    "{}: its interval log {} cannot be read",
+                    src.file,
+                    log.display()
+                )
+            })?;
+            let shift = start_ns.map_or(0, |s| s.saturating_sub(base));
+            for (i, entry) in IntervalLogIterator::new(&bytes).enumerate() {
+                let entry = entry.map_err(|e| {
+                    anyhow::anyhow!(
+                        "{}: line {} is not an interval: {e:?}",
+                        log.display(),
+                        i + 1
+                    )
+                })?;
+                let LogEntry::Interval(h) = entry else {
+                    continue;
+                };
+                let tag = h.tag().map(|t| t.as_str().to_string()).unwrap_or_default();
+                let (dev, op) = match tag.rsplit_once('.') {
+                    Some((d, "write")) => (d.to_string(), nines_core::op::Op::Write),
+                    Some((d, "read")) => (d.to_string(), nines_core::op::Op::Read),
+                    _ => (tag.clone(), nines_core::op::Op::Read),
+                };
+                let name = names
+                    .iter()
+                    .find(|(t, _)| *t == tag)
+                    .map(|(_, n)| n.clone())
+                    .unwrap_or(dev);
+                let new_tag = nines_core::stats::hdr_tag(&format!("{}:{name}", src.label), op);
+                let hist = nines_core::hdrlog::decode_histogram(h.encoded_histogram())
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", log.display()))?;
+                w.write_histogram(
+                    &hist,
+                    h.start_timestamp() + std::time::Duration::from_nanos(shift),
+                    h.duration(),
+                    Tag::new(&new_tag),
+                )
+                .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
+            }
+        }
+    }
+    let tmp = out.with_extension("hlog.tmp");
+    std::fs::write(&tmp, &text).with_context(|| format!("{}: cannot write", tmp.display()))?;
+    std::fs::rename(&tmp, out).with_context(|| format!("{}: cannot write", out.display()))?;
     Ok(())
 }
