@@ -74,7 +74,7 @@ pub fn run(args: Args) -> Result<()> {
             })
         })
         .collect();
-    let sources: Vec<(Option<u64>, Vec<(String, String)>)> = inputs
+    let sources: Vec<RunTags> = inputs
         .iter()
         .map(|i| {
             let names = i
@@ -122,6 +122,9 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// A run's start time and its interval-log tags with the device each names.
+type RunTags = (Option<u64>, Vec<(String, String)>);
+
 /// The sources' interval logs (`--hdr-log`) as one log beside the merged report: every interval
 /// kept, tagged with its merged device name (`label:device.read`), its start moved by its run's
 /// start relative to the earliest run (0 for simulated runs, whose time is virtual). Sources
@@ -129,7 +132,7 @@ pub fn run(args: Args) -> Result<()> {
 fn merge_interval_logs(
     merged: &Report,
     logs: &[Option<PathBuf>],
-    sources: &[(Option<u64>, Vec<(String, String)>)],
+    sources: &[RunTags],
     out: &std::path::Path,
 ) -> Result<()> {
     use hdrhistogram::serialization::V2DeflateSerializer;
