@@ -310,6 +310,12 @@ impl Loop<'_, '_> {
                 }
                 VOL_TIMER => {
                     let v = e.a as usize;
+                    // A timer superseded by an earlier one stays in the queue: when it comes
+                    // up, the volume's pending timer is another, so it is dropped (else every
+                    // superseded timer would schedule one more, and they would pile up).
+                    if self.vols[v].timer_at_ns != now {
+                        continue;
+                    }
                     self.vols[v].timer_at_ns = u64::MAX;
                     if self.vols[v].host.next_timer_ns().is_some_and(|t| t <= now) {
                         self.vols[v].host.on_timer(now, &mut NoData);
