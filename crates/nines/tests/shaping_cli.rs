@@ -535,3 +535,28 @@ fn zram_buffer_in_front_of_raid0_stores_and_returns_the_verified_pattern() {
         &targets,
     );
 }
+
+#[test]
+fn sim_throttle_in_front_of_a_paced_buffer_costs_a_few_events_per_io() {
+    // The throttle's timer and the buffer's flush pacing move the volume's next timer earlier
+    // and later; superseded timer events must not pile up in the event queue (they did: 20
+    // million events for 10 thousand I/Os).
+    let dir = disk_dir();
+    let json = dir.path().join("e.json");
+    let args = "sim --quiet --device null:4g --rw randrw --bs 128k --iodepth 8 --runtime 5s \
+                --throttle 32m --buffer z-ssd --buffer-size 256m --buffer-bucket 8m \
+                --flush-rate 40m --json";
+    let mut a: Vec<&str> = args.split_whitespace().collect();
+    a.push(s(&json));
+    ok(nines(&a), "sim --throttle --buffer");
+    let r = report(&json);
+    let events = r.config.extra["events"].as_u64().unwrap();
+    let ios = r.devices[0].write.ios + r.devices[0].read.ios;
+    let runs = stats(&r)["buffer"]["flush_runs"].as_u64().unwrap();
+    assert!(runs > 0 && ios > 1000, "{ios} I/Os, {runs} flush runs");
+    // Per I/O: its commands and completion; per flush run: a read, a write, a timer.
+    assert!(
+        events <= 4 * ios + 4 * runs + 1000,
+        "{events} events for {ios} I/Os and {runs} flush runs"
+    );
+}
