@@ -560,3 +560,49 @@ fn sim_throttle_in_front_of_a_paced_buffer_costs_a_few_events_per_io() {
         "{events} events for {ios} I/Os and {runs} flush runs"
     );
 }
+
+#[test]
+fn sim_buffer_cuts_the_nand_write_amplification_of_mixed_lifetime_streams() {
+    // bench/paper004-shaping.sh (c), 1800 s: streams of 1x, 7x and 17x velocity and a random
+    // one, without and with the buffer (measured: WAF 3.57 -> 2.09, read p99.99 6.95 -> 4.24 ms).
+    let dir = disk_dir();
+    let run = |name: &str, buffer: &[&str]| -> (f64, u64) {
+        let json = dir.path().join(name);
+        let mut a: Vec<&str> = "sim --quiet --runtime 1800s --ramp 0s --precondition fill \
+            --job seq1:rw=write,bs=128k,iodepth=4,rate-iops=4,offset=0,size=5g \
+            --job seq2:rw=write,bs=128k,iodepth=4,rate-iops=28,offset=5g,size=5g \
+            --job seq3:rw=write,bs=128k,iodepth=4,rate-iops=68,offset=10g,size=5g \
+            --job rand:rw=randwrite,bs=4k,iodepth=16,rate-iops=128,offset=15g,size=1g \
+            --job reads:rw=randread,bs=4k,iodepth=16,rate-iops=5000 --json"
+            .split_whitespace()
+            .collect();
+        a.push(s(&json));
+        a.extend(buffer);
+        ok(nines(&a), name);
+        let r = report(&json);
+        let d = &r.devices[0];
+        let nand = match &d.volume {
+            Some(v) => v.members[0].internals.clone().unwrap(),
+            None => d.internals.clone().unwrap(),
+        };
+        let reads = r.jobs.iter().find(|j| j.name == "reads").unwrap();
+        let p9999 = reads.read.lat_ns.percentiles.get("99.99").unwrap();
+        (nand["write_amplification"].as_f64().unwrap(), p9999)
+    };
+    let (waf_base, p_base) = run("base.json", &[]);
+    let buffer = [
+        "--buffer",
+        "z-ssd",
+        "--buffer-size",
+        "4g",
+        "--flush-rate",
+        "14m",
+    ];
+    let (waf_buf, p_buf) = run("buffer.json", &buffer);
+    assert!(
+        waf_base > 3.0,
+        "the mixed streams amplify writes: {waf_base}"
+    );
+    assert!(waf_buf < 0.65 * waf_base, "{waf_base} -> {waf_buf}");
+    assert!(p_buf < p_base, "read p99.99 {p_base} -> {p_buf} ns");
+}
