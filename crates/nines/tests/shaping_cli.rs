@@ -14,10 +14,10 @@ fn report(path: &Path) -> Report {
     Report::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// Runs `nines profile --quiet ARGS SHAPING TARGETS` and expects success.
-fn profile_ok(what: &str, args: &[&str], shaping: &[&str], targets: &[&str]) {
+/// Runs `nines profile --quiet ARGS SHAPING TARGETS` (ARGS split at spaces) and expects success.
+fn profile_ok(what: &str, args: &str, shaping: &[&str], targets: &[&str]) {
     let mut a = vec!["profile", "--quiet"];
-    a.extend(args);
+    a.extend(args.split_whitespace());
     a.extend(shaping);
     a.extend(targets);
     ok(nines(&a), what);
@@ -311,37 +311,13 @@ fn zram_buffer_keeps_every_completed_write_through_kill_9() {
     // 1. The whole volume through the buffer with seed 1, verified on the way back.
     profile_ok(
         "fill through the buffer",
-        &[
-            "--rw",
-            "write",
-            "--bs",
-            "64k",
-            "--iodepth",
-            "4",
-            "--ios",
-            "512",
-            "--verify",
-            "--allow-writes",
-            "--seed",
-            "1",
-        ],
+        "--rw write --bs 64k --iodepth 4 --ios 512 --verify --allow-writes --seed 1",
         &shaping,
         &[&dp],
     );
     profile_ok(
         "verified read through the buffer",
-        &[
-            "--rw",
-            "randread",
-            "--bs",
-            "16k",
-            "--ios",
-            "4000",
-            "--verify",
-            "--allow-writes",
-            "--seed",
-            "1",
-        ],
+        "--rw randread --bs 16k --ios 4000 --verify --allow-writes --seed 1",
         &shaping,
         &[&dp],
     );
@@ -472,22 +448,11 @@ fn zram_buffer_in_front_of_raid0_stores_and_returns_the_verified_pattern() {
     ];
     // Random 16 KiB writes over the whole 32 MiB volume, several times the buffer's size: some
     // flushed through raid0, some still buffered when the run ends.
+    let json_arg = ["--json", s(&json)];
     profile_ok(
         "raid0 + buffer writes",
-        &[
-            "--rw",
-            "randwrite",
-            "--bs",
-            "16k",
-            "--iodepth",
-            "8",
-            "--ios",
-            "6000",
-            "--verify",
-            "--json",
-            s(&json),
-        ],
-        &common,
+        "--rw randwrite --bs 16k --iodepth 8 --ios 6000 --verify",
+        &[&common[..], &json_arg].concat(),
         &targets,
     );
     let r = report(&json);
@@ -504,33 +469,13 @@ fn zram_buffer_in_front_of_raid0_stores_and_returns_the_verified_pattern() {
     // back at random through the buffer: every byte is checked.
     profile_ok(
         "raid0 + buffer fill",
-        &[
-            "--rw",
-            "write",
-            "--bs",
-            "64k",
-            "--iodepth",
-            "4",
-            "--ios",
-            "512",
-            "--verify",
-        ],
+        "--rw write --bs 64k --iodepth 4 --ios 512 --verify",
         &common,
         &targets,
     );
     profile_ok(
         "verified reads through the buffer over raid0",
-        &[
-            "--rw",
-            "randread",
-            "--bs",
-            "8k",
-            "--iodepth",
-            "8",
-            "--ios",
-            "8000",
-            "--verify",
-        ],
+        "--rw randread --bs 8k --iodepth 8 --ios 8000 --verify",
         &common,
         &targets,
     );
