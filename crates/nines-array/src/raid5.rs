@@ -178,6 +178,26 @@ struct Dnd {
     stats: DndStats,
 }
 
+impl Dnd {
+    /// Selects member `m`'s PLM window (control id `base + m`), unless it is failed or its
+    /// previous window command is still out.
+    fn set_window(&mut self, base: u32, m: u32, win: Window, failed: Option<u32>, cx: &mut Cx) {
+        if Some(m) == failed || self.window_out[m as usize] {
+            return;
+        }
+        self.window_out[m as usize] = true;
+        cx.out.cmd(MemberCmd {
+            id: base + m,
+            member: m,
+            op: CmdOp::Control(Control::SetWindow(win)),
+            offset_bytes: 0,
+            len_bytes: 0,
+            buf: BufRef::None,
+            fua: false,
+        });
+    }
+}
+
 /// At most this many buffered writes to members in flight.
 const FLUSH_MAX: u32 = 8;
 
@@ -996,43 +1016,19 @@ impl Raid5 {
             d.owner = owner;
             d.stats.window_switches += u64::from(!first);
             if d.spec.plm {
-                for (m, win) in [
-                    (old, Window::Deterministic),
-                    (owner, Window::NonDeterministic),
-                ] {
-                    if (first || m != owner || win == Window::NonDeterministic)
-                        && Some(m) != failed
-                        && !d.window_out[m as usize]
-                    {
-                        d.window_out[m as usize] = true;
-                        cx.out.cmd(MemberCmd {
-                            id: base + m,
-                            member: m,
-                            op: CmdOp::Control(Control::SetWindow(win)),
-                            offset_bytes: 0,
-                            len_bytes: 0,
-                            buf: BufRef::None,
-                            fua: false,
-                        });
-                    }
-                }
                 if first {
-                    // Everyone else starts deterministic.
+                    // The owner non-deterministic, everyone else deterministic.
                     for m in 0..n {
-                        if m != owner && m != old && Some(m) != failed && !d.window_out[m as usize]
-                        {
-                            d.window_out[m as usize] = true;
-                            cx.out.cmd(MemberCmd {
-                                id: base + m,
-                                member: m,
-                                op: CmdOp::Control(Control::SetWindow(Window::Deterministic)),
-                                offset_bytes: 0,
-                                len_bytes: 0,
-                                buf: BufRef::None,
-                                fua: false,
-                            });
-                        }
+                        let win = if m == owner {
+                            Window::NonDeterministic
+                        } else {
+                            Window::Deterministic
+                        };
+                        d.set_window(base, m, win, failed, cx);
                     }
+                } else {
+                    d.set_window(base, old, Window::Deterministic, failed, cx);
+                    d.set_window(base, owner, Window::NonDeterministic, failed, cx);
                 }
             }
         }
@@ -1287,18 +1283,7 @@ impl Volume for Raid5 {
                 // it, so none spills into its deterministic window (IODA's guard time).
                 d.guard_sent = true;
                 let m = d.owner;
-                if Some(m) != failed && !d.window_out[m as usize] {
-                    d.window_out[m as usize] = true;
-                    cx.out.cmd(MemberCmd {
-                        id: base + m,
-                        member: m,
-                        op: CmdOp::Control(Control::SetWindow(Window::Deterministic)),
-                        offset_bytes: 0,
-                        len_bytes: 0,
-                        buf: BufRef::None,
-                        fua: false,
-                    });
-                }
+                d.set_window(base, m, Window::Deterministic, failed, cx);
                 return;
             }
         }

@@ -9,7 +9,7 @@ use crate::axis::log_range;
 use hdrhistogram::Histogram;
 use nines_core::latlog::LatRecord;
 use nines_core::op::Op;
-use nines_core::report::{DeviceReport, PercentileSpread, Report};
+use nines_core::report::{DeviceReport, DirectionStats, PercentileSpread, Report};
 use nines_core::units::percentile_key;
 
 use crate::axis::{
@@ -1138,12 +1138,8 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
                 s.ios.to_string(),
                 format_plain(s.iops),
                 format_ns(s.lat_ns.mean_ns),
-                format_ns(s.lat_ns.percentiles.at(50.0).unwrap_or(0) as f64),
             ];
-            if let Some(t) = top {
-                row.push(format_ns(s.lat_ns.percentiles.at(t).unwrap_or(0) as f64));
-            }
-            row.push(format_ns(s.lat_ns.max_ns as f64));
+            row.extend(latency_cells(s, top));
             rows.push(row);
         }
     }
@@ -1178,12 +1174,8 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
                     m.commands.to_string(),
                     m.errors.to_string(),
                     format_ns(st.lat_ns.mean_ns),
-                    format_ns(st.lat_ns.percentiles.at(50.0).unwrap_or(0) as f64),
                 ];
-                if let Some(t) = top {
-                    row.push(format_ns(st.lat_ns.percentiles.at(t).unwrap_or(0) as f64));
-                }
-                row.push(format_ns(st.lat_ns.max_ns as f64));
+                row.extend(latency_cells(st, top));
                 rows.push(row);
             }
         }
@@ -1226,12 +1218,8 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
                     op.name().into(),
                     st.ios.to_string(),
                     format_plain(st.iops),
-                    format_ns(st.lat_ns.percentiles.at(50.0).unwrap_or(0) as f64),
                 ];
-                if let Some(t) = top {
-                    row.push(format_ns(st.lat_ns.percentiles.at(t).unwrap_or(0) as f64));
-                }
-                row.push(format_ns(st.lat_ns.max_ns as f64));
+                row.extend(latency_cells(st, top));
                 rows.push(row);
             }
         }
@@ -1353,4 +1341,15 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
     let m = v.iter().sum::<f64>() / n;
     let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n;
     (m, var.sqrt())
+}
+
+/// The latency cells every HTML table row ends with: p50, the top percentile (when the report
+/// has one), max.
+fn latency_cells(st: &DirectionStats, top: Option<f64>) -> Vec<String> {
+    let mut cells = vec![format_ns(st.lat_ns.percentiles.at(50.0).unwrap_or(0) as f64)];
+    if let Some(t) = top {
+        cells.push(format_ns(st.lat_ns.percentiles.at(t).unwrap_or(0) as f64));
+    }
+    cells.push(format_ns(st.lat_ns.max_ns as f64));
+    cells
 }
