@@ -5,19 +5,20 @@
 #   passthrough   one drive, reads and writes mixed                  (paper: "Passthrough set")
 #   raid5 sched   3-drive RAID5, turns + write-back buffer, reads
 #                 rebuilt around the member whose turn it is, no PLM  ("RAID5 ... w/IO scheduling")
-#   raid5 dnd     the same, each turn the member's PLM non-deterministic
-#                 window, GC only then                                ("RAID5 ... w/D/ND")
+#   raid5 dnd     the same, GC only in the owner's turn (members in PLM
+#                 deterministic windows, GC asked for with a budget)  ("RAID5 ... w/D/ND")
 #   raid5 dnd, no GC   the same volume preconditioned by a fill only, so no GC runs in the
 #                 measured time: the GC-free reference for the p99 goal
 #
 # The write streams: the paper's "512k writes with a thinktime of 2.56s / 1.28s" cannot give its
 # reported 250 MB/s (one 512 KiB write per 2.56 s is 0.2 MB/s), so each stream is paced
-# (--job ...,rate-iops=) to 160 and 320 writes/s, the thinktimes' 1:2 ratio, 240 MB/s in all.
+# (--job ...,rate-iops=) to W1_IOPS=160 and W2_IOPS=320 writes/s, the thinktimes' 1:2 ratio,
+# 240 MB/s in all (the paper's 250 MB/s).
 # Simulated time is deterministic: the figures do not depend on the host.
 #
 # Usage: bench/paper004-dnd.sh   (QUICK=1: 2 s of simulated time per row instead of 10 s)
 # Environment: NINES (a prebuilt binary; default cargo build --release), RUNTIME (10s),
-# WINDOW (100ms), CHUNK (64k).
+# WINDOW (100ms), CHUNK (64k), W1_IOPS/W2_IOPS (160/320).
 # Last line: RESULT p9999_ratio=<passthrough p99.99 / dnd p99.99> p99_vs_nogc=<dnd p99 / no-GC p99>
 set -euo pipefail
 
@@ -38,8 +39,8 @@ WORK=$(mktemp -d /tmp/nines-paper004.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
 JOBS=(--job reads:rw=randread,bs=4k,iodepth=10
-      --job w1:rw=randwrite,bs=512k,rate-iops=160
-      --job w2:rw=randwrite,bs=512k,rate-iops=320)
+      --job "w1:rw=randwrite,bs=512k,rate-iops=${W1_IOPS:-160}"
+      --job "w2:rw=randwrite,bs=512k,rate-iops=${W2_IOPS:-320}")
 COMMON=(sim --quiet --device p4600 --runtime "$RUNTIME" "${JOBS[@]}")
 
 run() { # name args...

@@ -115,8 +115,10 @@ pub struct DndSpec {
     pub window_ns: u64,
     /// Write-back buffer: writes wait here for their member's turn.
     pub write_back_bytes: u64,
-    /// Drive the members' PLM windows (`dnd`); without (`sched`) the turns only schedule reads
-    /// and writes, and members collect garbage whenever they like.
+    /// Drive the members' garbage collection (`dnd`): every member in its PLM deterministic
+    /// window, the owner told to collect garbage at the start of its turn for at most three
+    /// quarters of it; without (`sched`) the turns only schedule reads and writes, and members
+    /// collect garbage whenever they like.
     pub plm: bool,
 }
 
@@ -179,6 +181,23 @@ struct Dnd {
 }
 
 impl Dnd {
+    /// Asks member `m` to collect garbage now for at most `budget_ns` (control id `base + m`).
+    fn gc_now(&mut self, base: u32, m: u32, budget_ns: u64, failed: Option<u32>, cx: &mut Cx) {
+        if Some(m) == failed || self.window_out[m as usize] {
+            return;
+        }
+        self.window_out[m as usize] = true;
+        cx.out.cmd(MemberCmd {
+            id: base + m,
+            member: m,
+            op: CmdOp::Control(Control::GcNow { budget_ns }),
+            offset_bytes: 0,
+            len_bytes: 0,
+            buf: BufRef::None,
+            fua: false,
+        });
+    }
+
     /// Selects member `m`'s PLM window (control id `base + m`), unless it is failed or its
     /// previous window command is still out.
     fn set_window(&mut self, base: u32, m: u32, win: Window, failed: Option<u32>, cx: &mut Cx) {
@@ -1017,19 +1036,16 @@ impl Raid5 {
             d.stats.window_switches += u64::from(!first);
             if d.spec.plm {
                 if first {
-                    // The owner non-deterministic, everyone else deterministic.
+                    // Every member deterministic: garbage is collected only when the policy
+                    // asks, in the owner's turn, within a budget (IODA's GC time windows).
                     for m in 0..n {
-                        let win = if m == owner {
-                            Window::NonDeterministic
-                        } else {
-                            Window::Deterministic
-                        };
-                        d.set_window(base, m, win, failed, cx);
+                        d.set_window(base, m, Window::Deterministic, failed, cx);
                     }
                 } else {
-                    d.set_window(base, old, Window::Deterministic, failed, cx);
-                    d.set_window(base, owner, Window::NonDeterministic, failed, cx);
+                    let budget_ns = w - w / GUARD_DIVISOR;
+                    d.gc_now(base, owner, budget_ns, failed, cx);
                 }
+                let _ = old;
             }
         }
         if failed.is_none() {

@@ -141,8 +141,9 @@ pub struct VolumeArgs {
     pub failed: Option<u32>,
     /// raid5 policy: none; sched (members take turns: the member whose turn it is takes the
     /// writes, held meanwhile in a write-back buffer, and reads avoid it, rebuilt from the
-    /// others); dnd (sched, and each member's turn is its NVMe PLM non-deterministic window:
-    /// garbage collection only then).
+    /// others); dnd (sched, and garbage collection only in the owner's turn: every member in
+    /// its NVMe PLM deterministic window, the owner told to collect garbage at the start of its
+    /// turn for at most three quarters of it).
     #[arg(long, default_value = "none", value_parser = ["none", "sched", "dnd"])]
     pub policy: String,
     /// raid5 sched/dnd: the length of each member's turn.
