@@ -116,8 +116,8 @@ pub struct DndSpec {
     /// Write-back buffer: writes wait here for their member's turn.
     pub write_back_bytes: u64,
     /// Drive the members' garbage collection (`dnd`): every member in its PLM deterministic
-    /// window, the owner told to collect garbage at the start of its turn for at most three
-    /// quarters of it; without (`sched`) the turns only schedule reads and writes, and members
+    /// window, the owner told to collect garbage at the start of its turn for at most half of
+    /// it, and no buffered writes to it in the second half; without (`sched`) the turns only schedule reads and writes, and members
     /// collect garbage whenever they like.
     pub plm: bool,
 }
@@ -221,7 +221,7 @@ impl Dnd {
 const FLUSH_MAX: u32 = 8;
 
 /// The last 1/GUARD_DIVISOR of a member's turn starts no buffered write to it.
-const GUARD_DIVISOR: u64 = 4;
+const GUARD_DIVISOR: u64 = 2;
 
 pub struct Raid5 {
     dnd: Option<Box<Dnd>>,

@@ -143,7 +143,7 @@ pub struct VolumeArgs {
     /// writes, held meanwhile in a write-back buffer, and reads avoid it, rebuilt from the
     /// others); dnd (sched, and garbage collection only in the owner's turn: every member in
     /// its NVMe PLM deterministic window, the owner told to collect garbage at the start of its
-    /// turn for at most three quarters of it).
+    /// turn for at most half of it; no writes reach it in the second half).
     #[arg(long, default_value = "none", value_parser = ["none", "sched", "dnd"])]
     pub policy: String,
     /// raid5 sched/dnd: the length of each member's turn.
