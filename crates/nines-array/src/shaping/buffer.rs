@@ -1432,6 +1432,10 @@ impl Volume for WriteBuffer {
         self.after(now_ns, cx);
     }
 
+    fn write_back(&self) -> bool {
+        self.inner.write_back()
+    }
+
     fn stats(&self) -> serde_json::Value {
         let st = &self.stats;
         let span_ns = st

@@ -175,6 +175,10 @@ impl Volume for Chop {
         self.forward(now_ns, cx);
     }
 
+    fn write_back(&self) -> bool {
+        self.inner.write_back()
+    }
+
     fn stats(&self) -> serde_json::Value {
         super::stats_with(
             self.inner.stats(),

@@ -240,6 +240,10 @@ impl Volume for Throttle {
         self.admit_one(now_ns, cx);
     }
 
+    fn write_back(&self) -> bool {
+        self.inner.write_back()
+    }
+
     fn stats(&self) -> serde_json::Value {
         let mean = self.delay_ns_total.checked_div(self.delayed).unwrap_or(0);
         super::stats_with(
