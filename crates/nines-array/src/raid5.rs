@@ -181,6 +181,21 @@ struct Dnd {
 }
 
 impl Dnd {
+    /// Bytes in the buffer newer than their member (dirty granules).
+    fn occupancy_bytes(&self) -> u64 {
+        let g = u64::from(self.granule);
+        self.entries
+            .iter()
+            .map(|e| {
+                e.dirty
+                    .iter()
+                    .map(|x| u64::from(x.count_ones()))
+                    .sum::<u64>()
+                    * g
+            })
+            .sum()
+    }
+
     /// Asks member `m` to collect garbage now for at most `budget_ns` (control id `base + m`).
     fn gc_now(&mut self, base: u32, m: u32, budget_ns: u64, failed: Option<u32>, cx: &mut Cx) {
         if Some(m) == failed || self.window_out[m as usize] {
@@ -821,18 +836,7 @@ impl Raid5 {
                 }
             }
             d.stats.buffered_writes += 1;
-            let g = u64::from(d.granule);
-            let occ: u64 = d
-                .entries
-                .iter()
-                .map(|e| {
-                    e.dirty
-                        .iter()
-                        .map(|x| u64::from(x.count_ones()))
-                        .sum::<u64>()
-                        * g
-                })
-                .sum();
+            let occ = d.occupancy_bytes();
             d.stats.occupancy_bytes = occ;
             d.stats.occupancy_bytes_max = d.stats.occupancy_bytes_max.max(occ);
             self.reqs[t as usize].pieces = pieces;
@@ -1146,18 +1150,7 @@ impl Raid5 {
                 freed = true;
             }
         }
-        let g = u64::from(d.granule);
-        d.stats.occupancy_bytes = d
-            .entries
-            .iter()
-            .map(|e| {
-                e.dirty
-                    .iter()
-                    .map(|x| u64::from(x.count_ones()))
-                    .sum::<u64>()
-                    * g
-            })
-            .sum();
+        d.stats.occupancy_bytes = d.occupancy_bytes();
         if freed {
             for _ in 0..d.buf_waiters.len() {
                 let Some(t) = self.dnd.as_mut().and_then(|d| d.buf_waiters.pop_front()) else {

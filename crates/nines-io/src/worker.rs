@@ -493,15 +493,7 @@ impl Worker {
                 if let Some(t) = self.vols[v].host.next_timer_ns() {
                     let now = clock::now_ns();
                     if t <= now {
-                        let vt = self.vtime(now);
-                        let vol = &mut self.vols[v];
-                        let mut data = PtrData {
-                            client: &self.client,
-                            scratch: &vol.scratch_ptrs,
-                        };
-                        vol.host.on_timer(vt, &mut data);
-                        self.drain(v, vt, plan)?;
-                        self.handle_seen(plan)?;
+                        self.fire_timer(v, now, plan)?;
                         if let Some(t) = self.vols[v].host.next_timer_ns() {
                             next_event_ns = next_event_ns.min(t.max(now + 1));
                         }
@@ -557,6 +549,19 @@ impl Worker {
         Ok(interval_misses)
     }
 
+    /// Runs volume `v`'s due timer at `now` and carries out what it asks.
+    fn fire_timer(&mut self, v: usize, now: u64, plan: &mut WorkerPlan) -> Result<(), DriverError> {
+        let vt = self.vtime(now);
+        let vol = &mut self.vols[v];
+        let mut data = PtrData {
+            client: &self.client,
+            scratch: &vol.scratch_ptrs,
+        };
+        vol.host.on_timer(vt, &mut data);
+        self.drain(v, vt, plan)?;
+        self.handle_seen(plan)
+    }
+
     /// Volumes that hold acknowledged writes in a buffer of their own (a D/ND write-back
     /// buffer) are flushed before the worker ends, so the run leaves every write it completed
     /// on the members: a FLUSH through each (tag 0: the controller's slots are all free now),
@@ -597,15 +602,7 @@ impl Worker {
             }
             for v in 0..self.vols.len() {
                 if self.vols[v].host.next_timer_ns().is_some_and(|t| t <= now) {
-                    let vt = self.vtime(now);
-                    let vol = &mut self.vols[v];
-                    let mut data = PtrData {
-                        client: &self.client,
-                        scratch: &vol.scratch_ptrs,
-                    };
-                    vol.host.on_timer(vt, &mut data);
-                    self.drain(v, vt, plan)?;
-                    self.handle_seen(plan)?;
+                    self.fire_timer(v, now, plan)?;
                 }
             }
             if self.inflight_cmds == 0 {
