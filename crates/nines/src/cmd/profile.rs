@@ -973,6 +973,104 @@ fn relative_to(path: &Path, dir: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
+    /// A device whose submit calls take long is named, with the fix; fast siblings, a volume's
+    /// own members and a device alone on its worker are not.
+    #[test]
+    fn blocking_submissions_are_named_with_the_fix() {
+        use nines_core::stats::DeviceRecorder;
+        use nines_io::driver::{DeviceOutcome, DriverOutcome, WorkerOutcome};
+        let rec = |slat_ns: u64, clat_ns: u64| {
+            let (mut s, mut c) = (DeviceRecorder::new(), DeviceRecorder::new());
+            for _ in 0..1000 {
+                s.record(Op::Read, slat_ns, 4096);
+                c.record(Op::Read, clat_ns, 4096);
+            }
+            (s, c)
+        };
+        let dev = |name: &str, members: Vec<u32>, parts: Vec<(DeviceRecorder, DeviceRecorder)>| {
+            let n = parts.len();
+            DeviceOutcome {
+                name: name.into(),
+                members,
+                size_bytes: 1 << 30,
+                recorder: DeviceRecorder::new(),
+                per_job: Vec::new(),
+                cpu: 0,
+                ios_executed: 1000,
+                layout: "passthrough",
+                stats: serde_json::Value::Null,
+                member_recs: Vec::new(),
+                member_commands: vec![1000; n],
+                member_errors: vec![0; n],
+                member_slat: parts.iter().map(|p| p.0.clone()).collect(),
+                member_clat: parts.iter().map(|p| p.1.clone()).collect(),
+                member_submit_ns: vec![50_000_000; n],
+                member_submit_calls: vec![1000; n],
+            }
+        };
+        let outcome = |devices: Vec<DeviceOutcome>, groups: Vec<Vec<u32>>| DriverOutcome {
+            workers: groups
+                .into_iter()
+                .enumerate()
+                .map(|(i, devices)| WorkerOutcome {
+                    index: i as u32,
+                    cpu: 0,
+                    devices,
+                    usage: Default::default(),
+                })
+                .collect(),
+            devices,
+            measured_ns: 1_000_000_000,
+            start_unix_ns: 0,
+            warnings: Vec::new(),
+            interrupted_ns: None,
+        };
+        let names: Vec<String> = ["zram0", "slow", "zram1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let paths: Vec<PathBuf> = ["/dev/zram0", "/var/tmp/slow", "/dev/zram1"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        // A file whose submit calls take 60 us shares a worker with two 3 us zram devices.
+        let o = outcome(
+            vec![
+                dev("zram0", vec![0], vec![rec(2_000, 1_000)]),
+                dev("slow", vec![1], vec![rec(60_000, 5_000)]),
+                dev("zram1", vec![2], vec![rec(2_000, 1_000)]),
+            ],
+            vec![vec![0, 1, 2]],
+        );
+        let w = blocking_warnings(&o, &names, &paths);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("slow: its submissions blocked for 60")
+                && w[0].contains("--isolate /var/tmp/slow"),
+            "{w:?}"
+        );
+        // Alone on its worker (isolated): nothing to warn about.
+        let o = outcome(
+            vec![
+                dev("zram0", vec![0], vec![rec(2_000, 1_000)]),
+                dev("slow", vec![1], vec![rec(60_000, 5_000)]),
+                dev("zram1", vec![2], vec![rec(2_000, 1_000)]),
+            ],
+            vec![vec![0, 2], vec![1]],
+        );
+        assert!(blocking_warnings(&o, &names, &paths).is_empty());
+        // Members of one volume share its worker by design.
+        let o = outcome(
+            vec![dev(
+                "raid",
+                vec![0, 1, 2],
+                vec![rec(2_000, 1_000), rec(60_000, 5_000), rec(2_000, 1_000)],
+            )],
+            vec![vec![0]],
+        );
+        assert!(blocking_warnings(&o, &names, &paths).is_empty());
+    }
+
     #[test]
     fn one_worker_is_singular() {
         let ab = ["a".to_string(), "b".to_string()];
