@@ -53,6 +53,16 @@ pub struct DeviceConfig {
     pub housekeeping: Housekeeping,
     #[serde(default)]
     pub slow_io: SlowIo,
+    #[serde(default)]
+    pub read_retry: ReadRetry,
+    #[serde(default)]
+    pub mapping: MappingCache,
+    #[serde(default)]
+    pub power: Power,
+    #[serde(default)]
+    pub durability: Durability,
+    #[serde(default)]
+    pub firmware_jitter: FirmwareJitter,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -67,9 +77,22 @@ pub struct Geometry {
     pub blocks_per_plane: u32,
     pub pages_per_block: u32,
     pub page_size_bytes: u32,
-    /// The FTL's mapping unit; several units are packed into one flash page.
+    /// The FTL's mapping unit; several units are packed into one flash page. A write that
+    /// covers part of a unit already written first reads the unit (read-modify-write).
     #[serde(default = "default_map_unit_bytes")]
     pub map_unit_bytes: u32,
+    /// What executes one flash command at a time: every die on its own (the default), or a
+    /// whole chip (its dies take turns, as in MQSim).
+    #[serde(default)]
+    pub parallel_unit: ParallelUnit,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParallelUnit {
+    #[default]
+    Die,
+    Chip,
 }
 
 fn default_map_unit_bytes() -> u32 {
@@ -106,6 +129,54 @@ pub struct FtlConfig {
     /// Below this share of free blocks in a die, GC runs before the next host page, whatever
     /// else the die has queued.
     pub gc_hard_threshold: f64,
+    /// Where host pages go: round robin over the block pools (the default: dynamic
+    /// allocation), or fixed by logical address (MQSim's static CWDP allocation: unit `u` in pool
+    /// `u mod pools`, pools numbered channel first, then chip, die, plane).
+    #[serde(default)]
+    pub allocation: Allocation,
+    /// Free blocks, GC and host frontiers are kept per die (the default) or per plane (MQSim).
+    #[serde(default)]
+    pub block_pool: BlockPool,
+    /// GC victim choice: the block with the fewest valid units (greedy, the default), or the
+    /// best of `gc_candidates` blocks drawn at random (MQSim's RGA, the d-choices policy of Van
+    /// Houdt, SIGMETRICS 2013).
+    #[serde(default)]
+    pub gc_victim: GcVictim,
+    /// Candidates drawn by `d-choices`; 0 = log2(blocks per pool), as MQSim.
+    #[serde(default)]
+    pub gc_candidates: u32,
+    /// GC moves pages inside the die (copy-back, the default) or over the channel to the
+    /// controller and back (MQSim's default `Use_Copyback_for_GC = false`).
+    #[serde(default = "default_true")]
+    pub gc_copyback: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Allocation {
+    #[default]
+    RoundRobin,
+    Static,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BlockPool {
+    #[default]
+    Die,
+    Plane,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcVictim {
+    #[default]
+    Greedy,
+    DChoices,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -121,6 +192,10 @@ pub struct Controller {
     pub read_bytes_per_s: u64,
     /// Host interface data rate towards the device (writes).
     pub write_bytes_per_s: u64,
+    /// Reads go ahead of programs and erases queued on their die but not started (MQSim's
+    /// PRIORITY_OUT_OF_ORDER scheduling); they still wait for the operation in progress.
+    #[serde(default)]
+    pub read_priority: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -129,6 +204,12 @@ pub struct BufferConfig {
     /// DRAM write buffer; writes complete once buffered. At least two flash pages.
     #[serde(default = "default_write_buffer_bytes")]
     pub write_buffer_bytes: u64,
+    /// The buffer DRAM's data rate: data written into the buffer (and reads served from it)
+    /// take turns at this rate, plus `dram_access_ns` each. 0 = no limit (the default).
+    #[serde(default)]
+    pub dram_bytes_per_s: u64,
+    #[serde(default)]
+    pub dram_access_ns: u64,
 }
 
 fn default_write_buffer_bytes() -> u64 {
@@ -139,8 +220,115 @@ impl Default for BufferConfig {
     fn default() -> Self {
         BufferConfig {
             write_buffer_bytes: default_write_buffer_bytes(),
+            dram_bytes_per_s: 0,
+            dram_access_ns: 0,
         }
     }
+}
+
+/// Read retry: a page read whose data has too many errors for ECC is read again with shifted
+/// reference voltages (Park et al., "Reducing Solid-State Drive Read Latency by Optimizing
+/// Read-Retry", ASPLOS 2021: common in modern 3D NAND, one or more extra steps each costing
+/// about a tR). Off by default.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadRetry {
+    /// Share of page reads that need retry steps.
+    #[serde(default)]
+    pub probability: f64,
+    /// Extra read steps such a read takes (each the page's tR plus `step_overhead_ns`).
+    #[serde(default)]
+    pub steps: u32,
+    #[serde(default)]
+    pub step_overhead_ns: u64,
+}
+
+/// The mapping table's DRAM cache (DFTL: Gupta et al., ASPLOS 2009; MQSim's CMT). A unit whose
+/// entry is not cached costs a flash read of its translation page first; evicting a changed
+/// entry writes its translation page back (read, merge, program). Off (`cache_bytes = 0`, the
+/// whole map in DRAM, as enterprise SSDs with 1 GB of DRAM per TB) by default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MappingCache {
+    #[serde(default)]
+    pub cache_bytes: u64,
+    /// DRAM bytes per cached entry (MQSim: (2 log2(physical pages) + sectors per page) / 8).
+    #[serde(default = "default_entry_bytes")]
+    pub entry_bytes: u32,
+    /// Flash bytes per entry in a translation page (MQSim: (log2(physical pages) + sectors per
+    /// page) / 8): a translation page holds page_size / this many entries.
+    #[serde(default = "default_directory_entry_bytes")]
+    pub flash_entry_bytes: u32,
+    /// Bytes a translation read moves over the channel (MQSim: one 512-byte sector).
+    #[serde(default = "default_translation_read_bytes")]
+    pub translation_read_bytes: u32,
+}
+
+fn default_entry_bytes() -> u32 {
+    8
+}
+fn default_directory_entry_bytes() -> u32 {
+    4
+}
+fn default_translation_read_bytes() -> u32 {
+    512
+}
+
+impl Default for MappingCache {
+    fn default() -> Self {
+        MappingCache {
+            cache_bytes: 0,
+            entry_bytes: default_entry_bytes(),
+            flash_entry_bytes: default_directory_entry_bytes(),
+            translation_read_bytes: default_translation_read_bytes(),
+        }
+    }
+}
+
+/// Autonomous power state transitions (NVMe APST): after `idle_ns` without commands the device
+/// drops to a low-power state; the next command first pays `exit_ns`. Linux enters a state
+/// after 50 x (entry + exit latency) of idle (drivers/nvme/host/core.c,
+/// nvme_configure_apst). Off by default (servers disable APST).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Power {
+    /// Low-power states, shallow to deep (`idle_ns` increasing).
+    #[serde(default)]
+    pub states: Vec<PowerState>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerState {
+    pub idle_ns: u64,
+    pub exit_ns: u64,
+}
+
+/// Flush and FUA (NVMe Flush command, Force Unit Access bit). With a power-loss-protected
+/// buffer (the default, as enterprise SSDs) both complete like any command; with a volatile
+/// write cache a FUA write completes when its page is programmed and a flush when every
+/// buffered page is, the partly filled page padded and programmed at once. `flush_ns` is
+/// firmware work each flush and FUA write adds (e.g. a mapping journal commit).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Durability {
+    #[serde(default)]
+    pub volatile_write_cache: bool,
+    #[serde(default)]
+    pub flush_ns: u64,
+}
+
+/// Firmware time that varies from command to command (interrupt handling, DMA setup, internal
+/// queues), as a measured distribution: points (quantile, extra ns) of its quantile function,
+/// both increasing, from quantile 0 to 1; each command draws one value, linearly interpolated.
+/// Empty (the default) adds nothing.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FirmwareJitter {
+    #[serde(default)]
+    pub read: Vec<(f64, u64)>,
+    #[serde(default)]
+    pub write: Vec<(f64, u64)>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -354,6 +542,61 @@ impl DeviceConfig {
                 format!("{p} must be in [0, 1]"),
             ));
         }
+        let rr = &self.read_retry;
+        if !(0.0..=1.0).contains(&rr.probability) || rr.probability.is_nan() {
+            return Err(invalid(
+                "read_retry.probability",
+                format!("{} must be in [0, 1]", rr.probability),
+            ));
+        }
+        if rr.probability > 0.0 && rr.steps == 0 {
+            return Err(invalid(
+                "read_retry.steps",
+                "must be at least 1 when read_retry.probability is above 0",
+            ));
+        }
+        let m = &self.mapping;
+        if m.entry_bytes == 0 || m.flash_entry_bytes == 0 || m.translation_read_bytes == 0 {
+            return Err(invalid(
+                "mapping.entry_bytes",
+                "entry_bytes, flash_entry_bytes and translation_read_bytes must be positive",
+            ));
+        }
+        if m.translation_read_bytes > g.page_size_bytes {
+            return Err(invalid(
+                "mapping.translation_read_bytes",
+                format!("must not exceed the page ({} bytes)", g.page_size_bytes),
+            ));
+        }
+        if m.cache_bytes > 0 && m.cache_bytes < m.entry_bytes as u64 {
+            return Err(invalid(
+                "mapping.cache_bytes",
+                "must hold at least one entry (or be 0: the whole map in DRAM)",
+            ));
+        }
+        let states = &self.power.states;
+        if states.iter().any(|s| s.idle_ns == 0)
+            || states.windows(2).any(|w| w[1].idle_ns <= w[0].idle_ns)
+        {
+            return Err(invalid(
+                "power.states",
+                "idle_ns must be positive and increase from one state to the next",
+            ));
+        }
+        for (field, points) in [
+            ("firmware_jitter.read", &self.firmware_jitter.read),
+            ("firmware_jitter.write", &self.firmware_jitter.write),
+        ] {
+            if let Err(rule) = crate::dist::QuantileDist::new(points) {
+                return Err(invalid(field, rule));
+            }
+        }
+        if self.pools() > 1 << 16 {
+            return Err(invalid(
+                "ftl.block_pool",
+                "at most 65536 block pools (dies, or planes with block_pool = \"plane\")",
+            ));
+        }
         let physical = self.physical_bytes();
         if physical / g.map_unit_bytes as u128 >= u32::MAX as u128 {
             return Err(invalid(
@@ -377,26 +620,48 @@ impl DeviceConfig {
         self.check_gc_room()
     }
 
-    /// Blocks per die.
-    pub fn blocks_per_die(&self) -> u32 {
-        self.geometry.planes_per_die * self.geometry.blocks_per_plane
+    /// Block pools: the FTL keeps free blocks, frontiers and GC per pool (a die, or a plane).
+    /// Pool `p` sits on channel `p mod channels`, chip `(p / channels) mod chips_per_channel`.
+    pub fn pools(&self) -> u64 {
+        match self.ftl.block_pool {
+            BlockPool::Die => self.dies(),
+            BlockPool::Plane => self.dies() * self.geometry.planes_per_die as u64,
+        }
     }
 
-    /// Blocks per die that logical data cannot occupy (spare blocks).
-    pub fn spare_blocks_per_die(&self) -> u64 {
+    /// Blocks per pool.
+    pub fn blocks_per_pool(&self) -> u32 {
+        match self.ftl.block_pool {
+            BlockPool::Die => self.geometry.planes_per_die * self.geometry.blocks_per_plane,
+            BlockPool::Plane => self.geometry.blocks_per_plane,
+        }
+    }
+
+    /// Units that execute one flash command at a time (dies, or chips).
+    pub fn parallel_units(&self) -> u64 {
+        match self.geometry.parallel_unit {
+            ParallelUnit::Die => self.dies(),
+            ParallelUnit::Chip => {
+                self.geometry.channels as u64 * self.geometry.chips_per_channel as u64
+            }
+        }
+    }
+
+    /// Blocks per pool that logical data cannot occupy (spare blocks).
+    pub fn spare_blocks_per_pool(&self) -> u64 {
         let block_bytes =
             self.geometry.pages_per_block as u64 * self.geometry.page_size_bytes as u64;
-        (self.blocks_per_die() as u64)
-            .saturating_sub(self.logical_bytes().div_ceil(block_bytes * self.dies()))
+        (self.blocks_per_pool() as u64)
+            .saturating_sub(self.logical_bytes().div_ceil(block_bytes * self.pools()))
     }
 
-    /// The thresholds in blocks per die, clamped so that GC always has room to move pages:
+    /// The thresholds in blocks per pool, clamped so that GC always has room to move pages:
     /// hard >= 2, soft >= hard + 1, and soft below the spare blocks (on heavily scaled
     /// devices the configured share can exceed the spare blocks; GC would then never stop).
     pub fn gc_thresholds_blocks(&self) -> (u32, u32) {
-        let bpd = self.blocks_per_die() as f64;
+        let bpd = self.blocks_per_pool() as f64;
         let hard = ((self.ftl.gc_hard_threshold * bpd).ceil() as u32).max(2);
-        let spare = self.spare_blocks_per_die().min(u32::MAX as u64) as u32;
+        let spare = self.spare_blocks_per_pool().min(u32::MAX as u64) as u32;
         let soft = ((self.ftl.gc_soft_threshold * bpd).ceil() as u32)
             .min(spare.saturating_sub(2))
             .max(hard + 1);
@@ -412,7 +677,7 @@ impl DeviceConfig {
                 let ratio = bpp as f64 / self.geometry.blocks_per_plane as f64;
                 c.capacity_bytes = Some((cap as f64 * ratio) as u64);
             }
-            if c.check_gc_room().is_ok() && c.blocks_per_die() >= 8 {
+            if c.check_gc_room().is_ok() && c.blocks_per_pool() >= 8 {
                 return bpp;
             }
         }
@@ -430,6 +695,13 @@ impl DeviceConfig {
         let min = self.min_blocks_per_plane();
         c.geometry.blocks_per_plane = want.max(min).min(self.geometry.blocks_per_plane).max(1);
         if c.geometry.blocks_per_plane < self.geometry.blocks_per_plane {
+            // The mapping cache covers the same share of the (smaller) logical space, so its
+            // hit ratio is the full-size device's.
+            let ratio = c.geometry.blocks_per_plane as f64 / self.geometry.blocks_per_plane as f64;
+            if self.mapping.cache_bytes > 0 {
+                c.mapping.cache_bytes = ((self.mapping.cache_bytes as f64 * ratio) as u64)
+                    .max(self.mapping.entry_bytes as u64);
+            }
             // Keep GC's effective spare: GC's working room (the free-block reserve and the open
             // blocks) is counted in whole blocks, so on a die of few blocks it takes a larger
             // share of the flash than at full size. Raise the over-provisioning by exactly that
@@ -457,14 +729,14 @@ impl DeviceConfig {
     /// block (two open blocks, half written on average).
     fn gc_room_share(&self) -> f64 {
         let (soft, _) = self.gc_thresholds_blocks();
-        (soft as f64 + 1.0) / self.blocks_per_die() as f64
+        (soft as f64 + 1.0) / self.blocks_per_pool() as f64
     }
 
     /// The FTL needs spare blocks beyond its hard threshold (two open blocks per die, one
     /// block of slack for uneven fill across dies); checked before a model is built.
     pub fn check_gc_room(&self) -> Result<(), FlashError> {
         let (_, hard) = self.gc_thresholds_blocks();
-        let spare = self.spare_blocks_per_die();
+        let spare = self.spare_blocks_per_pool();
         if spare < hard as u64 + 4 {
             return Err(invalid(
                 "ftl.over_provisioning",
@@ -492,8 +764,26 @@ impl DeviceConfig {
         let unit = self.geometry.map_unit_bytes as u64;
         let physical_units = (self.physical_bytes() / unit as u128) as u64;
         let logical_units = self.logical_bytes() / unit;
-        let blocks = self.dies() * self.blocks_per_die() as u64;
-        physical_units * 4 + logical_units * 4 + blocks * 9
+        let blocks = self.pools() * self.blocks_per_pool() as u64;
+        let cache = if self.mapping.cache_bytes == 0 {
+            0
+        } else {
+            // Entries (16 bytes each with their links and index slot) and a generation per
+            // translation page.
+            self.mapping.cache_bytes / self.mapping.entry_bytes as u64 * 24
+                + logical_units / self.translation_entries_per_page() as u64 * 4
+        };
+        physical_units * 4 + logical_units * 4 + blocks * 9 + cache
+    }
+
+    /// Mapping entries one translation page holds.
+    pub fn translation_entries_per_page(&self) -> u32 {
+        (self.geometry.page_size_bytes / self.mapping.flash_entry_bytes).max(1)
+    }
+
+    /// Entries the mapping cache holds (0: the whole map is in DRAM).
+    pub fn mapping_cache_entries(&self) -> u64 {
+        self.mapping.cache_bytes / self.mapping.entry_bytes as u64
     }
 
     /// The largest scale (<= 1) whose model fits in `budget_bytes`, or the smallest workable.

@@ -4,18 +4,23 @@
 //! flat array sized at construction (u32 maps, one entry per mapping unit; per-block counters),
 //! so the FTL allocates nothing after `new` and a device at scale costs ~8 bytes per 4 KiB of
 //! flash. The timed model ([`crate::Ssd`]) turns the work reported here (page reads, programs,
-//! erases) into die and channel time; preconditioning calls the same code without timing.
+//! erases) into pool and channel time; preconditioning calls the same code without timing.
 //!
-//! Layout: block `b` belongs to die `b / blocks_per_die`; page `p` (global) is in block
+//! A pool is a set of blocks with its own free list, host and GC frontiers and GC: a die (the
+//! default) or a plane (`ftl.block_pool = "plane"`, as MQSim). Pool `p` sits on channel
+//! `p mod channels`.
+//!
+//! Layout: block `b` belongs to pool `b / blocks_per_pool`; page `p` (global) is in block
 //! `p / pages_per_block`; physical unit `u` is slot `u % units_per_page` of page
-//! `u / units_per_page`. Host pages are striped round-robin over dies (so consecutive logical
-//! data lands on consecutive dies, and consecutive dies sit on different channels); GC moves
-//! valid units to a separate open block in the same die.
+//! `u / units_per_page`. Host pages are striped round-robin over pools (so consecutive logical
+//! data lands on consecutive pools, and consecutive pools sit on different channels), or with
+//! static allocation unit `u` always goes to pool `u mod pools` (each pool fills its own open
+//! page); GC moves valid units to a separate open block in the same pool.
 
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::config::DeviceConfig;
+use crate::config::{Allocation, DeviceConfig, GcVictim};
 
 const UNMAPPED: u32 = u32::MAX;
 
@@ -79,7 +84,7 @@ impl std::ops::DerefMut for BigVec {
 }
 const NONE: u32 = u32::MAX;
 
-/// The fewest free blocks per die at which a host block may still open without GC: one for the
+/// The fewest free blocks per pool at which a host block may still open without GC: one for the
 /// host block itself and one for GC's own frontier, so that GC can still run afterwards.
 pub const GC_RESERVE_BLOCKS: u32 = 2;
 
@@ -87,10 +92,10 @@ const FREE: u8 = 0;
 const OPEN: u8 = 1;
 const FULL: u8 = 2;
 
-/// The flash work one GC episode on a die performed (one or more victim blocks).
+/// The flash work one GC episode on a pool performed (one or more victim blocks).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GcWork {
-    pub die: u32,
+    pub pool: u32,
     /// Victim blocks reclaimed.
     pub victims: u32,
     /// Pages read to move their valid units (pages with at least one valid unit).
@@ -114,7 +119,7 @@ impl GcWork {
 /// Where a host unit went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UnitPlace {
-    pub die: u32,
+    pub pool: u32,
     /// Global page index.
     pub page: u32,
     /// The page is now full and must be programmed.
@@ -156,8 +161,8 @@ pub struct Ftl {
     units_per_page: u32,
     pages_per_block: u32,
     units_per_block: u32,
-    blocks_per_die: u32,
-    dies: u32,
+    blocks_per_pool: u32,
+    pools: u32,
     gc_soft_blocks: u32,
     gc_hard_blocks: u32,
     logical_units: u32,
@@ -165,16 +170,21 @@ pub struct Ftl {
     p2l: BigVec,
     valid: Vec<u32>,
     state: Vec<u8>,
-    /// Per-die stacks of free blocks, die `d` in `free[d*bpd .. d*bpd + free_count[d]]`.
+    /// Per-pool stacks of free blocks, pool `d` in `free[d*bpd .. d*bpd + free_count[d]]`.
     free: Vec<u32>,
     free_count: Vec<u32>,
     host_open: Vec<Frontier>,
     gc_open: Vec<Frontier>,
-    /// The device-wide host page being filled: (die, global page, units in it), or none.
-    cur_die: u32,
-    cur_page: u32,
-    cur_fill: u32,
-    next_die: u32,
+    /// Per pool, the host page being filled (global page, or NONE) and the units in it. With
+    /// round-robin allocation only `cur_pool`'s can be open.
+    open_page: Vec<u32>,
+    open_fill: Vec<u32>,
+    cur_pool: u32,
+    next_pool: u32,
+    allocation: Allocation,
+    victim: GcVictim,
+    candidates: u32,
+    rng: Xoshiro256PlusPlus,
     stats: FtlStats,
 }
 
@@ -182,9 +192,9 @@ impl Ftl {
     pub fn new(cfg: &DeviceConfig) -> Ftl {
         let g = &cfg.geometry;
         let upp = cfg.units_per_page();
-        let dies = cfg.dies() as u32;
-        let bpd = cfg.blocks_per_die();
-        let blocks = dies as usize * bpd as usize;
+        let pools = cfg.pools() as u32;
+        let bpd = cfg.blocks_per_pool();
+        let blocks = pools as usize * bpd as usize;
         let ppb = g.pages_per_block;
         let upb = ppb * upp;
         let physical_units = blocks * upb as usize;
@@ -192,8 +202,8 @@ impl Ftl {
         assert!((logical_units as usize) < physical_units);
         let (soft, hard) = cfg.gc_thresholds_blocks();
         let mut free = vec![0u32; blocks];
-        let mut free_count = vec![0u32; dies as usize];
-        for d in 0..dies {
+        let mut free_count = vec![0u32; pools as usize];
+        for d in 0..pools {
             // Pushed in reverse so that blocks are used in ascending order.
             for i in 0..bpd {
                 free[(d * bpd + i) as usize] = d * bpd + (bpd - 1 - i);
@@ -204,8 +214,8 @@ impl Ftl {
             units_per_page: upp,
             pages_per_block: ppb,
             units_per_block: upb,
-            blocks_per_die: bpd,
-            dies,
+            blocks_per_pool: bpd,
+            pools,
             gc_soft_blocks: soft,
             gc_hard_blocks: hard,
             logical_units,
@@ -215,15 +225,23 @@ impl Ftl {
             state: vec![FREE; blocks],
             free,
             free_count,
-            host_open: Vec::with_capacity(dies as usize),
-            gc_open: Vec::with_capacity(dies as usize),
-            cur_die: 0,
-            cur_page: NONE,
-            cur_fill: 0,
-            next_die: 0,
+            host_open: Vec::with_capacity(pools as usize),
+            gc_open: Vec::with_capacity(pools as usize),
+            open_page: vec![NONE; pools as usize],
+            open_fill: vec![0; pools as usize],
+            cur_pool: 0,
+            next_pool: 0,
+            allocation: cfg.ftl.allocation,
+            victim: cfg.ftl.gc_victim,
+            candidates: if cfg.ftl.gc_candidates > 0 {
+                cfg.ftl.gc_candidates
+            } else {
+                bpd.max(2).ilog2()
+            },
+            rng: Xoshiro256PlusPlus::seed_from_u64(0x6c_7669_6374_696d),
             stats: FtlStats::default(),
         };
-        for d in 0..dies {
+        for d in 0..pools {
             let b = ftl.pop_free(d);
             ftl.host_open.push(Frontier {
                 block: b,
@@ -244,8 +262,8 @@ impl Ftl {
     pub fn units_per_page(&self) -> u32 {
         self.units_per_page
     }
-    pub fn dies(&self) -> u32 {
-        self.dies
+    pub fn pools(&self) -> u32 {
+        self.pools
     }
     pub fn stats(&self) -> FtlStats {
         self.stats
@@ -253,25 +271,50 @@ impl Ftl {
     pub fn reset_stats(&mut self) {
         self.stats = FtlStats::default();
     }
-    pub fn free_blocks(&self, die: u32) -> u32 {
-        self.free_count[die as usize]
+    pub fn free_blocks(&self, pool: u32) -> u32 {
+        self.free_count[pool as usize]
     }
     pub fn gc_soft_blocks(&self) -> u32 {
         self.gc_soft_blocks
     }
-    /// Free blocks per die at or below which a host block opens only after GC.
+    /// Free blocks per pool at or below which a host block opens only after GC.
     pub fn gc_hard_blocks(&self) -> u32 {
         self.gc_hard_blocks
     }
-    pub fn blocks_per_die(&self) -> u32 {
-        self.blocks_per_die
+    pub fn blocks_per_pool(&self) -> u32 {
+        self.blocks_per_pool
     }
     pub fn pages_per_block(&self) -> u32 {
         self.pages_per_block
     }
-    /// The page currently being filled by host writes, if any.
-    pub fn open_host_page(&self) -> Option<u32> {
-        (self.cur_page != NONE).then_some(self.cur_page)
+    /// Whether `page` is a host page still being filled (its units are in the write buffer).
+    #[inline]
+    pub fn is_open_page(&self, page: u32) -> bool {
+        self.open_page[self.pool_of_page(page) as usize] == page
+    }
+
+    /// Whether logical unit `lpn` holds data (written and not trimmed).
+    #[inline]
+    pub fn is_mapped(&self, lpn: u32) -> bool {
+        self.l2p[lpn as usize] != UNMAPPED
+    }
+
+    /// The pool a host unit goes to with static allocation (and where an unmapped unit is
+    /// assumed to be).
+    #[inline]
+    fn static_pool(&self, lpn: u32) -> u32 {
+        lpn % self.pools
+    }
+
+    /// Close the open host page of `pool` (a flush or FUA write programs it padded): returns
+    /// the page if one was open. Its empty slots stay unused.
+    pub fn close_open_page(&mut self, pool: u32) -> Option<u32> {
+        let page = self.open_page[pool as usize];
+        if page == NONE {
+            return None;
+        }
+        self.open_page[pool as usize] = NONE;
+        Some(page)
     }
     /// Index of a page inside its block (for per-page-type timing).
     #[inline]
@@ -279,32 +322,32 @@ impl Ftl {
         page % self.pages_per_block
     }
     #[inline]
-    pub fn die_of_page(&self, page: u32) -> u32 {
-        page / self.pages_per_block / self.blocks_per_die
+    pub fn pool_of_page(&self, page: u32) -> u32 {
+        page / self.pages_per_block / self.blocks_per_pool
     }
 
-    fn pop_free(&mut self, die: u32) -> u32 {
-        let n = self.free_count[die as usize];
+    fn pop_free(&mut self, pool: u32) -> u32 {
+        let n = self.free_count[pool as usize];
         assert!(
             n > 0,
-            "die {die} has no free block: over-provisioning invariant broken"
+            "pool {pool} has no free block: over-provisioning invariant broken"
         );
-        let b = self.free[(die * self.blocks_per_die + n - 1) as usize];
-        self.free_count[die as usize] = n - 1;
+        let b = self.free[(pool * self.blocks_per_pool + n - 1) as usize];
+        self.free_count[pool as usize] = n - 1;
         debug_assert_eq!(self.state[b as usize], FREE);
         self.state[b as usize] = OPEN;
         b
     }
 
-    fn push_free(&mut self, die: u32, block: u32) {
-        let n = self.free_count[die as usize];
-        assert!(n < self.blocks_per_die);
-        self.free[(die * self.blocks_per_die + n) as usize] = block;
-        self.free_count[die as usize] = n + 1;
+    fn push_free(&mut self, pool: u32, block: u32) {
+        let n = self.free_count[pool as usize];
+        assert!(n < self.blocks_per_pool);
+        self.free[(pool * self.blocks_per_pool + n) as usize] = block;
+        self.free_count[pool as usize] = n + 1;
         self.state[block as usize] = FREE;
     }
 
-    /// Where a logical unit lives: (die, global page). An unmapped unit (never written or
+    /// Where a logical unit lives: (pool, global page). An unmapped unit (never written or
     /// trimmed) is placed where a sequential fill would have put it, so reads of it still cost
     /// a flash read.
     #[inline]
@@ -312,13 +355,16 @@ impl Ftl {
         let p = self.l2p[lpn as usize];
         if p == UNMAPPED {
             let page = lpn / self.units_per_page;
-            let die = page % self.dies;
-            let block = die * self.blocks_per_die + (page / self.dies) % self.blocks_per_die;
-            let gpage = block * self.pages_per_block + (page / self.dies) % self.pages_per_block;
-            return (die, gpage, false);
+            let pool = match self.allocation {
+                Allocation::RoundRobin => page % self.pools,
+                Allocation::Static => self.static_pool(lpn),
+            };
+            let block = pool * self.blocks_per_pool + (page / self.pools) % self.blocks_per_pool;
+            let gpage = block * self.pages_per_block + (page / self.pools) % self.pages_per_block;
+            return (pool, gpage, false);
         }
         let page = p / self.units_per_page;
-        (self.die_of_page(page), page, true)
+        (self.pool_of_page(page), page, true)
     }
 
     #[inline]
@@ -342,85 +388,105 @@ impl Ftl {
         }
     }
 
-    /// Write one logical unit into the host frontier. GC that had to run first (the die's free
+    /// Write one logical unit into the host frontier. GC that had to run first (the pool's free
     /// blocks at or below the hard threshold) is added to `gc`.
     pub fn write_unit(&mut self, lpn: u32, gc: &mut GcWork) -> UnitPlace {
         self.write_unit_with(lpn, gc, self.gc_hard_blocks)
     }
 
-    /// [`Ftl::write_unit`] with GC forced only at or below `hard_blocks` free blocks per die
+    /// [`Ftl::write_unit`] with GC forced only at or below `hard_blocks` free blocks per pool
     /// instead of the configured hard threshold (a deterministic window defers GC to the last
     /// safe moment). `hard_blocks` must be at least [`GC_RESERVE_BLOCKS`].
     pub fn write_unit_with(&mut self, lpn: u32, gc: &mut GcWork, hard_blocks: u32) -> UnitPlace {
         assert!(lpn < self.logical_units);
         assert!(hard_blocks >= GC_RESERVE_BLOCKS);
+        let pool = match self.allocation {
+            Allocation::RoundRobin => {
+                if self.open_page[self.cur_pool as usize] == NONE {
+                    self.cur_pool = self.next_pool;
+                    self.next_pool = (self.next_pool + 1) % self.pools;
+                }
+                self.cur_pool
+            }
+            Allocation::Static => self.static_pool(lpn),
+        };
+        let p = pool as usize;
         let mut opened = false;
-        if self.cur_page == NONE {
-            let die = self.next_die;
-            self.next_die = (self.next_die + 1) % self.dies;
-            let page = self.open_host_page_on(die, gc, hard_blocks);
-            self.cur_die = die;
-            self.cur_page = page;
-            self.cur_fill = 0;
+        if self.open_page[p] == NONE {
+            self.open_page[p] = self.open_host_page_on(pool, gc, hard_blocks);
+            self.open_fill[p] = 0;
             opened = true;
         }
-        let die = self.cur_die;
-        let page = self.cur_page;
-        let pu = page * self.units_per_page + self.cur_fill;
+        let page = self.open_page[p];
+        let pu = page * self.units_per_page + self.open_fill[p];
         self.invalidate(lpn);
         self.l2p[lpn as usize] = pu;
         self.p2l[pu as usize] = lpn;
         self.valid[(pu / self.units_per_block) as usize] += 1;
-        self.cur_fill += 1;
+        self.open_fill[p] += 1;
         self.stats.host_units += 1;
-        let full = self.cur_fill == self.units_per_page;
+        let full = self.open_fill[p] == self.units_per_page;
         if full {
-            self.cur_page = NONE;
+            self.open_page[p] = NONE;
         }
         UnitPlace {
-            die,
+            pool,
             page,
             page_full: full,
             page_opened: opened,
         }
     }
 
-    /// Reserve the next page of `die`'s host block, opening a new block (after hard GC) when
+    /// Reserve the next page of `pool`'s host block, opening a new block (after hard GC) when
     /// the current one is used up.
-    fn open_host_page_on(&mut self, die: u32, gc: &mut GcWork, hard_blocks: u32) -> u32 {
+    fn open_host_page_on(&mut self, pool: u32, gc: &mut GcWork, hard_blocks: u32) -> u32 {
         let upp = self.units_per_page;
-        if self.host_open[die as usize].next_unit >= self.units_per_block {
-            let old = self.host_open[die as usize].block;
+        if self.host_open[pool as usize].next_unit >= self.units_per_block {
+            let old = self.host_open[pool as usize].block;
             self.state[old as usize] = FULL;
             let mut rounds = 0;
-            while self.free_count[die as usize] <= hard_blocks && rounds < self.blocks_per_die {
-                let w = self.gc_once(die);
+            while self.free_count[pool as usize] <= hard_blocks && rounds < self.blocks_per_pool {
+                let w = self.gc_once(pool);
                 if w.victims == 0 {
                     break;
                 }
-                gc.die = die;
+                gc.pool = pool;
                 gc.add(&w);
                 rounds += 1;
             }
-            let b = self.pop_free(die);
-            self.host_open[die as usize] = Frontier {
+            let b = self.pop_free(pool);
+            self.host_open[pool as usize] = Frontier {
                 block: b,
                 next_unit: 0,
             };
         }
-        let f = &mut self.host_open[die as usize];
+        let f = &mut self.host_open[pool as usize];
         let page = f.block * self.pages_per_block + f.next_unit / upp;
         f.next_unit += upp;
         page
     }
 
-    /// The greedy victim on `die`: the full block with the fewest valid units, if any has fewer
-    /// than a whole block.
-    fn pick_victim(&self, die: u32) -> Option<u32> {
-        let first = die * self.blocks_per_die;
+    /// The victim on `pool`: greedy (the full block with the fewest valid units) or the best
+    /// full block among `candidates` drawn at random (d-choices; greedy when none is full).
+    /// Only a block with fewer valid units than a whole block is worth reclaiming.
+    fn pick_victim(&self, pool: u32, rng: &mut Xoshiro256PlusPlus) -> Option<u32> {
+        let first = pool * self.blocks_per_pool;
         let mut victim = None;
         let mut best = self.units_per_block;
-        for b in first..first + self.blocks_per_die {
+        if self.victim == GcVictim::DChoices {
+            for _ in 0..self.candidates {
+                let b =
+                    first + ((rng.next_u64() as u128 * self.blocks_per_pool as u128) >> 64) as u32;
+                if self.state[b as usize] == FULL && self.valid[b as usize] < best {
+                    best = self.valid[b as usize];
+                    victim = Some(b);
+                }
+            }
+            if victim.is_some() {
+                return victim;
+            }
+        }
+        for b in first..first + self.blocks_per_pool {
             // Branch-light scan: the per-block arrays are small and contiguous.
             if self.state[b as usize] == FULL && self.valid[b as usize] < best {
                 best = self.valid[b as usize];
@@ -433,14 +499,14 @@ impl Ftl {
         victim
     }
 
-    /// The work [`Ftl::gc_once`] would do on `die` now, without doing it: the same victim and
+    /// The work [`Ftl::gc_once`] would do on `pool` now, without doing it: the same victim and
     /// the same counts (tested), so a caller can see whether it fits a time budget first.
-    pub fn gc_once_work(&self, die: u32) -> GcWork {
+    pub fn gc_once_work(&self, pool: u32) -> GcWork {
         let mut w = GcWork {
-            die,
+            pool,
             ..GcWork::default()
         };
-        let Some(victim) = self.pick_victim(die) else {
+        let Some(victim) = self.pick_victim(pool, &mut self.rng.clone()) else {
             return w;
         };
         let upp = self.units_per_page;
@@ -456,7 +522,7 @@ impl Ftl {
         }
         // The GC frontier programs a page each time it crosses a page boundary (blocks are whole
         // pages, so a block change keeps the phase).
-        let start = (self.gc_open[die as usize].next_unit % upp) as u64;
+        let start = (self.gc_open[pool as usize].next_unit % upp) as u64;
         let programs = ((start + w.units_moved) / upp as u64) as u32;
         w.victims = 1;
         w.erases = 1;
@@ -465,36 +531,54 @@ impl Ftl {
     }
 
     /// Host units that can be written before a host block would open at or below `hard_blocks`
-    /// free blocks on its die (so before GC would have to run), with no GC in between. Exact:
-    /// host pages go round robin over dies whatever the logical addresses.
+    /// free blocks on its pool (so before GC would have to run), with no GC in between. Exact
+    /// with round-robin allocation: host pages go round robin over pools whatever the
+    /// addresses. With static allocation the addresses decide, so this is the worst case: every
+    /// unit going to the pool with the least room.
     pub fn host_units_before_gc(&self, hard_blocks: u32) -> u64 {
         let upp = self.units_per_page as u64;
-        let dies = self.dies as u64;
-        let mut first_gc_page = u64::MAX;
-        for d in 0..self.dies {
+        let pools = self.pools as u64;
+        // Pages each pool can still open without GC, beyond its open page.
+        let pages_left = |d: u32| {
             let open_left = ((self.units_per_block - self.host_open[d as usize].next_unit)
                 / self.units_per_page) as u64;
             let opens = self.free_count[d as usize].saturating_sub(hard_blocks) as u64;
-            let pages = open_left + opens * self.pages_per_block as u64;
-            let order = (d as u64 + dies - self.next_die as u64) % dies;
-            first_gc_page = first_gc_page.min(pages * dies + order);
-        }
-        let in_page = if self.cur_page == NONE {
-            0
-        } else {
-            upp - self.cur_fill as u64
+            open_left + opens * self.pages_per_block as u64
         };
-        first_gc_page * upp + in_page
+        let in_page = |d: u32| {
+            if self.open_page[d as usize] == NONE {
+                0
+            } else {
+                upp - self.open_fill[d as usize] as u64
+            }
+        };
+        match self.allocation {
+            Allocation::RoundRobin => {
+                let mut first_gc_page = u64::MAX;
+                for d in 0..self.pools {
+                    let order = (d as u64 + pools - self.next_pool as u64) % pools;
+                    first_gc_page = first_gc_page.min(pages_left(d) * pools + order);
+                }
+                first_gc_page * upp + in_page(self.cur_pool)
+            }
+            Allocation::Static => (0..self.pools)
+                .map(|d| pages_left(d) * upp + in_page(d))
+                .min()
+                .unwrap_or(0),
+        }
     }
 
-    /// Reclaim one victim block on `die` (greedy: the full block with the fewest valid units).
+    /// Reclaim one victim block on `pool` (greedy: the full block with the fewest valid units).
     /// Returns the work done; `victims == 0` when no block can be reclaimed with any gain.
-    pub fn gc_once(&mut self, die: u32) -> GcWork {
+    pub fn gc_once(&mut self, pool: u32) -> GcWork {
         let mut w = GcWork {
-            die,
+            pool,
             ..GcWork::default()
         };
-        let Some(victim) = self.pick_victim(die) else {
+        let mut rng = self.rng.clone();
+        let picked = self.pick_victim(pool, &mut rng);
+        self.rng = rng;
+        let Some(victim) = picked else {
             return w;
         };
         let upp = self.units_per_page;
@@ -510,17 +594,17 @@ impl Ftl {
                     continue;
                 }
                 any = true;
-                // Move to the GC frontier of the same die.
-                if self.gc_open[die as usize].next_unit >= self.units_per_block {
-                    let old = self.gc_open[die as usize].block;
+                // Move to the GC frontier of the same pool.
+                if self.gc_open[pool as usize].next_unit >= self.units_per_block {
+                    let old = self.gc_open[pool as usize].block;
                     self.state[old as usize] = FULL;
-                    let b = self.pop_free(die);
-                    self.gc_open[die as usize] = Frontier {
+                    let b = self.pop_free(pool);
+                    self.gc_open[pool as usize] = Frontier {
                         block: b,
                         next_unit: 0,
                     };
                 }
-                let f = &mut self.gc_open[die as usize];
+                let f = &mut self.gc_open[pool as usize];
                 let dst = f.block * self.units_per_block + f.next_unit;
                 f.next_unit += 1;
                 if f.next_unit.is_multiple_of(upp) {
@@ -537,7 +621,7 @@ impl Ftl {
             }
         }
         self.valid[victim as usize] = 0;
-        self.push_free(die, victim);
+        self.push_free(pool, victim);
         w.victims = 1;
         w.erases = 1;
         w.units_moved = moved;
@@ -552,8 +636,13 @@ impl Ftl {
 
     /// Write every logical unit once, in order (a sequential fill), without timing.
     pub fn fill(&mut self) {
+        self.fill_first(self.logical_units);
+    }
+
+    /// Write the first `units` logical units once, in order, without timing.
+    pub fn fill_first(&mut self, units: u32) {
         let mut gc = GcWork::default();
-        for lpn in 0..self.logical_units {
+        for lpn in 0..units.min(self.logical_units) {
             self.write_unit(lpn, &mut gc);
         }
     }
@@ -561,9 +650,14 @@ impl Ftl {
     /// Uniformly random overwrites of `units` logical units, without timing: brings the device
     /// to the steady state of greedy GC under random writes.
     pub fn random_overwrite(&mut self, units: u64, seed: u64) {
+        self.random_overwrite_first(self.logical_units, units, seed);
+    }
+
+    /// Uniformly random overwrites of `units` units among the first `span` logical units.
+    pub fn random_overwrite_first(&mut self, span: u32, units: u64, seed: u64) {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let mut gc = GcWork::default();
-        let n = self.logical_units as u64;
+        let n = span.clamp(1, self.logical_units) as u64;
         for _ in 0..units {
             // Multiply-shift maps 64 random bits to [0, n) without division.
             let lpn = ((rng.next_u64() as u128 * n as u128) >> 64) as u32;
@@ -571,12 +665,12 @@ impl Ftl {
         }
     }
 
-    /// Run GC on every die until its free blocks reach the soft threshold, as an idle device
+    /// Run GC on every pool until its free blocks reach the soft threshold, as an idle device
     /// would: the state a device settles in between bursts of writes.
     pub fn settle_gc(&mut self) {
-        for d in 0..self.dies {
+        for d in 0..self.pools {
             let mut rounds = 0;
-            while self.free_count[d as usize] < self.gc_soft_blocks && rounds < self.blocks_per_die
+            while self.free_count[d as usize] < self.gc_soft_blocks && rounds < self.blocks_per_pool
             {
                 if self.gc_once(d).victims == 0 {
                     break;
@@ -609,9 +703,9 @@ impl Ftl {
         if valid != self.valid {
             return Err("per-block valid counts disagree with the maps".into());
         }
-        for d in 0..self.dies {
+        for d in 0..self.pools {
             for i in 0..self.free_count[d as usize] {
-                let b = self.free[(d * self.blocks_per_die + i) as usize];
+                let b = self.free[(d * self.blocks_per_pool + i) as usize];
                 if self.state[b as usize] != FREE || self.valid[b as usize] != 0 {
                     return Err(format!("free block {b} is not empty"));
                 }

@@ -9,12 +9,17 @@
 //!   queries and a fast-fail read (docs/arch-sim.md).
 
 pub mod config;
+pub mod control;
+pub mod dist;
 pub mod ftl;
+pub mod mapcache;
 pub mod ssd;
+mod timeline;
 
 pub use config::{DeviceConfig, PRESETS, preset_names};
+pub use control::{GcDone, GcGoal, PlmStatus, PlmWindow, ReadOutcome};
 pub use ftl::{Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
-pub use ssd::{GcDone, GcGoal, PlmStatus, PlmWindow, Precondition, ReadOutcome, Ssd, SsdCounters};
+pub use ssd::{Precondition, Ssd, SsdCounters};
 
 /// Errors from loading or validating a device description. One line each.
 #[derive(Debug, thiserror::Error)]

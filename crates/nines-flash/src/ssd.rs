@@ -23,21 +23,19 @@
 //!   host reads with GC page moves).
 //! - suspend-resume: when enabled, a read to a die busy programming or erasing goes first and
 //!   pushes the program/erase back by the read's time plus `resume_overhead_ns`.
+//! - read priority (when enabled): a read waits only for the program or erase in progress, and
+//!   goes ahead of those queued behind it.
+//! - variance sources (each off unless the description turns it on; docs/arch-sim.md cites
+//!   each): per-page-type tR/tPROG, read retries, mapping-cache misses (a translation-page read
+//!   first; dirty evictions write translation pages back), power-state exit after idle (APST),
+//!   FUA/flush on a volatile write cache, firmware jitter drawn from a measured distribution.
 //!
-//! The control surface (what a host policy may do besides reads and writes; docs/arch-sim.md):
-//! - [`Ssd::select_window`]: NVMe Predictable Latency Mode windows. In a deterministic window
-//!   (DTWIN) no GC runs unless a die would otherwise run out of free blocks; that forced GC is
-//!   counted as a window violation. In a non-deterministic window (NDWIN) GC is allowed, and the
-//!   GC debt left by a DTWIN starts at once.
-//! - [`Ssd::gc_now`]: GC to a number of free blocks per die and/or within a time budget.
-//! - [`Ssd::trim`]: unmap a range.
-//! - [`Ssd::busy_remaining_ns`], [`Ssd::range_busy_remaining_ns`], [`Ssd::read_wait_ns`] and
-//!   [`Ssd::plm_status`]: queries that change nothing.
-//! - [`Ssd::read_fast_fail`]: a read that returns at once with the remaining busy time when it
-//!   would wait on its dies longer than a threshold (IODA, SOSP'21), reserving nothing.
+//! "Die" in the timing code means the unit that executes one flash command at a time (a die, or
+//! a whole chip); "pool" is the FTL's block pool (a die, or a plane). Pool `p` is on channel
+//! `p mod channels` and on unit `p mod units`.
 //!
-//! Every call that takes `now_ns` asserts that time does not go backwards.
-
+//! The control surface (PLM windows, GC now, busy queries, fast-fail reads) is in control.rs.
+//!
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -46,8 +44,12 @@ use nines_core::op::Op;
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::config::DeviceConfig;
+use crate::config::{DeviceConfig, PowerState};
+use crate::control::PlmWindow;
+use crate::dist::QuantileDist;
 use crate::ftl::{Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
+use crate::mapcache::MapCache;
+use crate::timeline::Timeline;
 
 /// How to bring a fresh device to a realistic state before timing starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -61,6 +63,9 @@ pub enum Precondition {
     /// threshold: greedy GC's steady state (write amplification no longer changes after one
     /// capacity of random writes; tested).
     Steady,
+    /// Steady state with data in only the first `pct` percent of the logical space (MQSim's
+    /// initial occupancy): fill that share, overwrite it once at random, let GC settle.
+    SteadyAt(u8),
 }
 
 impl std::str::FromStr for Precondition {
@@ -70,19 +75,32 @@ impl std::str::FromStr for Precondition {
             "none" => Ok(Precondition::None),
             "fill" => Ok(Precondition::Fill),
             "steady" => Ok(Precondition::Steady),
-            _ => Err(format!(
-                "unknown preconditioning `{s}`; use none, fill or steady"
-            )),
+            _ => {
+                let pct = s
+                    .strip_prefix("steady:")
+                    .map(|p| p.trim_end_matches('%'))
+                    .and_then(|p| p.parse::<u8>().ok())
+                    .filter(|p| (1..=100).contains(p));
+                match pct {
+                    Some(100) => Ok(Precondition::Steady),
+                    Some(p) => Ok(Precondition::SteadyAt(p)),
+                    None => Err(format!(
+                        "unknown preconditioning `{s}`; use none, fill, steady or steady:PCT \
+                         (data in the first PCT% of the device, 1 to 100)"
+                    )),
+                }
+            }
         }
     }
 }
 
 impl Precondition {
-    pub fn name(self) -> &'static str {
+    pub fn name(self) -> String {
         match self {
-            Precondition::None => "none",
-            Precondition::Fill => "fill",
-            Precondition::Steady => "steady",
+            Precondition::None => "none".into(),
+            Precondition::Fill => "fill".into(),
+            Precondition::Steady => "steady".into(),
+            Precondition::SteadyAt(p) => format!("steady:{p}%"),
         }
     }
 }
@@ -103,93 +121,34 @@ pub struct SsdCounters {
     pub buffer_full_waits: u64,
     pub die_busy_ns: u64,
     pub channel_busy_ns: u64,
-    /// GC episodes forced in a deterministic window because a die was out of free blocks
+    /// GC episodes forced in a deterministic window because a pool was out of free blocks
     /// (each one breaks the window's promise).
     pub window_violations: u64,
     /// Fast-fail reads answered `Busy` (they reserved nothing).
     pub fast_fail_busy: u64,
-    /// Victim blocks reclaimed by [`Ssd::gc_now`] and by entering a non-deterministic window.
+    /// Victim blocks reclaimed by `gc_now` and by entering a non-deterministic window.
     pub gc_now_victims: u64,
     pub trims: u64,
-}
-
-/// NVMe Predictable Latency Mode window of the device (one NVM set: the whole device).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PlmWindow {
-    /// Predictable Latency Mode off: GC as configured (the default).
-    #[default]
-    Off,
-    /// DTWIN: no GC unless a die would run out of free blocks (then forced, and counted).
-    Deterministic,
-    /// NDWIN: GC allowed; pending GC debt runs.
-    NonDeterministic,
-}
-
-/// What [`Ssd::gc_now`] should reach. Both limits may be given; GC stops at the first reached.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GcGoal {
-    /// Free blocks per die to reach (clamped to the die); `None`: the soft threshold, where
-    /// idle GC would stop.
-    pub free_blocks_per_die: Option<u32>,
-    /// Every die's GC must end by `now + budget_ns`; a victim that would not fit is not
-    /// started. `None`: no time limit.
-    pub budget_ns: Option<u64>,
-}
-
-/// What a GC request did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GcDone {
-    pub victims: u64,
-    pub units_moved: u64,
-    /// When the last die finishes the GC it was given (`now` when nothing ran).
-    pub until_ns: u64,
-}
-
-/// The answer of a fast-fail read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadOutcome {
-    /// The read ran as a normal read; it completes then.
-    Done { completion_ns: u64 },
-    /// The read would have waited `remaining_ns` on its dies, more than the threshold; nothing
-    /// was reserved. The refusal reaches the host at `completion_ns` (controller latency).
-    Busy {
-        remaining_ns: u64,
-        completion_ns: u64,
-    },
-}
-
-/// The device's Predictable Latency Mode status (the model of NVMe log page 0Ah, per device).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PlmStatus {
-    pub window: PlmWindow,
-    /// When the current window was selected.
-    pub window_since_ns: u64,
-    /// Free blocks over all dies, and on the die with the fewest.
-    pub free_blocks: u64,
-    pub free_blocks_min: u32,
-    /// Per-die thresholds in blocks: idle GC below `gc_soft_blocks`; forced GC at or below
-    /// `gc_hard_blocks` (outside DTWIN) or `dtwin_reserve_blocks` (in DTWIN).
-    pub gc_soft_blocks: u32,
-    pub gc_hard_blocks: u32,
-    pub dtwin_reserve_blocks: u32,
-    /// Blocks GC owes: over all dies, how far each is below the soft threshold.
-    pub gc_debt_blocks: u64,
-    /// Bytes the host can write in a deterministic window from now before GC is forced
-    /// (exact for this model: host pages fill dies round robin whatever the addresses).
-    pub dtwin_write_bytes_estimate: u64,
-    /// Reads never force GC in this model, so a DTWIN has no read limit: `None`.
-    pub dtwin_read_estimate: Option<u64>,
-    pub window_violations: u64,
-    /// How long until every die, channel and the controller is idle.
-    pub busy_remaining_ns: u64,
+    /// Page reads that needed read-retry steps.
+    pub read_retries: u64,
+    /// Mapping-cache misses (each a translation-page read) and translation pages written back.
+    pub map_misses: u64,
+    pub map_writebacks: u64,
+    /// Old data read to merge a write that covers part of a mapping unit.
+    pub rmw_reads: u64,
+    /// Reads that went ahead of queued programs or erases (read priority).
+    pub read_priority_jumps: u64,
+    /// Commands that first woke the device from a low-power state.
+    pub power_exits: u64,
+    pub flushes: u64,
+    pub fua_writes: u64,
 }
 
 /// Reservation state of one die. Kept together (one cache line) because a read touches all.
 #[derive(Clone, Copy, Debug)]
-struct DieTime {
+pub(crate) struct DieTime {
     /// Reserved until then (host and GC work).
-    free: u64,
+    pub(crate) free: u64,
     /// End of the latest program or erase (what a read can suspend).
     long_until: u64,
     /// End of the latest read that went ahead of queued work.
@@ -214,13 +173,89 @@ impl Default for DieTime {
     }
 }
 
+/// Programs and erases queued on one die, for read priority: their [start, end) in order.
+/// Bounded; when more are queued than it holds, reads on that die fall back to first come,
+/// first served until it drains.
+const OPS_CAP: usize = 32;
+
+#[derive(Clone, Debug)]
+pub(crate) struct LongOps {
+    iv: [(u64, u64); OPS_CAP],
+    n: usize,
+    overflow: bool,
+}
+
+impl Default for LongOps {
+    fn default() -> Self {
+        LongOps {
+            iv: [(0, 0); OPS_CAP],
+            n: 0,
+            overflow: false,
+        }
+    }
+}
+
+impl LongOps {
+    fn push(&mut self, now: u64, start: u64, end: u64) {
+        let mut done = 0;
+        while done < self.n && self.iv[done].1 <= now {
+            done += 1;
+        }
+        if done > 0 {
+            self.iv.copy_within(done..self.n, 0);
+            self.n -= done;
+        }
+        if self.n == 0 {
+            self.overflow = false;
+        }
+        if self.n == OPS_CAP {
+            self.overflow = true;
+            self.iv.copy_within(1..self.n, 0);
+            self.n -= 1;
+        }
+        self.iv[self.n] = (start, end);
+        self.n += 1;
+    }
+
+    /// Where a prioritised read arriving at `t` starts: after the operation in progress and
+    /// the reads that went ahead before it (`read_free`). None: unknown (overflowed).
+    #[inline]
+    fn read_start(&self, t: u64, read_free: u64) -> Option<u64> {
+        if self.overflow {
+            return None;
+        }
+        let mut s = t.max(read_free);
+        for &(a, b) in &self.iv[..self.n] {
+            if b > s {
+                if a <= s {
+                    s = b;
+                }
+                break;
+            }
+        }
+        Some(s)
+    }
+
+    /// Operations starting at or after `from` move back by `by`.
+    fn shift(&mut self, from: u64, by: u64) {
+        for iv in &mut self.iv[..self.n] {
+            if iv.0 >= from {
+                iv.0 += by;
+                iv.1 += by;
+            }
+        }
+    }
+}
+
 /// How a read gets onto a die (see [`read_start`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ReadPath {
+pub(crate) enum ReadPath {
     /// Suspends a program or erase.
     Suspend,
     /// Goes in between two page copies of a GC episode.
     Preempt,
+    /// Goes ahead of queued programs and erases (read priority).
+    Priority,
     /// Waits its turn.
     Fcfs,
 }
@@ -228,7 +263,12 @@ enum ReadPath {
 /// Where a read arriving at die `die` at `t` starts its tR, and by which path. Pure: the read
 /// itself and the queries share it, so a query predicts exactly what a read would do.
 #[inline]
-fn read_start(suspend: bool, die: &DieTime, t: u64) -> (ReadPath, u64) {
+pub(crate) fn read_start(
+    suspend: bool,
+    die: &DieTime,
+    ops: Option<&LongOps>,
+    t: u64,
+) -> (ReadPath, u64) {
     if suspend && die.long_until > t && die.free > t {
         // The die is programming or erasing (or has that queued): the read goes first.
         return (ReadPath::Suspend, t.max(die.read_free));
@@ -242,12 +282,19 @@ fn read_start(suspend: bool, die: &DieTime, t: u64) -> (ReadPath, u64) {
             return (ReadPath::Preempt, start);
         }
     }
+    if let Some(ops) = ops
+        && die.free > t
+        && let Some(start) = ops.read_start(t, die.read_free)
+        && start < die.free
+    {
+        return (ReadPath::Priority, start);
+    }
     (ReadPath::Fcfs, t.max(die.free))
 }
 
-/// The flash pages a read of units `first..=last` touches, grouped: consecutive units in the
-/// same page are one page read. Yields (die, page, bytes of the request in it).
-struct ReadPages {
+/// The flash pages a read touches, grouped: consecutive units in the same page are one page
+/// read. Yields (pool, page, bytes of the request in it, first unit, units).
+pub(crate) struct ReadPages {
     lpn: u64,
     last: u64,
     unit_bytes: u64,
@@ -256,7 +303,7 @@ struct ReadPages {
 }
 
 impl ReadPages {
-    fn new(unit_bytes: u64, offset_bytes: u64, len_bytes: u64) -> ReadPages {
+    pub(crate) fn new(unit_bytes: u64, offset_bytes: u64, len_bytes: u64) -> ReadPages {
         ReadPages {
             lpn: offset_bytes / unit_bytes,
             last: (offset_bytes + len_bytes - 1) / unit_bytes,
@@ -267,12 +314,18 @@ impl ReadPages {
     }
 
     #[inline]
-    fn next(&mut self, ftl: &Ftl) -> Option<(u32, u32, u64)> {
+    pub(crate) fn next(&mut self, ftl: &Ftl) -> Option<(u32, u32, u64)> {
+        self.next_units(ftl)
+            .map(|(pool, page, bytes, _, _)| (pool, page, bytes))
+    }
+
+    #[inline]
+    pub(crate) fn next_units(&mut self, ftl: &Ftl) -> Option<(u32, u32, u64, u32, u32)> {
         if self.lpn > self.last {
             return None;
         }
         let lpn = self.lpn;
-        let (die, page, _) = ftl.locate(lpn as u32);
+        let (pool, page, _) = ftl.locate(lpn as u32);
         let mut n = 1;
         while lpn + n <= self.last && ftl.locate((lpn + n) as u32).1 == page {
             n += 1;
@@ -280,59 +333,104 @@ impl ReadPages {
         let lo = (lpn * self.unit_bytes).max(self.offset_bytes);
         let hi = ((lpn + n) * self.unit_bytes).min(self.end_bytes);
         self.lpn += n;
-        Some((die, page, hi - lo))
+        Some((pool, page, hi - lo, lpn as u32, n as u32))
     }
+}
+
+/// What happens at the front of a command arriving at `now`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Front {
+    /// When the command gets past a power-state exit and a housekeeping stall.
+    pub(crate) after_stall: u64,
+    /// When the controller starts it.
+    pub(crate) start: u64,
+    power_exit: bool,
+    stalled: bool,
 }
 
 #[derive(Clone, Debug)]
 pub struct Ssd {
     /// Shared between devices until one of them changes it (copy on write): a read-only run of
     /// a thousand preconditioned devices keeps one map.
-    ftl: Arc<Ftl>,
-    unit_bytes: u64,
+    pub(crate) ftl: Arc<Ftl>,
+    pub(crate) unit_bytes: u64,
     logical_bytes: u64,
-    channels: u32,
-    dies: u32,
+    pub(crate) channels: u32,
+    /// Parallel units (dies, or chips) and block pools.
+    units_n: u32,
+    pools: u32,
     page_bytes: u64,
     read_ns: Vec<u64>,
     program_ns: Vec<u64>,
     read_ns_mean: u64,
     program_ns_mean: u64,
     erase_ns: u64,
-    channel_bytes_per_s: u64,
-    overhead_ns: u64,
+    pub(crate) channel_bytes_per_s: u64,
+    pub(crate) overhead_ns: u64,
     command_ns: u64,
     link_read_bytes_per_s: u64,
     link_write_bytes_per_s: u64,
-    suspend: bool,
+    pub(crate) suspend: bool,
     resume_ns: u64,
     hk_period_ns: u64,
     hk_duration_ns: u64,
     hk_phase_ns: u64,
     slow_threshold: u64,
     slow_extra_ns: u64,
+    retry_threshold: u64,
+    retry_steps: u64,
+    retry_step_overhead_ns: u64,
+    jitter_read: QuantileDist,
+    jitter_write: QuantileDist,
+    power: Vec<PowerState>,
+    volatile_cache: bool,
+    flush_ns: u64,
+    dram_bytes_per_s: u64,
+    dram_access_ns: u64,
+    gc_copyback: bool,
+    translation_read_bytes: u64,
     buffer_pages: usize,
     // Timelines.
-    die: Vec<DieTime>,
-    chan: Vec<Timeline>,
-    ctrl_free: u64,
+    pub(crate) units: Vec<DieTime>,
+    /// Queued programs per unit, when reads have priority.
+    pub(crate) ops: Vec<LongOps>,
+    pub(crate) chan: Vec<Timeline>,
+    pub(crate) ctrl_free: u64,
+    dram_free: u64,
     buf_release: BinaryHeap<Reverse<u64>>,
+    /// The latest end of any program (a flush waits for it).
+    programs_until: u64,
+    /// Per pool: a read its open page's program must wait for (read-modify-write, translation
+    /// reads); 0 when none.
+    open_ready: Vec<u64>,
+    /// Until then the device is busy (for power-state entry after idle).
+    active_until: u64,
+    cmt: Option<MapCache>,
     idle_gc_next: u32,
     rng: Xoshiro256PlusPlus,
-    counters: SsdCounters,
+    pub(crate) counters: SsdCounters,
     /// The latest `now_ns` any call gave: time must not go backwards.
     now_ns: u64,
-    window: PlmWindow,
-    window_since_ns: u64,
+    pub(crate) window: PlmWindow,
+    pub(crate) window_since_ns: u64,
 }
 
 #[inline]
-fn xfer_ns(bytes: u64, bytes_per_s: u64) -> u64 {
+pub(crate) fn xfer_ns(bytes: u64, bytes_per_s: u64) -> u64 {
     (bytes as u128 * 1_000_000_000u128).div_ceil(bytes_per_s as u128) as u64
 }
 
+/// A probability as a threshold on 64 random bits; 1.0 saturates to always.
+fn threshold_of(p: f64) -> u64 {
+    if p >= 1.0 {
+        u64::MAX
+    } else {
+        (p * 18_446_744_073_709_551_616.0) as u64
+    }
+}
+
 impl Ssd {
-    /// A factory-fresh device. `seed` sets its housekeeping phase and slow-I/O draws.
+    /// A factory-fresh device. `seed` sets its housekeeping phase and random draws.
     pub fn new(cfg: &DeviceConfig, seed: u64) -> Ssd {
         Ssd::with_ftl(cfg, Arc::new(Ftl::new(cfg)), seed)
     }
@@ -350,15 +448,24 @@ impl Ssd {
         } else {
             t.program_ns_by_page_type.clone()
         };
-        let dies = cfg.dies() as u32;
+        let units_n = cfg.parallel_units() as u32;
+        let pools = cfg.pools() as u32;
         let buffer_pages =
             (cfg.buffer.write_buffer_bytes / cfg.geometry.page_size_bytes as u64).max(2) as usize;
+        let cmt = (cfg.mapping.cache_bytes > 0).then(|| {
+            MapCache::new(
+                cfg.mapping_cache_entries(),
+                ftl.logical_units(),
+                cfg.translation_entries_per_page(),
+            )
+        });
         let mut ssd = Ssd {
             ftl,
             unit_bytes: cfg.geometry.map_unit_bytes as u64,
             logical_bytes: cfg.logical_bytes(),
             channels: cfg.geometry.channels,
-            dies,
+            units_n,
+            pools,
             page_bytes: cfg.geometry.page_size_bytes as u64,
             read_ns_mean: read_ns.iter().sum::<u64>() / read_ns.len() as u64,
             program_ns_mean: program_ns.iter().sum::<u64>() / program_ns.len() as u64,
@@ -375,13 +482,35 @@ impl Ssd {
             hk_period_ns: cfg.housekeeping.period_ns,
             hk_duration_ns: cfg.housekeeping.duration_ns,
             hk_phase_ns: 0,
-            slow_threshold: 0,
+            slow_threshold: threshold_of(cfg.slow_io.probability),
             slow_extra_ns: cfg.slow_io.extra_ns,
+            retry_threshold: threshold_of(cfg.read_retry.probability),
+            retry_steps: cfg.read_retry.steps as u64,
+            retry_step_overhead_ns: cfg.read_retry.step_overhead_ns,
+            jitter_read: QuantileDist::new(&cfg.firmware_jitter.read).unwrap_or_default(),
+            jitter_write: QuantileDist::new(&cfg.firmware_jitter.write).unwrap_or_default(),
+            power: cfg.power.states.clone(),
+            volatile_cache: cfg.durability.volatile_write_cache,
+            flush_ns: cfg.durability.flush_ns,
+            dram_bytes_per_s: cfg.buffer.dram_bytes_per_s,
+            dram_access_ns: cfg.buffer.dram_access_ns,
+            gc_copyback: cfg.ftl.gc_copyback,
+            translation_read_bytes: cfg.mapping.translation_read_bytes as u64,
             buffer_pages,
-            die: vec![DieTime::default(); dies as usize],
+            units: vec![DieTime::default(); units_n as usize],
+            ops: if cfg.controller.read_priority {
+                vec![LongOps::default(); units_n as usize]
+            } else {
+                Vec::new()
+            },
             chan: vec![Timeline::default(); cfg.geometry.channels as usize],
             ctrl_free: 0,
+            dram_free: 0,
             buf_release: BinaryHeap::with_capacity(buffer_pages + 1),
+            programs_until: 0,
+            open_ready: vec![0; pools as usize],
+            active_until: 0,
+            cmt,
             idle_gc_next: 0,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             counters: SsdCounters::default(),
@@ -389,18 +518,11 @@ impl Ssd {
             window: PlmWindow::Off,
             window_since_ns: 0,
         };
-        // Probability as a threshold on 64 random bits; 1.0 saturates to always.
-        let p = cfg.slow_io.probability;
-        ssd.slow_threshold = if p >= 1.0 {
-            u64::MAX
-        } else {
-            (p * 18_446_744_073_709_551_616.0) as u64
-        };
         ssd.reseed(seed);
         ssd
     }
 
-    /// New housekeeping phase and slow-I/O stream (after cloning a preconditioned device).
+    /// New housekeeping phase and random stream (after cloning a preconditioned device).
     pub fn reseed(&mut self, seed: u64) {
         self.rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5ee0_d15c_0000_0001);
         if self.hk_period_ns > 0 {
@@ -418,6 +540,13 @@ impl Ssd {
                 ftl.fill();
                 let n = ftl.logical_units() as u64;
                 ftl.random_overwrite(n, seed);
+                ftl.settle_gc();
+            }
+            Precondition::SteadyAt(pct) => {
+                let ftl = Arc::make_mut(&mut self.ftl);
+                let span = (ftl.logical_units() as u64 * pct.min(100) as u64 / 100) as u32;
+                ftl.fill_first(span);
+                ftl.random_overwrite_first(span, span as u64, seed);
                 ftl.settle_gc();
             }
         }
@@ -439,8 +568,9 @@ impl Ssd {
     pub fn logical_bytes(&self) -> u64 {
         self.logical_bytes
     }
+    /// Units that execute one flash command at a time (dies, or chips).
     pub fn dies(&self) -> u32 {
-        self.dies
+        self.units_n
     }
     pub fn channels(&self) -> u32 {
         self.channels
@@ -458,15 +588,21 @@ impl Ssd {
         }
     }
 
+    /// The unit (die or chip) a pool's flash commands run on.
+    #[inline]
+    pub(crate) fn unit_of(&self, pool: u32) -> u32 {
+        pool % self.units_n
+    }
+
     /// Assert that time does not go backwards, and advance the device's notion of now.
     #[inline]
-    fn advance(&mut self, now_ns: u64) {
+    pub(crate) fn advance(&mut self, now_ns: u64) {
         self.check_time(now_ns);
         self.now_ns = now_ns;
     }
 
     #[inline]
-    fn check_time(&self, now_ns: u64) {
+    pub(crate) fn check_time(&self, now_ns: u64) {
         assert!(
             now_ns >= self.now_ns,
             "Ssd called at {now_ns} ns after a call at {} ns: the driver must call in \
@@ -475,15 +611,33 @@ impl Ssd {
         );
     }
 
-    /// The front end of a command arriving at `now`: (when a housekeeping stall lets it in,
-    /// when the controller starts it). Pure.
     #[inline]
-    fn front_end(&self, now_ns: u64) -> (u64, u64) {
+    pub(crate) fn check_range(&self, offset_bytes: u64, len_bytes: u64) {
+        assert!(
+            len_bytes > 0 && offset_bytes + len_bytes <= self.logical_bytes,
+            "{len_bytes} bytes at {offset_bytes} do not fit a {}-byte device",
+            self.logical_bytes
+        );
+    }
+
+    /// The front end of a command arriving at `now`. Pure.
+    #[inline]
+    pub(crate) fn front_end(&self, now_ns: u64) -> Front {
         let mut t = now_ns;
+        let mut power_exit = false;
+        if !self.power.is_empty() && now_ns > self.active_until {
+            let idle = now_ns - self.active_until;
+            if let Some(s) = self.power.iter().rev().find(|s| s.idle_ns <= idle) {
+                t += s.exit_ns;
+                power_exit = true;
+            }
+        }
+        let mut stalled = false;
         if self.hk_period_ns > 0 {
             let x = (t + self.hk_phase_ns) % self.hk_period_ns;
             if x < self.hk_duration_ns {
                 t += self.hk_duration_ns - x;
+                stalled = true;
             }
         }
         let start = if self.command_ns > 0 {
@@ -491,20 +645,34 @@ impl Ssd {
         } else {
             t
         };
-        (t, start)
+        Front {
+            after_stall: t,
+            start,
+            power_exit,
+            stalled,
+        }
     }
 
     /// Take the controller for a command arriving at `now`; returns when it reaches the flash.
     #[inline]
     fn enter(&mut self, now_ns: u64) -> u64 {
-        let (after_stall, start) = self.front_end(now_ns);
-        if after_stall > now_ns {
+        let f = self.front_end(now_ns);
+        if f.stalled {
             self.counters.housekeeping_stalls += 1;
         }
-        if self.command_ns > 0 {
-            self.ctrl_free = start + self.command_ns;
+        if f.power_exit {
+            self.counters.power_exits += 1;
         }
-        start + self.overhead_ns
+        if self.command_ns > 0 {
+            self.ctrl_free = f.start + self.command_ns;
+        }
+        f.start + self.overhead_ns
+    }
+
+    /// The device is busy until `t` at least.
+    #[inline]
+    fn active(&mut self, t: u64) {
+        self.active_until = self.active_until.max(t);
     }
 
     /// TRIM a byte range (whole mapping units inside it) at `now`: the mapping is dropped at
@@ -520,271 +688,238 @@ impl Ssd {
         for lpn in first..end {
             Arc::make_mut(&mut self.ftl).trim_unit(lpn as u32);
         }
+        self.active(done);
         done
     }
 
     /// Submit a command at `now_ns`; returns the time it completes. Calls must come in
     /// non-decreasing `now_ns` (asserted). The range must lie inside [`Ssd::logical_bytes`].
+    #[inline]
     pub fn submit(&mut self, now_ns: u64, op: Op, offset_bytes: u64, len_bytes: u64) -> u64 {
-        assert!(len_bytes > 0 && offset_bytes + len_bytes <= self.logical_bytes);
+        self.submit_with(now_ns, op, offset_bytes, len_bytes, false)
+    }
+
+    /// [`Ssd::submit`] with the Force Unit Access bit: on a volatile write cache a FUA write
+    /// completes once its data is programmed (its partly filled pages padded and programmed at
+    /// once); with power-loss protection it costs only `durability.flush_ns`. FUA on a read
+    /// changes nothing here (the model keeps no stale read cache).
+    pub fn submit_with(
+        &mut self,
+        now_ns: u64,
+        op: Op,
+        offset_bytes: u64,
+        len_bytes: u64,
+        fua: bool,
+    ) -> u64 {
+        self.check_range(offset_bytes, len_bytes);
         self.advance(now_ns);
         let t = self.enter(now_ns);
         self.idle_gc(now_ns);
         let mut done = match op {
-            Op::Read => {
-                self.counters.reads += 1;
-                let mut ready = t;
-                let open = self.ftl.open_host_page();
-                let mut pages = ReadPages::new(self.unit_bytes, offset_bytes, len_bytes);
-                while let Some((die, page, bytes)) = pages.next(&self.ftl) {
-                    let end = if open == Some(page) {
-                        self.counters.read_buffer_hits += 1;
-                        t
-                    } else {
-                        self.flash_read(t, die, page, bytes)
-                    };
-                    ready = ready.max(end);
-                }
-                ready + xfer_ns(len_bytes, self.link_read_bytes_per_s)
-            }
-            Op::Write => {
-                self.counters.writes += 1;
-                let first = offset_bytes / self.unit_bytes;
-                let last = (offset_bytes + len_bytes - 1) / self.unit_bytes;
-                let hard = self.hard_blocks();
-                let mut admitted = t;
-                let link = xfer_ns(len_bytes, self.link_write_bytes_per_s);
-                for lpn in first..=last {
-                    let mut gc = GcWork::default();
-                    let place =
-                        Arc::make_mut(&mut self.ftl).write_unit_with(lpn as u32, &mut gc, hard);
-                    if gc.victims > 0 {
-                        self.counters.gc_hard_episodes += 1;
-                        if self.window == PlmWindow::Deterministic {
-                            self.counters.window_violations += 1;
-                        }
-                        self.schedule_gc(admitted, &gc);
-                    }
-                    if place.page_opened {
-                        admitted = self.admit_page(admitted);
-                    }
-                    if place.page_full {
-                        let end = self.program(admitted + link, place.die, place.page);
-                        self.buf_release.push(Reverse(end));
-                    }
-                }
-                admitted + link
-            }
+            Op::Read => self.read(t, offset_bytes, len_bytes),
+            Op::Write => self.write(t, offset_bytes, len_bytes, fua && op == Op::Write),
         };
         if self.slow_threshold > 0 && self.rng.next_u64() < self.slow_threshold {
             self.counters.slow_ios += 1;
             done += self.slow_extra_ns;
         }
+        let jitter = match op {
+            Op::Read => &self.jitter_read,
+            Op::Write => &self.jitter_write,
+        };
+        if !jitter.is_empty() {
+            done += jitter.sample(self.rng.next_u64());
+        }
+        if !self.power.is_empty() {
+            self.active(done.max(self.programs_until));
+        }
         done
     }
 
-    /// Free blocks per die at or below which a host block opens only after GC: the configured
-    /// hard threshold, or in a deterministic window the least that keeps GC possible.
+    #[inline]
+    fn read(&mut self, t: u64, offset_bytes: u64, len_bytes: u64) -> u64 {
+        self.counters.reads += 1;
+        let mut ready = t;
+        let mut pages = ReadPages::new(self.unit_bytes, offset_bytes, len_bytes);
+        while let Some((pool, page, bytes, lpn, n)) = pages.next_units(&self.ftl) {
+            let end = if self.ftl.is_open_page(page) {
+                self.counters.read_buffer_hits += 1;
+                self.dram(t, bytes)
+            } else {
+                let mut at = t;
+                if self.cmt.is_some() {
+                    at = self.map_lookup(t, lpn, n, false);
+                }
+                let tr = self.page_read_ns(page);
+                self.flash_read(at, pool, tr, bytes, true)
+            };
+            ready = ready.max(end);
+        }
+        ready + xfer_ns(len_bytes, self.link_read_bytes_per_s)
+    }
+
+    fn write(&mut self, t: u64, offset_bytes: u64, len_bytes: u64, fua: bool) -> u64 {
+        self.counters.writes += 1;
+        let first = offset_bytes / self.unit_bytes;
+        let last = (offset_bytes + len_bytes - 1) / self.unit_bytes;
+        let hard = self.hard_blocks();
+        let mut admitted = t;
+        let link = xfer_ns(len_bytes, self.link_write_bytes_per_s);
+        // The data is in DRAM once it crossed the link and the DRAM took it.
+        let in_dram = if self.dram_bytes_per_s > 0 {
+            self.dram(t + link, len_bytes)
+        } else {
+            0
+        };
+        let partial_first = !offset_bytes.is_multiple_of(self.unit_bytes);
+        let partial_last = !(offset_bytes + len_bytes).is_multiple_of(self.unit_bytes);
+        let mut durable = 0;
+        for lpn in first..=last {
+            let mut ready = 0;
+            if self.cmt.is_some() {
+                ready = self.map_lookup(admitted, lpn as u32, 1, true);
+            }
+            if ((lpn == first && partial_first) || (lpn == last && partial_last))
+                && self.ftl.is_mapped(lpn as u32)
+            {
+                // Read-modify-write: the rest of the unit comes from flash (or the buffer).
+                let (pool, page, _) = self.ftl.locate(lpn as u32);
+                if !self.ftl.is_open_page(page) {
+                    self.counters.rmw_reads += 1;
+                    let tr = self.page_read_ns(page);
+                    ready = ready.max(self.flash_read(admitted, pool, tr, self.unit_bytes, false));
+                }
+            }
+            let mut gc = GcWork::default();
+            let place = Arc::make_mut(&mut self.ftl).write_unit_with(lpn as u32, &mut gc, hard);
+            if gc.victims > 0 {
+                self.counters.gc_hard_episodes += 1;
+                if self.window == PlmWindow::Deterministic {
+                    self.counters.window_violations += 1;
+                }
+                self.schedule_gc(admitted, &gc);
+            }
+            let p = place.pool as usize;
+            self.open_ready[p] = self.open_ready[p].max(ready);
+            if place.page_opened {
+                admitted = self.admit_page(admitted);
+            }
+            if place.page_full {
+                let end = self.program_page(admitted + link, in_dram, place.pool, place.page);
+                durable = durable.max(end);
+            } else if fua && self.volatile_cache && (lpn == last) {
+                // Nothing else is coming for this page now: pad it and program it.
+                if let Some(page) = Arc::make_mut(&mut self.ftl).close_open_page(place.pool) {
+                    let end = self.program_page(admitted + link, in_dram, place.pool, page);
+                    durable = durable.max(end);
+                }
+            }
+        }
+        let mut done = (admitted + link).max(in_dram);
+        if fua {
+            self.counters.fua_writes += 1;
+            if self.volatile_cache {
+                done = done.max(durable);
+            }
+            done += self.flush_ns;
+        }
+        done
+    }
+
+    /// Make every buffered write durable (NVMe Flush) at `now`: on a volatile write cache the
+    /// open pages are padded and programmed, and the flush completes when every program has;
+    /// with power-loss protection it completes after the controller and `flush_ns`.
+    pub fn flush(&mut self, now_ns: u64) -> u64 {
+        self.advance(now_ns);
+        let t = self.enter(now_ns);
+        self.counters.flushes += 1;
+        let mut done = t;
+        if self.volatile_cache {
+            for pool in 0..self.pools {
+                if let Some(page) = Arc::make_mut(&mut self.ftl).close_open_page(pool) {
+                    self.program_page(t, 0, pool, page);
+                }
+            }
+            done = done.max(self.programs_until);
+        }
+        done += self.flush_ns;
+        self.active(done);
+        done
+    }
+
+    /// Program a filled (or padded) host page whose data arrived at `data_at` (and in DRAM at
+    /// `in_dram`), after any read it depends on; it holds a buffer slot until done.
+    fn program_page(&mut self, data_at: u64, in_dram: u64, pool: u32, page: u32) -> u64 {
+        let p = pool as usize;
+        let start = data_at.max(in_dram).max(self.open_ready[p]);
+        self.open_ready[p] = 0;
+        let tp = self.program_ns[(self.ftl.page_in_block(page) as usize) % self.program_ns.len()];
+        let end = self.program(start, pool, tp);
+        self.buf_release.push(Reverse(end));
+        end
+    }
+
+    /// The buffer DRAM moves `bytes` from `t` on; returns when done (`t` when unlimited).
+    #[inline]
+    fn dram(&mut self, t: u64, bytes: u64) -> u64 {
+        if self.dram_bytes_per_s == 0 {
+            return t;
+        }
+        let start = t.max(self.dram_free);
+        self.dram_free = start + self.dram_access_ns + xfer_ns(bytes, self.dram_bytes_per_s);
+        self.dram_free
+    }
+
+    /// Look up units `lpn..lpn + n` in the mapping cache at `t`; a miss reads the translation
+    /// page first. Returns when the mapping is known. Evicted changed entries are written back.
+    fn map_lookup(&mut self, t: u64, lpn: u32, n: u32, write: bool) -> u64 {
+        let mut miss_tpage = None;
+        for l in lpn..lpn + n {
+            let cmt = self.cmt.as_mut().expect("a mapping cache");
+            let a = cmt.access(l, write);
+            if !a.hit && miss_tpage.is_none() {
+                miss_tpage = Some(cmt.tpage_of(l));
+            }
+            if let Some(tp) = a.writeback_tpage {
+                self.counters.map_writebacks += 1;
+                // Read the unchanged entries, merge, program the translation page.
+                let pool = tp % self.pools;
+                let r = self.flash_read(
+                    t,
+                    pool,
+                    self.read_ns_mean,
+                    self.translation_read_bytes,
+                    false,
+                );
+                let end = self.program(r, pool, self.program_ns_mean);
+                self.programs_until = self.programs_until.max(end);
+            }
+        }
+        match miss_tpage {
+            Some(tp) => {
+                self.counters.map_misses += 1;
+                let pool = tp % self.pools;
+                self.flash_read(
+                    t,
+                    pool,
+                    self.read_ns_mean,
+                    self.translation_read_bytes,
+                    false,
+                )
+            }
+            None => t,
+        }
+    }
+
+    /// Free blocks per pool at or below which a host block opens only after GC: the
+    /// configured hard threshold, or in a deterministic window the least that keeps GC
+    /// possible.
     #[inline]
     fn hard_blocks(&self) -> u32 {
         if self.window == PlmWindow::Deterministic {
             GC_RESERVE_BLOCKS
         } else {
             self.ftl.gc_hard_blocks()
-        }
-    }
-
-    /// A read at `now` that gives up at once, reserving nothing, when it would wait on its
-    /// dies (behind GC, programs, erases or queued reads) longer than `threshold_ns`; otherwise
-    /// exactly [`Ssd::submit`] of a read. The wait is [`Ssd::read_wait_ns`] less the front
-    /// end's (housekeeping and controller queue), which is not the dies' doing.
-    pub fn read_fast_fail(
-        &mut self,
-        now_ns: u64,
-        offset_bytes: u64,
-        len_bytes: u64,
-        threshold_ns: u64,
-    ) -> ReadOutcome {
-        assert!(len_bytes > 0 && offset_bytes + len_bytes <= self.logical_bytes);
-        self.advance(now_ns);
-        let (after_stall, start) = self.front_end(now_ns);
-        let wait = self.flash_wait(now_ns, start + self.overhead_ns, offset_bytes, len_bytes);
-        if wait > threshold_ns {
-            self.counters.fast_fail_busy += 1;
-            return ReadOutcome::Busy {
-                remaining_ns: wait,
-                completion_ns: after_stall + self.overhead_ns,
-            };
-        }
-        ReadOutcome::Done {
-            completion_ns: self.submit(now_ns, Op::Read, offset_bytes, len_bytes),
-        }
-    }
-
-    /// How much longer than on an idle device a read of the range submitted at `now` would
-    /// take: housekeeping stall, controller queue, and the wait on its dies and channels
-    /// (including GC that the read's own arrival would start). Changes nothing. Exact for a
-    /// read whose pages are on different channels (every read of one page, tested); random
-    /// per-command costs (slow I/O) are not predicted.
-    pub fn read_wait_ns(&self, now_ns: u64, offset_bytes: u64, len_bytes: u64) -> u64 {
-        assert!(len_bytes > 0 && offset_bytes + len_bytes <= self.logical_bytes);
-        self.check_time(now_ns);
-        let (_, start) = self.front_end(now_ns);
-        let t = start + self.overhead_ns;
-        start - now_ns + self.flash_wait(now_ns, t, offset_bytes, len_bytes)
-    }
-
-    /// The longest wait of the range's flash pages for a read reaching the flash at `t`: die
-    /// (and channel) time beyond tR + transfer. Pure; accounts for the soft GC that the read's
-    /// own `submit` at `now` would start first.
-    fn flash_wait(&self, now_ns: u64, t: u64, offset_bytes: u64, len_bytes: u64) -> u64 {
-        let pending = self.idle_gc_pending(now_ns);
-        let open = self.ftl.open_host_page();
-        let mut wait = 0;
-        let mut pages = ReadPages::new(self.unit_bytes, offset_bytes, len_bytes);
-        while let Some((die, page, bytes)) = pages.next(&self.ftl) {
-            if open == Some(page) {
-                continue;
-            }
-            let d = match pending {
-                Some((pd, dt)) if pd == die => dt,
-                _ => self.die[die as usize],
-            };
-            let tr = self.page_read_ns(page);
-            let (_, start) = read_start(self.suspend, &d, t);
-            let xfer = xfer_ns(bytes, self.channel_bytes_per_s);
-            let c = (die % self.channels) as usize;
-            let xs = self.chan[c].peek(t, start + tr, xfer);
-            wait = wait.max(xs - (t + tr));
-        }
-        wait
-    }
-
-    /// How long until every die, channel and the controller of the device is idle, from `now`.
-    pub fn busy_remaining_ns(&self, now_ns: u64) -> u64 {
-        self.check_time(now_ns);
-        let dies = self.die.iter().map(|d| d.free).max().unwrap_or(0);
-        let chans = self.chan.iter().map(Timeline::end).max().unwrap_or(0);
-        dies.max(chans).max(self.ctrl_free).saturating_sub(now_ns)
-    }
-
-    /// How long the dies the range maps to stay reserved from `now` (GC, programs, erases,
-    /// reads queued). A read may get in earlier (suspend, GC preemption): that is
-    /// [`Ssd::read_wait_ns`].
-    pub fn range_busy_remaining_ns(&self, now_ns: u64, offset_bytes: u64, len_bytes: u64) -> u64 {
-        assert!(len_bytes > 0 && offset_bytes + len_bytes <= self.logical_bytes);
-        self.check_time(now_ns);
-        let mut busy = 0;
-        let mut pages = ReadPages::new(self.unit_bytes, offset_bytes, len_bytes);
-        while let Some((die, _, _)) = pages.next(&self.ftl) {
-            busy = busy.max(self.die[die as usize].free.saturating_sub(now_ns));
-        }
-        busy
-    }
-
-    /// Select a Predictable Latency Mode window at `now` (NVMe Set Features 14h; selecting any
-    /// window enables the mode, `Off` disables it). GC already started keeps running. Entering
-    /// NDWIN starts the GC debt at once: every die below the soft threshold collects back to
-    /// it, each as soon as it is free ([`Ssd::gc_now`] with the default goal).
-    pub fn select_window(&mut self, now_ns: u64, window: PlmWindow) -> GcDone {
-        self.advance(now_ns);
-        if window != self.window {
-            self.window = window;
-            self.window_since_ns = now_ns;
-        }
-        if window == PlmWindow::NonDeterministic {
-            self.gc_now(now_ns, GcGoal::default())
-        } else {
-            GcDone {
-                until_ns: now_ns,
-                ..GcDone::default()
-            }
-        }
-    }
-
-    pub fn window(&self) -> PlmWindow {
-        self.window
-    }
-
-    /// Run GC at `now` on every die short of the goal: victims are reclaimed in greedy order
-    /// and each die's work is queued behind what the die already has (host reads may still
-    /// preempt it between page copies). Allowed in any window: the host asked for it.
-    pub fn gc_now(&mut self, now_ns: u64, goal: GcGoal) -> GcDone {
-        self.advance(now_ns);
-        let bpd = self.ftl.blocks_per_die();
-        let target = goal
-            .free_blocks_per_die
-            .unwrap_or(self.ftl.gc_soft_blocks())
-            .min(bpd);
-        let deadline = goal.budget_ns.map(|b| now_ns.saturating_add(b));
-        let mut done = GcDone {
-            until_ns: now_ns,
-            ..GcDone::default()
-        };
-        for d in 0..self.dies {
-            let start = now_ns.max(self.die[d as usize].free);
-            let mut work = GcWork {
-                die: d,
-                ..GcWork::default()
-            };
-            let mut dur = 0;
-            // Bounded: at most one victim per block of the die.
-            for _ in 0..bpd {
-                if self.ftl.free_blocks(d) >= target {
-                    break;
-                }
-                if let Some(deadline) = deadline {
-                    let w = self.ftl.gc_once_work(d);
-                    if w.victims == 0 || start + dur + self.gc_duration(&w) > deadline {
-                        break;
-                    }
-                }
-                let w = Arc::make_mut(&mut self.ftl).gc_once(d);
-                if w.victims == 0 {
-                    break;
-                }
-                dur += self.gc_duration(&w);
-                work.add(&w);
-            }
-            if work.victims > 0 {
-                self.schedule_gc(now_ns, &work);
-                done.victims += work.victims as u64;
-                done.units_moved += work.units_moved;
-                done.until_ns = done.until_ns.max(self.die[d as usize].free);
-            }
-        }
-        self.counters.gc_now_victims += done.victims;
-        done
-    }
-
-    /// The device's Predictable Latency Mode status at `now` (NVMe log page 0Ah). Changes
-    /// nothing.
-    pub fn plm_status(&self, now_ns: u64) -> PlmStatus {
-        self.check_time(now_ns);
-        let soft = self.ftl.gc_soft_blocks();
-        let mut free_blocks = 0u64;
-        let mut free_blocks_min = u32::MAX;
-        let mut debt = 0u64;
-        for d in 0..self.dies {
-            let f = self.ftl.free_blocks(d);
-            free_blocks += f as u64;
-            free_blocks_min = free_blocks_min.min(f);
-            debt += soft.saturating_sub(f) as u64;
-        }
-        PlmStatus {
-            window: self.window,
-            window_since_ns: self.window_since_ns,
-            free_blocks,
-            free_blocks_min,
-            gc_soft_blocks: soft,
-            gc_hard_blocks: self.ftl.gc_hard_blocks(),
-            dtwin_reserve_blocks: GC_RESERVE_BLOCKS,
-            gc_debt_blocks: debt,
-            dtwin_write_bytes_estimate: self.ftl.host_units_before_gc(GC_RESERVE_BLOCKS)
-                * self.unit_bytes,
-            dtwin_read_estimate: None,
-            window_violations: self.counters.window_violations,
-            busy_remaining_ns: self.busy_remaining_ns(now_ns),
         }
     }
 
@@ -805,21 +940,27 @@ impl Ssd {
     }
 
     #[inline]
-    fn page_read_ns(&self, page: u32) -> u64 {
+    pub(crate) fn page_read_ns(&self, page: u32) -> u64 {
         self.read_ns[(self.ftl.page_in_block(page) as usize) % self.read_ns.len()]
     }
 
-    fn flash_read(&mut self, t: u64, die: u32, page: u32, bytes: u64) -> u64 {
-        let d = die as usize;
-        let c = (die % self.channels) as usize;
-        let tr = self.page_read_ns(page);
+    /// Read `bytes` of a page of `pool` whose array read takes `tr` (plus retries when `host`
+    /// and the draw says so); returns when the bytes are off the channel.
+    fn flash_read(&mut self, t: u64, pool: u32, tr: u64, bytes: u64, host: bool) -> u64 {
+        let u = self.unit_of(pool) as usize;
+        let c = (pool % self.channels) as usize;
+        let mut tr = tr;
+        if host && self.retry_threshold > 0 && self.rng.next_u64() < self.retry_threshold {
+            self.counters.read_retries += 1;
+            tr += self.retry_steps * (tr + self.retry_step_overhead_ns);
+        }
         let xfer = xfer_ns(bytes, self.channel_bytes_per_s);
-        let (path, start) = read_start(self.suspend, &self.die[d], t);
-        if path == ReadPath::Suspend && self.die[d].read_free <= t {
+        let (path, start) = read_start(self.suspend, &self.units[u], self.ops.get(u), t);
+        if path == ReadPath::Suspend && self.units[u].read_free <= t {
             self.counters.suspensions += 1;
         }
         let xe = self.chan[c].reserve(t, start + tr, xfer) + xfer;
-        let dt = &mut self.die[d];
+        let dt = &mut self.units[u];
         match path {
             ReadPath::Suspend => {
                 // The program/erase moves back by the read's time and the resume cost.
@@ -842,6 +983,18 @@ impl Ssd {
                 self.counters.gc_preemptions += 1;
                 self.counters.die_busy_ns += pushed;
             }
+            ReadPath::Priority => {
+                // The queued programs and erases move back by the read's time.
+                let pushed = xe - start;
+                dt.free += pushed;
+                if dt.long_until > start {
+                    dt.long_until += pushed;
+                }
+                dt.read_free = xe;
+                self.ops[u].shift(start, pushed);
+                self.counters.read_priority_jumps += 1;
+                self.counters.die_busy_ns += pushed;
+            }
             ReadPath::Fcfs => {
                 dt.free = xe;
                 dt.read_free = xe;
@@ -852,27 +1005,37 @@ impl Ssd {
         xe
     }
 
-    fn program(&mut self, t: u64, die: u32, page: u32) -> u64 {
-        let d = die as usize;
-        let c = (die % self.channels) as usize;
-        let tp = self.program_ns[(self.ftl.page_in_block(page) as usize) % self.program_ns.len()];
+    /// A page program of `tp` on `pool` whose data is ready at `t`: transfer, then tPROG.
+    fn program(&mut self, t: u64, pool: u32, tp: u64) -> u64 {
+        let u = self.unit_of(pool) as usize;
+        let c = (pool % self.channels) as usize;
         let xfer = xfer_ns(self.page_bytes, self.channel_bytes_per_s);
-        let start = t.max(self.die[d].free);
+        let start = t.max(self.units[u].free);
         let xe = self.chan[c].reserve(t, start, xfer) + xfer;
         let end = xe + tp;
-        self.die[d].free = end;
-        self.die[d].long_until = end;
+        self.units[u].free = end;
+        self.units[u].long_until = end;
+        if let Some(ops) = self.ops.get_mut(u) {
+            ops.push(t, start, end);
+        }
+        self.programs_until = self.programs_until.max(end);
         self.counters.die_busy_ns += end - start;
         self.counters.channel_busy_ns += xfer;
         end
     }
 
-    /// Die time of a GC episode's work, and its preemption step (one page copy).
+    /// Die time of a GC episode's work: page reads, programs and erases, and with no copy-back
+    /// each moved page over the channel and back.
     #[inline]
-    fn gc_duration(&self, w: &GcWork) -> u64 {
-        w.page_reads as u64 * self.read_ns_mean
+    pub(crate) fn gc_duration(&self, w: &GcWork) -> u64 {
+        let mut d = w.page_reads as u64 * self.read_ns_mean
             + w.page_programs as u64 * self.program_ns_mean
-            + w.erases as u64 * self.erase_ns
+            + w.erases as u64 * self.erase_ns;
+        if !self.gc_copyback {
+            d += (w.page_reads + w.page_programs) as u64
+                * xfer_ns(self.page_bytes, self.channel_bytes_per_s);
+        }
+        d
     }
 
     /// The die's reservation after a GC episode of `w` queued at `t`. Pure.
@@ -886,186 +1049,61 @@ impl Ssd {
         dt.gc_from = start;
         dt.gc_until = end;
         dt.gc_step = if w.page_reads > 0 {
-            self.read_ns_mean + self.program_ns_mean
+            dur.div_ceil(w.page_reads as u64).max(1)
         } else {
             dur.max(1)
         };
+        if self.gc_copyback && w.page_reads > 0 {
+            // One page copy: read plus program (kept exactly as before: the step the model
+            // has always used).
+            dt.gc_step = self.read_ns_mean + self.program_ns_mean;
+        }
         dt
     }
 
-    fn schedule_gc(&mut self, t: u64, w: &GcWork) {
-        let d = w.die as usize;
-        self.die[d] = self.with_gc(self.die[d], t, w);
-        self.counters.die_busy_ns += self.gc_duration(w);
+    pub(crate) fn schedule_gc(&mut self, t: u64, w: &GcWork) {
+        let u = self.unit_of(w.pool) as usize;
+        self.units[u] = self.with_gc(self.units[u], t, w);
+        let dur = self.gc_duration(w);
+        self.counters.die_busy_ns += dur;
+        if !self.gc_copyback {
+            self.counters.channel_busy_ns += (w.page_reads + w.page_programs) as u64
+                * xfer_ns(self.page_bytes, self.channel_bytes_per_s);
+        }
+        if !self.power.is_empty() {
+            self.active(self.units[u].free);
+        }
     }
 
-    /// The die soft GC would look at for a command at `now`, and whether it would start GC
-    /// there: idle, short of free blocks, and not in a deterministic window.
+    /// The pool soft GC would look at for a command at `now`, and whether it would start GC
+    /// there: its die idle, short of free blocks, and not in a deterministic window.
     #[inline]
     fn idle_gc_due(&self, now_ns: u64) -> Option<u32> {
         let d = self.idle_gc_next;
         (self.window != PlmWindow::Deterministic
-            && self.die[d as usize].free <= now_ns
+            && self.units[self.unit_of(d) as usize].free <= now_ns
             && self.ftl.free_blocks(d) < self.ftl.gc_soft_blocks())
         .then_some(d)
     }
 
-    /// The die state soft GC would leave behind for a command at `now` (for the queries).
-    fn idle_gc_pending(&self, now_ns: u64) -> Option<(u32, DieTime)> {
+    /// The unit state soft GC would leave behind for a command at `now` (for the queries).
+    pub(crate) fn idle_gc_pending(&self, now_ns: u64) -> Option<(u32, DieTime)> {
         let d = self.idle_gc_due(now_ns)?;
         let w = self.ftl.gc_once_work(d);
-        (w.victims > 0).then(|| (d, self.with_gc(self.die[d as usize], now_ns, &w)))
+        let u = self.unit_of(d);
+        (w.victims > 0).then(|| (u, self.with_gc(self.units[u as usize], now_ns, &w)))
     }
 
-    /// Soft GC: look at one die per command (round robin); if it is idle and short of free
-    /// blocks, reclaim one victim now. Never in a deterministic window.
+    /// Soft GC: look at one pool per command (round robin); if its die is idle and it is short
+    /// of free blocks, reclaim one victim now. Never in a deterministic window.
     fn idle_gc(&mut self, t: u64) {
         let due = self.idle_gc_due(t);
-        self.idle_gc_next = (self.idle_gc_next + 1) % self.dies;
+        self.idle_gc_next = (self.idle_gc_next + 1) % self.pools;
         if let Some(d) = due {
             let w = Arc::make_mut(&mut self.ftl).gc_once(d);
             if w.victims > 0 {
                 self.counters.gc_soft_episodes += 1;
                 self.schedule_gc(t, &w);
-            }
-        }
-    }
-}
-
-/// Reserved intervals of one channel, sorted and disjoint, at most `TIMELINE_CAP` of them.
-/// Written by hand: it is a tiny fixed-size interval scheduler on the simulator's hot path.
-const TIMELINE_CAP: usize = 64;
-
-#[derive(Clone, Debug)]
-struct Timeline {
-    iv: [(u64, u64); TIMELINE_CAP],
-    n: usize,
-}
-
-impl Default for Timeline {
-    fn default() -> Self {
-        Timeline {
-            iv: [(0, 0); TIMELINE_CAP],
-            n: 0,
-        }
-    }
-}
-
-impl Timeline {
-    /// The first gap at or after `earliest` in `intervals` (sorted, disjoint) that holds
-    /// `dur`: (insert position, start).
-    #[inline]
-    fn fit(intervals: impl Iterator<Item = (u64, u64)>, earliest: u64, dur: u64) -> (usize, u64) {
-        let mut s = earliest;
-        let mut n = 0;
-        for (i, (a, b)) in intervals.enumerate() {
-            if s + dur <= a {
-                return (i, s);
-            }
-            if b > s {
-                s = b;
-            }
-            n = i + 1;
-        }
-        (n, s)
-    }
-
-    /// When the timeline is full, the interval whose gap to the next is the smallest: the two
-    /// are merged (the least channel time given up).
-    fn merge_point(iv: &[(u64, u64)]) -> usize {
-        let mut best = 0;
-        for i in 1..iv.len() - 1 {
-            if iv[i + 1].0 - iv[i].1 < iv[best + 1].0 - iv[best].1 {
-                best = i;
-            }
-        }
-        best
-    }
-
-    /// Where [`Timeline::reserve`] at `now` would place `dur`, reserving nothing.
-    #[inline]
-    fn peek(&self, now: u64, earliest: u64, dur: u64) -> u64 {
-        let mut live = 0;
-        while live < self.n && self.iv[live].1 <= now {
-            live += 1;
-        }
-        let iv = &self.iv[live..self.n];
-        if iv.len() < TIMELINE_CAP {
-            return Self::fit(iv.iter().copied(), earliest, dur).1;
-        }
-        // `reserve` would merge first: place it in the merged list.
-        let best = Self::merge_point(iv);
-        let merged = iv
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != best + 1)
-            .map(|(i, &(a, b))| {
-                if i == best {
-                    (a, iv[best + 1].1)
-                } else {
-                    (a, b)
-                }
-            });
-        Self::fit(merged, earliest, dur).1
-    }
-
-    /// The end of the last reservation.
-    fn end(&self) -> u64 {
-        if self.n == 0 {
-            0
-        } else {
-            self.iv[self.n - 1].1
-        }
-    }
-
-    /// Reserve `dur` at or after `earliest` in the first gap that fits; returns the start.
-    /// Intervals that ended by `now` are forgotten.
-    #[inline]
-    fn reserve(&mut self, now: u64, earliest: u64, dur: u64) -> u64 {
-        let mut drop = 0;
-        while drop < self.n && self.iv[drop].1 <= now {
-            drop += 1;
-        }
-        if drop > 0 {
-            self.iv.copy_within(drop..self.n, 0);
-            self.n -= drop;
-        }
-        let (pos, s) = Self::fit(self.iv[..self.n].iter().copied(), earliest, dur);
-        if self.n == TIMELINE_CAP {
-            // Full: merge the two neighbours with the smallest gap between them (the least
-            // channel time given up), then place the transfer again.
-            let best = Self::merge_point(&self.iv[..self.n]);
-            self.iv[best].1 = self.iv[best + 1].1;
-            self.iv.copy_within(best + 2..self.n, best + 1);
-            self.n -= 1;
-            return self.reserve(now, earliest, dur);
-        }
-        self.iv.copy_within(pos..self.n, pos + 1);
-        self.iv[pos] = (s, s + dur);
-        self.n += 1;
-        s
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Timeline;
-
-    #[test]
-    fn timeline_backfills_gaps_and_stays_disjoint() {
-        let mut t = Timeline::default();
-        assert_eq!(t.reserve(0, 100, 10), 100);
-        assert_eq!(t.reserve(0, 0, 10), 0);
-        assert_eq!(t.reserve(0, 95, 10), 110);
-        assert_eq!(t.reserve(0, 5, 10), 10);
-        let mut x = 1u64;
-        for i in 0..10_000u64 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-            let now = i * 10;
-            let s = t.reserve(now, now + (x >> 54), 7);
-            assert!(s >= now);
-            for w in t.iv[..t.n].windows(2) {
-                assert!(w[0].1 <= w[1].0, "{:?}", &t.iv[..t.n]);
             }
         }
     }
