@@ -272,7 +272,7 @@ mod tests {
                     .wrapping_add(1442695040888963407);
                 // Skewed keys so that both hits and misses are common.
                 let r = (x >> 33) as u32;
-                let lpn = if r % 3 == 0 {
+                let lpn = if r.is_multiple_of(3) {
                     r % keys
                 } else {
                     r % (keys / 4 + 1)
