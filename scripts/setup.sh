@@ -14,6 +14,9 @@ command -v fio >/dev/null 2>&1 || need+=(fio)                  # --fio-json is d
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)  # HdrHistogram's HistogramLogProcessor
 [ -f /usr/share/java/hdrhistogram.jar ] || need+=(libhdrhistogram-java)
+command -v nbdinfo >/dev/null 2>&1 || need+=(libnbd-bin)         # nines serve: nbdinfo/nbdcopy interop tests
+command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)        # nines serve: qemu-img/qemu-io interop, qemu-nbd peer
+command -v nbdkit >/dev/null 2>&1 || need+=(nbdkit)              # nines serve: the nbdkit memory peer in bench
 command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)        # `nines fleet --engine slurm` runs on a test cluster
 command -v munged >/dev/null 2>&1 || need+=(munge)               # Slurm's authentication
 

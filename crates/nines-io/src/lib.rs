@@ -11,6 +11,7 @@ mod plan;
 pub mod safety;
 pub mod sched;
 pub mod scratch;
+pub mod serve;
 pub mod target;
 mod worker;
 

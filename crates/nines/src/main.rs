@@ -38,6 +38,8 @@ enum Command {
     Merge(cmd::merge::Args),
     /// Run one nines command as many tasks (locally or on Slurm) and merge their reports.
     Fleet(cmd::fleet::Args),
+    /// Serve a volume (one target, or any layout over several) over NBD to real clients.
+    Serve(Box<cmd::serve::Args>),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => cmd::sweep::run(args),
         Command::Merge(args) => cmd::merge::run(args),
         Command::Fleet(args) => cmd::fleet::run(args),
+        Command::Serve(args) => cmd::serve::run(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

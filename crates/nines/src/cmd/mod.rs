@@ -8,6 +8,7 @@ pub mod log;
 pub mod merge;
 pub mod profile;
 pub mod report;
+pub mod serve;
 pub mod sim;
 pub mod sweep;
 pub mod tune;

@@ -363,7 +363,7 @@ pub struct PercentileList(pub Vec<f64>);
 fn parse_rw(s: &str) -> Result<RwMode, String> {
     s.parse::<RwMode>().map_err(|e| e.to_string())
 }
-fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     parse_size_bytes(s).map_err(|e| e.to_string())
 }
 fn parse_duration(s: &str) -> Result<u64, String> {

@@ -1,0 +1,284 @@
+//! `nines serve`: one volume (any layout of the volume layer over files or block devices) served
+//! over NBD to real clients (fio's nbd engine, qemu, nbdcopy, kernels elsewhere). The protocol
+//! is nines-nbd; the server loop is nines-io's `serve` (docs/arch-serve.md).
+
+use std::io::Write;
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args as ClapArgs;
+use nines_array::{Volume, VolumeParams};
+use nines_core::op::Op;
+use nines_io::serve::{Members, PAYLOAD_MAX_BYTES, Server, TAGS};
+use nines_io::target::{Target, TargetOptions};
+use nines_nbd::Export;
+
+use super::workload_args::{VolumeArgs, parse_size};
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// Members of the volume: files or block devices (in layout order).
+    #[arg(required = true, value_name = "TARGET")]
+    pub targets: Vec<PathBuf>,
+    #[command(flatten)]
+    pub volume: VolumeArgs,
+    /// Listen on this Unix socket (created; removed at exit).
+    #[arg(long, value_name = "PATH", conflicts_with = "listen")]
+    pub socket: Option<PathBuf>,
+    /// Listen on this TCP address (ADDR:PORT; 127.0.0.1:10809 is NBD's port on this host only).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<String>,
+    /// The export's name (clients asking for the empty name get it too).
+    #[arg(long, default_value = "nines")]
+    pub export: String,
+    /// Create regular-file members of this size (k/m/g suffixes), or extend smaller ones.
+    #[arg(long, value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Serve read-only (writes answered EPERM).
+    #[arg(long)]
+    pub read_only: bool,
+    /// Allow writing to block devices (files are always writable).
+    #[arg(long)]
+    pub allow_writes: bool,
+    /// Write even to a block device that is mounted or holds a filesystem signature.
+    #[arg(long)]
+    pub force: bool,
+    /// Write the server-side report (latency per request, counters) here at shutdown.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+enum Listener {
+    Unix(UnixListener),
+    Tcp(std::net::TcpListener),
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    args.volume.check()?;
+    if args.force && !args.allow_writes {
+        bail!("--force only applies with --allow-writes; add --allow-writes or drop --force");
+    }
+    let spec = args.volume.spec();
+    let members: Vec<Target> = args
+        .targets
+        .iter()
+        .map(|p| {
+            Target::open(
+                p,
+                &TargetOptions {
+                    write: !args.read_only,
+                    allow_writes: args.allow_writes,
+                    force: args.force,
+                    buffered: true,
+                    create_size_bytes: args.size,
+                },
+            )
+            .with_context(|| format!("cannot serve {}", p.display()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let groups = spec.group(members.len() as u32);
+    if groups.len() != 1 {
+        bail!(
+            "nines serve serves one volume; {} targets with --layout {} make {} volumes: give one target, or a layout over all of them (--layout raid0 or raid5)",
+            members.len(),
+            spec.name(),
+            groups.len()
+        );
+    }
+    let sizes: Vec<u64> = members.iter().map(Target::size_bytes).collect();
+    let block_bytes = members
+        .iter()
+        .map(Target::logical_block_bytes)
+        .max()
+        .unwrap_or(512)
+        .max(512);
+    let vol = nines_array::build(
+        &spec,
+        &VolumeParams {
+            member_sizes_bytes: &sizes,
+            block_bytes,
+            tags: TAGS,
+            len_bytes_max: PAYLOAD_MAX_BYTES,
+        },
+    )
+    .context("cannot build the volume")?;
+    let export = Export {
+        name: args.export.clone(),
+        description: format!("nines {} volume", vol.layout()),
+        size_bytes: vol.size_bytes() / u64::from(vol.block_bytes().max(block_bytes))
+            * u64::from(vol.block_bytes().max(block_bytes)),
+        block_min_bytes: vol.block_bytes().max(block_bytes),
+        block_preferred_bytes: vol.block_bytes().max(4096),
+        payload_max_bytes: PAYLOAD_MAX_BYTES,
+        read_only: args.read_only,
+    };
+    let listener = listen(&args)?;
+    nines_io::sched::install_interrupt_handler()
+        .context("cannot install the SIGINT/SIGTERM handler")?;
+    let files = members
+        .iter()
+        .map(|t| t.file().try_clone())
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("cannot duplicate a member's descriptor")?;
+    let block_device = members.iter().map(Target::is_block_device).collect();
+    let layout = vol.layout();
+    let size_bytes = export.size_bytes;
+    let mut server = Server::start(
+        vol,
+        Members {
+            files,
+            block_device,
+        },
+        export,
+    );
+    eprintln!(
+        "nines: serving {} ({layout}, {} bytes) as export {:?}; SIGINT/SIGTERM stops",
+        args.targets
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        size_bytes,
+        args.export
+    );
+    while !nines_io::sched::interrupted() {
+        let conn: Option<Box<dyn nines_io::serve::Conn>> = match &listener {
+            Listener::Unix(l) => match l.accept() {
+                Ok((s, _)) => Some(Box::new(blocking(s)?)),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+                Err(e) => return Err(e).context("accept failed"),
+            },
+            Listener::Tcp(l) => match l.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false)?;
+                    Some(Box::new(s))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+                Err(e) => return Err(e).context("accept failed"),
+            },
+        };
+        match conn {
+            Some(c) => server.accept(c).context("cannot serve a connection")?,
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let outcome = server.stop();
+    if let Some(p) = &args.socket {
+        let _ = std::fs::remove_file(p);
+    }
+    let percentiles = [50.0, 90.0, 99.0, 99.9, 99.99, 99.999, 99.9999];
+    let dir = |op| {
+        let d = outcome.recorder.dir(op);
+        serde_json::json!({
+            "ios": d.ios,
+            "bytes": d.bytes,
+            "latency_ns": d.summary(&percentiles),
+        })
+    };
+    let report = serde_json::json!({
+        "nines_serve": {
+            "export": args.export,
+            "layout": layout,
+            "layout_options": spec.options(),
+            "size_bytes": size_bytes,
+            "targets": args.targets,
+            "connections": outcome.connections,
+            "read": dir(Op::Read),
+            "write": dir(Op::Write),
+            "flushes": outcome.flushes,
+            "trims": outcome.trims,
+            "write_zeroes": outcome.write_zeroes,
+            "refused": outcome.refused,
+            "member_cmds": outcome.member_cmds,
+            "member_errors": outcome.member_errors,
+            "volume": outcome.volume_stats,
+        }
+    });
+    if let Some(path) = &args.json {
+        let mut f = std::fs::File::create(path)
+            .with_context(|| format!("cannot write the report {}", path.display()))?;
+        serde_json::to_writer_pretty(&mut f, &report)?;
+        f.write_all(b"\n")?;
+    }
+    eprintln!(
+        "nines: served {} reads, {} writes, {} flushes over {} connections",
+        outcome.recorder.dir(Op::Read).ios,
+        outcome.recorder.dir(Op::Write).ios,
+        outcome.flushes,
+        outcome.connections
+    );
+    Ok(())
+}
+
+fn blocking(s: std::os::unix::net::UnixStream) -> anyhow::Result<std::os::unix::net::UnixStream> {
+    s.set_nonblocking(false)?;
+    Ok(s)
+}
+
+/// The listening socket: systemd-style activation (LISTEN_PID is us, LISTEN_FDS=1: fd 3), or
+/// --socket / --listen. Listeners are non-blocking so SIGINT/SIGTERM are seen promptly.
+fn listen(args: &Args) -> anyhow::Result<Listener> {
+    let activated = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok())
+        == Some(std::process::id());
+    if activated {
+        let fds = std::env::var("LISTEN_FDS").unwrap_or_default();
+        if fds != "1" {
+            bail!(
+                "socket activation passed LISTEN_FDS={fds}; nines serve takes exactly one socket"
+            );
+        }
+        // SAFETY: the activating parent passes fd 3 as a listening socket (sd_listen_fds(3)).
+        let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let rc = unsafe { libc::getsockname(3, (&raw mut addr).cast(), &mut len) };
+        if rc != 0 {
+            bail!(
+                "socket activation: fd 3 is not a socket; start nines serve with --socket or --listen"
+            );
+        }
+        let l = if i32::from(addr.ss_family) == libc::AF_UNIX {
+            // SAFETY: fd 3 is a Unix socket we now own.
+            Listener::Unix(unsafe { UnixListener::from_raw_fd(3) })
+        } else {
+            // SAFETY: fd 3 is an inet socket we now own.
+            Listener::Tcp(unsafe { std::net::TcpListener::from_raw_fd(3) })
+        };
+        // SAFETY: clearing our own environment before any thread is started.
+        unsafe {
+            std::env::remove_var("LISTEN_PID");
+            std::env::remove_var("LISTEN_FDS");
+        }
+        set_nonblocking(&l)?;
+        return Ok(l);
+    }
+    let l = match (&args.socket, &args.listen) {
+        (Some(p), _) => Listener::Unix(UnixListener::bind(p).with_context(|| {
+            format!(
+                "cannot listen on {}: remove a stale socket file or choose another path",
+                p.display()
+            )
+        })?),
+        (None, Some(a)) => Listener::Tcp(
+            std::net::TcpListener::bind(a)
+                .with_context(|| format!("cannot listen on {a}: is the port in use?"))?,
+        ),
+        (None, None) => bail!(
+            "nines serve needs --socket PATH or --listen ADDR:PORT (or socket activation, as `nbdinfo -- [ nines serve ... ]` does)"
+        ),
+    };
+    set_nonblocking(&l)?;
+    Ok(l)
+}
+
+fn set_nonblocking(l: &Listener) -> anyhow::Result<()> {
+    match l {
+        Listener::Unix(l) => l.set_nonblocking(true),
+        Listener::Tcp(l) => l.set_nonblocking(true),
+    }
+    .context("cannot make the listening socket non-blocking")
+}
