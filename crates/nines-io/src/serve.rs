@@ -202,8 +202,14 @@ impl Server {
         let handle = conn.try_clone_conn()?;
         let inbox = self.inbox.clone();
         let export = Arc::clone(&self.export);
+        let shut = conn.try_clone_conn()?;
         let r = thread::spawn(move || {
-            let _ = reader(id, conn, writer, &inbox, &export);
+            // A protocol violation, a client gone, or an option phase ended by the client:
+            // close now (other handles to the socket would keep it open). After DISC the
+            // writer closes once every reply is out.
+            if reader(id, conn, writer, &inbox, &export).is_err() {
+                shut.shutdown_both();
+            }
             let _ = inbox.send(Msg::Gone { conn: id });
         });
         self.readers.push((r, handle));
@@ -273,7 +279,12 @@ fn reader(
         conn.write_all(&out)?;
         match outcome {
             OptOutcome::Continue => {}
-            OptOutcome::Close => return Ok(()),
+            OptOutcome::Close => {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "option phase ended",
+                ));
+            }
             OptOutcome::Transmit => break,
         }
     }
