@@ -42,12 +42,22 @@ pub struct JobFile {
     pub hdr_interval_ns: Option<u64>,
 }
 
-/// One option nines does not run, with its line and why.
+/// One option nines does not run as written, with its line and why (an option outside the
+/// subset, or a value nines cannot take).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unsupported {
     pub line: usize,
     pub option: String,
-    pub why: &'static str,
+    pub why: String,
+}
+
+/// What the command line gives that replaces the file's own end and region: an explicit
+/// `--runtime`, `--ios` or `--size` applies to every job of the file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Replace {
+    pub runtime_ns: Option<u64>,
+    pub ios_max: Option<u64>,
+    pub size_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -61,7 +71,7 @@ pub enum JobFileError {
         value: String,
         reason: String,
     },
-    #[error("options nines does not run: {}", list(.0))]
+    #[error("options nines does not run as written: {}", list(.0))]
     Unsupported(Vec<Unsupported>),
     #[error("no job section: add one, e.g. `[job1]`, after [global]")]
     NoJobs,
@@ -75,8 +85,9 @@ pub enum JobFileError {
         b: String,
     },
     #[error(
-        "job {job}: no end: give runtime= (with time_based), size= or number_ios= (fio would run \
-         over the whole file once; nines needs the size)"
+        "job {job}: no end: give runtime= (with time_based), size= or number_ios= in the file, or \
+         --runtime/--size on the command line (fio would run over the whole file once; nines \
+         needs the size)"
     )]
     NoEnd { job: String },
     #[error("the job file is larger than {JOB_FILE_BYTES_MAX} bytes")]
@@ -102,7 +113,7 @@ fn why_unsupported(key: &str) -> &'static str {
         "verify" | "do_verify" | "verify_pattern" | "verify_interval" => {
             "use nines' --verify (a pattern of offset and seed, checked on every read)"
         }
-        "bssplit" | "bsrange" | "blocksize_range" => "nines uses one block size per job",
+        "bssplit" => "nines uses one block size per job",
         "nrfiles" | "filesize" | "directory" | "filename_format" | "opendir" | "unlink" => {
             "name the files or devices with filename="
         }
@@ -152,7 +163,7 @@ fn sections(text: &str) -> Result<Vec<Section>, JobFileError> {
     let mut unsupported = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
-        let t = raw.trim();
+        let t = strip_comment(raw).trim();
         if t.is_empty() || t.starts_with('#') || t.starts_with(';') {
             continue;
         }
@@ -185,7 +196,7 @@ fn sections(text: &str) -> Result<Vec<Section>, JobFileError> {
             unsupported.push(Unsupported {
                 line,
                 option: t.to_string(),
-                why: why_unsupported("include"),
+                why: why_unsupported("include").to_string(),
             });
             continue;
         }
@@ -224,6 +235,18 @@ fn sections(text: &str) -> Result<Vec<Section>, JobFileError> {
         return Err(JobFileError::Unsupported(unsupported));
     }
     Ok(jobs)
+}
+
+/// The line without a trailing comment: fio ends a line at `;` or `#` after white space
+/// (`numjobs=4 ; 4 threads`).
+fn strip_comment(raw: &str) -> &str {
+    let b = raw.as_bytes();
+    for i in 1..b.len() {
+        if matches!(b[i], b';' | b'#') && b[i - 1].is_ascii_whitespace() {
+            return &raw[..i];
+        }
+    }
+    raw
 }
 
 /// A fio time value: a bare number is in `default_unit_ns`, otherwise a nines duration.
@@ -361,6 +384,18 @@ fn apply(
             }
             set(job, "bs", x)?;
         }
+        "bsrange" | "blocksize_range" => {
+            // One size for reads and writes, as a range from it to itself: `4k-4k`.
+            let x = need()?;
+            match x.split_once('-') {
+                Some((a, b)) if a.trim() == b.trim() && !a.contains(',') => set(job, "bs", a)?,
+                _ => {
+                    return Err(bad(
+                        "nines uses one block size per job; give bs= (or a range from one size to itself)".into(),
+                    ));
+                }
+            }
+        }
         "iodepth" => set(job, "iodepth", need()?)?,
         "ioengine" => {
             let engine = match need()? {
@@ -378,7 +413,9 @@ fn apply(
         }
         "direct" => job_run.buffered = Some(!fio_bool(v).map_err(bad)?),
         "buffered" => job_run.buffered = Some(fio_bool(v).map_err(bad)?),
-        "runtime" => ends.runtime_ns = Some(fio_time_ns(need()?, 1_000_000_000).map_err(bad)?),
+        "runtime" | "timeout" => {
+            ends.runtime_ns = Some(fio_time_ns(need()?, 1_000_000_000).map_err(bad)?)
+        }
         "time_based" => ends.time_based = fio_bool(v).map_err(bad)?,
         "ramp_time" => job.workload.ramp_ns = fio_time_ns(need()?, 1_000_000_000).map_err(bad)?,
         "size" => {
@@ -478,6 +515,17 @@ fn apply(
 
 /// Reads a fio job file. `base` is the workload the jobs start from (the command line's).
 pub fn parse(text: &str, base: &WorkloadSpec) -> Result<JobFile, JobFileError> {
+    parse_replacing(text, base, &Replace::default())
+}
+
+/// Reads a fio job file, the command line's `replace` taking the place of each job's end and
+/// region size. Every option that cannot run is named, with its line, in one error (an option in
+/// [global] once, however many jobs it applies to); nothing runs then.
+pub fn parse_replacing(
+    text: &str,
+    base: &WorkloadSpec,
+    replace: &Replace,
+) -> Result<JobFile, JobFileError> {
     if text.len() > JOB_FILE_BYTES_MAX {
         return Err(JobFileError::TooLarge);
     }
@@ -501,16 +549,41 @@ pub fn parse(text: &str, base: &WorkloadSpec) -> Result<JobFile, JobFileError> {
         };
         let mut job_run = RunWide::default();
         for o in sec.globals.iter().chain(&sec.opts) {
-            if !apply(&mut job, &mut ends, &mut job_run, o)? {
+            let why = match apply(&mut job, &mut ends, &mut job_run, o) {
+                Ok(true) => continue,
+                Ok(false) => why_unsupported(&o.key).to_string(),
+                Err(JobFileError::Value { reason, .. }) => reason,
+                Err(e) => return Err(e),
+            };
+            let option = match &o.value {
+                Some(v) => format!("{}={v}", o.key),
+                None => o.key.clone(),
+            };
+            // A [global] option is named once, not once per job it applies to.
+            if !unsupported
+                .iter()
+                .any(|u: &Unsupported| u.line == o.line && u.option == option)
+            {
                 unsupported.push(Unsupported {
                     line: o.line,
-                    option: match &o.value {
-                        Some(v) => format!("{}={v}", o.key),
-                        None => o.key.clone(),
-                    },
-                    why: why_unsupported(&o.key),
+                    option,
+                    why,
                 });
             }
+        }
+        if !unsupported.is_empty() {
+            // Ends and agreement between jobs are judged once the options run as written.
+            continue;
+        }
+        if let Some(ns) = replace.runtime_ns {
+            ends.runtime_ns = Some(ns);
+        }
+        if let Some(n) = replace.ios_max {
+            ends.number_ios = Some(n);
+        }
+        if let Some(b) = replace.size_bytes {
+            ends.size_bytes = Some(b);
+            ends.io_size_bytes = None;
         }
         // The job's end, as fio decides it: time_based runs for runtime; otherwise the job ends
         // after size (or io_size, or number_ios) worth of I/O, or at runtime if that comes first.
@@ -571,6 +644,7 @@ pub fn parse(text: &str, base: &WorkloadSpec) -> Result<JobFile, JobFileError> {
         }
     }
     if !unsupported.is_empty() {
+        unsupported.sort_by_key(|u| u.line);
         return Err(JobFileError::Unsupported(unsupported));
     }
     validate_jobs(&jobs)?;
@@ -710,10 +784,14 @@ numjobs=2
     #[test]
     fn bad_values_and_shapes_are_refused_with_the_line() {
         let cases = [
-            ("[a]\nrw=rw\nruntime=1\n", "line 2: rw=rw: sequential mixed"),
-            ("[a]\nbs=4k,8k\nruntime=1\n", "line 2: bs=4k,8k"),
-            ("[a]\nioengine=mmap\nruntime=1\n", "line 2: ioengine=mmap"),
-            ("[a]\niodepth=x\nruntime=1\n", "line 2: iodepth=x"),
+            (
+                "[a]\nrw=rw\nruntime=1\n",
+                "line 2 `rw=rw` (sequential mixed",
+            ),
+            ("[a]\nbs=4k,8k\nruntime=1\n", "line 2 `bs=4k,8k`"),
+            ("[a]\nbsrange=4k-8k\nruntime=1\n", "line 2 `bsrange=4k-8k`"),
+            ("[a]\nioengine=mmap\nruntime=1\n", "line 2 `ioengine=mmap`"),
+            ("[a]\niodepth=x\nruntime=1\n", "line 2 `iodepth=x`"),
             ("[a]\nruntime=${T}\n", "not expanded"),
             ("[a]\nrw=read\n", "no end"),
             ("[a]\ntime_based\n", "no runtime"),
@@ -733,6 +811,61 @@ numjobs=2
             assert!(e.contains(want), "{text:?}: {e}");
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn every_problem_is_named_once_with_its_line() {
+        // A bad value, an unknown option in [global] (two jobs: named once), a bad value in the
+        // second job, and a trailing comment that is not part of the value.
+        let text = "[global]\nnumjobs=2\t; two clones\nrw=rw\nzonemode=zbd\nruntime=1\n\
+                    [a]\nbs=4k\n[b]\niodepth=lots  # deep\n";
+        let e = parse(text, &base()).unwrap_err();
+        let JobFileError::Unsupported(u) = &e else {
+            panic!("{e}")
+        };
+        let named: Vec<(usize, &str)> = u.iter().map(|x| (x.line, x.option.as_str())).collect();
+        assert_eq!(
+            named,
+            [(3, "rw=rw"), (4, "zonemode=zbd"), (9, "iodepth=lots")]
+        );
+        assert!(u[2].why.contains("whole number"), "{e}");
+        // No end anywhere and a refused option: the option is what is named.
+        let e = parse("[a]\nverify=crc32c\n", &base()).unwrap_err();
+        assert!(matches!(e, JobFileError::Unsupported(_)), "{e}");
+        // With the options fixed, the comment is gone from the value.
+        let f = parse("[global]\nnumjobs=2\t; two\nruntime=1 # s\n[a]\n", &base()).unwrap();
+        assert_eq!(f.jobs.len(), 2);
+        assert_eq!(f.jobs[0].workload.runtime_ns, Some(1_000_000_000));
+    }
+
+    #[test]
+    fn the_command_line_replaces_end_and_size() {
+        let text = "[j]\nrw=randread\nbs=4k\nsize=10g\ntime_based\nruntime=900\n";
+        let r = Replace {
+            runtime_ns: Some(200_000_000),
+            ios_max: None,
+            size_bytes: Some(1 << 20),
+        };
+        let w = parse_replacing(text, &base(), &r).unwrap().jobs[0]
+            .workload
+            .clone();
+        assert_eq!(w.runtime_ns, Some(200_000_000));
+        assert_eq!(w.region_size_bytes, Some(1 << 20));
+        assert_eq!(w.ios_max, None, "time_based");
+        // A job with no end of its own gets one from the command line.
+        let r = Replace {
+            runtime_ns: None,
+            ios_max: Some(7),
+            size_bytes: None,
+        };
+        let w = parse_replacing("[j]\nrw=read\n", &base(), &r).unwrap().jobs[0]
+            .workload
+            .clone();
+        assert_eq!((w.ios_max, w.runtime_ns), (Some(7), None));
+        // timeout is fio's other name for runtime; a range from one size to itself is that size.
+        let f = parse("[j]\ntimeout=3\nbsrange=8k-8k\n", &base()).unwrap();
+        assert_eq!(f.jobs[0].workload.runtime_ns, Some(3_000_000_000));
+        assert_eq!(f.jobs[0].workload.block_size_bytes, 8192);
     }
 
     proptest! {

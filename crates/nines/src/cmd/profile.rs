@@ -24,7 +24,8 @@ use nines_report::fio::FioFlavor;
 use serde_json::{Map, json};
 
 use super::fio_export::FioArgs;
-use super::workload_args::{JobArgs, TraceArgs, VolumeArgs, WorkloadArgs};
+use super::workload_args::{JobArgs, PercentileList, TraceArgs, VolumeArgs, WorkloadArgs};
+use nines_core::jobfile::JobFile;
 
 /// Files and size of the embedded default (no TARGET given).
 const DEFAULT_FILES: usize = 4;
@@ -62,9 +63,12 @@ pub struct Args {
     /// CPU of their own when --cpus has one to spare (the last CPUs of the list)
     #[arg(long, value_name = "TARGETS", value_delimiter = ',')]
     pub isolate: Vec<PathBuf>,
-    /// I/O engine: psync, libaio, io_uring, io_uring-poll or null (no I/O: the driver's own
-    /// cost).
-    #[arg(long, default_value = "libaio", value_parser = parse_engine)]
+    /// I/O engine: psync, libaio (the default), io_uring, io_uring-poll or null (no I/O: the
+    /// driver's own cost).
+    #[arg(long = "engine", value_name = "ENGINE", value_parser = parse_engine)]
+    pub engine_arg: Option<EngineKind>,
+    /// The engine the run uses: --engine, else a job file's ioengine, else libaio.
+    #[arg(skip = EngineKind::Libaio)]
     pub engine: EngineKind,
     /// io_uring: a kernel thread polls the submission queue (IORING_SETUP_SQPOLL).
     #[arg(long)]
@@ -219,8 +223,49 @@ impl Drop for PendingOutput {
     }
 }
 
-pub fn run(args: Args) -> Result<()> {
-    // 1. Options.
+/// A job file's run-wide settings, used where the command line gave none (its targets, end and
+/// size replace the file's; its other workload options are defaults the file overrides).
+fn apply_job_file(args: &mut Args, f: JobFile) -> Result<()> {
+    let file = args.jobs.jobs.first().cloned().unwrap_or_default();
+    if args.targets.is_empty() {
+        args.targets = f.targets.iter().map(PathBuf::from).collect();
+    } else if !f.targets.is_empty() {
+        eprintln!("nines: the targets on the command line replace filename= of {file}");
+    }
+    if args.engine_arg.is_none()
+        && let Some(e) = &f.engine
+    {
+        args.engine_arg = Some(
+            e.parse()
+                .map_err(|e| anyhow::anyhow!("--job {file}: {e}"))?,
+        );
+    }
+    args.buffered |= f.buffered;
+    if args.cpus.is_none() && args.plan.is_none() {
+        args.cpus = f.cpus;
+    }
+    if args.workload.percentiles.is_none() {
+        args.workload.percentiles = f.percentiles.map(PercentileList);
+    }
+    if args.lat_log.is_none() {
+        args.lat_log = f.lat_log.map(PathBuf::from);
+    }
+    if args.hdr_log.is_none() {
+        args.hdr_log = f.hdr_log.map(PathBuf::from);
+        if let Some(ns) = f.hdr_interval_ns {
+            args.hdr_interval = ns;
+        }
+    }
+    Ok(())
+}
+
+pub fn run(mut args: Args) -> Result<()> {
+    // 1. Options, a job file's among them.
+    let base = args.workload.to_spec()?;
+    if let Some(f) = args.jobs.load_file(&base, &args.workload.replace())? {
+        apply_job_file(&mut args, f)?;
+    }
+    args.engine = args.engine_arg.unwrap_or(EngineKind::Libaio);
     let mut spec = args.workload.to_spec()?;
     let percentiles = args.workload.percentiles()?;
     args.volume.check()?;

@@ -18,7 +18,8 @@ use nines_sim::{Background, CompletionMode, HostConfig, Logs, ServiceDist, SimCo
 use nines_trace::{FitPolicy, TraceError};
 use serde_json::Value;
 
-use super::workload_args::{JobArgs, TraceArgs, VolumeArgs, WorkloadArgs};
+use super::workload_args::{JobArgs, PercentileList, TraceArgs, VolumeArgs, WorkloadArgs};
+use nines_core::jobfile::JobFile;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -29,7 +30,8 @@ pub struct Args {
     /// policies without any model).
     #[arg(long, default_value = "afa-m2-2018")]
     pub device: String,
-    /// Number of simulated devices (1 to 1000).
+    /// Number of simulated devices (1 to 1000; with a job file, default one per file of its
+    /// filename=).
     #[arg(long, default_value_t = 1)]
     pub devices: u32,
     #[command(flatten)]
@@ -110,7 +112,48 @@ fn open_output(flag: &str, path: &Option<PathBuf>) -> Result<Option<File>> {
         .transpose()
 }
 
-pub fn run(args: Args) -> Result<()> {
+/// A job file's settings that the simulator uses where the command line gave none: one device
+/// per file of filename= (unless --devices says otherwise), percentiles and logs. The host is
+/// modelled, so ioengine, direct and cpus_allowed are not used (and said so).
+fn apply_job_file(args: &mut Args, f: JobFile) {
+    let file = args.jobs.jobs.first().cloned().unwrap_or_default();
+    if !f.targets.is_empty() && args.devices == 1 {
+        args.devices = u32::try_from(f.targets.len()).unwrap_or(u32::MAX);
+    }
+    let unused: Vec<&str> = [
+        (f.engine.is_some(), "ioengine"),
+        (f.buffered, "direct=0"),
+        (f.cpus.is_some(), "cpus_allowed"),
+    ]
+    .iter()
+    .filter(|(set, _)| *set)
+    .map(|(_, k)| *k)
+    .collect();
+    if !unused.is_empty() {
+        eprintln!(
+            "nines: {file}: the simulator models its host; {} not used",
+            unused.join(", ")
+        );
+    }
+    if args.workload.percentiles.is_none() {
+        args.workload.percentiles = f.percentiles.map(PercentileList);
+    }
+    if args.lat_log.is_none() {
+        args.lat_log = f.lat_log.map(PathBuf::from);
+    }
+    if args.hdr_log.is_none() {
+        args.hdr_log = f.hdr_log.map(PathBuf::from);
+        if let Some(ns) = f.hdr_interval_ns {
+            args.hdr_interval = ns;
+        }
+    }
+}
+
+pub fn run(mut args: Args) -> Result<()> {
+    let base = args.workload.to_spec()?;
+    if let Some(f) = args.jobs.load_file(&base, &args.workload.replace())? {
+        apply_job_file(&mut args, f);
+    }
     let spec = args.workload.to_spec()?;
     let percentiles = args.workload.percentiles()?;
     let jobs = args.jobs.jobs_for(

@@ -10,6 +10,7 @@ use clap::Args;
 use nines_array::shaping::{BufferSpec, ThrottleSpec};
 use nines_array::{LayoutSpec, ShapingSpec};
 use nines_core::job::{JobSpec, validate_jobs};
+use nines_core::jobfile::{self, JobFile, Replace};
 use nines_core::units::{
     DEFAULT_PERCENTILES, parse_duration_ns, parse_percentiles, parse_size_bytes,
 };
@@ -76,8 +77,25 @@ pub struct JobArgs {
     /// burst:rw=randwrite,bs=512k,thinktime=2.56s`; keys: rw, mix, bs, iodepth, thinktime,
     /// rate-iops, arrival, size, offset, distribution, ios, seed. Repeat for several jobs; each
     /// starts from the other workload options and gets its own statistics.
-    #[arg(long = "job", value_name = "NAME:KEY=VALUE,...")]
+    /// Or a fio job file, `--job FILE.fio`: its [global] and job sections are the jobs (fio's
+    /// latency subset; every other option is refused by name and line). The command line's
+    /// targets, --runtime, --ios, --size, --engine, --cpus, --percentiles and logs replace the
+    /// file's; the other workload options are defaults the file's options override.
+    #[arg(long = "job", value_name = "NAME:KEY=VALUE,... | FILE.fio")]
     pub jobs: Vec<String>,
+    /// The jobs read from a job file (`load_file`).
+    #[arg(skip)]
+    pub file_jobs: Option<Vec<JobSpec>>,
+}
+
+/// Whether a `--job` value names a job file rather than `NAME:key=value,...`: job names have no
+/// `/`, so a path with one is a file, as is a name ending in `.fio` or `.job`, or an existing
+/// file named without options.
+fn is_job_file(v: &str) -> bool {
+    v.contains('/')
+        || v.ends_with(".fio")
+        || v.ends_with(".job")
+        || (!v.contains(':') && std::path::Path::new(v).is_file())
 }
 
 impl JobArgs {
@@ -103,8 +121,50 @@ impl JobArgs {
         self.jobs(base)
     }
 
-    /// The run's jobs: the `--job`s, or the workload as one job named "job0".
+    /// The job file `--job` names, if any (then it is the only `--job`).
+    pub fn file(&self) -> Result<Option<PathBuf>> {
+        let files: Vec<&String> = self.jobs.iter().filter(|j| is_job_file(j)).collect();
+        match files.as_slice() {
+            [] => Ok(None),
+            [f] if self.jobs.len() == 1 => Ok(Some(PathBuf::from(f.as_str()))),
+            _ => anyhow::bail!(
+                "--job {}: give one job file and no other --job (its sections are the jobs)",
+                files[0]
+            ),
+        }
+    }
+
+    /// Reads the job file `--job` names, if any: its jobs (starting from `base`, their end and
+    /// size replaced by the command line's `replace`) become the run's, and its run-wide
+    /// settings are returned for the verb to use where its command line gave none.
+    pub fn load_file(&mut self, base: &WorkloadSpec, replace: &Replace) -> Result<Option<JobFile>> {
+        let Some(path) = self.file()? else {
+            return Ok(None);
+        };
+        let len = std::fs::metadata(&path)
+            .with_context(|| format!("--job {}: cannot read the job file", path.display()))?
+            .len();
+        if len > jobfile::JOB_FILE_BYTES_MAX as u64 {
+            anyhow::bail!(
+                "--job {}: {len} bytes is more than a job file may hold ({} bytes)",
+                path.display(),
+                jobfile::JOB_FILE_BYTES_MAX
+            );
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("--job {}: cannot read the job file", path.display()))?;
+        let f = jobfile::parse_replacing(&text, base, replace)
+            .with_context(|| format!("--job {}", path.display()))?;
+        self.file_jobs = Some(f.jobs.clone());
+        Ok(Some(f))
+    }
+
+    /// The run's jobs: the job file's, the `--job`s, or the workload as one job named "job0".
     pub fn jobs(&self, base: &WorkloadSpec) -> Result<Vec<JobSpec>> {
+        if let Some(jobs) = &self.file_jobs {
+            validate_jobs(jobs)?;
+            return Ok(jobs.clone());
+        }
         let jobs = if self.jobs.is_empty() {
             vec![JobSpec {
                 name: "job0".into(),
@@ -382,6 +442,15 @@ fn parse_pct(s: &str) -> Result<PercentileList, String> {
 }
 
 impl WorkloadArgs {
+    /// What the command line gives explicitly that replaces a job file's end and region size.
+    pub fn replace(&self) -> Replace {
+        Replace {
+            runtime_ns: self.runtime,
+            ios_max: self.ios,
+            size_bytes: self.size,
+        }
+    }
+
     /// The validated workload.
     pub fn to_spec(&self) -> Result<WorkloadSpec> {
         let runtime_ns = match (self.runtime, self.ios) {
