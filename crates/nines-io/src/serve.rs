@@ -4,7 +4,9 @@
 //! - one *connection reader* per client: the handshake (nines-nbd decides every answer), then
 //!   request headers and write payloads; each request takes a credit from its connection's
 //!   credit queue ([`CONN_INFLIGHT_MAX`]) before it goes to the core, so a client never has more
-//!   than that many requests in the server;
+//!   than that many requests in the server. A credit is a buffer ([`IoBuf`]): the payload is
+//!   read into it, the volume works on it, the reply leaves from it, and the writer gives it
+//!   back, so the server allocates nothing per request in steady state;
 //! - the *core*: owns the [`VolumeHost`] exactly as the profile worker does; client requests and
 //!   member completions arrive on one bounded inbox; member commands go to the I/O pool, replies
 //!   to their connection's writer; each request is answered when the volume completes it, so
@@ -14,14 +16,18 @@
 //!
 //! FLUSH is a volume flush (every member fdatasync'd after every write completed before it, from
 //! any connection: CAN_MULTI_CONN); FUA writes are fdatasync'd on their members before they
-//! complete.
+//! complete. A member the volume fails (raid5: a member that answered an I/O error) is reported
+//! and, once no command to it is in flight, its descriptor is closed, so the device can be
+//! removed from the system while the volume serves degraded.
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, channel, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::io::{self, BufReader, IoSlice, Read, Write};
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::thread;
 use std::time::Duration;
 
@@ -33,6 +39,7 @@ use nines_core::op::Op;
 use nines_core::stats::DeviceRecorder;
 use nines_nbd::{self as nbd, CmdKind, Command, Export, OptOutcome};
 
+use crate::buf::{AlignedBuf, BUF_ALIGN_BYTES};
 use crate::clock::now_ns;
 use crate::data::PtrData;
 
@@ -46,7 +53,11 @@ pub const IO_THREADS: usize = 8;
 pub const PAYLOAD_MAX_BYTES: u32 = 32 << 20;
 /// Client connections served at once; more are closed at once.
 pub const CONNS_MAX: usize = 64;
-
+/// A credit's buffer larger than this after a request is given back to the allocator (a few
+/// large requests must not pin CONN_INFLIGHT_MAX x 32 MiB per connection).
+const BUF_KEEP_MAX_BYTES: usize = 1 << 20;
+/// Bytes the connection reader buffers (request headers arrive several at a time at depth).
+const READ_BUF_BYTES: usize = 64 << 10;
 /// A stream a client talks over (Unix or TCP).
 pub trait Conn: Read + Write + Send + 'static {
     fn try_clone_conn(&self) -> io::Result<Box<dyn Conn>>;
@@ -79,24 +90,69 @@ impl Conn for std::net::TcpStream {
     }
 }
 
-/// One reply on its way to a writer.
-struct Reply {
+/// A request's buffer, carried by its connection's credit: page-aligned (members may be opened
+/// O_DIRECT), grown only when a request is larger than any it carried before.
+pub struct IoBuf {
+    data: AlignedBuf,
+    /// Bytes in use: the write payload, or the read's data.
+    len: usize,
+    /// The reply header (NBD headers are at most 32 bytes: no growth).
     header: Vec<u8>,
-    /// A read's data (the client buffer, moved out of the core).
-    data: Option<(Vec<u8>, usize)>,
+}
+
+impl IoBuf {
+    fn new() -> IoBuf {
+        IoBuf {
+            data: AlignedBuf::new(BUF_ALIGN_BYTES),
+            len: 0,
+            header: Vec::with_capacity(32),
+        }
+    }
+
+    /// Makes `len_bytes` usable (contents unspecified).
+    fn set_len(&mut self, len_bytes: usize) {
+        if self.data.len() < len_bytes {
+            self.data = AlignedBuf::new(len_bytes.next_multiple_of(BUF_ALIGN_BYTES));
+        }
+        self.len = len_bytes;
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.data.as_slice()[..self.len]
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let n = self.len;
+        &mut self.data.as_mut_slice()[..n]
+    }
+
+    /// After its reply left: a buffer a large request grew is given back.
+    fn recycle(&mut self) {
+        if self.data.len() > BUF_KEEP_MAX_BYTES {
+            self.data = AlignedBuf::new(BUF_ALIGN_BYTES);
+        }
+        self.len = 0;
+    }
+}
+
+/// One reply on its way to a writer: the header in `buf.header`, then `buf`'s data for a read.
+struct Reply {
+    buf: IoBuf,
+    with_data: bool,
 }
 
 enum Msg {
     Request {
         conn: usize,
         cmd: Command,
-        payload: Vec<u8>,
+        buf: IoBuf,
         received_ns: u64,
     },
     Refused {
         conn: usize,
         cookie: u64,
         errno: u32,
+        buf: IoBuf,
     },
     Connected {
         conn: usize,
@@ -106,7 +162,10 @@ enum Msg {
     Gone {
         conn: usize,
     },
-    Member(CmdDone),
+    Member {
+        member: u32,
+        done: CmdDone,
+    },
     Shutdown,
 }
 
@@ -114,6 +173,21 @@ enum Msg {
 pub struct Members {
     pub files: Vec<File>,
     pub block_device: Vec<bool>,
+    /// How each member is named in messages (its path).
+    pub names: Vec<String>,
+}
+
+/// A member the volume failed while serving.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberFailure {
+    pub member: u32,
+    pub name: String,
+    /// The error the member answered (an errno).
+    pub errno: i32,
+    /// Seconds after the server started.
+    pub at_s: f64,
+    /// Whether its descriptor was closed (no command to it was left in flight).
+    pub released: bool,
 }
 
 /// What the server counted, for the report.
@@ -126,23 +200,45 @@ pub struct ServeOutcome {
     pub connections: u64,
     pub member_cmds: Vec<u64>,
     pub member_errors: Vec<u64>,
+    pub member_failures: Vec<MemberFailure>,
     pub volume_stats: serde_json::Value,
+}
+
+/// A member's descriptor, shared by the pool threads; -1 once the core closed it.
+struct MemberFd {
+    fd: AtomicI32,
+    block: bool,
+}
+
+/// Every member's descriptor; those still open are closed when the last user is gone.
+struct MemberFds(Vec<MemberFd>);
+
+impl Drop for MemberFds {
+    fn drop(&mut self) {
+        for m in &self.0 {
+            let fd = m.fd.swap(-1, Ordering::AcqRel);
+            if fd >= 0 {
+                // SAFETY: the descriptor came from into_raw_fd and is closed once (swapped out).
+                drop(unsafe { File::from_raw_fd(fd) });
+            }
+        }
+    }
 }
 
 /// A handle to a running server: hand it connections, then stop it.
 pub struct Server {
-    inbox: Sender<Msg>,
+    inbox: SyncSender<Msg>,
     export: Arc<Export>,
     next_conn: usize,
     core: Option<thread::JoinHandle<ServeOutcome>>,
     pool: Vec<thread::JoinHandle<()>>,
-    cmd_tx: Option<Sender<PoolCmd>>,
+    cmd_tx: Option<crossbeam_channel::Sender<PoolCmd>>,
     /// Each connection's reader and a handle to shut its socket down at stop.
     readers: Vec<(thread::JoinHandle<()>, Box<dyn Conn>)>,
 }
 
 struct PoolCmd {
-    member: usize,
+    member: u32,
     id: u32,
     op: CmdOp,
     offset_bytes: u64,
@@ -151,33 +247,43 @@ struct PoolCmd {
     fua: bool,
 }
 
+/// Messages that can be in the core's inbox at once: every credit of every connection (a
+/// request or a refusal each), two per connection (connected, gone), every member command's
+/// completion, and the shutdown. Senders never find it full, so the core and the pool (which
+/// send to each other) cannot deadlock.
+fn inbox_bound(cmds_max: usize) -> usize {
+    CONNS_MAX * (CONN_INFLIGHT_MAX + 2) + cmds_max + 1
+}
+
 impl Server {
     /// Starts the core and the I/O pool over `vol` on `members`.
     pub fn start(vol: AnyVolume, members: Members, export: Export) -> Server {
-        // Unbounded channels with bounds by construction: a connection has at most
-        // CONN_INFLIGHT_MAX requests in the server (credits), there are at most CONNS_MAX
-        // connections, and member commands in flight are at most the volume's cmds_max. (Bounded
-        // channels both ways between the core and the pool could deadlock.)
-        let (inbox, rx) = channel::<Msg>();
-        let (cmd_tx, cmd_rx) = channel::<PoolCmd>();
-        let cmd_rx = Arc::new(Mutex::new(cmd_rx));
-        let files: Arc<Vec<(File, bool)>> = Arc::new(
+        let cmds_max = vol.cmds_max() as usize;
+        let (inbox, rx) = sync_channel::<Msg>(inbox_bound(cmds_max));
+        // At most cmds_max member commands are in flight: the core never waits on this queue.
+        let (cmd_tx, cmd_rx) = crossbeam_channel::bounded::<PoolCmd>(cmds_max.max(1));
+        let fds = Arc::new(MemberFds(
             members
                 .files
                 .into_iter()
-                .zip(members.block_device)
+                .zip(&members.block_device)
+                .map(|(f, &block)| MemberFd {
+                    fd: AtomicI32::new(f.into_raw_fd()),
+                    block,
+                })
                 .collect(),
-        );
+        ));
         let pool = (0..IO_THREADS)
             .map(|_| {
-                let rx = Arc::clone(&cmd_rx);
+                let rx = cmd_rx.clone();
                 let done = inbox.clone();
-                let files = Arc::clone(&files);
-                thread::spawn(move || pool_thread(&rx, &done, &files))
+                let fds = Arc::clone(&fds);
+                thread::spawn(move || pool_thread(&rx, &done, &fds.0))
             })
             .collect();
         let core_cmd_tx = cmd_tx.clone();
-        let core = thread::spawn(move || Core::new(vol, core_cmd_tx).run(rx));
+        let names = members.names;
+        let core = thread::spawn(move || Core::new(vol, core_cmd_tx, fds, names).run(rx));
         Server {
             inbox,
             export: Arc::new(export),
@@ -249,7 +355,7 @@ fn reader(
     id: usize,
     mut conn: Box<dyn Conn>,
     writer: Box<dyn Conn>,
-    inbox: &Sender<Msg>,
+    inbox: &SyncSender<Msg>,
     export: &Export,
 ) -> io::Result<()> {
     conn.write_all(&nbd::greeting())?;
@@ -290,10 +396,10 @@ fn reader(
     }
     let structured = neg.structured;
     let (reply_tx, reply_rx) = sync_channel::<Reply>(CONN_INFLIGHT_MAX);
-    let (credit_tx, credit_rx) = sync_channel::<()>(CONN_INFLIGHT_MAX);
+    let (credit_tx, credit_rx) = sync_channel::<IoBuf>(CONN_INFLIGHT_MAX);
     for _ in 0..CONN_INFLIGHT_MAX {
         credit_tx
-            .send(())
+            .send(IoBuf::new())
             .expect("credit queue sized for every credit");
     }
     let w = thread::spawn(move || writer_thread(writer, &reply_rx, &credit_tx));
@@ -305,12 +411,13 @@ fn reader(
             structured,
         },
     )?;
+    let mut conn = BufReader::with_capacity(READ_BUF_BYTES, conn);
     let result = transmit(id, &mut conn, inbox, export, &credit_rx);
     let _ = w; // the writer ends when the core drops this connection's reply queue
     result
 }
 
-fn send(inbox: &Sender<Msg>, m: Msg) -> io::Result<()> {
+fn send(inbox: &SyncSender<Msg>, m: Msg) -> io::Result<()> {
     inbox
         .send(m)
         .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "server stopping"))
@@ -318,10 +425,10 @@ fn send(inbox: &Sender<Msg>, m: Msg) -> io::Result<()> {
 
 fn transmit(
     id: usize,
-    conn: &mut Box<dyn Conn>,
-    inbox: &Sender<Msg>,
+    conn: &mut impl Read,
+    inbox: &SyncSender<Msg>,
     export: &Export,
-    credits: &Receiver<()>,
+    credits: &Receiver<IoBuf>,
 ) -> io::Result<()> {
     loop {
         let mut h = [0u8; nbd::consts::REQUEST_BYTES];
@@ -329,31 +436,36 @@ fn transmit(
         let received_ns = now_ns();
         let raw = nbd::RawRequest::parse(&h).map_err(io::Error::other)?;
         let checked = nbd::check(&raw, export).map_err(io::Error::other)?;
-        let mut payload = Vec::new();
-        if raw.payload_bytes() > 0 {
-            payload.resize(raw.payload_bytes() as usize, 0);
-            conn.read_exact(&mut payload)?;
-        }
-        if credits.recv().is_err() {
+        let Ok(mut buf) = credits.recv() else {
             return Ok(());
-        }
+        };
         match checked {
-            Err(r) => send(
-                inbox,
-                Msg::Refused {
-                    conn: id,
-                    cookie: r.cookie,
-                    errno: r.errno,
-                },
-            )?,
+            Err(r) => {
+                // A refused write's payload is read and dropped (the buffer is not grown).
+                io::copy(
+                    &mut conn.by_ref().take(u64::from(raw.payload_bytes())),
+                    &mut io::sink(),
+                )?;
+                send(
+                    inbox,
+                    Msg::Refused {
+                        conn: id,
+                        cookie: r.cookie,
+                        errno: r.errno,
+                        buf,
+                    },
+                )?;
+            }
             Ok(cmd) => {
+                buf.set_len(raw.payload_bytes() as usize);
+                conn.read_exact(buf.bytes_mut())?;
                 let disc = cmd.kind == CmdKind::Disc;
                 send(
                     inbox,
                     Msg::Request {
                         conn: id,
                         cmd,
-                        payload,
+                        buf,
                         received_ns,
                     },
                 )?;
@@ -365,48 +477,68 @@ fn transmit(
     }
 }
 
-fn writer_thread(mut conn: Box<dyn Conn>, replies: &Receiver<Reply>, credits: &SyncSender<()>) {
-    while let Ok(r) = replies.recv() {
-        let ok = conn.write_all(&r.header).is_ok()
-            && r.data
-                .as_ref()
-                .is_none_or(|(d, n)| conn.write_all(&d[..*n]).is_ok());
-        if !ok {
+/// Writes `a` then `b` with as few system calls as the socket allows.
+fn write_two(conn: &mut dyn Conn, a: &[u8], b: &[u8]) -> io::Result<()> {
+    let mut bufs = [IoSlice::new(a), IoSlice::new(b)];
+    let mut slices: &mut [IoSlice] = &mut bufs;
+    while !slices.is_empty() {
+        match conn.write_vectored(slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn writer_thread(mut conn: Box<dyn Conn>, replies: &Receiver<Reply>, credits: &SyncSender<IoBuf>) {
+    while let Ok(Reply { mut buf, with_data }) = replies.recv() {
+        let data = if with_data { buf.bytes() } else { &[] };
+        if write_two(conn.as_mut(), &buf.header, data).is_err() {
             conn.shutdown_both();
             break;
         }
-        let _ = credits.try_send(());
+        buf.recycle();
+        let _ = credits.try_send(buf);
     }
     // Nothing more is owed (or the client went away): closing tells a client after DISC that
     // everything was answered.
     conn.shutdown_both();
 }
 
-fn pool_thread(rx: &Mutex<Receiver<PoolCmd>>, done: &Sender<Msg>, files: &[(File, bool)]) {
-    loop {
-        let cmd = match rx.lock() {
-            Ok(rx) => match rx.recv() {
-                Ok(c) => c,
-                Err(_) => return,
-            },
-            Err(_) => return,
-        };
-        let result = match exec(&cmd, files) {
+fn pool_thread(
+    rx: &crossbeam_channel::Receiver<PoolCmd>,
+    done: &SyncSender<Msg>,
+    fds: &[MemberFd],
+) {
+    while let Ok(cmd) = rx.recv() {
+        let result = match exec(&cmd, fds) {
             Ok(()) => CmdResult::Ok,
             Err(e) => CmdResult::Err(e.raw_os_error().unwrap_or(libc::EIO)),
         };
-        if done
-            .send(Msg::Member(CmdDone { id: cmd.id, result }))
-            .is_err()
-        {
+        let msg = Msg::Member {
+            member: cmd.member,
+            done: CmdDone { id: cmd.id, result },
+        };
+        if done.send(msg).is_err() {
             return;
         }
     }
 }
 
-fn exec(c: &PoolCmd, files: &[(File, bool)]) -> io::Result<()> {
+fn exec(c: &PoolCmd, fds: &[MemberFd]) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let (f, block) = &files[c.member];
+    let m = &fds[c.member as usize];
+    let fd = m.fd.load(Ordering::Acquire);
+    if fd < 0 {
+        // A released member: the volume no longer sends to it, but never touch a descriptor
+        // number that may have been reused.
+        return Err(io::Error::from_raw_os_error(libc::EIO));
+    }
+    // SAFETY: the descriptor stays open while a command to its member is in flight (the core
+    // closes a failed member's only once none is); ManuallyDrop keeps this view from closing it.
+    let f = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
     let len = c.len_bytes as usize;
     match c.op {
         CmdOp::Read | CmdOp::FastFailRead { .. } => {
@@ -424,13 +556,12 @@ fn exec(c: &PoolCmd, files: &[(File, bool)]) -> io::Result<()> {
         CmdOp::Flush => f.sync_data(),
         CmdOp::Trim | CmdOp::WriteZeroes => {
             let zero = matches!(c.op, CmdOp::WriteZeroes);
-            range_op(f, *block, zero, c.offset_bytes, c.len_bytes)?;
+            range_op(&f, m.block, zero, c.offset_bytes, c.len_bytes)?;
             if c.fua { f.sync_data() } else { Ok(()) }
         }
         CmdOp::Control(_) => Ok(()),
     }
 }
-
 /// Discard (trim) or zero a range: fallocate on files, BLKDISCARD/BLKZEROOUT on block devices.
 fn range_op(f: &File, block: bool, zero: bool, offset: u64, len: u32) -> io::Result<()> {
     let rc = if block {
@@ -478,41 +609,73 @@ struct ConnState {
     replies: Option<SyncSender<Reply>>,
     structured: bool,
     gone: bool,
+    /// Requests of this connection waiting or in the volume (replies still owed).
+    owed: u32,
+}
+
+/// A member as the core sees it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum MemberState {
+    Working,
+    /// Failed by the volume; its descriptor is closed once nothing to it is in flight.
+    Failed,
+    Released,
 }
 
 struct Core {
     host: VolumeHost,
-    cmd_tx: Sender<PoolCmd>,
-    bufs: Vec<Vec<u8>>,
-    scratch: Vec<Vec<u8>>,
+    cmd_tx: crossbeam_channel::Sender<PoolCmd>,
+    /// Each tag's client buffer while its request is in the volume.
+    bufs: Vec<Option<IoBuf>>,
+    /// The volume's scratch buffers (page-aligned: members may be O_DIRECT).
+    _scratch: Vec<AlignedBuf>,
+    /// Pointer and length of each tag's buffer (null when none), kept in step with `bufs`.
     ptr_client: Vec<(*mut u8, usize)>,
     ptr_scratch: Vec<(*mut u8, usize)>,
     slots: Vec<Option<Slot>>,
     free: Vec<u32>,
-    waiting: VecDeque<(usize, Command, Vec<u8>, u64)>,
+    waiting: VecDeque<(usize, Command, IoBuf, u64)>,
     conns: Vec<ConnState>,
     inflight_cmds: usize,
+    member_inflight: Vec<u32>,
+    member_state: Vec<MemberState>,
+    fds: Arc<MemberFds>,
+    names: Vec<String>,
     out: ServeOutcome,
     start_ns: u64,
 }
 
 impl Core {
-    fn new(vol: AnyVolume, cmd_tx: Sender<PoolCmd>) -> Core {
+    fn new(
+        vol: AnyVolume,
+        cmd_tx: crossbeam_channel::Sender<PoolCmd>,
+        fds: Arc<MemberFds>,
+        names: Vec<String>,
+    ) -> Core {
         let (n, len) = vol.scratch();
         let members = vol.members() as usize;
         let stats = vol.stats();
+        let mut scratch: Vec<AlignedBuf> = (0..n).map(|_| AlignedBuf::new(len as usize)).collect();
+        let ptr_scratch = scratch
+            .iter_mut()
+            .map(|b| (b.as_mut_ptr(), b.len()))
+            .collect();
         Core {
             host: VolumeHost::new(vol, 0, members > 1),
             cmd_tx,
-            bufs: (0..TAGS).map(|_| Vec::new()).collect(),
-            scratch: (0..n).map(|_| vec![0u8; len as usize]).collect(),
-            ptr_client: Vec::with_capacity(TAGS as usize),
-            ptr_scratch: Vec::with_capacity(n as usize),
+            bufs: (0..TAGS).map(|_| None).collect(),
+            _scratch: scratch,
+            ptr_client: vec![(std::ptr::null_mut(), 0); TAGS as usize],
+            ptr_scratch,
             slots: (0..TAGS).map(|_| None).collect(),
             free: (0..TAGS).rev().collect(),
-            waiting: VecDeque::new(),
+            waiting: VecDeque::with_capacity(CONNS_MAX * CONN_INFLIGHT_MAX),
             conns: Vec::new(),
             inflight_cmds: 0,
+            member_inflight: vec![0; members],
+            member_state: vec![MemberState::Working; members],
+            fds,
+            names,
             out: ServeOutcome {
                 recorder: DeviceRecorder::new(),
                 flushes: 0,
@@ -522,6 +685,7 @@ impl Core {
                 connections: 0,
                 member_cmds: vec![0; members],
                 member_errors: vec![0; members],
+                member_failures: Vec::new(),
                 volume_stats: stats,
             },
             start_ns: now_ns(),
@@ -612,26 +776,13 @@ impl Core {
         false
     }
 
-    /// Calls the volume with the data plane over the current buffers (the pointer tables are
-    /// refilled in place: client buffers are swapped per request).
+    /// Calls the volume with the data plane over the current buffers.
     fn with_data<R>(&mut self, f: impl FnOnce(&mut VolumeHost, &mut PtrData) -> R) -> R {
-        let Core {
-            host,
-            bufs,
-            scratch,
-            ptr_client,
-            ptr_scratch,
-            ..
-        } = self;
-        ptr_client.clear();
-        ptr_client.extend(bufs.iter_mut().map(|b| (b.as_mut_ptr(), b.len())));
-        ptr_scratch.clear();
-        ptr_scratch.extend(scratch.iter_mut().map(|b| (b.as_mut_ptr(), b.len())));
         let mut data = PtrData {
-            client: ptr_client,
-            scratch: ptr_scratch,
+            client: &self.ptr_client,
+            scratch: &self.ptr_scratch,
         };
-        f(host, &mut data)
+        f(&mut self.host, &mut data)
     }
 
     fn handle(&mut self, m: Msg) {
@@ -646,12 +797,14 @@ impl Core {
                         replies: None,
                         structured: false,
                         gone: true,
+                        owed: 0,
                     });
                 }
                 self.conns[conn] = ConnState {
                     replies: Some(replies),
                     structured,
                     gone: false,
+                    owed: 0,
                 };
                 self.out.connections += 1;
             }
@@ -667,28 +820,37 @@ impl Core {
                 conn,
                 cookie,
                 errno,
+                buf,
             } => {
                 self.out.refused += 1;
-                self.reply(conn, cookie, 0, errno, None);
+                self.reply(conn, cookie, 0, errno, buf, false);
             }
             Msg::Request {
                 conn,
                 cmd,
-                payload,
+                buf,
                 received_ns,
             } => {
                 if cmd.kind == CmdKind::Disc {
                     // Everything before it is answered as it completes; the writer closes after
-                    // the last, when the reader's Gone arrives and no slot holds the connection.
+                    // the last, when the reader's Gone arrives and nothing more is owed.
                     return;
                 }
-                self.waiting.push_back((conn, cmd, payload, received_ns));
+                if let Some(c) = self.conns.get_mut(conn) {
+                    c.owed += 1;
+                }
+                self.waiting.push_back((conn, cmd, buf, received_ns));
                 self.start_waiting();
             }
-            Msg::Member(done) => {
+            Msg::Member { member, done } => {
                 self.inflight_cmds -= 1;
+                self.member_inflight[member as usize] -= 1;
                 let now = self.now();
                 self.with_data(|h, d| h.member_done(now, done, d));
+                if let CmdResult::Err(errno) = done.result {
+                    self.member_error(member, errno);
+                }
+                self.release_failed(member);
                 self.drain();
                 self.start_waiting();
             }
@@ -696,10 +858,62 @@ impl Core {
         }
     }
 
+    /// A member answered an error: if the volume failed it (a redundant layout), report it.
+    fn member_error(&mut self, member: u32, errno: i32) {
+        let m = member as usize;
+        if self.member_state[m] != MemberState::Working
+            || failed_member(&self.host.volume().stats()) != Some(member)
+        {
+            return;
+        }
+        self.member_state[m] = MemberState::Failed;
+        let at_s = self.now() as f64 / 1e9;
+        let name = self.names.get(m).cloned().unwrap_or_default();
+        eprintln!(
+            "nines: member {member} ({name}) failed at {at_s:.3} s: {}; serving degraded",
+            io::Error::from_raw_os_error(errno)
+        );
+        self.out.member_failures.push(MemberFailure {
+            member,
+            name,
+            errno,
+            at_s,
+            released: false,
+        });
+    }
+
+    /// Closes a failed member's descriptor once no command to it is in flight (the volume
+    /// sends it none after failing it), so the device can be taken out of the system.
+    fn release_failed(&mut self, member: u32) {
+        let m = member as usize;
+        if self.member_state[m] != MemberState::Failed || self.member_inflight[m] > 0 {
+            return;
+        }
+        self.member_state[m] = MemberState::Released;
+        let fd = self.fds.0[m].fd.swap(-1, Ordering::AcqRel);
+        if fd >= 0 {
+            // SAFETY: swapped out of the table, so closed once; no command to it is in flight
+            // and any later one sees -1.
+            drop(unsafe { File::from_raw_fd(fd) });
+        }
+        if let Some(f) = self
+            .out
+            .member_failures
+            .iter_mut()
+            .find(|f| f.member == member)
+        {
+            f.released = true;
+            eprintln!(
+                "nines: member {member} ({}) released: its descriptor is closed",
+                f.name
+            );
+        }
+    }
+
     fn start_waiting(&mut self) {
         while !self.waiting.is_empty() {
             let Some(tag) = self.free.pop() else { return };
-            let (conn, cmd, payload, received_ns) =
+            let (conn, cmd, mut buf, received_ns) =
                 self.waiting.pop_front().expect("checked non-empty");
             let op = match cmd.kind {
                 CmdKind::Read => VolOp::Read,
@@ -709,12 +923,12 @@ impl Core {
                 CmdKind::WriteZeroes => VolOp::WriteZeroes,
                 CmdKind::Disc => unreachable!("DISC never waits"),
             };
-            let b = &mut self.bufs[tag as usize];
-            if cmd.kind == CmdKind::Write {
-                *b = payload;
-            } else if cmd.kind == CmdKind::Read {
-                b.resize(cmd.len_bytes as usize, 0);
+            if cmd.kind == CmdKind::Read {
+                buf.set_len(cmd.len_bytes as usize);
             }
+            let data = buf.bytes_mut();
+            self.ptr_client[tag as usize] = (data.as_mut_ptr(), data.len());
+            self.bufs[tag as usize] = Some(buf);
             self.slots[tag as usize] = Some(Slot {
                 conn,
                 cookie: cmd.cookie,
@@ -753,9 +967,8 @@ impl Core {
             BufRef::None => 0,
             r => self.with_data(|_, d| d.ptr(r, c.len_bytes)) as usize,
         };
-        self.inflight_cmds += 1;
         let cmd = PoolCmd {
-            member: c.member as usize,
+            member: c.member,
             id: c.id,
             op: c.op,
             offset_bytes: c.offset_bytes,
@@ -763,9 +976,11 @@ impl Core {
             ptr,
             fua: c.fua,
         };
-        if self.cmd_tx.send(cmd).is_err() {
-            // The pool is gone only after the core ended: not reachable while it runs.
-            self.inflight_cmds -= 1;
+        // The queue holds cmds_max commands, the most the volume has out: never full. It is
+        // disconnected only after the core ended.
+        if self.cmd_tx.send(cmd).is_ok() {
+            self.inflight_cmds += 1;
+            self.member_inflight[c.member as usize] += 1;
         }
     }
 
@@ -774,6 +989,8 @@ impl Core {
             .take()
             .expect("a volume completed a tag it was not given");
         self.free.push(tag);
+        self.ptr_client[tag as usize] = (std::ptr::null_mut(), 0);
+        let buf = self.bufs[tag as usize].take();
         let errno = match result {
             IoResult::Ok => 0,
             IoResult::Err(e) => nbd::wire_errno(e),
@@ -793,27 +1010,28 @@ impl Core {
             CmdKind::WriteZeroes => self.out.write_zeroes += 1,
             CmdKind::Disc => {}
         }
-        if slot.conn == usize::MAX {
-            return;
+        let Some(buf) = buf else { return };
+        if let Some(c) = self.conns.get_mut(slot.conn) {
+            c.owed -= 1;
         }
-        let data = if slot.kind == CmdKind::Read && errno == 0 {
-            let b = std::mem::take(&mut self.bufs[tag as usize]);
-            Some((b, slot.len_bytes as usize))
-        } else {
-            None
-        };
-        self.reply(slot.conn, slot.cookie, slot.offset_bytes, errno, data);
+        let with_data = slot.kind == CmdKind::Read && errno == 0;
+        self.reply(
+            slot.conn,
+            slot.cookie,
+            slot.offset_bytes,
+            errno,
+            buf,
+            with_data,
+        );
         self.release_if_gone(slot.conn);
     }
 
     /// Drops a departed connection's reply queue once nothing more is owed to it (its writer
     /// then ends).
     fn release_if_gone(&mut self, conn: usize) {
-        let owed = self.slots.iter().flatten().any(|s| s.conn == conn)
-            || self.waiting.iter().any(|w| w.0 == conn);
         if let Some(c) = self.conns.get_mut(conn)
             && c.gone
-            && !owed
+            && c.owed == 0
         {
             c.replies = None;
         }
@@ -825,19 +1043,74 @@ impl Core {
         cookie: u64,
         offset_bytes: u64,
         errno: u32,
-        data: Option<(Vec<u8>, usize)>,
+        mut buf: IoBuf,
+        with_data: bool,
     ) {
         let Some(c) = self.conns.get(conn) else {
             return;
         };
         let Some(tx) = &c.replies else { return };
-        let mut header = Vec::with_capacity(32);
-        match &data {
-            Some((_, n)) => {
-                nbd::read_reply_header(&mut header, c.structured, cookie, offset_bytes, *n as u32)
-            }
-            None => nbd::reply(&mut header, c.structured, cookie, errno),
+        buf.header.clear();
+        if with_data {
+            nbd::read_reply_header(
+                &mut buf.header,
+                c.structured,
+                cookie,
+                offset_bytes,
+                buf.len as u32,
+            );
+        } else {
+            nbd::reply(&mut buf.header, c.structured, cookie, errno);
         }
-        let _ = tx.send(Reply { header, data });
+        // At most CONN_INFLIGHT_MAX replies are owed to a connection: never full.
+        let _ = tx.send(Reply { buf, with_data });
+    }
+}
+
+/// The member a redundant volume has failed, found in its statistics (raid5's `failed_member`,
+/// under any wrapper). Called only after a member error.
+fn failed_member(stats: &serde_json::Value) -> Option<u32> {
+    match stats {
+        serde_json::Value::Object(o) => {
+            if let Some(m) = o.get("failed_member").and_then(serde_json::Value::as_u64) {
+                return u32::try_from(m).ok();
+            }
+            o.values().find_map(failed_member)
+        }
+        serde_json::Value::Array(a) => a.iter().find_map(failed_member),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_member_is_found_under_wrappers() {
+        let v = serde_json::json!({"failed_member": null, "x": 1});
+        assert_eq!(failed_member(&v), None);
+        let v = serde_json::json!({"inner": {"failed_member": 2}});
+        assert_eq!(failed_member(&v), Some(2));
+        let v = serde_json::json!([{"a": 1}, {"failed_member": 0}]);
+        assert_eq!(failed_member(&v), Some(0));
+    }
+
+    #[test]
+    fn io_buf_grows_only_when_needed_and_gives_big_buffers_back() {
+        let mut b = IoBuf::new();
+        let p = b.data.as_ptr();
+        b.set_len(4096);
+        assert_eq!(b.data.as_ptr(), p, "a page fits the first buffer");
+        b.set_len(65536);
+        assert_eq!(b.bytes().len(), 65536);
+        assert_eq!(b.data.as_ptr() as usize % BUF_ALIGN_BYTES, 0);
+        let p = b.data.as_ptr();
+        b.recycle();
+        b.set_len(512);
+        assert_eq!(b.data.as_ptr(), p, "64 KiB is kept");
+        b.set_len(2 << 20);
+        b.recycle();
+        assert_eq!(b.data.len(), BUF_ALIGN_BYTES, "2 MiB is given back");
     }
 }

@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::os::fd::FromRawFd;
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -66,13 +67,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .targets
         .iter()
         .map(|p| {
+            // Block devices are served O_DIRECT, as qemu's cache=none: the device's own
+            // latency, and an I/O error when the command fails, not at a later writeback.
+            // Regular files go through the page cache (FLUSH fdatasyncs them).
+            let block = std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device());
             Target::open(
                 p,
                 &TargetOptions {
                     write: !args.read_only,
                     allow_writes: args.allow_writes,
                     force: args.force,
-                    buffered: true,
+                    buffered: !block,
                     create_size_bytes: args.size,
                 },
             )
@@ -124,6 +129,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .collect::<std::io::Result<Vec<_>>>()
         .context("cannot duplicate a member's descriptor")?;
     let block_device = members.iter().map(Target::is_block_device).collect();
+    // The server holds the only descriptors: a member it fails and releases is then closed
+    // (and can be removed from the system).
+    drop(members);
     let layout = vol.layout();
     let size_bytes = export.size_bytes;
     let mut server = Server::start(
@@ -131,6 +139,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Members {
             files,
             block_device,
+            names: args
+                .targets
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
         },
         export,
     );
@@ -194,6 +207,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "refused": outcome.refused,
             "member_cmds": outcome.member_cmds,
             "member_errors": outcome.member_errors,
+            "member_failures": outcome
+                .member_failures
+                .iter()
+                .map(|f| serde_json::json!({
+                    "member": f.member,
+                    "target": f.name,
+                    "errno": f.errno,
+                    "at_s": f.at_s,
+                    "released": f.released,
+                }))
+                .collect::<Vec<_>>(),
             "volume": outcome.volume_stats,
         }
     });

@@ -112,6 +112,7 @@ pub fn system_tool(path: &str) -> PathBuf {
 /// A zram device created for one test and removed afterwards.
 pub struct Zram {
     n: u32,
+    removed: bool,
 }
 
 impl Zram {
@@ -122,15 +123,29 @@ impl Zram {
             .parse()
             .unwrap();
         std::fs::write(format!("/sys/block/zram{n}/disksize"), size).unwrap();
-        Zram { n }
+        Zram { n, removed: false }
     }
     pub fn path(&self) -> String {
         format!("/dev/zram{}", self.n)
+    }
+    /// The device's sysfs attribute `name` (`/sys/block/zramN/NAME`).
+    pub fn attr(&self, name: &str) -> PathBuf {
+        PathBuf::from(format!("/sys/block/zram{}/{name}", self.n))
+    }
+    /// Removes the device from the system now (zram hot_remove); fails (EBUSY) while anyone
+    /// holds it open.
+    pub fn hot_remove(&mut self) -> std::io::Result<()> {
+        std::fs::write("/sys/class/zram-control/hot_remove", self.n.to_string())?;
+        self.removed = true;
+        Ok(())
     }
 }
 
 impl Drop for Zram {
     fn drop(&mut self) {
+        if self.removed {
+            return;
+        }
         for _ in 0..50 {
             if std::fs::write("/sys/class/zram-control/hot_remove", self.n.to_string()).is_ok() {
                 return;
