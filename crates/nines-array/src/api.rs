@@ -338,6 +338,12 @@ pub trait Volume: Send {
     fn write_back(&self) -> bool {
         false
     }
+    /// Members the policy keeps free of device garbage collection right now (a serial array's
+    /// front-end), so a simulator can count the GC that happens on them anyway. Default: the
+    /// layout promises nothing.
+    fn gc_free_members(&self) -> Option<std::ops::Range<u32>> {
+        None
+    }
     /// The policy's own counters for the report (fan-out, rebuilt reads, ...): a JSON object.
     fn stats(&self) -> serde_json::Value {
         serde_json::Value::Object(serde_json::Map::new())

@@ -12,6 +12,7 @@
 pub mod api;
 pub mod raid0;
 pub mod raid5;
+pub mod serial;
 pub mod shaping;
 pub mod testing;
 
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use api::*;
 pub use raid0::{Passthrough, Raid0};
 pub use raid5::{DndSpec, Raid5};
+pub use serial::{Serial, SerialSpec};
 pub use shaping::ShapingSpec;
 
 /// Why a volume cannot be built: one line each, naming the option to change.
@@ -64,6 +66,9 @@ pub enum LayoutSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dnd: Option<raid5::DndSpec>,
     },
+    /// A serial array with external GC (paper 003): a log-structured front-end column, xGC
+    /// between back-ends.
+    Serial(SerialSpec),
     /// Another layout wrapped in write shaping (`--throttle`, `--chop`, `--buffer`): the same
     /// volumes, each behind the policies; a buffer device is the last member of its volume.
     Shaped {
@@ -78,6 +83,7 @@ impl LayoutSpec {
             LayoutSpec::Independent => "independent",
             LayoutSpec::Raid0 { .. } => "raid0",
             LayoutSpec::Raid5 { .. } => "raid5",
+            LayoutSpec::Serial(_) => "serial",
             LayoutSpec::Shaped { inner, .. } => inner.name(),
         }
     }
@@ -130,6 +136,7 @@ impl LayoutSpec {
                     * chunk_bytes
                     * u64::from(data_members.saturating_sub(1))
             }
+            LayoutSpec::Serial(spec) => spec.size_bytes(member_bytes, data_members),
             _ => member_bytes,
         }
     }
@@ -145,6 +152,7 @@ impl LayoutSpec {
                 let row = chunk_bytes.saturating_mul(data_members.saturating_sub(1).max(1));
                 end_bytes.div_ceil(row.max(1)).saturating_mul(*chunk_bytes)
             }
+            LayoutSpec::Serial(spec) => spec.member_bytes_for(end_bytes, data_members as u32),
             _ => end_bytes,
         }
     }
@@ -159,7 +167,7 @@ impl LayoutSpec {
     pub fn group(&self, targets: u32) -> Vec<std::ops::Range<u32>> {
         match self {
             LayoutSpec::Independent => (0..targets).map(|i| i..i + 1).collect(),
-            LayoutSpec::Raid0 { .. } | LayoutSpec::Raid5 { .. } => {
+            LayoutSpec::Raid0 { .. } | LayoutSpec::Raid5 { .. } | LayoutSpec::Serial(_) => {
                 std::iter::once(0..targets).collect()
             }
             // A buffer sits in front of one volume (build refuses more data volumes).
@@ -256,6 +264,10 @@ impl Volume for AnyVolume {
     fn write_back(&self) -> bool {
         each!(self, v => v.write_back())
     }
+    #[inline]
+    fn gc_free_members(&self) -> Option<std::ops::Range<u32>> {
+        each!(self, v => v.gc_free_members())
+    }
 }
 
 /// Builds the volume of one group of [`LayoutSpec::group`].
@@ -291,6 +303,13 @@ pub fn build(spec: &LayoutSpec, p: &VolumeParams) -> Result<AnyVolume, ArrayErro
             p.tags,
             *failed,
             *dnd,
+        )?))),
+        LayoutSpec::Serial(spec) => Ok(AnyVolume::Other(Box::new(Serial::new(
+            *spec,
+            p.member_sizes_bytes,
+            p.block_bytes,
+            p.tags,
+            p.len_bytes_max,
         )?))),
         LayoutSpec::Shaped { inner, shaping } => shaping::build(inner, shaping, p),
     }

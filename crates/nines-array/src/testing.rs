@@ -127,6 +127,9 @@ pub struct SyncDriver {
     /// Commands that answer [`CmdResult::Busy`] instead (fast-fail reads, busy queries): the
     /// member and for how long; others run normally.
     pub busy: Vec<(u32, u64)>,
+    /// When set, every member command executed, with the members the volume said it kept free
+    /// of GC ([`crate::Volume::gc_free_members`]) when it executed.
+    pub trace: Option<Vec<(MemberCmd, Option<std::ops::Range<u32>>)>>,
 }
 
 impl SyncDriver {
@@ -144,6 +147,7 @@ impl SyncDriver {
             now_ns: 0,
             cmd_ns: 0,
             busy: Vec::new(),
+            trace: None,
         }
     }
 
@@ -249,6 +253,9 @@ impl SyncDriver {
             match o {
                 Output::Done(d) => done.push((d.tag, d.result)),
                 Output::Cmd(c) => {
+                    if let Some(t) = &mut self.trace {
+                        t.push((c, self.host.volume().gc_free_members()));
+                    }
                     self.host.sent(&c, self.now_ns);
                     let result = self.exec(&c);
                     self.now_ns += self.cmd_ns;

@@ -126,6 +126,9 @@ struct Vol {
     timer_at_ns: u64,
     /// Results other than Ok of commands in flight, by command id (rare: errors, busy).
     results: Vec<CmdResult>,
+    /// The volume says which members it keeps free of device GC (a serial array's front-end):
+    /// the GC that happens on them anyway is counted.
+    gc_watch: bool,
     /// Whether the volume folds completions ([`Volume::folds_completions`]).
     fold: bool,
 }
@@ -151,9 +154,35 @@ struct Loop<'a, 'w> {
     in_flight: u64,
     stats: RunStats,
     progress: Option<&'a SimProgress>,
+    /// Per member of a watched volume: the model's GC units moved when last looked at, whether
+    /// the member was to be GC-free since, and the units moved while it was.
+    gc_last: Vec<u64>,
+    gc_was_free: Vec<bool>,
+    gc_free_moved: Vec<u64>,
 }
 
 impl Loop<'_, '_> {
+    /// Counts the GC units member `g` (member `m` of volume `v`) moved since last looked at
+    /// against the role it had; `after` a command, takes its role from the volume now.
+    #[inline]
+    fn gc_account(&mut self, v: usize, g: usize, m: u32, after: bool) {
+        let moved = self.members[g]
+            .ssd()
+            .map_or(0, |s| s.ftl_stats().units_moved);
+        let d = moved.saturating_sub(self.gc_last[g]);
+        if self.gc_was_free[g] {
+            self.gc_free_moved[g] += d;
+        }
+        self.gc_last[g] = moved;
+        if after {
+            self.gc_was_free[g] = self.vols[v]
+                .host
+                .volume()
+                .gc_free_members()
+                .is_some_and(|r| r.contains(&m));
+        }
+    }
+
     #[inline]
     fn push(&mut self, time_ns: u64, kind: u8, a: u32, b: u32) {
         let key = self.seq << KIND_BITS | u64::from(kind);
@@ -211,7 +240,14 @@ impl Loop<'_, '_> {
                     let g = (self.vols[v].first_member + c.member) as usize;
                     let at = send_ns.max(self.member_last_ns[g]);
                     self.member_last_ns[g] = at;
+                    let watch = self.vols[v].gc_watch;
+                    if watch {
+                        self.gc_account(v, g, c.member, false);
+                    }
                     let oc = self.members[g].send(at, c);
+                    if watch {
+                        self.gc_account(v, g, c.member, true);
+                    }
                     done_max = done_max.max(oc.done_ns);
                     self.stats.chunks += 1;
                     if let Some(tag) = fold {
@@ -500,6 +536,7 @@ pub fn run_logged(
         )?;
         let cmds = vol.cmds_max() as usize;
         let vol_fold = vol.folds_completions();
+        let gc_watch = vol.gc_free_members().is_some();
         if cmds >= NOT_OK as usize {
             return Err(SimError::Config(format!(
                 "volume {i} needs {cmds} member commands in flight, more than the simulator tracks; lower --iodepth"
@@ -513,6 +550,7 @@ pub fn run_logged(
             cpu: i as u32 % host_cpus,
             timer_at_ns: u64::MAX,
             results: vec![CmdResult::Ok; cmds],
+            gc_watch,
             fold: fold_completions && vol_fold,
         });
     }
@@ -557,6 +595,11 @@ pub fn run_logged(
         .collect();
     let heap_cap = tags as usize + cmds_total + n_streams + groups.len() + 16;
     let n_members = prep.members.len();
+    let gc_last: Vec<u64> = prep
+        .members
+        .iter()
+        .map(|m| m.ssd().map_or(0, |s| s.ftl_stats().units_moved))
+        .collect();
     let mut lp = Loop {
         lat,
         hdr,
@@ -572,6 +615,9 @@ pub fn run_logged(
         in_flight: 0,
         stats: RunStats::default(),
         progress,
+        gc_last,
+        gc_was_free: vec![false; n_members],
+        gc_free_moved: vec![0; n_members],
     };
     lp.run();
     if let Some(mut sink) = lp.lat.take() {
@@ -591,6 +637,7 @@ pub fn run_logged(
         h.log.finish().map_err(SimError::HdrLog)?;
     }
     let stats = lp.stats;
+    let gc_free_moved = std::mem::take(&mut lp.gc_free_moved);
     let measured_ns = lp.ctl.measured_ns();
     let mut ctl = lp.ctl;
     let vols = lp.vols;
@@ -614,6 +661,7 @@ pub fn run_logged(
         &vols.iter().map(|v| &v.host).collect::<Vec<_>>(),
         &host,
         &stats,
+        &gc_free_moved,
         measured_ns,
         trace,
     );

@@ -154,6 +154,7 @@ pub(crate) fn build_report(
     vols: &[&VolumeHost],
     host: &Host,
     stats: &RunStats,
+    gc_free_moved: &[u64],
     measured_ns: u64,
     trace: Option<&Trace>,
 ) -> Report {
@@ -230,9 +231,18 @@ pub(crate) fn build_report(
     let groups = cfg.layout.group(cfg.members());
     let host_cpus = host.cpus();
     let internals = |m: u32| -> Option<Map<String, Value>> {
-        prep.members[m as usize]
-            .ssd()
-            .map(|s| device_internals(s, span))
+        prep.members[m as usize].ssd().map(|s| {
+            let mut i = device_internals(s, span);
+            if vols.iter().any(|v| v.volume().gc_free_members().is_some()) {
+                // GC the device did while its volume wanted it free of GC (a serial array's
+                // front-end), counted around each command sent to it.
+                i.insert(
+                    "gc_units_moved_while_gc_free".into(),
+                    json!(gc_free_moved.get(m as usize).copied().unwrap_or(0)),
+                );
+            }
+            i
+        })
     };
     for (i, (g, vh)) in groups.iter().zip(vols).enumerate() {
         b.device(
@@ -260,6 +270,13 @@ pub(crate) fn build_report(
             vm.insert("stripe_bytes".into(), json!(stripe_bytes));
         }
         vm.insert("chunks".into(), json!(stats.chunks));
+        if vh.volume().gc_free_members().is_some() {
+            let moved: u64 = g
+                .clone()
+                .map(|m| gc_free_moved.get(m as usize).copied().unwrap_or(0))
+                .sum();
+            vm.insert("gc_units_moved_while_gc_free".into(), json!(moved));
+        }
         b.device_extra(None, Some(Value::Object(vm)));
         let (cmds, errs) = vh.member_counts();
         let recs = vh.member_recorders();

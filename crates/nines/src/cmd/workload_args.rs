@@ -185,11 +185,14 @@ impl JobArgs {
 /// How targets form volumes: shared by every verb that takes targets.
 #[derive(Args, Debug, Clone)]
 pub struct VolumeArgs {
-    /// independent (each target on its own), raid0 (one volume striped over every target) or
-    /// raid5 (one volume over every target, a rotating parity chunk per row; at least 3).
-    #[arg(long, default_value = "independent", value_parser = ["independent", "raid0", "raid5"])]
+    /// independent (each target on its own), raid0 (one volume striped over every target),
+    /// raid5 (one volume over every target, a rotating parity chunk per row; at least 3) or
+    /// serial (paper 003: every write log-structured onto one front-end column, the front-end
+    /// rotating as it fills, the array's own GC moving data between back-ends; at least 2
+    /// columns).
+    #[arg(long, default_value = "independent", value_parser = ["independent", "raid0", "raid5", "serial"])]
     pub layout: String,
-    /// raid0 stripe (chunk) size.
+    /// raid0 stripe (chunk) size; serial: the stripe unit inside a column.
     #[arg(long, default_value = "128k", value_parser = parse_size)]
     pub stripe: u64,
     /// raid5 chunk size (one member's share of a row).
@@ -212,11 +215,57 @@ pub struct VolumeArgs {
     /// raid5 sched/dnd: the write-back buffer (memory) holding writes until their member's turn.
     #[arg(long, default_value = "64m", value_parser = parse_size)]
     pub write_back: u64,
+    /// serial: members striped together in one column [default: 1].
+    #[arg(long, value_name = "N")]
+    pub column_members: Option<u32>,
+    /// serial: segment size of a column (all its members) [default: 128m, SWAN's group].
+    #[arg(long, value_parser = parse_size)]
+    pub segment: Option<u64>,
+    /// serial: mapping unit; I/Os must be aligned to it [default: 4k].
+    #[arg(long, value_parser = parse_size)]
+    pub map_unit: Option<u64>,
+    /// serial: the front-end rotates when it has this many free segments left [default: 1].
+    #[arg(long, value_name = "SEGMENTS")]
+    pub rotate_free: Option<u32>,
+    /// serial: GC starts when fewer segments are free outside the front-end [default: 15].
+    #[arg(long, value_name = "SEGMENTS")]
+    pub gc_start: Option<u32>,
+    /// serial: GC stops at this many free segments outside the front-end [default: 15].
+    #[arg(long, value_name = "SEGMENTS")]
+    pub gc_stop: Option<u32>,
+    /// serial: GC moves in flight at most (the GC throttle) [default: 4].
+    #[arg(long, value_name = "MOVES")]
+    pub gc_depth: Option<u32>,
+    /// serial: bytes one GC move reads and writes at most [default: 256k].
+    #[arg(long, value_parser = parse_size)]
+    pub gc_move: Option<u64>,
+    /// serial: GC victim policy (greedy: the back-end segment with the fewest valid units).
+    #[arg(long, value_parser = ["greedy"])]
+    pub victim: Option<String>,
     #[command(flatten)]
     pub shaping: ShapingArgs,
 }
 
 impl VolumeArgs {
+    /// The serial layout's options, defaults filled in.
+    fn serial_spec(&self) -> anyhow::Result<nines_array::SerialSpec> {
+        let d = nines_array::SerialSpec::default();
+        let small = |name: &str, v: u64| -> anyhow::Result<u32> {
+            u32::try_from(v).map_err(|_| anyhow::anyhow!("--{name} {v} is too large"))
+        };
+        Ok(nines_array::SerialSpec {
+            column_members: self.column_members.unwrap_or(d.column_members),
+            stripe_bytes: self.stripe,
+            segment_bytes: self.segment.unwrap_or(d.segment_bytes),
+            unit_bytes: small("map-unit", self.map_unit.unwrap_or(u64::from(d.unit_bytes)))?,
+            rotate_free: self.rotate_free.unwrap_or(d.rotate_free),
+            gc_start: self.gc_start.unwrap_or(d.gc_start),
+            gc_stop: self.gc_stop.unwrap_or(d.gc_stop),
+            gc_depth: self.gc_depth.unwrap_or(d.gc_depth),
+            move_bytes: small("gc-move", self.gc_move.unwrap_or(u64::from(d.move_bytes)))?,
+        })
+    }
+
     /// Options that belong to another layout are refused, not ignored.
     pub fn check(&self) -> anyhow::Result<()> {
         if self.failed.is_some() && self.layout != "raid5" {
@@ -224,6 +273,25 @@ impl VolumeArgs {
         }
         if self.policy != "none" && self.layout != "raid5" {
             anyhow::bail!("--policy {} applies to --layout raid5 only", self.policy);
+        }
+        let serial_given = [
+            ("--column-members", self.column_members.is_some()),
+            ("--segment", self.segment.is_some()),
+            ("--map-unit", self.map_unit.is_some()),
+            ("--rotate-free", self.rotate_free.is_some()),
+            ("--gc-start", self.gc_start.is_some()),
+            ("--gc-stop", self.gc_stop.is_some()),
+            ("--gc-depth", self.gc_depth.is_some()),
+            ("--gc-move", self.gc_move.is_some()),
+            ("--victim", self.victim.is_some()),
+        ];
+        if self.layout != "serial"
+            && let Some((name, _)) = serial_given.iter().find(|(_, given)| *given)
+        {
+            anyhow::bail!("{name} applies to --layout serial only");
+        }
+        if self.layout == "serial" {
+            self.serial_spec()?;
         }
         Ok(())
     }
@@ -242,6 +310,7 @@ impl VolumeArgs {
                     plm: self.policy == "dnd",
                 }),
             },
+            "serial" => LayoutSpec::Serial(self.serial_spec().unwrap_or_default()),
             _ => LayoutSpec::Independent,
         };
         base.shaped(self.shaping.spec())
