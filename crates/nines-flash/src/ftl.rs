@@ -400,7 +400,7 @@ impl Ftl {
     pub fn write_unit_with(&mut self, lpn: u32, gc: &mut GcWork, hard_blocks: u32) -> UnitPlace {
         assert!(lpn < self.logical_units);
         assert!(hard_blocks >= GC_RESERVE_BLOCKS);
-        let pool = match self.allocation {
+        let mut pool = match self.allocation {
             Allocation::RoundRobin => {
                 if self.open_page[self.cur_pool as usize] == NONE {
                     self.cur_pool = self.next_pool;
@@ -410,13 +410,20 @@ impl Ftl {
             }
             Allocation::Static => self.static_pool(lpn),
         };
-        let p = pool as usize;
         let mut opened = false;
-        if self.open_page[p] == NONE {
-            self.open_page[p] = self.open_host_page_on(pool, gc, hard_blocks);
-            self.open_fill[p] = 0;
+        if self.open_page[pool as usize] == NONE {
+            let (at, page) = self.open_host_page(pool, gc, hard_blocks);
+            if at != pool && self.allocation == Allocation::RoundRobin {
+                // The round robin goes on from the pool that took the page.
+                self.cur_pool = at;
+                self.next_pool = (at + 1) % self.pools;
+            }
+            pool = at;
+            self.open_page[pool as usize] = page;
+            self.open_fill[pool as usize] = 0;
             opened = true;
         }
+        let p = pool as usize;
         let page = self.open_page[p];
         let pu = page * self.units_per_page + self.open_fill[p];
         self.invalidate(lpn);
@@ -437,33 +444,110 @@ impl Ftl {
         }
     }
 
-    /// Reserve the next page of `pool`'s host block, opening a new block (after hard GC) when
-    /// the current one is used up.
-    fn open_host_page_on(&mut self, pool: u32, gc: &mut GcWork, hard_blocks: u32) -> u32 {
-        let upp = self.units_per_page;
-        if self.host_open[pool as usize].next_unit >= self.units_per_block {
-            let old = self.host_open[pool as usize].block;
-            self.state[old as usize] = FULL;
-            let mut rounds = 0;
-            while self.free_count[pool as usize] <= hard_blocks && rounds < self.blocks_per_pool {
-                let w = self.gc_once(pool);
-                if w.victims == 0 {
-                    break;
+    /// Whether `pool` can give a host page without GC: room left in its host block, or more
+    /// than `keep` free blocks to open a new one with.
+    #[inline]
+    fn has_host_room(&self, pool: u32, keep: u32) -> bool {
+        self.host_open[pool as usize].next_unit < self.units_per_block
+            || self.free_count[pool as usize] > keep
+    }
+
+    /// Reserve the next host page, on `pool` if it can take one: returns (pool, global page).
+    ///
+    /// A pool whose host block is used up runs GC first while it has `hard_blocks` or fewer
+    /// free blocks, if its garbage can lift it above that. A host block may take a pool's second-to-last free block but never its
+    /// last: GC needs one to move pages into (a victim has fewer valid units than a block, so
+    /// one free block always lets GC finish it). A pool that GC cannot bring above that reserve
+    /// is full of valid data (host pages go round robin over pools whatever the addresses, so
+    /// long-lived data can pile up on some pools while its garbage accrues on others); its
+    /// host pages then go to the next pool with room, as a dynamic-allocation FTL places them,
+    /// until overwrites elsewhere invalidate its data and GC reclaims it (soft GC still runs
+    /// there when the die is idle).
+    fn open_host_page(&mut self, pool: u32, gc: &mut GcWork, hard_blocks: u32) -> (u32, u32) {
+        self.retire_host_block(pool);
+        if !self.has_host_room(pool, hard_blocks) && self.gc_can_lift(pool, hard_blocks) {
+            self.hard_gc(pool, hard_blocks, self.blocks_per_pool, gc);
+        }
+        let mut at = pool;
+        if !self.has_host_room(pool, 1) {
+            // Exhausted: the next pool that has room without GC, else the first that GC can
+            // give room (then its GC work is reported too, under that pool).
+            let n = self.pools;
+            let others = (1..n).map(|i| (pool + i) % n);
+            at = match others.clone().find(|&d| self.has_host_room(d, 1)) {
+                Some(d) => d,
+                None => {
+                    let mut found = None;
+                    for d in others {
+                        self.retire_host_block(d);
+                        self.hard_gc(d, 1, u32::MAX, gc);
+                        if self.has_host_room(d, 1) {
+                            found = Some(d);
+                            break;
+                        }
+                    }
+                    // None is unreachable with a validated geometry (every pool keeps at
+                    // least `hard + 4` spare blocks, so garbage exists somewhere); pop_free
+                    // names the broken invariant if it ever is.
+                    found.unwrap_or(pool)
                 }
-                gc.pool = pool;
-                gc.add(&w);
-                rounds += 1;
-            }
-            let b = self.pop_free(pool);
-            self.host_open[pool as usize] = Frontier {
+            };
+        }
+        let upp = self.units_per_page;
+        if self.host_open[at as usize].next_unit >= self.units_per_block {
+            self.retire_host_block(at);
+            let b = self.pop_free(at);
+            self.host_open[at as usize] = Frontier {
                 block: b,
                 next_unit: 0,
             };
         }
-        let f = &mut self.host_open[pool as usize];
+        let f = &mut self.host_open[at as usize];
         let page = f.block * self.pages_per_block + f.next_unit / upp;
         f.next_unit += upp;
-        page
+        (at, page)
+    }
+
+    /// Whether reclaiming all the garbage of `pool`'s full blocks would leave it more than
+    /// `keep` free blocks. When it would not, foreground GC there is futile (it would move
+    /// nearly whole blocks for a few units each, at every visit of the round robin): the pool
+    /// is treated as full instead.
+    fn gc_can_lift(&self, pool: u32, keep: u32) -> bool {
+        let first = (pool * self.blocks_per_pool) as usize;
+        let blocks = first..first + self.blocks_per_pool as usize;
+        let garbage: u64 = self.state[blocks.clone()]
+            .iter()
+            .zip(&self.valid[blocks])
+            .filter(|(s, _)| **s == FULL)
+            .map(|(_, &v)| (self.units_per_block - v) as u64)
+            .sum();
+        self.free_count[pool as usize] as u64 + garbage / self.units_per_block as u64 > keep as u64
+    }
+
+    /// A used-up host block becomes full (a GC candidate) once; the frontier then points at no
+    /// block until the pool opens a new one (a pool passed over keeps no stale block: GC may
+    /// reclaim and reuse it meanwhile).
+    fn retire_host_block(&mut self, pool: u32) {
+        let f = &mut self.host_open[pool as usize];
+        if f.next_unit >= self.units_per_block && f.block != NONE {
+            self.state[f.block as usize] = FULL;
+            f.block = NONE;
+        }
+    }
+
+    /// Foreground GC on `pool` until it has more than `keep` free blocks, no victim is left,
+    /// or `max_rounds` victims were reclaimed; the work is added to `gc`.
+    fn hard_gc(&mut self, pool: u32, keep: u32, max_rounds: u32, gc: &mut GcWork) {
+        let mut rounds = 0;
+        while self.free_count[pool as usize] <= keep && rounds < max_rounds {
+            let w = self.gc_once(pool);
+            if w.victims == 0 {
+                break;
+            }
+            gc.pool = pool;
+            gc.add(&w);
+            rounds += 1;
+        }
     }
 
     /// The victim on `pool`: greedy (the full block with the fewest valid units) or the best
