@@ -83,7 +83,10 @@ fn a_pool_full_of_valid_data_takes_no_more_host_pages_and_nothing_panics() {
     assert!(full_seen, "the adversary never filled pool 0");
     // Pool 0 is (nearly) all valid data, more than its share of the logical space.
     let v0 = valid_on(&ftl, 0);
-    assert!(v0 > n / 4 && v0 <= pool_units, "pool 0 holds {v0} of {pool_units}");
+    assert!(
+        v0 > n / 4 && v0 <= pool_units,
+        "pool 0 holds {v0} of {pool_units}"
+    );
     ftl.check_consistency().unwrap();
 }
 
@@ -102,7 +105,7 @@ fn the_timed_model_keeps_serving_when_a_pool_is_full_of_valid_data() {
     while writes < 20 * n {
         let lpn = rng.next() % n;
         t += 20_000;
-        if rng.next() % 2 == 0 {
+        if rng.next().is_multiple_of(2) {
             ssd.submit(t, Op::Read, lpn * 4096, 4096);
             continue;
         }
