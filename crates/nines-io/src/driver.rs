@@ -48,6 +48,8 @@ pub struct DriverTarget {
     pub logical_block_bytes: u32,
     /// A block device (trim is a discard ioctl) rather than a regular file (a punched hole).
     pub block_device: bool,
+    /// An emulated SSD (`emu:`; `fd` is -1): the worker drives its model instead of the engine.
+    pub emu: Option<crate::emu::EmuHandle>,
 }
 
 /// How to run.
@@ -457,6 +459,7 @@ fn run_locked(
                             MemberPlan {
                                 name: t.name.clone(),
                                 fd: t.fd,
+                                emu: t.emu.clone(),
                                 size_bytes: t.size_bytes,
                                 logical_block_bytes: t.logical_block_bytes,
                                 block_device: t.block_device,

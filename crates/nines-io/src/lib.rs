@@ -5,6 +5,7 @@ pub mod buf;
 pub mod clock;
 mod data;
 pub mod driver;
+pub mod emu;
 pub mod engine;
 pub mod latlog_sink;
 mod plan;

@@ -118,7 +118,10 @@ pub(crate) struct RunShared {
 /// One member device as a worker receives it.
 pub(crate) struct MemberPlan {
     pub name: String,
+    /// -1 for an emulated device.
     pub fd: RawFd,
+    /// The emulated device (`emu:`), driven by the worker instead of the engine.
+    pub emu: Option<crate::emu::EmuHandle>,
     pub size_bytes: u64,
     pub logical_block_bytes: u32,
     pub block_device: bool,

@@ -3,6 +3,9 @@
 //! `Target::open` is the only way to get a target, and it runs the write-safety checks of
 //! `safety` for block devices before it opens anything writable, so no caller can skip them.
 //! Every failure is a `TargetError` whose one-line message says what to do.
+//!
+//! A path `emu:PRESET[:SIZE]` is an emulated SSD (crate::emu): no file, no safety checks (it is
+//! not a device of the host, so writing needs no `--allow-writes`), 4 KiB logical blocks.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -11,6 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
+use crate::emu::{EmuContext, EmuError, EmuHandle, EmuSpec};
 use crate::safety::{self, SafetyError};
 
 /// How to open a target.
@@ -114,6 +118,8 @@ pub enum TargetError {
     },
     #[error(transparent)]
     Unsafe(#[from] SafetyError),
+    #[error(transparent)]
+    Emu(#[from] EmuError),
     #[error("{path}: {what}: {error}")]
     Io {
         path: PathBuf,
@@ -125,7 +131,9 @@ pub enum TargetError {
 /// An open target.
 #[derive(Debug)]
 pub struct Target {
-    file: File,
+    /// None for an emulated device.
+    file: Option<File>,
+    emu: Option<EmuHandle>,
     path: PathBuf,
     name: String,
     size_bytes: u64,
@@ -140,6 +148,20 @@ impl Target {
     /// writes. Block devices that would be written go through `safety::check_writable` first,
     /// on a read-only descriptor; regular files are created or extended when writing.
     pub fn open(path: &Path, opts: &TargetOptions) -> Result<Target, TargetError> {
+        Target::open_with(path, opts, &EmuContext::default())
+    }
+
+    /// [`Target::open`], with emulated devices (`emu:...`) built in `emu`'s memory budget.
+    pub fn open_with(
+        path: &Path,
+        opts: &TargetOptions,
+        emu: &EmuContext,
+    ) -> Result<Target, TargetError> {
+        if let Some(text) = path.to_str()
+            && let Some(spec) = EmuSpec::parse(text)
+        {
+            return Target::open_emu(path, text, &spec?, opts, emu);
+        }
         let meta = match std::fs::metadata(path) {
             Ok(m) => Some(m),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -210,10 +232,12 @@ impl Target {
                     needed_bytes,
                 });
             }
-            grow(&t.file, needed_bytes).map_err(|source| TargetError::Grow {
-                path: path.to_path_buf(),
-                needed_bytes,
-                error: source,
+            grow(t.file.as_ref().expect("opened above"), needed_bytes).map_err(|source| {
+                TargetError::Grow {
+                    path: path.to_path_buf(),
+                    needed_bytes,
+                    error: source,
+                }
             })?;
             t.size_bytes = needed_bytes;
         }
@@ -225,6 +249,37 @@ impl Target {
             });
         }
         Ok(t)
+    }
+
+    fn open_emu(
+        path: &Path,
+        text: &str,
+        spec: &EmuSpec,
+        opts: &TargetOptions,
+        ctx: &EmuContext,
+    ) -> Result<Target, TargetError> {
+        let handle = ctx.open(text, spec, opts.write, opts.create_size_bytes)?;
+        let size_bytes = handle.info().size_bytes;
+        if let Some(needed_bytes) = opts.create_size_bytes
+            && needed_bytes > size_bytes
+        {
+            return Err(TargetError::TooSmall {
+                path: path.to_path_buf(),
+                size_bytes,
+                needed_bytes,
+            });
+        }
+        Ok(Target {
+            file: None,
+            emu: Some(handle),
+            path: path.to_path_buf(),
+            name: text.to_string(),
+            size_bytes,
+            logical_block_bytes: crate::emu::BLOCK_BYTES,
+            block: false,
+            dev: None,
+            options: opts.clone(),
+        })
     }
 
     fn describe(
@@ -275,7 +330,8 @@ impl Target {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
         Ok(Target {
-            file,
+            file: Some(file),
+            emu: None,
             path: path.to_path_buf(),
             name,
             size_bytes,
@@ -286,8 +342,14 @@ impl Target {
         })
     }
 
+    /// The descriptor; -1 for an emulated device.
     pub fn fd(&self) -> RawFd {
-        self.file.as_raw_fd()
+        self.file.as_ref().map_or(-1, |f| f.as_raw_fd())
+    }
+
+    /// The emulated device behind an `emu:` target.
+    pub fn emu(&self) -> Option<&EmuHandle> {
+        self.emu.as_ref()
     }
 
     pub fn path(&self) -> &Path {
@@ -321,8 +383,9 @@ impl Target {
         &self.options
     }
 
-    pub fn file(&self) -> &File {
-        &self.file
+    /// The open file; None for an emulated device.
+    pub fn file(&self) -> Option<&File> {
+        self.file.as_ref()
     }
 }
 

@@ -11,7 +11,8 @@
 //! I/O. Flush, trim and write-zeroes member commands are carried out synchronously by the worker
 //! (fdatasync, discard, zero-range): they are rare and no engine here queues them.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
@@ -31,6 +32,7 @@ use nines_core::workload::Generator;
 use crate::buf::AlignedBuf;
 use crate::clock;
 use crate::data::{PtrData, check_pattern, fill_pattern};
+use crate::emu::EmuLease;
 use crate::engine::{self, Completion, Engine, IoDesc};
 use crate::plan::{DriverError, IntervalMsg, MemberPlan, VolumeResult, WorkerPlan, WorkerResult};
 use crate::sched::{self, ThreadUsage};
@@ -65,6 +67,14 @@ struct Vol {
     /// When each command's submit call began and returned.
     cmd_t0: Vec<u64>,
     cmd_t1: Vec<u64>,
+    /// Per command sent to an emulated member: the model's completion time (CLOCK_MONOTONIC)
+    /// and result; `cmd_emu` says which commands those are, `cmd_data` which carry data.
+    cmd_emu: Vec<bool>,
+    cmd_data: Vec<bool>,
+    cmd_done_ns: Vec<u64>,
+    cmd_res: Vec<CmdResult>,
+    /// The emulated device of each member (None: a real one, driven by the engine).
+    emu: Vec<Option<EmuLease>>,
     /// Per member: submission latency (the submit call), completion latency (from the call's
     /// return until the completion was seen), time spent in submit calls and how many.
     slat: Vec<DeviceRecorder>,
@@ -95,12 +105,16 @@ struct Worker {
     seen: VecDeque<(Completion, u64)>,
     /// Scratch for the check after each submission.
     peek: Vec<Completion>,
+    /// Commands to emulated members, by completion time (CLOCK_MONOTONIC ns) and user data;
+    /// at most the volumes' commands in flight (allocated for that many).
+    emu_pending: BinaryHeap<Reverse<(u64, u64)>>,
     /// The time of the last volume call: volumes see time in order.
     vnow: u64,
     /// Member commands sent at or after this time are measured (the end of the ramp).
     record_from_ns: u64,
     /// The engine performs each I/O inside its submit call (psync): no separate slat.
     sync_engine: bool,
+    /// Commands the engine holds (emulated members' are in `emu_pending`).
     inflight_cmds: u32,
     /// End-of-run FLUSHes of write-back volumes still out.
     final_flushes: u32,
@@ -323,6 +337,7 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
     // Volumes and the engine over all their members.
     let mut vols = Vec::with_capacity(plan.volumes.len());
     let mut depth_max = 0u64;
+    let mut emu_cmds = 0usize;
     for (v, vp) in std::mem::take(&mut plan.volumes).into_iter().enumerate() {
         let (sizes, block, _) = &geometry[v];
         let vol: AnyVolume = nines_array::build(
@@ -348,6 +363,21 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
             .collect();
         let record_members = vp.members.len() > 1;
         let nm = vp.members.len();
+        let mut emu = Vec::with_capacity(nm);
+        for m in &vp.members {
+            emu.push(match &m.emu {
+                None => None,
+                Some(h) => Some(h.lease().ok_or_else(|| {
+                    DriverError::Panic(format!(
+                        "{}: the emulated device is already in use by another run",
+                        m.name
+                    ))
+                })?),
+            });
+        }
+        if emu.iter().any(Option::is_some) {
+            emu_cmds += cmds;
+        }
         vols.push(Vol {
             index: vp.index,
             name: vp.name,
@@ -360,6 +390,11 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
             cmd_member: vec![0; cmds],
             cmd_t0: vec![0; cmds],
             cmd_t1: vec![0; cmds],
+            cmd_emu: vec![false; cmds],
+            cmd_data: vec![false; cmds],
+            cmd_done_ns: vec![0; cmds],
+            cmd_res: vec![CmdResult::Ok; cmds],
+            emu,
             slat: (0..nm).map(|_| DeviceRecorder::new()).collect(),
             clat: (0..nm).map(|_| DeviceRecorder::new()).collect(),
             submit_ns: vec![0; nm],
@@ -391,7 +426,12 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
             error: source,
         })?;
     for vol in &mut vols {
-        for m in &vol.members {
+        for (k, m) in vol.members.iter().enumerate() {
+            if vol.emu[k].is_some() {
+                // Driven by the worker, never by the engine.
+                vol.slots.push(usize::MAX);
+                continue;
+            }
             let slot = engine
                 .add_target(m.fd)
                 .map_err(|source| DriverError::Engine {
@@ -417,8 +457,9 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         completions: vec![Completion::default(); depth_max.max(1) as usize],
         sync_done: VecDeque::with_capacity(1024),
         vol_done: VecDeque::with_capacity(tags as usize + 16),
-        seen: VecDeque::with_capacity(depth_max.max(1) as usize),
+        seen: VecDeque::with_capacity(depth_max.max(1) as usize + emu_cmds),
         peek: vec![Completion::default(); depth_max.max(1) as usize],
+        emu_pending: BinaryHeap::with_capacity(emu_cmds),
         vnow: 0,
         record_from_ns: timing.ramp_end_ns(),
         sync_engine: !plan.engine.is_async(),
@@ -503,8 +544,12 @@ impl Worker {
                 }
             }
             published.completed.store(self.completed, Ordering::Relaxed);
-            if self.ctl.finished() && self.inflight_cmds == 0 {
+            if self.ctl.finished() && self.inflight_cmds == 0 && self.emu_pending.is_empty() {
                 break;
+            }
+            // An emulated member's next completion is a timed event like the others.
+            if let Some(Reverse((t, _))) = self.emu_pending.peek() {
+                next_event_ns = next_event_ns.min(*t);
             }
             if self.inflight_cmds == 0 {
                 if next_event_ns == u64::MAX {
@@ -526,6 +571,7 @@ impl Worker {
                 if next_event_ns > 0 {
                     clock::wait_until_ns(next_event_ns, abort);
                 }
+                self.harvest_emu(plan)?;
                 continue;
             }
             let min = if next_event_ns == u64::MAX { 1 } else { 0 };
@@ -537,6 +583,7 @@ impl Worker {
                     error: source,
                 })?;
             if n == 0 {
+                self.harvest_emu(plan)?;
                 continue;
             }
             let t = clock::now_ns();
@@ -544,6 +591,7 @@ impl Worker {
                 self.seen.push_back((self.completions[i], t));
             }
             self.handle_seen(plan)?;
+            self.harvest_emu(plan)?;
         }
         self.final_flush(plan)?;
         Ok(interval_misses)
@@ -605,6 +653,7 @@ impl Worker {
                     self.fire_timer(v, now, plan)?;
                 }
             }
+            self.harvest_emu(plan)?;
             if self.inflight_cmds == 0 {
                 std::hint::spin_loop();
                 continue;
@@ -643,27 +692,48 @@ impl Worker {
                 "engine returned unknown user_data {:#x}",
                 c.user_data
             );
-            self.inflight_cmds -= 1;
             let vt = self.vtime(t);
             let record_from = self.record_from_ns;
             let sync_engine = self.sync_engine;
             let vol = &mut self.vols[v];
             let i = id as usize;
-            let result = cmd_result(vol.cmd_len[i], c.result);
-            if result != CmdResult::Ok {
+            let emulated = vol.cmd_emu[i];
+            let result = if emulated {
+                vol.cmd_emu[i] = false;
+                let m = vol.cmd_member[i] as usize;
+                if vol.cmd_t0[i] >= record_from
+                    && vol.cmd_data[i]
+                    && let Some(dev) = vol.emu[m].as_mut()
+                {
+                    dev.record_overhead(vol.cmd_done_ns[i], t);
+                }
+                vol.cmd_res[i]
+            } else {
+                self.inflight_cmds -= 1;
+                cmd_result(vol.cmd_len[i], c.result)
+            };
+            // (An emulated member's Busy is an answer to a fast-fail read or a query.)
+            let failed_result = match result {
+                CmdResult::Ok | CmdResult::Busy { .. } if emulated => None,
+                CmdResult::Err(e) if emulated => Some(-i64::from(e)),
+                CmdResult::Ok => None,
+                _ => Some(c.result),
+            };
+            if let Some(r) = failed_result {
                 vol.failure = Some(MemberFailure {
                     member: vol.cmd_member[i],
                     op: vol.cmd_op[i],
                     offset_bytes: vol.cmd_off[i],
                     len_bytes: vol.cmd_len[i],
-                    result: c.result,
+                    result: r,
                 });
             }
+            let emu_nodata = emulated && !vol.cmd_data[i];
             let (t0, t1) = (vol.cmd_t0[i], vol.cmd_t1[i]);
-            if t0 >= record_from {
+            if t0 >= record_from && !emu_nodata {
                 let m = vol.cmd_member[i] as usize;
                 let (op, len) = (vol.cmd_op[i], vol.cmd_len[i]);
-                if sync_engine {
+                if sync_engine && !emulated {
                     // The I/O happened inside the call: all of it is completion latency.
                     vol.clat[m].record(op, t1 - t0, len);
                 } else {
@@ -723,6 +793,7 @@ impl Worker {
                     vol.host.submit(now, io, &mut data);
                     self.drain(v, now, plan)?;
                     self.handle_seen(plan)?;
+                    self.harvest_emu(plan)?;
                 }
                 Poll::WaitUntil(t) => {
                     *next_event_ns = (*next_event_ns).min(t);
@@ -803,6 +874,9 @@ impl Worker {
             vol.members.len()
         );
         vol.host.sent(c, now);
+        if vol.emu[m].is_some() {
+            return self.send_emu(v, c);
+        }
         let op = match c.op {
             CmdOp::Read | CmdOp::FastFailRead { .. } => Op::Read,
             CmdOp::Write => Op::Write,
@@ -871,6 +945,79 @@ impl Worker {
         }
         let _ = now;
         Ok(())
+    }
+
+    /// Sends one member command to an emulated member: the model says when it completes (its
+    /// data moves now); it is seen complete once the clock reaches that time.
+    #[inline]
+    fn send_emu(&mut self, v: usize, c: &MemberCmd) -> Result<(), DriverError> {
+        let vol = &mut self.vols[v];
+        let m = c.member as usize;
+        let (op, data) = match c.op {
+            CmdOp::Read | CmdOp::FastFailRead { .. } => (Op::Read, true),
+            CmdOp::Write => (Op::Write, true),
+            _ => (Op::Write, false),
+        };
+        let buf = if data {
+            let mut d = PtrData {
+                client: &self.client,
+                scratch: &vol.scratch_ptrs,
+            };
+            d.ptr(c.buf, c.len_bytes)
+        } else {
+            std::ptr::null_mut()
+        };
+        let dev = vol.emu[m].as_mut().expect("checked by the caller");
+        let t0 = clock::now_ns();
+        let (done_ns, result) = dev.send(t0, c, buf);
+        let t1 = clock::now_ns();
+        let id = c.id as usize;
+        vol.cmd_len[id] = c.len_bytes;
+        vol.cmd_op[id] = op;
+        vol.cmd_off[id] = c.offset_bytes;
+        vol.cmd_member[id] = c.member;
+        vol.cmd_t0[id] = t0;
+        vol.cmd_t1[id] = t1;
+        vol.cmd_emu[id] = true;
+        vol.cmd_data[id] = data;
+        vol.cmd_done_ns[id] = done_ns;
+        vol.cmd_res[id] = result;
+        if data && t0 >= self.record_from_ns {
+            vol.submit_ns[m] += t1 - t0;
+            vol.submit_calls[m] += 1;
+        }
+        // Never beyond the capacity it was allocated with: a volume has at most its cmds_max
+        // commands out, and ids are below it.
+        debug_assert!(self.emu_pending.len() < self.emu_pending.capacity());
+        self.emu_pending
+            .push(Reverse((done_ns, (v as u64) << 32 | u64::from(c.id))));
+        Ok(())
+    }
+
+    /// Hands every emulated command whose completion time has come to its volume, seen now.
+    #[inline]
+    fn harvest_emu(&mut self, plan: &mut WorkerPlan) -> Result<(), DriverError> {
+        let Some(Reverse((first, _))) = self.emu_pending.peek() else {
+            return Ok(());
+        };
+        let t = clock::now_ns();
+        if *first > t {
+            return Ok(());
+        }
+        while let Some(Reverse((done, ud))) = self.emu_pending.peek().copied() {
+            if done > t {
+                break;
+            }
+            self.emu_pending.pop();
+            self.seen.push_back((
+                Completion {
+                    user_data: ud,
+                    result: 0,
+                },
+                t,
+            ));
+        }
+        self.handle_seen(plan)
     }
 
     /// A volume I/O finished: verify, complete it in the controller, record and log it.
@@ -955,6 +1102,8 @@ impl Worker {
     /// After a failure: wait for what the engine still holds, so buffers are not freed under
     /// the kernel.
     fn drain_engine(&mut self) {
+        // Emulated commands hold no buffer (their data moved when they were sent).
+        self.emu_pending.clear();
         let mut turns = 0u32;
         while self.inflight_cmds > 0 && turns < 1_000_000 {
             let n = self

@@ -55,6 +55,7 @@ fn targets(files: &[File]) -> Vec<DriverTarget> {
             size_bytes: FILE_BYTES as u64,
             logical_block_bytes: 4096,
             block_device: false,
+            emu: None,
         })
         .collect()
 }

@@ -24,7 +24,9 @@ use nines_report::fio::FioFlavor;
 use serde_json::{Map, json};
 
 use super::fio_export::FioArgs;
-use super::workload_args::{JobArgs, PercentileList, TraceArgs, VolumeArgs, WorkloadArgs};
+use super::workload_args::{
+    EmuArgs, JobArgs, PercentileList, TraceArgs, VolumeArgs, WorkloadArgs,
+};
 use nines_core::jobfile::JobFile;
 
 /// Files and size of the embedded default (no TARGET given).
@@ -42,8 +44,10 @@ const EXIT_INTERRUPTED: i32 = 130;
      8s for the embedded default (no TARGET)"
 )))]
 pub struct Args {
-    /// Block devices or regular files to measure at the same time. None: profile temporary files
-    /// that nines creates and removes (the embedded default).
+    /// Block devices, regular files or emulated SSDs (emu:PRESET[:SIZE], e.g.
+    /// emu:afa-m2-2018:4g: the simulator's model in real time, with real data) to measure at the
+    /// same time. None: profile temporary files that nines creates and removes (the embedded
+    /// default).
     #[arg(value_name = "TARGET")]
     pub targets: Vec<PathBuf>,
     #[command(flatten)]
@@ -54,6 +58,8 @@ pub struct Args {
     pub volume: VolumeArgs,
     #[command(flatten)]
     pub trace: TraceArgs,
+    #[command(flatten)]
+    pub emu: EmuArgs,
     /// Writes carry a pattern of their offset and the seed, and every read is checked against
     /// it (a region written with --verify reads back byte for byte, through any layout).
     #[arg(long)]
@@ -384,9 +390,10 @@ pub fn run(mut args: Args) -> Result<()> {
             paths.len() as u64 - u64::from(layout.extra_members()),
         ),
     };
+    let emu = args.emu.context(spec.seed)?;
     let mut targets = Vec::with_capacity(paths.len());
     for p in &paths {
-        targets.push(Target::open(p, &topts)?);
+        targets.push(Target::open_with(p, &topts, &emu)?);
     }
     if *layout.base() == LayoutSpec::Independent && layout.extra_members() == 0 && trace.is_none() {
         // Each target is the volume: the target's own messages name the fix.
@@ -429,6 +436,7 @@ pub fn run(mut args: Args) -> Result<()> {
             size_bytes: t.size_bytes(),
             logical_block_bytes: t.logical_block_bytes(),
             block_device: t.is_block_device(),
+            emu: t.emu().cloned(),
         })
         .collect();
     let mut cfg = DriverConfig {
@@ -556,6 +564,17 @@ pub fn run(mut args: Args) -> Result<()> {
         extra.insert("stripe_bytes".into(), json!(stripe_bytes));
     }
     extra.insert("verify".into(), json!(args.verify));
+    let emu_lines = emu_report(&targets, &names);
+    if !emu_lines.is_empty() {
+        extra.insert(
+            "emu".into(),
+            json!({
+                "memory_budget_bytes": emu.budget_bytes(),
+                "charged_bytes": emu.used_bytes(),
+                "devices": emu_lines.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(),
+            }),
+        );
+    }
     if let (Some(path), Some(t)) = (&args.trace.trace, &cfg_trace_info) {
         let mut t = t.clone();
         t["file"] = json!(path.display().to_string());
@@ -702,6 +721,9 @@ pub fn run(mut args: Args) -> Result<()> {
     }
     let report = b.finish();
     print!("{}", nines_report::table::render(&report));
+    for (line, _) in &emu_lines {
+        println!("{line}");
+    }
 
     if let Some(mut f) = json_file {
         f.write_all(report.to_json().as_bytes())
@@ -875,7 +897,7 @@ fn irq_device(t: &Target) -> String {
     if t.is_block_device() {
         return path;
     }
-    let Ok(meta) = t.file().metadata() else {
+    let Some(Ok(meta)) = t.file().map(File::metadata) else {
         return path;
     };
     let dev = meta.dev();
@@ -895,6 +917,69 @@ fn irq_device(t: &Target) -> String {
     disk.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or(path)
+}
+
+/// What the report says of each emulated device: a line for the table and its JSON (preset,
+/// scale, preconditioning, and the emulation's own overhead: the time an I/O was seen complete
+/// minus the model's completion time).
+fn emu_report(targets: &[Target], names: &[String]) -> Vec<(String, serde_json::Value)> {
+    targets
+        .iter()
+        .zip(names)
+        .filter_map(|(t, name)| {
+            let h = t.emu()?;
+            let i = h.info();
+            let o = h.overhead();
+            let (c, controls) = h
+                .with_device(|d| (d.ssd().map(|s| s.counters()), d.controls()))
+                .map(|(c, n)| (c.unwrap_or_default(), n))
+                .unwrap_or_default();
+            let us = |ns: u64| ns as f64 / 1000.0;
+            let line = format!(
+                "emu {name}: {} at scale {:.5} ({} blocks/plane, {} MiB model capacity), {} MiB exported, precondition {}; emulation overhead p50 {:.1} us, p99.99 {:.1} us, max {:.1} us over {} I/Os",
+                i.preset,
+                i.scale,
+                i.blocks_per_plane,
+                i.model_logical_bytes >> 20,
+                i.size_bytes >> 20,
+                i.precondition,
+                us(o.p50_ns),
+                us(o.p9999_ns),
+                us(o.max_ns),
+                o.count
+            );
+            let v = json!({
+                "name": name,
+                "spec": i.spec,
+                "preset": i.preset,
+                "scale": i.scale,
+                "blocks_per_plane": i.blocks_per_plane,
+                "size_bytes": i.size_bytes,
+                "model_logical_bytes": i.model_logical_bytes,
+                "precondition": i.precondition,
+                "charged_bytes": i.charged_bytes,
+                "model": {
+                    "reads": c.reads,
+                    "writes": c.writes,
+                    "gc_episodes": c.gc_hard_episodes + c.gc_soft_episodes,
+                    "gc_preemptions": c.gc_preemptions,
+                    "gc_now_victims": c.gc_now_victims,
+                    "window_violations": c.window_violations,
+                    "fast_fail_busy": c.fast_fail_busy,
+                    "trims": c.trims,
+                    "controls": controls,
+                },
+                "overhead_ns": {
+                    "count": o.count,
+                    "p50": o.p50_ns,
+                    "p99": o.p99_ns,
+                    "p99.99": o.p9999_ns,
+                    "max": o.max_ns,
+                },
+            });
+            Some((line, v))
+        })
+        .collect()
 }
 
 /// The one line printed (and kept in the report) when memory cannot be locked.

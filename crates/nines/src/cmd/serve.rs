@@ -125,7 +125,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .context("cannot install the SIGINT/SIGTERM handler")?;
     let files = members
         .iter()
-        .map(|t| t.file().try_clone())
+        .map(|t| match t.file() {
+            Some(f) => f.try_clone(),
+            None => Err(std::io::Error::other(format!(
+                "{}: nines serve does not host emulated devices yet",
+                t.name()
+            ))),
+        })
         .collect::<std::io::Result<Vec<_>>>()
         .context("cannot duplicate a member's descriptor")?;
     let block_device = members.iter().map(Target::is_block_device).collect();

@@ -694,3 +694,36 @@ mod tests {
         }
     }
 }
+
+/// Options of emulated SSD targets (`emu:PRESET[:SIZE]`, issue 12).
+#[derive(Args, Debug, Clone)]
+pub struct EmuArgs {
+    /// Memory for all emulated devices (emu: targets) together: their models, block indexes
+    /// and the data the workload may write (a run that would not fit is refused before it starts).
+    #[arg(long, default_value = "8g", value_parser = parse_size, value_name = "SIZE")]
+    pub memory_budget: u64,
+    /// Preconditioning of emulated devices, as in `nines sim`: auto (steady when the workload
+    /// writes, fill when it only reads), none, fill, steady or steady:PCT.
+    #[arg(long, default_value = "auto", value_name = "MODE")]
+    pub precondition: String,
+}
+
+impl EmuArgs {
+    /// The context emu: targets are opened in; `seed` is the workload's (the models are seeded as
+    /// the simulator seeds them).
+    pub fn context(&self, seed: u64) -> anyhow::Result<nines_io::emu::EmuContext> {
+        let precondition = match self.precondition.as_str() {
+            "auto" => None,
+            s => Some(
+                s.parse::<nines_flash::Precondition>()
+                    .map_err(anyhow::Error::msg)
+                    .context("--precondition: auto is also accepted")?,
+            ),
+        };
+        Ok(nines_io::emu::EmuContext::new(
+            self.memory_budget.max(1),
+            precondition,
+            seed,
+        ))
+    }
+}

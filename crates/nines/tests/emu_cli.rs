@@ -1,0 +1,260 @@
+//! Emulated SSDs (`emu:PRESET[:SIZE]`, issue 12) from the command line: GC stalls of an aged
+//! device found by `nines report`, the report naming the preset, scale and the emulation's
+//! overhead, writes without --allow-writes, the memory budget's refusal, device control from a
+//! raid5 D/ND volume reaching the models, and sweeps over emulated devices.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+mod common;
+use common::{nines, ok};
+
+/// A small afa-m2-2018 (4 dies of 256 blocks of 512 KiB, a 1 MiB write buffer): preconditioned
+/// in well under a second, and its GC runs within a second of random writes.
+const TINY_TOML: &str = r#"
+name = "tiny"
+description = "4 dies of 256 blocks of 512 KiB: a small afa-m2-2018 for fast tests"
+[geometry]
+channels = 2
+chips_per_channel = 1
+dies_per_chip = 2
+planes_per_die = 1
+blocks_per_plane = 256
+pages_per_block = 32
+page_size_bytes = 16384
+map_unit_bytes = 4096
+[timing]
+read_ns = 14_000
+program_ns = 1_400_000
+erase_ns = 3_500_000
+channel_bytes_per_s = 1_200_000_000
+[ftl]
+over_provisioning = 0.07
+gc_soft_threshold = 0.05
+gc_hard_threshold = 0.02
+[controller]
+overhead_ns = 2_000
+command_ns = 6_250
+read_bytes_per_s = 1_700_000_000
+write_bytes_per_s = 750_000_000
+[buffer]
+write_buffer_bytes = 1_048_576
+"#;
+
+fn tiny(dir: &Path) {
+    std::fs::write(dir.join("tiny.toml"), TINY_TOML).unwrap();
+}
+
+fn json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// The done-when of issue 12 on a device small enough for a test: an aged (steady-state)
+/// emulated device under 70/30 random I/O at QD1 garbage-collects, the stalls are in the per-I/O log and
+/// `nines report` finds them as spikes; the report names the preset, the scale and the
+/// emulation's overhead; no --allow-writes was needed.
+#[test]
+fn an_aged_emulated_device_shows_gc_stalls_in_its_report() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny(dir.path());
+    let out = ok(
+        nines(
+            &[
+                "profile",
+                "--quiet",
+                "--rw",
+                "randrw",
+                "--mix",
+                "70",
+                "--runtime",
+                "2s",
+                "--json",
+                "run.json",
+                "--lat-log",
+                "run.lat",
+                "emu:tiny.toml:128m",
+            ],
+            dir.path(),
+        ),
+        "profile emu:",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("emu emu:tiny.toml:128m: tiny at scale 0.3")
+            && stdout.contains("precondition steady; emulation overhead p50"),
+        "{stdout}"
+    );
+    let r = json(&dir.path().join("run.json"));
+    let emu = &r["config"]["extra"]["emu"];
+    let d = &emu["devices"][0];
+    assert_eq!(d["preset"], "tiny");
+    assert_eq!(d["size_bytes"], 128u64 << 20);
+    let scale = d["scale"].as_f64().unwrap();
+    assert!(scale > 0.0 && scale < 1.0, "{scale}");
+    assert!(d["model_logical_bytes"].as_u64().unwrap() >= 128 << 20);
+    let m = &d["model"];
+    assert!(m["gc_episodes"].as_u64().unwrap() > 0, "no GC: {m}");
+    // Every measured I/O was one command to the model, and each was timed for overhead (and
+    // the few still in flight when the measured time ended).
+    let dev = &r["devices"][0];
+    let ios = dev["read"]["ios"].as_u64().unwrap() + dev["write"]["ios"].as_u64().unwrap();
+    let timed = d["overhead_ns"]["count"].as_u64().unwrap();
+    assert!(
+        timed >= ios && timed <= ios + 1,
+        "{timed} timed, {ios} measured"
+    );
+    assert!(m["reads"].as_u64().unwrap() + m["writes"].as_u64().unwrap() >= ios);
+    // A GC stall holds reads for whole programs and erases (1.4 ms and 3.5 ms here).
+    assert!(
+        dev["read"]["lat_ns"]["max_ns"].as_u64().unwrap() > 1_400_000,
+        "{}",
+        dev["read"]
+    );
+
+    let out = ok(nines(&["report", "run.json"], dir.path()), "report");
+    let _ = out;
+    let html = std::fs::read_to_string(dir.path().join("run.html")).unwrap();
+    assert!(
+        html.contains("latency spikes of at least"),
+        "no spikes found in the report"
+    );
+}
+
+#[test]
+fn the_memory_budget_refuses_a_run_that_would_not_fit_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny(dir.path());
+    let args = |rw: &'static str| {
+        [
+            "profile",
+            "--quiet",
+            "--rw",
+            rw,
+            "--ios",
+            "200",
+            "--memory-budget",
+            "64m",
+            "--json",
+            "run.json",
+            "emu:tiny.toml:128m",
+        ]
+    };
+    let out = nines(&args("randwrite"), dir.path());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("emu:tiny.toml:128m: needs")
+            && err.contains("128 MiB for the data the workload may write")
+            && err.contains("--memory-budget 64 MiB"),
+        "{err}"
+    );
+    assert!(!dir.path().join("run.json").exists(), "nothing written");
+    // Reads store nothing: the same device fits.
+    ok(nines(&args("randread"), dir.path()), "read-only run");
+    // A region that fits the budget is accepted for writing.
+    let mut a = args("randwrite").to_vec();
+    a.splice(1..1, ["--size", "16m"]);
+    ok(nines(&a, dir.path()), "a 16 MiB region");
+}
+
+#[test]
+fn malformed_and_unknown_devices_are_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny(dir.path());
+    for (spec, want) in [
+        (
+            "emu:no-such-preset",
+            "unknown device preset `no-such-preset`",
+        ),
+        ("emu:tiny.toml:1t", "larger than tiny's capacity"),
+        ("emu:", "give emu:PRESET or emu:PRESET:SIZE"),
+    ] {
+        let out = nines(&["profile", "--quiet", "--ios", "10", spec], dir.path());
+        assert!(!out.status.success(), "{spec}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{spec}: {err}");
+    }
+}
+
+/// raid5 with the D/ND policy over emulated members: its PLM-window and GC-now commands reach
+/// the models (they have none on real devices), and the volume reports its members.
+#[test]
+fn raid5_dnd_over_emulated_members_drives_their_models() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny(dir.path());
+    let mut args = vec![
+        "profile",
+        "--quiet",
+        "--layout",
+        "raid5",
+        "--policy",
+        "dnd",
+        "--window",
+        "50ms",
+        "--rw",
+        "randrw",
+        "--mix",
+        "70",
+        "--iodepth",
+        "4",
+        "--runtime",
+        "1s",
+        "--json",
+        "run.json",
+    ];
+    args.extend(["emu:tiny.toml:32m"; 4]);
+    ok(nines(&args, dir.path()), "raid5 dnd over emu");
+    let r = json(&dir.path().join("run.json"));
+    let devs = r["config"]["extra"]["emu"]["devices"].as_array().unwrap();
+    assert_eq!(devs.len(), 4);
+    for d in devs {
+        assert!(
+            d["model"]["controls"].as_u64().unwrap() > 0,
+            "no device control reached {}",
+            d["name"]
+        );
+        assert!(d["model"]["reads"].as_u64().unwrap() > 0);
+    }
+    assert_eq!(
+        r["devices"][0]["volume"]["members"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+}
+
+#[test]
+fn a_sweep_over_an_emulated_device() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny(dir.path());
+    ok(
+        nines(
+            &[
+                "sweep",
+                "--qd",
+                "1,8",
+                "--rws",
+                "randread",
+                "-o",
+                "out",
+                "--",
+                "emu:tiny.toml:64m",
+                "--runtime",
+                "300ms",
+            ],
+            dir.path(),
+        ),
+        "sweep",
+    );
+    let s = json(&dir.path().join("out/sweep.json"));
+    let points = s["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    let iops: Vec<f64> = points
+        .iter()
+        .map(|p| p["report"]["devices"][0]["read"]["iops"].as_f64().unwrap())
+        .collect();
+    // Eight reads in flight spread over the model's four dies: more I/Os per second than one.
+    assert!(iops[1] > 1.5 * iops[0], "{iops:?}");
+}
