@@ -429,7 +429,7 @@ impl EmuDevice {
     /// buffer of `len_bytes`, valid for this call; null for commands without data). The caller
     /// must not report it complete before the returned time.
     #[inline]
-    pub fn send(&mut self, now_ns: u64, cmd: &MemberCmd, buf: *mut u8) -> (u64, CmdResult) {
+    pub(crate) fn send(&mut self, now_ns: u64, cmd: &MemberCmd, buf: *mut u8) -> (u64, CmdResult) {
         let origin = *self.origin_ns.get_or_insert(now_ns);
         let at = now_ns.saturating_sub(origin).max(self.last_at_ns);
         self.last_at_ns = at;

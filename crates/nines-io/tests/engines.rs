@@ -462,6 +462,6 @@ fn io_uring_poll_refuses_devices_without_poll_queues() {
 
 fn dev_of_file(t: &Target) -> String {
     use std::os::unix::fs::MetadataExt;
-    let d = t.file().metadata().unwrap().dev();
+    let d = t.file().unwrap().metadata().unwrap().dev();
     format!("{}:{}", libc::major(d), libc::minor(d))
 }

@@ -24,9 +24,7 @@ use nines_report::fio::FioFlavor;
 use serde_json::{Map, json};
 
 use super::fio_export::FioArgs;
-use super::workload_args::{
-    EmuArgs, JobArgs, PercentileList, TraceArgs, VolumeArgs, WorkloadArgs,
-};
+use super::workload_args::{EmuArgs, JobArgs, PercentileList, TraceArgs, VolumeArgs, WorkloadArgs};
 use nines_core::jobfile::JobFile;
 
 /// Files and size of the embedded default (no TARGET given).
