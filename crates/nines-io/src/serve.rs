@@ -20,7 +20,8 @@
 //! and, once no command to it is in flight, its descriptor is closed, so the device can be
 //! removed from the system while the volume serves degraded.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
 use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::mem::ManuallyDrop;
@@ -42,6 +43,7 @@ use nines_nbd::{self as nbd, CmdKind, Command, Export, OptOutcome};
 use crate::buf::{AlignedBuf, BUF_ALIGN_BYTES};
 use crate::clock::now_ns;
 use crate::data::PtrData;
+use crate::emu::EmuLease;
 
 /// Requests one connection may have inside the server at once.
 pub const CONN_INFLIGHT_MAX: usize = 64;
@@ -171,7 +173,10 @@ enum Msg {
 
 /// The member files of the served volume.
 pub struct Members {
-    pub files: Vec<File>,
+    /// None for an emulated member (`emu:`), which the core drives itself.
+    pub files: Vec<Option<File>>,
+    /// The emulated device of each member (None for a file or block device); may be empty.
+    pub emu: Vec<Option<crate::emu::EmuHandle>>,
     pub block_device: Vec<bool>,
     /// How each member is named in messages (its path).
     pub names: Vec<String>,
@@ -268,7 +273,7 @@ impl Server {
                 .into_iter()
                 .zip(&members.block_device)
                 .map(|(f, &block)| MemberFd {
-                    fd: AtomicI32::new(f.into_raw_fd()),
+                    fd: AtomicI32::new(f.map_or(-1, |f| f.into_raw_fd())),
                     block,
                 })
                 .collect(),
@@ -283,7 +288,14 @@ impl Server {
             .collect();
         let core_cmd_tx = cmd_tx.clone();
         let names = members.names;
-        let core = thread::spawn(move || Core::new(vol, core_cmd_tx, fds, names).run(rx));
+        // Emulated members are lent to the core for the server's life (opened just before,
+        // so nothing else holds them).
+        let emu: Vec<Option<EmuLease>> = members
+            .emu
+            .iter()
+            .map(|h| h.as_ref().and_then(crate::emu::EmuHandle::lease))
+            .collect();
+        let core = thread::spawn(move || Core::new(vol, core_cmd_tx, fds, names, emu).run(rx));
         Server {
             inbox,
             export: Arc::new(export),
@@ -641,6 +653,12 @@ struct Core {
     member_state: Vec<MemberState>,
     fds: Arc<MemberFds>,
     names: Vec<String>,
+    /// Emulated members (indexed like the members; shorter when the last are real) and their
+    /// commands in flight by completion time (CLOCK_MONOTONIC), member and id, with the model's
+    /// result of each by id; at most cmds_max of them.
+    emu: Vec<Option<EmuLease>>,
+    emu_pending: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    emu_res: Vec<CmdResult>,
     out: ServeOutcome,
     start_ns: u64,
 }
@@ -651,8 +669,10 @@ impl Core {
         cmd_tx: crossbeam_channel::Sender<PoolCmd>,
         fds: Arc<MemberFds>,
         names: Vec<String>,
+        emu: Vec<Option<EmuLease>>,
     ) -> Core {
         let (n, len) = vol.scratch();
+        let cmds_max = vol.cmds_max() as usize;
         let members = vol.members() as usize;
         let stats = vol.stats();
         let mut scratch: Vec<AlignedBuf> = (0..n).map(|_| AlignedBuf::new(len as usize)).collect();
@@ -676,6 +696,9 @@ impl Core {
             member_state: vec![MemberState::Working; members],
             fds,
             names,
+            emu,
+            emu_pending: BinaryHeap::with_capacity(cmds_max),
+            emu_res: vec![CmdResult::Ok; cmds_max],
             out: ServeOutcome {
                 recorder: DeviceRecorder::new(),
                 flushes: 0,
@@ -705,20 +728,8 @@ impl Core {
                 }
                 break;
             }
-            let msg = match self.host.next_timer_ns() {
-                Some(at) => {
-                    let wait = at.saturating_sub(self.now());
-                    match rx.recv_timeout(Duration::from_nanos(wait.max(1))) {
-                        Ok(m) => Some(m),
-                        Err(RecvTimeoutError::Timeout) => None,
-                        Err(RecvTimeoutError::Disconnected) => break,
-                    }
-                }
-                None => match rx.recv() {
-                    Ok(m) => Some(m),
-                    Err(_) => break,
-                },
-            };
+            let Ok(msg) = self.next_msg(&rx) else { break };
+            self.harvest_emu();
             if let Some(at) = self.host.next_timer_ns()
                 && at <= self.now()
             {
@@ -768,12 +779,55 @@ impl Core {
         self.with_data(|h, d| h.submit(now, io, d));
         self.drain();
         while !self.idle() {
-            match rx.recv() {
-                Ok(m) => self.handle(m),
-                Err(_) => break,
+            match self.next_msg(rx) {
+                Ok(Some(m)) => self.handle(m),
+                Ok(None) => {}
+                Err(()) => break,
             }
+            self.harvest_emu();
         }
         false
+    }
+
+    /// The next message, or None when the volume's timer or an emulated member's completion
+    /// came first; Err when every sender is gone.
+    fn next_msg(&self, rx: &Receiver<Msg>) -> Result<Option<Msg>, ()> {
+        let timer = self
+            .host
+            .next_timer_ns()
+            .map(|at| at.saturating_sub(self.now()));
+        let emu = self
+            .emu_pending
+            .peek()
+            .map(|Reverse((at, _, _))| at.saturating_sub(now_ns()));
+        match timer.into_iter().chain(emu).min() {
+            Some(wait) => match rx.recv_timeout(Duration::from_nanos(wait.max(1))) {
+                Ok(m) => Ok(Some(m)),
+                Err(RecvTimeoutError::Timeout) => Ok(None),
+                Err(RecvTimeoutError::Disconnected) => Err(()),
+            },
+            None => rx.recv().map(Some).map_err(|_| ()),
+        }
+    }
+
+    /// Completes every emulated command whose completion time has come, as the pool's
+    /// completions are.
+    fn harvest_emu(&mut self) {
+        let t = now_ns();
+        while let Some(Reverse((at, member, id))) = self.emu_pending.peek().copied() {
+            if at > t {
+                break;
+            }
+            self.emu_pending.pop();
+            if let Some(dev) = self.emu.get_mut(member as usize).and_then(Option::as_mut) {
+                dev.record_overhead(at, t);
+            }
+            let result = self.emu_res[id as usize];
+            self.handle(Msg::Member {
+                member,
+                done: CmdDone { id, result },
+            });
+        }
     }
 
     /// Calls the volume with the data plane over the current buffers.
@@ -967,6 +1021,15 @@ impl Core {
             BufRef::None => 0,
             r => self.with_data(|_, d| d.ptr(r, c.len_bytes)) as usize,
         };
+        if let Some(dev) = self.emu.get_mut(c.member as usize).and_then(Option::as_mut) {
+            // The model times it and moves its data now; it completes when the clock says.
+            let (at, result) = dev.send(now_ns(), &c, ptr as *mut u8);
+            self.emu_res[c.id as usize] = result;
+            self.emu_pending.push(Reverse((at, c.member, c.id)));
+            self.inflight_cmds += 1;
+            self.member_inflight[c.member as usize] += 1;
+            return;
+        }
         let cmd = PoolCmd {
             member: c.member,
             id: c.id,

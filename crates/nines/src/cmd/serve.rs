@@ -17,15 +17,18 @@ use nines_io::serve::{Members, PAYLOAD_MAX_BYTES, Server, TAGS};
 use nines_io::target::{Target, TargetOptions};
 use nines_nbd::Export;
 
-use super::workload_args::{VolumeArgs, parse_size};
+use super::workload_args::{EmuArgs, VolumeArgs, parse_size};
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// Members of the volume: files or block devices (in layout order).
+    /// Members of the volume: files, block devices or emulated SSDs (emu:PRESET[:SIZE]), in
+    /// layout order.
     #[arg(required = true, value_name = "TARGET")]
     pub targets: Vec<PathBuf>,
     #[command(flatten)]
     pub volume: VolumeArgs,
+    #[command(flatten)]
+    pub emu: EmuArgs,
     /// Listen on this Unix socket (created; removed at exit).
     #[arg(long, value_name = "PATH", conflicts_with = "listen")]
     pub socket: Option<PathBuf>,
@@ -63,6 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--force only applies with --allow-writes; add --allow-writes or drop --force");
     }
     let spec = args.volume.spec();
+    let emu = args.emu.context(1)?;
     let members: Vec<Target> = args
         .targets
         .iter()
@@ -71,7 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             // latency, and an I/O error when the command fails, not at a later writeback.
             // Regular files go through the page cache (FLUSH fdatasyncs them).
             let block = std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device());
-            Target::open(
+            Target::open_with(
                 p,
                 &TargetOptions {
                     write: !args.read_only,
@@ -80,6 +84,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     buffered: !block,
                     create_size_bytes: args.size,
                 },
+                &emu,
             )
             .with_context(|| format!("cannot serve {}", p.display()))
         })
@@ -125,16 +130,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .context("cannot install the SIGINT/SIGTERM handler")?;
     let files = members
         .iter()
-        .map(|t| match t.file() {
-            Some(f) => f.try_clone(),
-            None => Err(std::io::Error::other(format!(
-                "{}: nines serve does not host emulated devices yet",
-                t.name()
-            ))),
-        })
+        .map(|t| t.file().map(std::fs::File::try_clone).transpose())
         .collect::<std::io::Result<Vec<_>>>()
         .context("cannot duplicate a member's descriptor")?;
     let block_device = members.iter().map(Target::is_block_device).collect();
+    let emu_members: Vec<_> = members.iter().map(|t| t.emu().cloned()).collect();
     // The server holds the only descriptors: a member it fails and releases is then closed
     // (and can be removed from the system).
     drop(members);
@@ -144,6 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         vol,
         Members {
             files,
+            emu: emu_members.clone(),
             block_device,
             names: args
                 .targets
@@ -225,6 +226,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }))
                 .collect::<Vec<_>>(),
             "volume": outcome.volume_stats,
+            "emu": emu_members
+                .iter()
+                .flatten()
+                .map(|h| {
+                    let i = h.info();
+                    let o = h.overhead();
+                    serde_json::json!({
+                        "spec": i.spec,
+                        "preset": i.preset,
+                        "scale": i.scale,
+                        "size_bytes": i.size_bytes,
+                        "precondition": i.precondition,
+                        "overhead_ns": {
+                            "count": o.count,
+                            "p50": o.p50_ns,
+                            "p99": o.p99_ns,
+                            "p99.99": o.p9999_ns,
+                            "max": o.max_ns,
+                        },
+                    })
+                })
+                .collect::<Vec<_>>(),
         }
     });
     if let Some(path) = &args.json {
