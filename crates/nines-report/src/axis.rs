@@ -94,13 +94,14 @@ pub fn format_ns(ns: f64) -> String {
     format!("{} {unit}", sig3(v))
 }
 
-/// Bytes per second in binary units: "512 B/s", "1.50 MiB/s".
+/// Bytes per second in decimal units: "512 B/s", "1.5 MB/s".
 pub fn format_bytes_per_s(b: f64) -> String {
-    const UNITS: [&str; 5] = ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"];
+    // Decimal units, as the terminal table's MB/s (and fio's MB/s).
+    const UNITS: [&str; 5] = ["B/s", "kB/s", "MB/s", "GB/s", "TB/s"];
     let mut v = b;
     let mut i = 0;
-    while v.abs() >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
+    while v.abs() >= 1000.0 && i + 1 < UNITS.len() {
+        v /= 1000.0;
         i += 1;
     }
     format!("{} {}", sig3(v), UNITS[i])
@@ -278,11 +279,11 @@ impl Axis {
         } else {
             (lo, hi)
         };
-        // Byte rates get steps that are round in their binary unit (256 MiB/s, not 268 MB/s).
+        // Byte rates get steps that are round in their (decimal) unit: 250 MB/s.
         let unit = if format == LabelFormat::BytesPerSecond {
             let mut u = 1.0;
-            while hi.abs().max(lo.abs()) / u >= 1024.0 && u < 1024f64.powi(4) {
-                u *= 1024.0;
+            while hi.abs().max(lo.abs()) / u >= 1000.0 && u < 1e12 {
+                u *= 1000.0;
             }
             u
         } else {
@@ -407,26 +408,21 @@ mod tests {
     }
 
     #[test]
-    fn byte_rate_ticks_are_round_in_binary_units() {
-        let a = Axis::linear(
-            "bw",
-            0.0,
-            1.8 * 1024.0 * 1024.0 * 1024.0,
-            LabelFormat::BytesPerSecond,
-        );
+    fn byte_rate_ticks_are_round_in_decimal_units() {
+        let a = Axis::linear("bw", 0.0, 1.8e9, LabelFormat::BytesPerSecond);
         let labels: Vec<_> = a.ticks.iter().map(|t| t.label.as_str()).collect();
         assert_eq!(
             labels,
             [
                 "0 B/s",
-                "256 MiB/s",
-                "512 MiB/s",
-                "768 MiB/s",
-                "1 GiB/s",
-                "1.25 GiB/s",
-                "1.5 GiB/s",
-                "1.75 GiB/s",
-                "2 GiB/s"
+                "250 MB/s",
+                "500 MB/s",
+                "750 MB/s",
+                "1 GB/s",
+                "1.25 GB/s",
+                "1.5 GB/s",
+                "1.75 GB/s",
+                "2 GB/s"
             ]
         );
     }
@@ -436,7 +432,7 @@ mod tests {
         assert_eq!(format_ns(812.0), "812 ns");
         assert_eq!(format_ns(12_345.0), "12.3 µs");
         assert_eq!(format_ns(4_100_000.0), "4.1 ms");
-        assert_eq!(format_bytes_per_s(1.5 * 1024.0 * 1024.0), "1.5 MiB/s");
+        assert_eq!(format_bytes_per_s(1.5e6), "1.5 MB/s");
         assert_eq!(format_percentile(99.999), "99.999");
         assert_eq!(format_plain(25_000.0), "25k");
     }

@@ -18,6 +18,31 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// Escapes text and shows `code` spans (Markdown backticks, as nines' messages quote commands) as
+/// code instead of backticks.
+pub fn inline(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut parts = s.split('`').peekable();
+    let mut code = false;
+    while let Some(part) = parts.next() {
+        // An unmatched last backtick stays as written.
+        if code && parts.peek().is_none() {
+            out.push('`');
+            out.push_str(&escape(part));
+            break;
+        }
+        if code {
+            out.push_str("<code>");
+            out.push_str(&escape(part));
+            out.push_str("</code>");
+        } else {
+            out.push_str(&escape(part));
+        }
+        code = !code;
+    }
+    out
+}
+
 /// A figure: a plot and what it shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Figure {
@@ -30,10 +55,12 @@ pub struct Figure {
 const STYLE: &str = "body{font-family:sans-serif;max-width:1020px;margin:2em auto;color:#222;\
 line-height:1.4}h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;\
 margin-top:1.8em}table{border-collapse:collapse;margin:.6em 0;font-size:.9em}\
-td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}th{background:#f3f3f3}\
+td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right;white-space:nowrap}th{background:#f3f3f3}\
 td:first-child,th:first-child{text-align:left}figure{margin:1em 0}figcaption{color:#555;\
 font-size:.9em}ul.summary li{margin:.3em 0}.warn{color:#a40}pre{background:#f6f6f6;\
-padding:.6em;overflow-x:auto;font-size:.85em}";
+padding:.6em;overflow-x:auto;font-size:.85em}svg{max-width:100%;height:auto}\
+.tw{overflow-x:auto}code{background:#f3f3f3;padding:0 .2em}.meta{color:#555}\
+td.unres{color:#999}";
 
 /// Builds a page section by section.
 pub struct Page {
@@ -53,20 +80,27 @@ impl Page {
     }
 
     pub fn p(&mut self, text: &str) -> &mut Self {
-        self.body.push_str(&format!("<p>{}</p>\n", escape(text)));
+        self.body.push_str(&format!("<p>{}</p>\n", inline(text)));
+        self
+    }
+
+    /// A line about the run itself (where, when, on what), under the title.
+    pub fn meta(&mut self, text: &str) -> &mut Self {
+        self.body
+            .push_str(&format!("<p class=\"meta\">{}</p>\n", inline(text)));
         self
     }
 
     pub fn warning(&mut self, text: &str) -> &mut Self {
         self.body
-            .push_str(&format!("<p class=\"warn\">{}</p>\n", escape(text)));
+            .push_str(&format!("<p class=\"warn\">{}</p>\n", inline(text)));
         self
     }
 
     pub fn list(&mut self, items: &[String]) -> &mut Self {
         self.body.push_str("<ul class=\"summary\">\n");
         for i in items {
-            self.body.push_str(&format!("<li>{}</li>\n", escape(i)));
+            self.body.push_str(&format!("<li>{}</li>\n", inline(i)));
         }
         self.body.push_str("</ul>\n");
         self
@@ -78,8 +112,9 @@ impl Page {
         self
     }
 
+    /// A table; a cell holding [`UNRESOLVED`] is shown greyed as not resolved.
     pub fn table(&mut self, header: &[String], rows: &[Vec<String>]) -> &mut Self {
-        self.body.push_str("<table>\n<tr>");
+        self.body.push_str("<div class=\"tw\"><table>\n<tr>");
         for h in header {
             self.body.push_str(&format!("<th>{}</th>", escape(h)));
         }
@@ -87,11 +122,18 @@ impl Page {
         for r in rows {
             self.body.push_str("<tr>");
             for c in r {
-                self.body.push_str(&format!("<td>{}</td>", escape(c)));
+                if c == UNRESOLVED {
+                    self.body.push_str(&format!(
+                        "<td class=\"unres\" title=\"too few I/Os to resolve this percentile\">{}</td>",
+                        escape(c)
+                    ));
+                } else {
+                    self.body.push_str(&format!("<td>{}</td>", escape(c)));
+                }
             }
             self.body.push_str("</tr>\n");
         }
-        self.body.push_str("</table>\n");
+        self.body.push_str("</table></div>\n");
         self
     }
 
@@ -122,6 +164,10 @@ impl Page {
         )
     }
 }
+
+/// What a table cell shows for a percentile the sample is too small to resolve (it would only
+/// repeat the max).
+pub const UNRESOLVED: &str = "n/r";
 
 /// Flattens a JSON value into (dotted key, value) rows for a table.
 pub fn flatten_json(v: &serde_json::Value) -> Vec<(String, String)> {
@@ -181,6 +227,16 @@ mod tests {
         assert!(f.contains(&("cpu.isolated".into(), "2, 3".into())));
         assert!(f.contains(&("irqs[0].n".into(), "1".into())));
         assert!(f.contains(&("ok".into(), "true".into())));
+    }
+
+    #[test]
+    fn backticks_become_code_and_figures_scale() {
+        assert_eq!(
+            inline("steer them with `nines tune --plan`/`--apply` <now>"),
+            "steer them with <code>nines tune --plan</code>/<code>--apply</code> &lt;now&gt;"
+        );
+        assert_eq!(inline("a ` b"), "a ` b");
+        assert!(STYLE.contains("svg{max-width:100%;height:auto}"));
     }
 
     #[test]

@@ -815,13 +815,18 @@ pub fn summary(
         if a.ios == 0 {
             continue;
         }
-        let top = percentiles.last().map(|p| {
-            format!(
-                ", p{} {}",
-                format_percentile(*p),
-                format_ns(a.lat_ns.percentiles.get(&percentile_key(*p)).unwrap_or(0) as f64)
-            )
-        });
+        // The highest percentile the merged sample resolves (above it, only the max).
+        let top = percentiles
+            .iter()
+            .rev()
+            .find(|&&p| resolves(a.ios, p))
+            .map(|p| {
+                format!(
+                    ", p{} {}",
+                    format_percentile(*p),
+                    format_ns(a.lat_ns.percentiles.get(&percentile_key(*p)).unwrap_or(0) as f64)
+                )
+            });
         out.push(format!(
             "{}: {} IOPS, {} in total; mean {}, p50 {}{}, max {}.",
             op.name(),
@@ -839,34 +844,53 @@ pub fn summary(
             .filter(|d| d.dir(op).ios > 0)
             .collect();
         if active.len() >= 2 {
+            // Rank by the highest percentile every device resolves: an unresolved one is only
+            // each device's max, and ranking by it would rank by one I/O.
+            let fewest = active.iter().map(|d| d.dir(op).ios).min().unwrap_or(0);
+            let rank_p = percentiles
+                .iter()
+                .rev()
+                .copied()
+                .find(|&p| resolves(fewest, p));
             let key = |d: &DeviceReport| {
                 let s = &d.dir(op).lat_ns;
-                let top = percentiles
-                    .last()
-                    .and_then(|p| s.percentiles.get(&percentile_key(*p)))
-                    .unwrap_or(0);
-                (top, s.max_ns)
+                rank_p.and_then(|p| s.percentiles.at(p)).unwrap_or(s.max_ns)
             };
+            let at = rank_p.map_or("max".to_string(), |p| format!("p{}", format_percentile(p)));
             if let Some(worst) = active.iter().max_by_key(|d| key(d)) {
-                let (top, max) = key(worst);
-                let mut tops: Vec<u64> = active.iter().map(|d| key(d).0).collect();
-                tops.sort_unstable();
-                let median = tops[tops.len() / 2].max(1);
-                let vs_median = if active.len() >= 3 {
-                    format!(", {:.1}x the median device", top as f64 / median as f64)
+                let top = key(worst);
+                let max = worst.dir(op).lat_ns.max_ns;
+                let mut others: Vec<u64> = active
+                    .iter()
+                    .filter(|d| !std::ptr::eq(**d, *worst))
+                    .map(|d| key(d))
+                    .collect();
+                others.sort_unstable();
+                // Against the median of the other devices (with two, the other one).
+                let median = others[others.len() / 2].max(1);
+                let ratio = top as f64 / median as f64;
+                let than = if others.len() == 1 {
+                    "the other device"
                 } else {
-                    String::new()
+                    "the median of the others"
                 };
-                out.push(format!(
-                    "Worst {op} device: {} (p{} {}{vs_median}; max {}).",
-                    worst.name,
-                    percentiles
-                        .last()
-                        .map_or("?".into(), |p| format_percentile(*p)),
-                    format_ns(top as f64),
-                    format_ns(max as f64),
-                    op = op.name(),
-                ));
+                if ratio < 1.1 {
+                    out.push(format!(
+                        "No {op} device stands out at {at}: the slowest, {} ({}), is within 10% of {than}.",
+                        worst.name,
+                        format_ns(top as f64),
+                        op = op.name(),
+                    ));
+                } else {
+                    out.push(format!(
+                        "Worst {op} device at {at}: {} ({}, {}x {than}; max {}).",
+                        worst.name,
+                        format_ns(top as f64),
+                        format_ratio(ratio),
+                        format_ns(max as f64),
+                        op = op.name(),
+                    ));
+                }
             }
             match divergence(report, op, 2.0) {
                 Some((at, r)) => out.push(format!(
@@ -1085,9 +1109,129 @@ pub fn config_rows(report: &Report) -> Vec<Vec<String>> {
         rows.push(vec!["I/Os per target".into(), n.to_string()]);
     }
     for (k, v) in flatten_json(&serde_json::Value::Object(c.extra.clone())) {
-        rows.push(vec![k, v]);
+        if let Some(row) = extra_row(&k, &v) {
+            rows.push(row);
+        }
     }
     rows
+}
+
+/// One driver-specific setting as a readable row: a label instead of the JSON key, yes/no
+/// instead of true/false, nothing for a setting that is not set (`null`), and none of the
+/// fields only tools read.
+fn extra_row(key: &str, value: &str) -> Option<Vec<String>> {
+    if value == "null" || value.is_empty() {
+        return None;
+    }
+    let label = match key {
+        "cpus" => "worker CPUs",
+        "hostname" => "host",
+        "kernel" => "kernel",
+        "sqpoll" => "io_uring SQPOLL",
+        "rt_priority" => "real-time priority",
+        "mlock" => "memory locked",
+        "buffered" => "buffered (page cache)",
+        "embedded_default" => "embedded default (temporary files)",
+        "plan" => "placement plan",
+        "interrupted" => "interrupted",
+        "ios_executed" => "I/Os issued per target (ramp included)",
+        "layout" => "layout",
+        "stripe_bytes" => "stripe",
+        "verify" => "verify reads",
+        "device" => "device model",
+        "device_name" => "device model name",
+        "devices" => "devices",
+        "scale" => "model scale",
+        "precondition" => "preconditioning",
+        "events" => "simulator events",
+        "sim_end_ns" => "simulated time",
+        "io_errors" => "I/O errors",
+        // The per-device models are shown in the line under the title.
+        k if k.starts_with("device_models") => return None,
+        _ => "",
+    };
+    let label = if label.is_empty() {
+        key.replace(['_', '.'], " ")
+    } else {
+        label.to_string()
+    };
+    let value = match (key, value) {
+        (_, "true") => "yes".to_string(),
+        (_, "false") => "no".to_string(),
+        ("stripe_bytes", v) => v.parse().map_or(v.to_string(), format_block),
+        ("sim_end_ns", v) => v.parse::<f64>().map_or(v.to_string(), format_ns),
+        (_, v) => v.to_string(),
+    };
+    Some(vec![label, value])
+}
+
+/// The host's findings from `nines doctor` (what may distort latency), one row each, without the
+/// fields only tools read (schema, counts, root).
+fn host_rows(h: &serde_json::Value) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    if let Some(findings) = h.get("findings").and_then(|f| f.as_array()) {
+        for f in findings.iter().filter_map(|f| f.as_str()) {
+            let (sev, text) = f.split_once(": ").unwrap_or(("", f));
+            rows.push(vec![sev.to_string(), text.to_string()]);
+        }
+    }
+    for (k, v) in flatten_json(h) {
+        let internal = matches!(
+            k.as_str(),
+            "root" | "schema" | "schema_version" | "findings"
+        ) || k.starts_with("counts");
+        if !internal && v != "null" {
+            rows.push(vec![k.replace(['_', '.'], " "), v]);
+        }
+    }
+    rows
+}
+
+/// Where, when and on what the run was measured: host, kernel, start time (UTC) and the
+/// devices' models, as far as the run recorded them.
+pub fn run_meta(r: &Report) -> String {
+    let extra = &r.config.extra;
+    let s = |k: &str| extra.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let mut parts = Vec::new();
+    let sim = r.kind == nines_core::report::RunKind::Sim;
+    let kind = if sim { "Simulated" } else { "Measured" };
+    match (s("hostname"), s("kernel")) {
+        (Some(h), Some(k)) => parts.push(format!("{kind} on {h} (Linux {k})")),
+        (Some(h), None) => parts.push(format!("{kind} on {h}")),
+        (None, Some(k)) => parts.push(format!("{kind} on Linux {k}")),
+        (None, None) if sim => parts.push(kind.to_string()),
+        (None, None) => parts.push(format!("{kind} on an unrecorded host")),
+    }
+    match r.config.start_unix_ns {
+        Some(ns) => parts.push(format!(
+            "started {}",
+            crate::time::datetime_utc(ns / 1_000_000_000)
+        )),
+        None if sim => {}
+        None => parts.push("start time not recorded".into()),
+    }
+    let mut models: Vec<String> = Vec::new();
+    if let Some(m) = extra.get("device_models").and_then(|m| m.as_object()) {
+        let mut by_model: Vec<(String, Vec<String>)> = Vec::new();
+        for (dev, model) in m {
+            let model = model.as_str().unwrap_or("?").to_string();
+            match by_model.iter_mut().find(|(x, _)| *x == model) {
+                Some((_, devs)) => devs.push(dev.clone()),
+                None => by_model.push((model, vec![dev.clone()])),
+            }
+        }
+        for (model, devs) in by_model {
+            models.push(format!("{model} ({})", devs.join(", ")));
+        }
+    } else if let Some(d) = s("device_name").or(s("device")) {
+        models.push(format!("simulated {d}"));
+    }
+    if models.is_empty() {
+        parts.push("device models not recorded".into());
+    } else {
+        parts.push(format!("devices: {}", models.join("; ")));
+    }
+    format!("{}.", parts.join(", "))
 }
 
 /// The whole HTML page of a run.
@@ -1101,6 +1245,7 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
         _ => None,
     };
     let mut page = Page::new(&inp.title);
+    page.meta(&run_meta(r));
     page.h2("Summary");
     page.list(&summary(r, inp.lat.as_ref(), interval_spikes.as_ref()));
     for w in &r.warnings {
@@ -1114,15 +1259,20 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
     }
     page.h2("Devices");
     let percentiles = plotted_percentiles(r);
-    let top = percentiles.last().copied();
-    let mut header: Vec<String> = ["device", "path", "cpu", "op", "I/Os", "IOPS", "mean", "p50"]
+    // The path only when it says more than the name.
+    let paths = r
+        .devices
         .iter()
-        .map(|s| s.to_string())
-        .collect();
-    if let Some(t) = top {
-        header.push(format!("p{}", format_percentile(t)));
-    }
-    header.push("max".into());
+        .any(|d| d.path.as_ref().is_some_and(|p| *p != d.name));
+    let mut header: Vec<String> = [
+        "device", "path", "cpu", "op", "I/Os", "IOPS", "MB/s", "mean",
+    ]
+    .iter()
+    .filter(|h| paths || **h != "path")
+    .map(|s| s.to_string())
+    .collect();
+    header.extend(latency_header(&percentiles));
+    let mut unresolved = false;
     let mut rows = Vec::new();
     for d in &r.devices {
         for op in Op::ALL {
@@ -1130,20 +1280,30 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
             if s.ios == 0 {
                 continue;
             }
-            let mut row = vec![
-                d.name.clone(),
-                d.path.clone().unwrap_or_default(),
+            let mut row = vec![d.name.clone()];
+            if paths {
+                row.push(d.path.clone().unwrap_or_default());
+            }
+            row.extend([
                 d.cpu.map(|c| c.to_string()).unwrap_or_default(),
                 op.name().into(),
                 s.ios.to_string(),
                 format_plain(s.iops),
+                format!("{:.1}", s.bw_bytes / 1e6),
                 format_ns(s.lat_ns.mean_ns),
-            ];
-            row.extend(latency_cells(s, top));
+            ]);
+            row.extend(latency_cells(s, &percentiles));
+            unresolved |= row.iter().any(|c| c == crate::html::UNRESOLVED);
             rows.push(row);
         }
     }
     page.table(&header, &rows);
+    if unresolved {
+        page.p(&format!(
+            "{}: not resolved, too few I/Os for that percentile (pX needs more than 1/(1 - X/100) I/Os; with fewer it is only the max). MB/s: 10^6 bytes per second, as in the terminal table.",
+            crate::html::UNRESOLVED
+        ));
+    }
     // Array volumes: each member's command latencies and the policy's counters.
     for d in &r.devices {
         let Some(v) = &d.volume else { continue };
@@ -1153,14 +1313,11 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
             v.layout,
             v.members.len()
         ));
-        let mut header: Vec<String> = ["member", "path", "op", "commands", "errors", "mean", "p50"]
+        let mut header: Vec<String> = ["member", "path", "op", "commands", "errors", "mean"]
             .iter()
             .map(|s| s.to_string())
             .collect();
-        if let Some(t) = top {
-            header.push(format!("p{}", format_percentile(t)));
-        }
-        header.push("max".into());
+        header.extend(latency_header(&percentiles));
         let mut rows = Vec::new();
         for m in &v.members {
             for (op, st) in [(Op::Read, &m.read), (Op::Write, &m.write)] {
@@ -1175,7 +1332,7 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
                     m.errors.to_string(),
                     format_ns(st.lat_ns.mean_ns),
                 ];
-                row.extend(latency_cells(st, top));
+                row.extend(latency_cells(st, &percentiles));
                 rows.push(row);
             }
         }
@@ -1194,16 +1351,11 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
     // A merged run (`nines merge`): each source run's own distribution beside the fleet's.
     if !r.sources.is_empty() {
         page.h2("Runs merged (per host)");
-        let mut header: Vec<String> = [
-            "run", "host", "kind", "devices", "op", "I/Os", "IOPS", "p50",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        if let Some(t) = top {
-            header.push(format!("p{}", format_percentile(t)));
-        }
-        header.push("max".into());
+        let mut header: Vec<String> = ["run", "host", "kind", "devices", "op", "I/Os", "IOPS"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        header.extend(latency_header(&percentiles));
         let mut rows = Vec::new();
         for src in &r.sources {
             for (op, st) in [(Op::Read, &src.read), (Op::Write, &src.write)] {
@@ -1219,7 +1371,7 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
                     st.ios.to_string(),
                     format_plain(st.iops),
                 ];
-                row.extend(latency_cells(st, top));
+                row.extend(latency_cells(st, &percentiles));
                 rows.push(row);
             }
         }
@@ -1309,11 +1461,12 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
     page.h2("Host conditions");
     match &r.host {
         Some(h) => {
-            let rows: Vec<Vec<String>> = flatten_json(h)
-                .into_iter()
-                .map(|(k, v)| vec![k, v])
-                .collect();
-            page.table(&["item".into(), "value".into()], &rows);
+            let rows = host_rows(h);
+            if rows.is_empty() {
+                page.p("nines doctor found nothing to report on this host.");
+            } else {
+                page.table(&["severity".into(), "finding (nines doctor)".into()], &rows);
+            }
         }
         None => {
             page.p("Not recorded for this run.");
@@ -1343,13 +1496,35 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
     (m, var.sqrt())
 }
 
-/// The latency cells every HTML table row ends with: p50, the top percentile (when the report
-/// has one), max.
-fn latency_cells(st: &DirectionStats, top: Option<f64>) -> Vec<String> {
-    let mut cells = vec![format_ns(st.lat_ns.percentiles.at(50.0).unwrap_or(0) as f64)];
-    if let Some(t) = top {
-        cells.push(format_ns(st.lat_ns.percentiles.at(t).unwrap_or(0) as f64));
-    }
+/// Whether a sample of `ios` I/Os resolves percentile `p` (with fewer, the ceil-of-rank
+/// percentile is simply the max).
+pub fn resolves(ios: u64, p: f64) -> bool {
+    p >= 100.0 || ios >= nines_core::report::samples_to_resolve(p)
+}
+
+/// The latency column titles every HTML table row ends with: each percentile, then max.
+fn latency_header(percentiles: &[f64]) -> Vec<String> {
+    let mut h: Vec<String> = percentiles
+        .iter()
+        .map(|p| format!("p{}", format_percentile(*p)))
+        .collect();
+    h.push("max".into());
+    h
+}
+
+/// The latency cells every HTML table row ends with: each percentile (marked
+/// [`crate::html::UNRESOLVED`] when the sample is too small to resolve it), then max.
+fn latency_cells(st: &DirectionStats, percentiles: &[f64]) -> Vec<String> {
+    let mut cells: Vec<String> = percentiles
+        .iter()
+        .map(|&p| {
+            if resolves(st.ios, p) {
+                format_ns(st.lat_ns.percentiles.at(p).unwrap_or(0) as f64)
+            } else {
+                crate::html::UNRESOLVED.to_string()
+            }
+        })
+        .collect();
     cells.push(format_ns(st.lat_ns.max_ns as f64));
     cells
 }

@@ -542,6 +542,30 @@ pub fn run(mut args: Args) -> Result<()> {
     if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
         extra.insert("hostname".into(), json!(h.trim()));
     }
+    if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
+        extra.insert("kernel".into(), json!(k.trim()));
+    }
+    // Each target's device model (a file: the disk holding it), for the report's reader.
+    let mut models = Map::new();
+    for (t, name) in targets.iter().zip(&names) {
+        if let Some(h) = t.emu() {
+            models.insert(name.clone(), json!(format!("emulated {}", h.info().preset)));
+            continue;
+        }
+        let disk = irq_device(t);
+        let disk = disk.rsplit('/').next().unwrap_or(&disk).to_string();
+        if let Some(m) = disk_model(&disk) {
+            let m = if t.is_block_device() {
+                m
+            } else {
+                format!("{m}, a file on {disk}")
+            };
+            models.insert(name.clone(), json!(m));
+        }
+    }
+    if !models.is_empty() {
+        extra.insert("device_models".into(), serde_json::Value::Object(models));
+    }
     extra.insert("sqpoll".into(), json!(args.sqpoll));
     extra.insert("rt_priority".into(), json!(args.rt_priority));
     extra.insert("mlock".into(), json!(!args.no_mlock));
@@ -978,6 +1002,27 @@ fn emu_report(targets: &[Target], names: &[String]) -> Vec<(String, serde_json::
             Some((line, v))
         })
         .collect()
+}
+
+/// A disk's model as sysfs names it (`/sys/block/DISK/device/model`), else its driver (virtio_blk,
+/// zram, loop, null_blk).
+fn disk_model(disk: &str) -> Option<String> {
+    let dir = Path::new("/sys/block").join(disk);
+    if let Ok(m) = std::fs::read_to_string(dir.join("device/model")) {
+        let m = m.trim();
+        if !m.is_empty() {
+            return Some(m.to_string());
+        }
+    }
+    if let Ok(d) = std::fs::read_link(dir.join("device/driver"))
+        && let Some(n) = d.file_name()
+    {
+        return Some(n.to_string_lossy().into_owned());
+    }
+    ["zram", "loop", "nullb", "ram"]
+        .iter()
+        .find(|p| disk.starts_with(*p) && dir.exists())
+        .map(|p| p.to_string())
 }
 
 /// The one line printed (and kept in the report) when memory cannot be locked.
