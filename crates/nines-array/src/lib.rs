@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use api::*;
 pub use raid0::{Passthrough, Raid0};
-pub use raid5::{DndSpec, Raid5};
+pub use raid5::{DndSpec, Raid5, RebuildSpec};
 pub use serial::{Serial, SerialSpec};
 pub use shaping::ShapingSpec;
 
@@ -65,6 +65,9 @@ pub enum LayoutSpec {
         /// Turns and a write-back buffer (`--policy sched|dnd`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dnd: Option<raid5::DndSpec>,
+        /// Rebuild this member, a replacement, from the others (`--rebuild N`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rebuild: Option<raid5::RebuildSpec>,
     },
     /// A serial array with external GC (paper 003): a log-structured front-end column, xGC
     /// between back-ends.
@@ -94,6 +97,18 @@ impl LayoutSpec {
             LayoutSpec::Shaped { inner, .. } => inner.base(),
             other => other,
         }
+    }
+
+    /// Whether the policy itself writes members whatever the clients do (a rebuild onto a
+    /// replacement, a write buffer flushing), so they must be opened for writing.
+    pub fn writes_members(&self) -> bool {
+        matches!(
+            self.base(),
+            LayoutSpec::Raid5 {
+                rebuild: Some(_),
+                ..
+            }
+        ) || self.shaping().is_some_and(|s| s.buffer.is_some())
     }
 
     /// The shaping around the layout, if any.
@@ -296,6 +311,7 @@ pub fn build(spec: &LayoutSpec, p: &VolumeParams) -> Result<AnyVolume, ArrayErro
             chunk_bytes,
             failed,
             dnd,
+            rebuild,
         } => Ok(AnyVolume::Other(Box::new(Raid5::new(
             *chunk_bytes,
             p.member_sizes_bytes,
@@ -303,6 +319,7 @@ pub fn build(spec: &LayoutSpec, p: &VolumeParams) -> Result<AnyVolume, ArrayErro
             p.tags,
             *failed,
             *dnd,
+            *rebuild,
         )?))),
         LayoutSpec::Serial(spec) => Ok(AnyVolume::Other(Box::new(Serial::new(
             *spec,

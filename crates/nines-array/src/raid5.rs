@@ -122,6 +122,52 @@ pub struct DndSpec {
     pub plm: bool,
 }
 
+/// Rebuild onto a replacement (`--rebuild N [--rebuild-rate BYTES/s]`): member `N` is new (its
+/// bytes are not the array's); row by row, from the first, its chunk is rebuilt from the other
+/// members (the XOR of their chunks, whether the lost one held data or parity) and written to it.
+/// Rows already rebuilt are healthy; the others are served degraded around it, as with `--failed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RebuildSpec {
+    pub member: u32,
+    /// At most this many bytes written to the replacement per second (0: as fast as the members
+    /// go), as md's speed_limit_max.
+    #[serde(default)]
+    pub rate_bytes_per_s: u64,
+}
+
+/// A rebuild's progress, reported in the volume's counters.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+struct RebuildStats {
+    member: u32,
+    rows_total: u64,
+    rows_rebuilt: u64,
+    bytes_written: u64,
+    member_reads: u64,
+    row_lock_waits: u64,
+    started_ns: Option<u64>,
+    done_ns: Option<u64>,
+    /// The rebuild stopped: the replacement failed, or another member did (data of the rows not
+    /// rebuilt is lost beyond the parity's cover).
+    aborted: Option<String>,
+    rate_bytes_per_s: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Rebuild {
+    spec: RebuildSpec,
+    /// Rows below are rebuilt (healthy).
+    cursor: u64,
+    /// A row is out: its reads, then its write.
+    in_flight: bool,
+    writing: bool,
+    pending: u32,
+    /// Not before this time (the rate limit).
+    next_ns: u64,
+    /// The replacement answered an error: every row is degraded again.
+    replacement_failed: bool,
+    stats: RebuildStats,
+}
+
 /// A row's buffered new contents: per member a chunk-sized slot and which granules of it are
 /// newer than the member (dirty), which are being written to it (busy), and a version bumped by
 /// every write, so a flush that raced a newer write leaves the granules dirty.
@@ -253,6 +299,7 @@ pub struct Raid5 {
     failed: Option<u32>,
     /// A member reads avoid while it works (the D/ND policy's non-deterministic member).
     avoid: Option<u32>,
+    rebuild: Option<Rebuild>,
     stats: Stats,
 }
 
@@ -268,6 +315,10 @@ struct Stats {
     degraded_rows: u64,
     members_failed_on_error: u64,
     row_lock_waits: u64,
+    /// Bytes clients wrote, and bytes written to members for them (data, parity, write-back
+    /// flushes; not a rebuild's): their ratio is the array's write amplification.
+    client_write_bytes: u64,
+    member_write_bytes: u64,
 }
 
 impl Raid5 {
@@ -278,6 +329,7 @@ impl Raid5 {
         tags: u32,
         failed: Option<u32>,
         dnd: Option<DndSpec>,
+        rebuild: Option<RebuildSpec>,
     ) -> Result<Raid5, ArrayError> {
         let n = member_sizes_bytes.len();
         if n < 3 {
@@ -306,6 +358,28 @@ impl Raid5 {
                 "--failed {f}: the volume has members 0 to {}",
                 n - 1
             )));
+        }
+        if let Some(rb) = rebuild {
+            if rb.member as usize >= n {
+                return Err(ArrayError::Invalid(format!(
+                    "--rebuild {}: the volume has members 0 to {}",
+                    rb.member,
+                    n - 1
+                )));
+            }
+            if failed.is_some_and(|f| f != rb.member) {
+                return Err(ArrayError::Invalid(format!(
+                    "--rebuild {} with --failed {}: only the failed member can be rebuilt",
+                    rb.member,
+                    failed.unwrap_or(0)
+                )));
+            }
+            if dnd.is_some() {
+                return Err(ArrayError::Invalid(
+                    "--rebuild runs without --policy: rebuild first, then turn the policy on"
+                        .into(),
+                ));
+            }
         }
         let tags = tags.max(1);
         let scratch_bytes = u64::from(tags) * n as u64 * chunk_bytes;
@@ -404,8 +478,23 @@ impl Raid5 {
                 })
                 .collect(),
             waiting: VecDeque::with_capacity(tags as usize),
-            failed,
+            failed: rebuild.map(|r| r.member).or(failed),
             avoid: None,
+            rebuild: rebuild.map(|spec| Rebuild {
+                spec,
+                cursor: 0,
+                in_flight: false,
+                writing: false,
+                pending: 0,
+                next_ns: 0,
+                replacement_failed: false,
+                stats: RebuildStats {
+                    member: spec.member,
+                    rows_total: rows,
+                    rate_bytes_per_s: spec.rate_bytes_per_s,
+                    ..RebuildStats::default()
+                },
+            }),
             stats: Stats::default(),
         })
     }
@@ -480,7 +569,10 @@ impl Raid5 {
         self.cmd_member[id as usize] = member;
         match op {
             CmdOp::Read | CmdOp::FastFailRead { .. } => self.stats.member_reads += 1,
-            CmdOp::Write => self.stats.member_writes += 1,
+            CmdOp::Write => {
+                self.stats.member_writes += 1;
+                self.stats.member_write_bytes += u64::from(len);
+            }
             _ => {}
         }
         cx.out.cmd(MemberCmd {
@@ -495,9 +587,171 @@ impl Raid5 {
     }
 
     fn row_locked(&self, t: u32, row: u64) -> bool {
-        self.reqs.iter().enumerate().any(|(i, q)| {
-            i as u32 != t && q.row == row && matches!(q.phase, Phase::Read | Phase::Write)
-        })
+        self.rebuild
+            .as_ref()
+            .is_some_and(|rb| rb.in_flight && rb.cursor == row)
+            || self.reqs.iter().enumerate().any(|(i, q)| {
+                i as u32 != t && q.row == row && matches!(q.phase, Phase::Read | Phase::Write)
+            })
+    }
+
+    /// The member row `row` is degraded around: the failed member, unless a rebuild onto its
+    /// replacement has passed the row.
+    #[inline]
+    fn failed_at(&self, row: u64) -> Option<u32> {
+        match &self.rebuild {
+            Some(rb)
+                if !rb.replacement_failed
+                    && row < rb.cursor
+                    && self.failed == Some(rb.spec.member) =>
+            {
+                None
+            }
+            _ => self.failed,
+        }
+    }
+
+    /// Ids of the rebuild's commands: one per member.
+    #[inline]
+    fn rebuild_base(&self) -> u32 {
+        self.ctl_base() + self.n + FLUSH_MAX
+    }
+
+    /// The rebuild's scratch chunk for member `m`.
+    #[inline]
+    fn rebuild_slot(&self, m: u32) -> BufRef {
+        let entries = self.dnd.as_ref().map_or(0, |d| d.entries.len() as u32);
+        BufRef::Scratch {
+            index: (self.tags + entries) * self.n + m,
+            offset: 0,
+        }
+    }
+
+    /// Starts rebuilding the next row when the rate allows and no request holds it.
+    fn rebuild_kick(&mut self, now_ns: u64, cx: &mut Cx) {
+        let (n, chunk) = (self.n, self.chunk);
+        let Some(rb) = self.rebuild.as_ref() else {
+            return;
+        };
+        if rb.in_flight
+            || rb.stats.aborted.is_some()
+            || rb.cursor >= rb.stats.rows_total
+            || now_ns < rb.next_ns
+        {
+            return;
+        }
+        let (row, f) = (rb.cursor, rb.spec.member);
+        if self.row_locked(u32::MAX, row) {
+            if let Some(rb) = self.rebuild.as_mut() {
+                rb.stats.row_lock_waits += 1;
+            }
+            return;
+        }
+        let base = self.rebuild_base();
+        let rb = self.rebuild.as_mut().expect("rebuild");
+        rb.stats.started_ns.get_or_insert(now_ns);
+        rb.in_flight = true;
+        rb.writing = false;
+        rb.pending = n - 1;
+        rb.stats.member_reads += u64::from(n - 1);
+        for k in 0..n {
+            if k != f {
+                let buf = self.rebuild_slot(k);
+                cx.out.cmd(MemberCmd {
+                    id: base + k,
+                    member: k,
+                    op: CmdOp::Read,
+                    offset_bytes: row * chunk,
+                    len_bytes: chunk as u32,
+                    buf,
+                    fua: false,
+                });
+            }
+        }
+    }
+
+    /// A rebuild command is back: after the reads, the lost chunk is their XOR, written to the
+    /// replacement; after the write, the row is healthy.
+    fn rebuild_done(&mut self, now_ns: u64, done: CmdDone, cx: &mut Cx) {
+        let (n, chunk) = (self.n, self.chunk);
+        let m = done.id - self.rebuild_base();
+        let f = {
+            let rb = self
+                .rebuild
+                .as_mut()
+                .expect("rebuild command without a rebuild");
+            assert!(
+                rb.in_flight && rb.pending > 0,
+                "completion of a rebuild command not in flight"
+            );
+            rb.pending -= 1;
+            rb.spec.member
+        };
+        if done.result != CmdResult::Ok {
+            // The replacement failing leaves the volume degraded, as before the rebuild; another
+            // member failing is a second failure: the rows not yet rebuilt are beyond repair.
+            let why = if m == f {
+                format!("the replacement member {f} failed")
+            } else {
+                format!("member {m} failed while member {f} was being rebuilt")
+            };
+            self.stats.members_failed_on_error += 1;
+            let rb = self.rebuild.as_mut().expect("rebuild");
+            rb.stats.aborted.get_or_insert(why);
+        }
+        let rb = self.rebuild.as_ref().expect("rebuild");
+        if rb.pending > 0 {
+            return;
+        }
+        if rb.stats.aborted.is_some() {
+            let rb = self.rebuild.as_mut().expect("rebuild");
+            rb.in_flight = false;
+            rb.replacement_failed |= m == f;
+            self.wake_waiters(cx);
+            return;
+        }
+        let row = rb.cursor;
+        if !rb.writing {
+            let dst = self.rebuild_slot(f);
+            cx.data.zero(dst, chunk as u32);
+            for k in 0..n {
+                if k != f {
+                    cx.data.xor(dst, self.rebuild_slot(k), chunk as u32);
+                }
+            }
+            let id = self.rebuild_base() + f;
+            let rb = self.rebuild.as_mut().expect("rebuild");
+            rb.writing = true;
+            rb.pending = 1;
+            cx.out.cmd(MemberCmd {
+                id,
+                member: f,
+                op: CmdOp::Write,
+                offset_bytes: row * chunk,
+                len_bytes: chunk as u32,
+                buf: dst,
+                fua: false,
+            });
+            return;
+        }
+        let rb = self.rebuild.as_mut().expect("rebuild");
+        rb.in_flight = false;
+        rb.writing = false;
+        rb.cursor += 1;
+        rb.stats.rows_rebuilt = rb.cursor;
+        rb.stats.bytes_written += chunk;
+        if rb.spec.rate_bytes_per_s > 0 {
+            let started = rb.stats.started_ns.unwrap_or(now_ns);
+            let due = u128::from(rb.stats.bytes_written) * 1_000_000_000
+                / u128::from(rb.spec.rate_bytes_per_s);
+            rb.next_ns = started.saturating_add(u64::try_from(due).unwrap_or(u64::MAX));
+        }
+        if rb.cursor >= rb.stats.rows_total {
+            rb.stats.done_ns = Some(now_ns);
+            self.failed = None;
+        }
+        self.wake_waiters(cx);
+        self.rebuild_kick(now_ns, cx);
     }
 
     /// Starts request `t` on its current row, or queues it behind the row's lock.
@@ -548,7 +802,7 @@ impl Raid5 {
         let hi = pieces.iter().map(|p| p.b).max().unwrap_or(0);
         let p_member = self.parity_member(row);
         let base = row * c;
-        let failed = self.failed;
+        let failed = self.failed_at(row);
         {
             let q = &mut self.reqs[t as usize];
             q.pieces = pieces;
@@ -737,7 +991,7 @@ impl Raid5 {
             (q.row, q.plan, q.lo, q.hi)
         };
         let pieces = std::mem::take(&mut self.reqs[t as usize].pieces);
-        let failed = self.failed;
+        let failed = self.failed_at(row);
         let p_member = self.parity_member(row);
         let base = row * self.chunk;
         let pslot = |s: &Self, off: u32| s.slot(t, n - 1, off);
@@ -1119,6 +1373,7 @@ impl Raid5 {
                     });
                     d.flushes_out += 1;
                     d.stats.flush_writes += 1;
+                    self.stats.member_write_bytes += u64::from(run * g);
                     let row = ent.row;
                     cx.out.cmd(MemberCmd {
                         id: base + slot as u32,
@@ -1231,6 +1486,21 @@ impl Raid5 {
     }
 
     fn fail_member(&mut self, m: u32) -> bool {
+        if let Some(rb) = self.rebuild.as_mut()
+            && rb.stats.done_ns.is_none()
+        {
+            // While a rebuild runs, the replacement failing aborts it (the volume degraded
+            // again everywhere, once its rows out are back); any other member is a second failure.
+            if m == rb.spec.member {
+                rb.stats
+                    .aborted
+                    .get_or_insert(format!("the replacement member {m} failed"));
+                rb.replacement_failed = true;
+                self.stats.members_failed_on_error += 1;
+                return true;
+            }
+            return false;
+        }
         match self.failed {
             None => {
                 self.failed = Some(m);
@@ -1260,20 +1530,28 @@ impl Volume for Raid5 {
     }
     fn scratch(&self) -> (u32, u32) {
         let entries = self.dnd.as_ref().map_or(0, |d| d.entries.len() as u32);
-        ((self.tags + entries) * self.n, self.chunk as u32)
+        let rebuild = u32::from(self.rebuild.is_some());
+        ((self.tags + entries + rebuild) * self.n, self.chunk as u32)
     }
     fn cmds_max(&self) -> u32 {
-        self.ctl_base() + self.n + FLUSH_MAX
+        self.rebuild_base() + self.n
     }
     fn outputs_max(&self) -> usize {
         // A call may finish one row, start the next, and let every waiter start its row (or
         // its flush), switch windows and start the buffer's writes.
         (self.tags as usize + 1) * (self.per_tag as usize + 1)
             + (self.tags * self.n) as usize
-            + 2 * self.n as usize
+            + 3 * self.n as usize
             + FLUSH_MAX as usize
     }
     fn next_timer_ns(&self) -> Option<u64> {
+        if let Some(rb) = &self.rebuild
+            && !rb.in_flight
+            && rb.stats.aborted.is_none()
+            && rb.cursor < rb.stats.rows_total
+        {
+            return Some(rb.next_ns);
+        }
         self.dnd.as_ref().filter(|d| d.started).map(|d| {
             if d.spec.plm && !d.guard_sent {
                 d.next_switch_ns - d.spec.window_ns / GUARD_DIVISOR
@@ -1283,6 +1561,10 @@ impl Volume for Raid5 {
         })
     }
     fn on_timer(&mut self, now_ns: u64, cx: &mut Cx) {
+        if self.rebuild.is_some() {
+            self.rebuild_kick(now_ns, cx);
+            return;
+        }
         let base = self.ctl_base();
         let failed = self.failed;
         if let Some(d) = self.dnd.as_mut() {
@@ -1305,6 +1587,9 @@ impl Volume for Raid5 {
         }
         if self.dnd.as_ref().is_some_and(|d| !d.started) {
             self.switch_window(now_ns, cx);
+        }
+        if self.rebuild.is_some() {
+            self.rebuild_kick(now_ns, cx);
         }
         let t = io.tag;
         assert!(t < self.tags, "tag {t} beyond {}", self.tags);
@@ -1333,15 +1618,20 @@ impl Volume for Raid5 {
                     self.kick(cx);
                     return;
                 }
+                // A replacement being rebuilt takes writes: it is flushed too.
+                let skip = match &self.rebuild {
+                    Some(rb) if !rb.replacement_failed => None,
+                    _ => self.failed,
+                };
                 for m in 0..self.n {
-                    if Some(m) != self.failed {
+                    if Some(m) != skip {
                         self.send(t, m, CmdOp::Flush, 0, 0, BufRef::None, cx);
                     }
                 }
                 return;
             }
             VolOp::Read => self.stats.volume_reads += 1,
-            VolOp::Write => {}
+            VolOp::Write => self.stats.client_write_bytes += u64::from(io.len_bytes),
         }
         if io.len_bytes == 0 {
             cx.out.done(t, IoResult::Ok);
@@ -1360,6 +1650,10 @@ impl Volume for Raid5 {
     fn member_done(&mut self, now_ns: u64, done: CmdDone, cx: &mut Cx) {
         if let Some(d) = self.dnd.as_mut() {
             d.now_ns = now_ns;
+        }
+        if done.id >= self.rebuild_base() {
+            self.rebuild_done(now_ns, done, cx);
+            return;
         }
         if done.id >= self.ctl_base() {
             self.ctl_done(done, cx);
@@ -1400,6 +1694,10 @@ impl Volume for Raid5 {
             Phase::Write => self.row_done(t, cx),
             Phase::Idle | Phase::Waiting => unreachable!(),
         }
+        if self.rebuild.is_some() {
+            // A row a request held may be the one the rebuild waits for.
+            self.rebuild_kick(now_ns, cx);
+        }
     }
 
     fn write_back(&self) -> bool {
@@ -1421,6 +1719,18 @@ impl Volume for Raid5 {
                 0.0
             };
             o.insert("read_fan_out".into(), fan_out.into());
+            let waf = if self.stats.client_write_bytes > 0 {
+                self.stats.member_write_bytes as f64 / self.stats.client_write_bytes as f64
+            } else {
+                0.0
+            };
+            o.insert("array_write_amplification".into(), waf.into());
+            if let Some(rb) = &self.rebuild {
+                o.insert(
+                    "rebuild".into(),
+                    serde_json::to_value(&rb.stats).unwrap_or_default(),
+                );
+            }
             if let Some(d) = &self.dnd {
                 o.insert(
                     "policy".into(),

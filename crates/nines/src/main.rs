@@ -40,6 +40,8 @@ enum Command {
     Fleet(cmd::fleet::Args),
     /// Serve a volume (one target, or any layout over several) over NBD to real clients.
     Serve(Box<cmd::serve::Args>),
+    /// Rebuild a replaced RAID5 member from the others, to the end, with progress.
+    Rebuild(cmd::rebuild::Args),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => cmd::merge::run(args),
         Command::Fleet(args) => cmd::fleet::run(args),
         Command::Serve(args) => cmd::serve::run(*args),
+        Command::Rebuild(args) => cmd::rebuild::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod log;
 pub mod merge;
 pub mod profile;
+pub mod rebuild;
 pub mod report;
 pub mod serve;
 pub mod sim;

@@ -354,8 +354,8 @@ pub fn run(mut args: Args) -> Result<()> {
     spec = jobs[0].workload.clone();
     let buffer = layout.shaping().and_then(|s| s.buffer.as_ref());
     // A write buffer writes its device, and flushes what it holds to the members even when the
-    // workload only reads (after a restart).
-    let writes = buffer.is_some()
+    // workload only reads (after a restart); a rebuild writes its replacement.
+    let writes = layout.writes_members()
         || match &trace {
             Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
             None => jobs.iter().any(|j| j.workload.writes()),

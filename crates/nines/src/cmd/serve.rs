@@ -78,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Target::open_with(
                 p,
                 &TargetOptions {
-                    write: !args.read_only,
+                    write: !args.read_only || spec.writes_members(),
                     allow_writes: args.allow_writes,
                     force: args.force,
                     buffered: !block,

@@ -202,6 +202,16 @@ pub struct VolumeArgs {
     /// read or written, and its data is rebuilt from the others.
     #[arg(long, value_name = "MEMBER")]
     pub failed: Option<u32>,
+    /// raid5: this member (0-based) is a replacement: rebuild it from the others, row by row,
+    /// while the run goes on (rows not yet rebuilt are served degraded around it). Its old
+    /// contents are overwritten. Progress is in the volume's counters; `nines rebuild` runs a
+    /// rebuild to the end with a progress bar.
+    #[arg(long, value_name = "MEMBER")]
+    pub rebuild: Option<u32>,
+    /// raid5 --rebuild: at most this many bytes per second written to the replacement
+    /// (md's speed_limit_max); 0: as fast as the members allow.
+    #[arg(long, default_value = "0", value_name = "BYTES/S", value_parser = parse_size)]
+    pub rebuild_rate: u64,
     /// raid5 policy: none; sched (members take turns: the member whose turn it is takes the
     /// writes, held meanwhile in a write-back buffer, and reads avoid it, rebuilt from the
     /// others); dnd (sched, and garbage collection only in the owner's turn: every member in
@@ -271,6 +281,12 @@ impl VolumeArgs {
         if self.failed.is_some() && self.layout != "raid5" {
             anyhow::bail!("--failed applies to --layout raid5 only");
         }
+        if self.rebuild.is_some() && self.layout != "raid5" {
+            anyhow::bail!("--rebuild applies to --layout raid5 only");
+        }
+        if self.rebuild_rate != 0 && self.rebuild.is_none() {
+            anyhow::bail!("--rebuild-rate needs --rebuild MEMBER");
+        }
         if self.policy != "none" && self.layout != "raid5" {
             anyhow::bail!("--policy {} applies to --layout raid5 only", self.policy);
         }
@@ -308,6 +324,10 @@ impl VolumeArgs {
                     window_ns: self.window,
                     write_back_bytes: self.write_back,
                     plm: self.policy == "dnd",
+                }),
+                rebuild: self.rebuild.map(|member| nines_array::RebuildSpec {
+                    member,
+                    rate_bytes_per_s: self.rebuild_rate,
                 }),
             },
             "serial" => LayoutSpec::Serial(self.serial_spec().unwrap_or_default()),
