@@ -52,6 +52,7 @@ run() { # name args...
 run passthrough --devices 1
 run sched --devices 3 --layout raid5 --chunk "$CHUNK" --policy sched --window "$WINDOW"
 run dnd --devices 3 --layout raid5 --chunk "$CHUNK" --policy dnd --window "$WINDOW"
+run fastfail --devices 3 --layout raid5 --chunk "$CHUNK" --fast-fail "${FAST_FAIL:-1ms}"
 run nogc --devices 3 --layout raid5 --chunk "$CHUNK" --policy dnd --window "$WINDOW" --precondition fill
 
 python3 - "$WORK" "$RUNTIME" "$WINDOW" "$CHUNK" <<'EOF'
@@ -60,6 +61,7 @@ work, runtime, window, chunk = sys.argv[1:5]
 rows = [("passthrough", "passthrough (1 drive)", (4.490, 9.896, 13.042, 27, 250)),
         ("sched", "raid5 sched (turns, no PLM)", (2.442, 4.490, 5.997, 27, 250)),
         ("dnd", "raid5 dnd", (0.181, 0.338, 0.868, 27, 250)),
+        ("fastfail", "raid5 fast-fail reads (IODA)", None),
         ("nogc", "raid5 dnd, no GC (reference)", None)]
 res = {}
 for key, label, paper in rows:
@@ -85,6 +87,12 @@ for key, label, paper in rows:
     if paper:
         line += f"   {'':6} {paper[0]:6.3f} {paper[1]:7.3f} {paper[2]:8.3f} {paper[3]:6d} {paper[4]:5d}"
     print(line)
+ff = res["fastfail"]["st"]
+print()
+print("raid5 with fast-fail reads only (no turns, members collect garbage when they like): "
+      "%d pieces rebuilt around a busy member, %d read again (a second busy piece in a row), "
+      "read fan-out %.2f" % (ff.get("fast_fail_rebuilt", 0), ff.get("fast_fail_reread", 0),
+                              ff.get("read_fan_out", 0)))
 dn = res["dnd"]["st"]
 dd = dn.get("dnd", {})
 print()

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use api::*;
 pub use raid0::{Passthrough, Raid0};
-pub use raid5::{DndSpec, Raid5, RebuildSpec};
+pub use raid5::{DndSpec, Raid5, Raid5Options, RebuildSpec};
 pub use serial::{Serial, SerialSpec};
 pub use shaping::ShapingSpec;
 
@@ -68,6 +68,9 @@ pub enum LayoutSpec {
         /// Rebuild this member, a replacement, from the others (`--rebuild N`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rebuild: Option<raid5::RebuildSpec>,
+        /// Reads fail fast on a member busy longer than this and are rebuilt (`--fast-fail`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fast_fail_ns: Option<u64>,
     },
     /// A serial array with external GC (paper 003): a log-structured front-end column, xGC
     /// between back-ends.
@@ -312,14 +315,18 @@ pub fn build(spec: &LayoutSpec, p: &VolumeParams) -> Result<AnyVolume, ArrayErro
             failed,
             dnd,
             rebuild,
+            fast_fail_ns,
         } => Ok(AnyVolume::Other(Box::new(Raid5::new(
             *chunk_bytes,
             p.member_sizes_bytes,
             p.block_bytes,
             p.tags,
-            *failed,
-            *dnd,
-            *rebuild,
+            raid5::Raid5Options {
+                failed: *failed,
+                dnd: *dnd,
+                rebuild: *rebuild,
+                fast_fail_ns: *fast_fail_ns,
+            },
         )?))),
         LayoutSpec::Serial(spec) => Ok(AnyVolume::Other(Box::new(Serial::new(
             *spec,

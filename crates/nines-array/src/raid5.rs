@@ -97,6 +97,8 @@ struct Req {
     row: u64,
     row_last: u64,
     pending: u32,
+    /// Commands sent in this phase (their ids); unlike `pending`, never goes down.
+    sent: u32,
     result: IoResult,
     plan: Plan,
     /// The row's pieces (at most n - 1), and the union of their in-chunk ranges.
@@ -284,6 +286,19 @@ const FLUSH_MAX: u32 = 8;
 /// The last 1/GUARD_DIVISOR of a member's turn starts no buffered write to it.
 const GUARD_DIVISOR: u64 = 2;
 
+/// What a RAID5 volume does beyond striping with parity (each a `--layout raid5` option).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Raid5Options {
+    /// Start degraded with this member failed (`--failed`).
+    pub failed: Option<u32>,
+    /// Turns and a write-back buffer (`--policy sched|dnd`).
+    pub dnd: Option<DndSpec>,
+    /// Rebuild a replacement (`--rebuild`).
+    pub rebuild: Option<RebuildSpec>,
+    /// Fast-fail reads beyond this wait (`--fast-fail`).
+    pub fast_fail_ns: Option<u64>,
+}
+
 pub struct Raid5 {
     dnd: Option<Box<Dnd>>,
     n: u32,
@@ -300,6 +315,9 @@ pub struct Raid5 {
     /// A member reads avoid while it works (the D/ND policy's non-deterministic member).
     avoid: Option<u32>,
     rebuild: Option<Rebuild>,
+    /// Reads ask members to fail fast when they would wait longer than this (IODA): a busy
+    /// member's piece is rebuilt from the others instead.
+    fast_fail_ns: Option<u64>,
     stats: Stats,
 }
 
@@ -319,6 +337,10 @@ struct Stats {
     /// flushes; not a rebuild's): their ratio is the array's write amplification.
     client_write_bytes: u64,
     member_write_bytes: u64,
+    /// Pieces a member answered busy (fast-fail) and that were rebuilt from the others, and
+    /// busy answers that could not be (another piece of the row rebuilt already): read again.
+    fast_fail_rebuilt: u64,
+    fast_fail_reread: u64,
 }
 
 impl Raid5 {
@@ -327,10 +349,14 @@ impl Raid5 {
         member_sizes_bytes: &[u64],
         block_bytes: u32,
         tags: u32,
-        failed: Option<u32>,
-        dnd: Option<DndSpec>,
-        rebuild: Option<RebuildSpec>,
+        opts: Raid5Options,
     ) -> Result<Raid5, ArrayError> {
+        let Raid5Options {
+            failed,
+            dnd,
+            rebuild,
+            fast_fail_ns,
+        } = opts;
         let n = member_sizes_bytes.len();
         if n < 3 {
             return Err(ArrayError::TooFewMembers {
@@ -444,9 +470,10 @@ impl Raid5 {
                 }))
             }
         };
-        // A row's phase sends at most: a read with a rebuilt piece, n - 1 rebuild reads and
-        // n - 2 other pieces; a write, n - 1 data and the parity; a flush, n.
-        let per_tag = 2 * n as u32;
+        // A row's phase sends at most: a read, n - 1 pieces (fast-fail), n - 1 reads to rebuild
+        // one of them and n - 2 second reads of other busy ones; a write, n - 1 data and the
+        // parity; a flush, n.
+        let per_tag = 3 * n as u32;
         Ok(Raid5 {
             dnd,
             n: n as u32,
@@ -469,6 +496,7 @@ impl Raid5 {
                     row: 0,
                     row_last: 0,
                     pending: 0,
+                    sent: 0,
                     result: IoResult::Ok,
                     plan: Plan::Full,
                     pieces: Vec::with_capacity(n),
@@ -495,6 +523,7 @@ impl Raid5 {
                     ..RebuildStats::default()
                 },
             }),
+            fast_fail_ns,
             stats: Stats::default(),
         })
     }
@@ -559,12 +588,13 @@ impl Raid5 {
         cx: &mut Cx,
     ) {
         let r = &mut self.reqs[t as usize];
-        let k = r.pending;
+        let k = r.sent;
         assert!(
             k < self.per_tag,
             "raid5 sent more commands for one row than its bound"
         );
         r.pending += 1;
+        r.sent += 1;
         let id = t * self.per_tag + k;
         self.cmd_member[id as usize] = member;
         match op {
@@ -809,6 +839,7 @@ impl Raid5 {
             q.lo = lo;
             q.hi = hi;
             q.pending = 0;
+            q.sent = 0;
             q.redo = false;
         }
         if failed.is_some() {
@@ -873,10 +904,18 @@ impl Raid5 {
                             d.stats.reads_served_from_buffer += 1;
                         }
                     } else {
+                        // With a fast-fail threshold, and while the parity could still rebuild
+                        // this piece, the member may answer busy instead of making it wait.
+                        let op = match self.fast_fail_ns {
+                            Some(threshold_ns) if gone.is_none() => {
+                                CmdOp::FastFailRead { threshold_ns }
+                            }
+                            _ => CmdOp::Read,
+                        };
                         self.send(
                             t,
                             m,
-                            CmdOp::Read,
+                            op,
                             base + u64::from(p.a),
                             p.b - p.a,
                             Self::client(t, p.client),
@@ -1100,6 +1139,7 @@ impl Raid5 {
         }
         self.reqs[t as usize].phase = Phase::Write;
         self.reqs[t as usize].pending = 0;
+        self.reqs[t as usize].sent = 0;
         for p in &pieces {
             let m = self.data_member(row, p.j);
             if Some(m) != failed {
@@ -1430,6 +1470,7 @@ impl Raid5 {
     fn send_flushes(&mut self, t: u32, cx: &mut Cx) {
         let q = &mut self.reqs[t as usize];
         q.pending = 0;
+        q.sent = 0;
         q.phase = Phase::Flush;
         for m in 0..self.n {
             if Some(m) != self.failed {
@@ -1483,6 +1524,41 @@ impl Raid5 {
             e.dirty[f.member as usize] &= !f.mask;
         }
         self.kick(cx);
+    }
+
+    /// Member `m` answered a fast-fail read of request `t`'s row busy: the piece is rebuilt from
+    /// the same range of every other member (plain reads), as a failed member's would be; if the
+    /// row already rebuilds a piece, the parity cannot cover a second and the piece is read again,
+    /// waiting this time.
+    fn busy_piece(&mut self, t: u32, m: u32, cx: &mut Cx) {
+        let row = self.reqs[t as usize].row;
+        let Some(p) = self.reqs[t as usize]
+            .pieces
+            .iter()
+            .copied()
+            .find(|p| self.data_member(row, p.j) == m)
+        else {
+            unreachable!("a busy answer from member {m}, which holds no piece of the row");
+        };
+        let base = row * self.chunk;
+        let (lo, len) = (base + u64::from(p.a), p.b - p.a);
+        let Plan::Read { rebuild } = self.reqs[t as usize].plan else {
+            unreachable!("a fast-fail read outside a read");
+        };
+        if rebuild.is_some() || self.failed_at(row).is_some() {
+            self.stats.fast_fail_reread += 1;
+            self.send(t, m, CmdOp::Read, lo, len, Self::client(t, p.client), cx);
+            return;
+        }
+        self.stats.fast_fail_rebuilt += 1;
+        self.stats.rebuilt_pieces += 1;
+        self.reqs[t as usize].plan = Plan::Read { rebuild: Some(p.j) };
+        for k in 0..self.n {
+            if k != m {
+                let slot = self.slot(t, k, 0);
+                self.send(t, k, CmdOp::Read, lo, len, slot, cx);
+            }
+        }
     }
 
     fn fail_member(&mut self, m: u32) -> bool {
@@ -1607,6 +1683,7 @@ impl Volume for Raid5 {
                 q.io = io;
                 q.result = IoResult::Ok;
                 q.pending = 0;
+                q.sent = 0;
                 q.phase = Phase::Flush;
                 if let Some(d) = self.dnd.as_mut()
                     && d.entries.iter().any(|e| e.used)
@@ -1668,7 +1745,12 @@ impl Volume for Raid5 {
             "completion of command {} of a request not in flight",
             done.id
         );
-        if let CmdResult::Err(_) | CmdResult::Busy { .. } = done.result {
+        if let CmdResult::Busy { .. } = done.result
+            && phase == Phase::Read
+        {
+            // A fast-fail read the member would have kept waiting: rebuild its piece.
+            self.busy_piece(t, m, cx);
+        } else if let CmdResult::Err(_) | CmdResult::Busy { .. } = done.result {
             // A failing member is failed (once); the row is redone around it. A second
             // failing member is more than the parity covers.
             if self.fail_member(m) {

@@ -110,6 +110,7 @@ fn raid5(sizes: &[u64], chunk: u64, failed: Option<u32>, tags: u32, len_max: u32
             failed,
             dnd: None,
             rebuild: None,
+            fast_fail_ns: None,
         },
         &VolumeParams {
             member_sizes_bytes: sizes,
@@ -126,7 +127,7 @@ proptest! {
     #[test]
     fn raid5_matches_a_flat_array(s in steps(4 * 32 * 1024), chunk_kib in prop::sample::select(vec![4u64, 8, 16]), n in 3usize..6) {
         let sizes = vec![64 * 1024; n];
-        check(LayoutSpec::Raid5 { chunk_bytes: chunk_kib * 1024, failed: None, dnd: None, rebuild: None }, &sizes, &s)?;
+        check(LayoutSpec::Raid5 { chunk_bytes: chunk_kib * 1024, failed: None, dnd: None, rebuild: None, fast_fail_ns: None }, &sizes, &s)?;
     }
 
     /// Random writes keep the parity right; then any one member fails and every byte still
@@ -204,6 +205,7 @@ proptest! {
                 failed: None,
                 dnd: None,
                 rebuild: Some(RebuildSpec { member: victim, rate_bytes_per_s: chunk * 1000 }),
+                fast_fail_ns: None,
             },
             &VolumeParams { member_sizes_bytes: &sizes, block_bytes: 512, tags: 1, len_bytes_max: len_max },
         )
@@ -245,6 +247,52 @@ proptest! {
     }
 }
 
+proptest! {
+    /// Reads with a fast-fail threshold: members answering busy (beyond it) have their pieces
+    /// rebuilt from the others, one per row; a second busy piece in a row is read again and
+    /// waits; every byte read is the shadow's, whichever members are busy.
+    #[test]
+    fn raid5_fast_fail_reads_rebuild_busy_pieces(s in steps(3 * 32 * 1024), n in 3u32..6, busy_mask in 1u32..32, read_kib in prop::sample::select(vec![4u32, 12, 32])) {
+        use nines_array::testing::SyncDriver;
+        let chunk = 4096u64;
+        let sizes = vec![32 * 1024; n as usize];
+        let len_max = 64 * 512;
+        let v = build(
+            &LayoutSpec::Raid5 { chunk_bytes: chunk, failed: None, dnd: None, rebuild: None, fast_fail_ns: Some(1_000_000) },
+            &VolumeParams { member_sizes_bytes: &sizes, block_bytes: 512, tags: 1, len_bytes_max: len_max },
+        )
+        .unwrap();
+        let size = v.size_bytes();
+        let mut d = SyncDriver::new(v, &sizes, 1, len_max);
+        let mut shadow = vec![0u8; size as usize];
+        for st in &s {
+            if let Step::Write { off, len, seed } = *st && off + u64::from(len) <= size {
+                let bytes: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(11) ^ seed).collect();
+                d.write(off, &bytes).unwrap();
+                shadow[off as usize..(off + u64::from(len)) as usize].copy_from_slice(&bytes);
+            }
+        }
+        // Busy members: 5 ms left (beyond the 1 ms threshold); one at 0.5 ms (within it).
+        let mask = busy_mask % ((1 << n) - 1) + 1;
+        let busy: Vec<u32> = (0..n).filter(|m| mask & (1 << m) != 0).collect();
+        d.busy = busy.iter().map(|&m| (m, 5_000_000)).collect();
+        if let Some(m) = (0..n).find(|m| !busy.contains(m)) {
+            d.busy.push((m, 500_000));
+        }
+        let step = read_kib * 1024;
+        for off in (0..size).step_by(step as usize) {
+            let len = (size - off).min(u64::from(step)) as u32;
+            prop_assert_eq!(&d.read(off, len).unwrap()[..], &shadow[off as usize..(off + u64::from(len)) as usize]);
+        }
+        let st = d.host().volume().stats();
+        prop_assert!(st["failed_member"].is_null(), "busy is not failed: {}", st);
+        prop_assert!(st["fast_fail_rebuilt"].as_u64().unwrap() > 0, "{}", st);
+        if busy.len() == 1 {
+            prop_assert_eq!(st["fast_fail_reread"].as_u64(), Some(0));
+        }
+    }
+}
+
 /// A rebuild whose replacement fails stops, says why, and leaves the volume degraded around
 /// it, every byte still readable.
 #[test]
@@ -272,6 +320,7 @@ fn raid5_rebuild_onto_a_failing_replacement_stops_and_stays_degraded() {
                 member: 1,
                 rate_bytes_per_s: 0,
             }),
+            fast_fail_ns: None,
         },
         &VolumeParams {
             member_sizes_bytes: &sizes,
@@ -391,6 +440,7 @@ fn raid5_dnd_reads_what_was_written_through_the_turns() {
                             plm,
                         }),
                         rebuild: None,
+                        fast_fail_ns: None,
                     },
                     &VolumeParams {
                         member_sizes_bytes: &sizes,

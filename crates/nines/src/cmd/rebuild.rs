@@ -171,6 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             member: args.member,
             rate_bytes_per_s: args.rate,
         }),
+        fast_fail_ns: None,
     };
     let vol = nines_array::build(
         &spec,

@@ -212,6 +212,12 @@ pub struct VolumeArgs {
     /// (md's speed_limit_max); 0: as fast as the members allow.
     #[arg(long, default_value = "0", value_name = "BYTES/S", value_parser = parse_size)]
     pub rebuild_rate: u64,
+    /// raid5: reads ask each member to fail fast when it would keep them waiting longer than
+    /// this (garbage collection, a write ahead of them; simulated and emulated SSDs answer, real
+    /// devices just read), and a busy member's piece is rebuilt from the others (IODA's
+    /// fast-fail reads, SOSP'21).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub fast_fail: Option<u64>,
     /// raid5 policy: none; sched (members take turns: the member whose turn it is takes the
     /// writes, held meanwhile in a write-back buffer, and reads avoid it, rebuilt from the
     /// others); dnd (sched, and garbage collection only in the owner's turn: every member in
@@ -284,6 +290,9 @@ impl VolumeArgs {
         if self.rebuild.is_some() && self.layout != "raid5" {
             anyhow::bail!("--rebuild applies to --layout raid5 only");
         }
+        if self.fast_fail.is_some() && self.layout != "raid5" {
+            anyhow::bail!("--fast-fail applies to --layout raid5 only");
+        }
         if self.rebuild_rate != 0 && self.rebuild.is_none() {
             anyhow::bail!("--rebuild-rate needs --rebuild MEMBER");
         }
@@ -329,6 +338,7 @@ impl VolumeArgs {
                     member,
                     rate_bytes_per_s: self.rebuild_rate,
                 }),
+                fast_fail_ns: self.fast_fail,
             },
             "serial" => LayoutSpec::Serial(self.serial_spec().unwrap_or_default()),
             _ => LayoutSpec::Independent,
