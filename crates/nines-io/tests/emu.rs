@@ -164,6 +164,8 @@ fn data_round_trips_through_raid5_of_emulated_devices() {
             chunk_bytes: 16 << 10,
             failed: None,
             dnd: None,
+            rebuild: None,
+            fast_fail_ns: None,
         },
         4,
         3 * MEMBER_BYTES,

@@ -156,6 +156,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("cannot open member {i} ({})", p.display()))
         })
         .collect::<anyhow::Result<_>>()?;
+    if let Some(i) = members.iter().position(|t| t.file().is_none()) {
+        bail!(
+            "member {i} ({}) is not a file or block device: an emulated device's bytes live only inside the run that made it, so there is nothing to rebuild from or onto; use --rebuild on that run instead",
+            args.targets[i].display()
+        );
+    }
     let sizes: Vec<u64> = members.iter().map(Target::size_bytes).collect();
     let block_bytes = members
         .iter()
@@ -230,6 +236,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     bar.finish_and_clear();
     members[args.member as usize]
         .file()
+        .expect("members are files (checked above)")
         .sync_data()
         .context("cannot make the rebuilt member durable (fdatasync)")?;
     let stats = host.volume().stats();
@@ -280,7 +287,9 @@ fn exec(
     buf: BufRef,
 ) -> CmdResult {
     const EIO: i32 = 5;
-    let file = members[member as usize].file();
+    let file = members[member as usize]
+        .file()
+        .expect("members are files (checked when opened)");
     let r = match op {
         CmdOp::Read => file.read_exact_at(data.at(buf, len_bytes), offset_bytes),
         CmdOp::Write => file.write_all_at(data.at(buf, len_bytes), offset_bytes),
