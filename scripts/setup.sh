@@ -6,6 +6,13 @@ set -euo pipefail
 need=()
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)      # tests put an ext4 signature on a zram device
 command -v losetup >/dev/null 2>&1 || need+=(util-linux)
+# libblkid is what the write-safety check asks first (loaded at run time; the -dev package is for
+# building against it by hand); mkfs.minix/bfs/cramfs (util-linux) and mksquashfs put the
+# signatures the tests check refusals against on zram devices.
+dpkg -s libblkid1 >/dev/null 2>&1 || need+=(libblkid1)
+dpkg -s libblkid-dev >/dev/null 2>&1 || need+=(libblkid-dev)
+command -v mkfs.minix >/dev/null 2>&1 || need+=(util-linux)
+command -v mksquashfs >/dev/null 2>&1 || need+=(squashfs-tools)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)    # plotters finds fontconfig with it
 dpkg -s libfontconfig1-dev >/dev/null 2>&1 || need+=(libfontconfig1-dev)  # text in PNG plots
 dpkg -s fonts-dejavu-core >/dev/null 2>&1 || need+=(fonts-dejavu-core)    # the font PNG plots use

@@ -22,19 +22,43 @@ fn is_gz(path: &Path) -> bool {
 /// Writes the recorded files and directories to `out` (gzip-compressed when it ends in .gz/.tgz).
 /// Returns the number of files archived. Entries have mtime 0, so a capture is deterministic.
 pub fn write_capture(rec: &Recorded, out: &Path) -> Result<usize, CaptureError> {
+    let file = std::fs::File::create(out).map_err(|e| CaptureError::Write {
+        path: out.display().to_string(),
+        msg: e.to_string(),
+    })?;
+    write_capture_to(rec, file, is_gz(out), out)
+}
+
+/// Writes the capture to an already open file (the caller decides where: nines writes under a
+/// temporary name and renames on success). `gz` compresses; `out` names it in errors. Every
+/// write error, including the gzip trailer's and the final flush's, is returned.
+pub fn write_capture_to(
+    rec: &Recorded,
+    file: std::fs::File,
+    gz: bool,
+    out: &Path,
+) -> Result<usize, CaptureError> {
     let werr = |e: std::io::Error| CaptureError::Write {
         path: out.display().to_string(),
         msg: e.to_string(),
     };
-    let file = std::fs::File::create(out).map_err(werr)?;
-    let sink: Box<dyn Write> = if is_gz(out) {
-        Box::new(flate2::write::GzEncoder::new(
-            file,
-            flate2::Compression::default(),
-        ))
+    let mut file = if gz {
+        let enc = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+        let enc = archive(rec, enc).map_err(werr)?;
+        enc.finish().map_err(werr)?
     } else {
-        Box::new(file)
+        archive(rec, file).map_err(werr)?
     };
+    file.flush().map_err(werr)?;
+    Ok(rec.files.len())
+}
+
+/// Is the capture file name one to compress?
+pub fn wants_gz(path: &Path) -> bool {
+    is_gz(path)
+}
+
+fn archive<W: Write>(rec: &Recorded, sink: W) -> Result<W, std::io::Error> {
     let mut b = tar::Builder::new(sink);
     for d in &rec.dirs {
         let rel = d.trim_start_matches('/');
@@ -46,8 +70,7 @@ pub fn write_capture(rec: &Recorded, out: &Path) -> Result<usize, CaptureError> 
         h.set_mode(0o755);
         h.set_size(0);
         h.set_mtime(0);
-        b.append_data(&mut h, format!("{rel}/"), std::io::empty())
-            .map_err(werr)?;
+        b.append_data(&mut h, format!("{rel}/"), std::io::empty())?;
     }
     for (path, text) in &rec.files {
         let rel = path.trim_start_matches('/');
@@ -56,12 +79,9 @@ pub fn write_capture(rec: &Recorded, out: &Path) -> Result<usize, CaptureError> 
         h.set_mode(0o644);
         h.set_size(text.len() as u64);
         h.set_mtime(0);
-        b.append_data(&mut h, rel, text.as_bytes()).map_err(werr)?;
+        b.append_data(&mut h, rel, text.as_bytes())?;
     }
-    let mut inner = b.into_inner().map_err(werr)?;
-    inner.flush().map_err(werr)?;
-    drop(inner);
-    Ok(rec.files.len())
+    b.into_inner()
 }
 
 /// Extracts a capture (tar or tar.gz) into `dir`.

@@ -1,10 +1,11 @@
 //! Write safety for block devices: the product's promise that nines never destroys data the
 //! user did not explicitly hand over.
 //!
-//! Hand-written on purpose: this check IS the promise, so it is kept small, readable and
-//! independent of external probing libraries (libblkid and friends), whose absence or version
-//! must not silently weaken it. `Target::open` calls `check_writable` before it opens a block
-//! device for writing, so no caller can skip it.
+//! Signatures are probed twice: first by libblkid (loaded at run time, see `blkid`), so that
+//! everything `blkid -p` recognises is refused, then by the small hand-written probe below, which
+//! is also the fallback where libblkid is absent: its absence must not silently remove the check.
+//! Every refusal names the probe that found the signature. `Target::open` calls
+//! `check_writable` before it opens a block device for writing, so no caller can skip it.
 //!
 //! A block device may be written only with `--allow-writes`, and even then it is refused unless
 //! `--force` is given when it (or one of its partitions) is mounted, is active swap, has holders
@@ -44,9 +45,14 @@ pub enum SafetyError {
     )]
     Partitioned { path: PathBuf, partitions: String },
     #[error(
-        "refusing to write to {path}: it holds {what}; pass --force to overwrite it (destroys that data)"
+        "refusing to write to {path}: it holds {what} (found by {probe}); pass --force to overwrite it (destroys that data)"
     )]
-    Signature { path: PathBuf, what: &'static str },
+    Signature {
+        path: PathBuf,
+        what: String,
+        /// Which probe found it: "libblkid 2.38.1" or "nines' built-in probe (libblkid not loaded)".
+        probe: String,
+    },
     #[error(
         "cannot verify that {path} is safe to write ({what}: {error}); fix that, or pass --force to skip the check"
     )]
@@ -102,15 +108,64 @@ pub fn check_writable(target: &Target, force: bool) -> Result<(), SafetyError> {
         }
     }
 
+    match crate::blkid::probe(&path) {
+        Some(Ok(crate::blkid::Found::Nothing)) | None => {}
+        Some(Ok(found)) => {
+            let what = match found {
+                crate::blkid::Found::Format(t) => {
+                    let article = if t.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                        "an"
+                    } else {
+                        "a"
+                    };
+                    format!("{article} {t} signature")
+                }
+                _ => "several conflicting signatures".to_string(),
+            };
+            return Err(SafetyError::Signature {
+                path,
+                what,
+                probe: probe_name(),
+            });
+        }
+        Some(Err(e)) => {
+            return Err(SafetyError::Probe {
+                path,
+                what: "probing signatures with libblkid",
+                error: match e {
+                    crate::blkid::BlkidError::Open(e) => e,
+                    crate::blkid::BlkidError::Probe => std::io::Error::other("probe failed"),
+                },
+            });
+        }
+    }
     let head = read_head(target).map_err(|source| SafetyError::Probe {
         path: path.clone(),
         what: "reading the device's first blocks",
         error: source,
     })?;
     if let Some(what) = find_signature(&head) {
-        return Err(SafetyError::Signature { path, what });
+        return Err(SafetyError::Signature {
+            path,
+            what: what.to_string(),
+            probe: "nines' built-in probe".to_string()
+                + if crate::blkid::version().is_some() {
+                    ""
+                } else {
+                    " (libblkid not loaded)"
+                },
+        });
     }
     Ok(())
+}
+
+/// The signature probe that runs first: "libblkid 2.38.1", or the built-in one when libblkid
+/// cannot be loaded (or NINES_NO_LIBBLKID is set).
+pub fn probe_name() -> String {
+    match crate::blkid::version() {
+        Some(v) => format!("libblkid {v}"),
+        None => "nines' built-in probe (libblkid not loaded)".to_string(),
+    }
 }
 
 /// The checks that read sysfs and mountinfo, with sysfs's `dev/block` directory as a parameter
@@ -230,6 +285,50 @@ fn read_head(target: &Target) -> Result<Vec<u8>, std::io::Error> {
         got += ret as usize;
     }
     Ok(buf.as_slice()[..got].to_vec())
+}
+
+/// Who holds block device maj:min open, for the message when an exclusive open fails with
+/// EBUSY: processes with it open (pid and command), sysfs holders (dm, md), mounts. Scans /proc;
+/// only called on that error path.
+pub fn describe_holders(major: u32, minor: u32) -> String {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut who: Vec<String> = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let pid = e.file_name().to_string_lossy().into_owned();
+            if !pid.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
+                continue;
+            };
+            let holds = fds.flatten().any(|fd| {
+                std::fs::metadata(fd.path()).is_ok_and(|m| {
+                    m.file_type().is_block_device()
+                        && (libc::major(m.rdev()), libc::minor(m.rdev())) == (major, minor)
+                })
+            });
+            if holds {
+                let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+                who.push(format!("pid {pid} ({})", comm.trim()));
+            }
+        }
+    }
+    let sys = Path::new("/sys/dev/block").join(format!("{major}:{minor}"));
+    for h in list_dir(&sys.join("holders")) {
+        who.push(format!("{h} (device mapper or md)"));
+    }
+    if let Ok(mi) = std::fs::read_to_string("/proc/self/mountinfo")
+        && let Some(m) = find_mount(&mi, major, minor)
+    {
+        who.push(format!("the mount at {m}"));
+    }
+    if who.is_empty() {
+        "an exclusive opener nines cannot see (the kernel, or a process in another namespace)"
+            .to_string()
+    } else {
+        who.join(", ")
+    }
 }
 
 /// The mount point of the first mount of device maj:min in a mountinfo text, if any.

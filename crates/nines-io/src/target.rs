@@ -116,6 +116,10 @@ pub enum TargetError {
         size_bytes: u64,
         block_size_bytes: u64,
     },
+    #[error(
+        "{path} is busy: it is open exclusively by {holders}; nines opens block devices it writes exclusively so that two writers never share one; stop the other user first"
+    )]
+    Busy { path: PathBuf, holders: String },
     #[error(transparent)]
     Unsafe(#[from] SafetyError),
     #[error(transparent)]
@@ -212,13 +216,25 @@ impl Target {
         let (file, direct) = if block && opts.write {
             // Check on a read-only descriptor first: nothing is opened for writing unless the
             // safety checks pass.
-            let (ro, direct) = open_fd(path, false, false, opts.buffered)?;
+            let (ro, direct) = open_fd(path, false, false, opts.buffered, false)?;
             let probe = Target::describe(ro, path, true, direct, opts)?;
             safety::check_writable(&probe, opts.force)?;
+            let dev = probe.dev_t();
             drop(probe);
-            open_fd(path, true, false, opts.buffered)?
+            // O_EXCL on a block device: the kernel refuses it while another exclusive opener
+            // (a mount, md/dm, another nines or mkfs) holds it, so two writers never share one.
+            match open_fd(path, true, false, opts.buffered, true) {
+                Err(TargetError::Io { error, .. }) if error.raw_os_error() == Some(libc::EBUSY) => {
+                    let (major, minor) = dev.unwrap_or((0, 0));
+                    return Err(TargetError::Busy {
+                        path: path.to_path_buf(),
+                        holders: safety::describe_holders(major, minor),
+                    });
+                }
+                r => r?,
+            }
         } else {
-            open_fd(path, opts.write, opts.write && !block, opts.buffered)?
+            open_fd(path, opts.write, opts.write && !block, opts.buffered, false)?
         };
         let mut t = Target::describe(file, path, block, direct, opts)?;
         if !block
@@ -454,16 +470,21 @@ fn open_raw(path: &Path, flags: libc::c_int) -> Result<File, std::io::Error> {
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 
-/// Opens with the flags asked for; returns the file and whether it is O_DIRECT.
+/// Opens with the flags asked for (`excl`: O_EXCL, which on a block device means an exclusive
+/// open); returns the file and whether it is O_DIRECT.
 fn open_fd(
     path: &Path,
     write: bool,
     create: bool,
     buffered: bool,
+    excl: bool,
 ) -> Result<(File, bool), TargetError> {
     let mut flags = if write { libc::O_RDWR } else { libc::O_RDONLY };
     if create {
         flags |= libc::O_CREAT;
+    }
+    if excl {
+        flags |= libc::O_EXCL;
     }
     let direct = !buffered;
     let with_direct = if direct {

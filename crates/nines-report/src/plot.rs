@@ -16,6 +16,11 @@ use crate::axis::Axis;
 pub enum PlotError {
     #[error("drawing the plot failed: {0}")]
     Draw(String),
+    #[error("encoding the PNG failed: {0}")]
+    Encode(String),
+    /// Writing the file failed (disk full, permission): the OS's own words.
+    #[error("{0}")]
+    Write(#[from] std::io::Error),
 }
 
 /// An RGB colour.
@@ -134,10 +139,31 @@ pub fn render_svg(plot: &Plot, size: (u32, u32)) -> Result<String, PlotError> {
 
 /// The plot as a PNG file.
 pub fn render_png(plot: &Plot, path: &std::path::Path, size: (u32, u32)) -> Result<(), PlotError> {
-    let root = BitMapBackend::new(path, size).into_drawing_area();
-    draw(&root, plot).map_err(|e| PlotError::Draw(e.to_string()))?;
-    root.present().map_err(|e| PlotError::Draw(e.to_string()))?;
+    let png = render_png_bytes(plot, size)?;
+    // Written by std, not by plotters' file backend, so that a full disk reads "No space left
+    // on device" rather than a debug dump of nested error enums.
+    std::fs::write(path, png)?;
     Ok(())
+}
+
+/// The plot as PNG bytes.
+pub fn render_png_bytes(plot: &Plot, size: (u32, u32)) -> Result<Vec<u8>, PlotError> {
+    let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+        draw(&root, plot).map_err(|e| PlotError::Draw(e.to_string()))?;
+        root.present().map_err(|e| PlotError::Draw(e.to_string()))?;
+    }
+    let mut png = Vec::new();
+    image::ImageEncoder::write_image(
+        image::codecs::png::PngEncoder::new(&mut png),
+        &rgb,
+        size.0,
+        size.1,
+        image::ColorType::Rgb8,
+    )
+    .map_err(|e| PlotError::Encode(e.to_string()))?;
+    Ok(png)
 }
 
 /// A linear coordinate whose ticks are exactly the ones the [`Axis`] computed (plotters' own

@@ -193,7 +193,8 @@ fn sweep_refuses_options_it_sets_and_needs_one_parameter() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("from 1 to 65536"));
     let out = nines(&["sweep", "--qd", "1"], dir.path());
     assert!(String::from_utf8_lossy(&out.stderr).contains("-o DIR"));
-    // Every point failing is an error, after writing what happened.
+    // Every point failing is an error, and writes no sweep.json/html (issue 15: a failed run
+    // leaves no outputs; the error says what the points said).
     let out = nines(
         &[
             "sweep",
@@ -210,7 +211,8 @@ fn sweep_refuses_options_it_sets_and_needs_one_parameter() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("every point of the sweep failed"));
-    assert!(dir.path().join("bad/sweep.json").exists());
+    assert!(!dir.path().join("bad/sweep.json").exists());
+    assert!(!dir.path().join("bad/sweep.html").exists());
 }
 
 #[test]

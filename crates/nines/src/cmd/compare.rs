@@ -45,17 +45,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     print!("{}", text_table(&runs));
     let figs = figures(&runs);
-    if let Some(out) = &args.output {
-        let html = render_html(&runs, &figs)?;
-        std::fs::write(out, html).with_context(|| format!("writing {}", out.display()))?;
+    // The page is moved into place only when the PNGs were written too.
+    let pending = match &args.output {
+        Some(out) => {
+            let html = render_html(&runs, &figs)?;
+            let (pending, mut file) = super::output::PendingOutput::create("-o", out)?;
+            std::io::Write::write_all(&mut file, html.as_bytes())
+                .with_context(|| format!("-o {}: write failed", out.display()))?;
+            Some(pending)
+        }
+        None => None,
+    };
+    if let Some(dir) = &args.png {
+        super::report::write_pngs(dir, &figs)?;
+    }
+    if let Some(pending) = pending {
+        let out = pending.path().to_path_buf();
+        pending.commit()?;
         eprintln!(
             "nines: wrote {} ({})",
             out.display(),
             nines_report::run::count(figs.len(), "figure", "figures")
         );
-    }
-    if let Some(dir) = &args.png {
-        super::report::write_pngs(dir, &figs)?;
     }
     Ok(())
 }

@@ -2,8 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-use nines_host::capture::write_capture;
+use nines_host::capture::{wants_gz, write_capture_to};
 use nines_host::doctor::DoctorReport;
 use nines_host::fs::HostFs;
 use nines_host::host::Host;
@@ -47,15 +46,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print!("{}", report.to_text());
     }
     if let Some(path) = args.json.as_ref().filter(|_| !json_to_stdout) {
-        std::fs::write(path, report.to_json() + "\n").with_context(|| {
-            format!(
-                "cannot write --json {}: check the directory exists and is writable",
-                path.display()
-            )
-        })?;
+        super::output::write_all("--json", path, (report.to_json() + "\n").as_bytes())?;
     }
     if let Some(path) = &args.capture {
-        let n = write_capture(&fs.recorded(), path)?;
+        let (pending, file) = super::output::PendingOutput::create("--capture", path)?;
+        let n = write_capture_to(&fs.recorded(), file, wants_gz(path), path)?;
+        pending.commit()?;
         eprintln!("nines doctor: captured {n} files to {}", path.display());
     }
     Ok(())

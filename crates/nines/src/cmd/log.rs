@@ -25,6 +25,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if args.file.is_dir() {
+        bail!(
+            "{} is a directory; give the file written by `nines profile --lat-log FILE`",
+            args.file.display()
+        );
+    }
+    if let Some(out) = &args.output {
+        super::output::check_path("-o", out)?;
+    }
     let f =
         File::open(&args.file).with_context(|| format!("{}: cannot open", args.file.display()))?;
     let reader = LatLogReader::new(BufReader::with_capacity(1 << 20, f))
@@ -49,38 +58,18 @@ pub fn run(args: Args) -> Result<()> {
             }
         }
         Some(path) => {
-            // Written under a temporary name and renamed, so a failure leaves no partial CSV.
-            let tmp = temp_name(path);
-            let result = (|| -> Result<()> {
-                let file = File::create(&tmp)
-                    .with_context(|| format!("-o {}: cannot create", path.display()))?;
-                let mut out = BufWriter::with_capacity(1 << 20, file);
-                decode(reader, &mut out, args.sort, &args.file)?;
-                out.flush()
-                    .with_context(|| format!("-o {}: write failed", path.display()))?;
-                std::fs::rename(&tmp, path)
-                    .with_context(|| format!("-o {}: cannot move into place", path.display()))?;
-                Ok(())
-            })();
-            if result.is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
-            result?;
+            // All or nothing for a regular file; written in place (never renamed over) for
+            // /dev/null, a FIFO or /dev/full.
+            let (pending, file) = super::output::PendingOutput::create("-o", path)?;
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            decode(reader, &mut out, args.sort, &args.file)?;
+            out.flush()
+                .with_context(|| format!("-o {}: write failed", path.display()))?;
+            drop(out);
+            pending.commit()?;
         }
     }
     Ok(())
-}
-
-fn temp_name(path: &Path) -> PathBuf {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    dir.join(format!(".{name}.nines-partial-{}", std::process::id()))
 }
 
 fn decode<R: std::io::Read>(

@@ -1,7 +1,6 @@
 //! `nines merge`: runs from many hosts (or simulations) into one report, by adding their
 //! histograms exactly (nines_core::merge). fio json+ results join too.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -102,14 +101,7 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     // Written whole under a temporary name and renamed: a failed merge leaves no half file.
-    let tmp = args.output.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp)
-        .with_context(|| format!("-o {}: cannot create", args.output.display()))?;
-    f.write_all(merged.to_json().as_bytes())
-        .and_then(|()| f.sync_all())
-        .with_context(|| format!("-o {}: write failed", args.output.display()))?;
-    std::fs::rename(&tmp, &args.output)
-        .with_context(|| format!("-o {}: cannot rename into place", args.output.display()))?;
+    super::output::write_all("-o", &args.output, merged.to_json().as_bytes())?;
     if !args.quiet {
         print!("{}", nines_report::table::render(&merged));
         println!(
@@ -196,8 +188,6 @@ fn merge_interval_logs(
             }
         }
     }
-    let tmp = out.with_extension("hlog.tmp");
-    std::fs::write(&tmp, &text).with_context(|| format!("{}: cannot write", tmp.display()))?;
-    std::fs::rename(&tmp, out).with_context(|| format!("{}: cannot write", out.display()))?;
+    super::output::write_all("-o (its interval log)", out, &text)?;
     Ok(())
 }

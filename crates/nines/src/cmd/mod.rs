@@ -6,6 +6,7 @@ pub mod fio_export;
 pub mod fleet;
 pub mod log;
 pub mod merge;
+pub mod output;
 pub mod profile;
 pub mod rebuild;
 pub mod report;

@@ -132,100 +132,7 @@ fn parse_duration(s: &str) -> Result<u64, String> {
     }
 }
 
-/// An output file written under a temporary name in its final directory and renamed into place
-/// only when the run succeeded; dropped uncommitted, it is removed.
-struct PendingOutput {
-    option: &'static str,
-    path: PathBuf,
-    tmp: PathBuf,
-    committed: bool,
-}
-
-impl PendingOutput {
-    fn create(option: &'static str, path: &Path) -> Result<(PendingOutput, File)> {
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if path.is_dir() {
-            bail!(
-                "{option} {}: is a directory; give a file name",
-                path.display()
-            );
-        }
-        // Not a regular file (/dev/null, /dev/stdout, a FIFO, a terminal): written in place. A
-        // rename would replace the device node or pipe with a regular file.
-        if let Ok(md) = std::fs::metadata(path)
-            && !md.is_file()
-        {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .with_context(|| format!("{option} {}: cannot open", path.display()))?;
-            return Ok((
-                PendingOutput {
-                    option,
-                    path: path.to_path_buf(),
-                    tmp: PathBuf::new(),
-                    committed: true,
-                },
-                file,
-            ));
-        }
-        if !dir.is_dir() {
-            bail!(
-                "{option} {}: directory {} does not exist; create it first",
-                path.display(),
-                dir.display()
-            );
-        }
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = dir.join(format!(".{name}.nines-partial-{}", std::process::id()));
-        let file = File::create(&tmp).with_context(|| {
-            format!(
-                "{option} {}: cannot create a file in {}",
-                path.display(),
-                dir.display()
-            )
-        })?;
-        Ok((
-            PendingOutput {
-                option,
-                path: path.to_path_buf(),
-                tmp,
-                committed: false,
-            },
-            file,
-        ))
-    }
-
-    fn commit(mut self) -> Result<()> {
-        if self.committed {
-            // Written in place (not a regular file).
-            return Ok(());
-        }
-        std::fs::rename(&self.tmp, &self.path).with_context(|| {
-            format!(
-                "{} {}: cannot move the output into place",
-                self.option,
-                self.path.display()
-            )
-        })?;
-        self.committed = true;
-        Ok(())
-    }
-}
-
-impl Drop for PendingOutput {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-    }
-}
+use super::output::PendingOutput;
 
 /// A job file's run-wide settings, used where the command line gave none (its targets, end and
 /// size replace the file's; its other workload options are defaults the file overrides).
@@ -389,6 +296,19 @@ pub fn run(mut args: Args) -> Result<()> {
         ),
     };
     let emu = args.emu.context(spec.seed)?;
+    let outputs = [
+        ("--json", args.json.as_deref()),
+        ("--fio-json", args.fio.fio_json.as_deref()),
+        ("--fio-json-plus", args.fio.fio_json_plus.as_deref()),
+        ("--hdr-log", args.hdr_log.as_deref()),
+        ("--lat-log", args.lat_log.as_deref()),
+    ];
+    for (option, path) in outputs {
+        if let Some(path) = path {
+            super::output::check_path(option, path)?;
+        }
+    }
+    super::output::check_distinct(&outputs)?;
     let mut targets = Vec::with_capacity(paths.len());
     for p in &paths {
         targets.push(Target::open_with(p, &topts, &emu)?);
@@ -764,8 +684,8 @@ pub fn run(mut args: Args) -> Result<()> {
                     .collect()
             })
             .collect();
-        let intervals = match pending.iter().find(|p| p.option == "--hdr-log") {
-            Some(p) => super::fio_export::read_intervals(&p.tmp),
+        let intervals = match pending.iter().find(|p| p.option() == "--hdr-log") {
+            Some(p) => super::fio_export::read_intervals(p.written_path()),
             None => Vec::new(),
         };
         for (file, option, flavor) in [

@@ -30,6 +30,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let out = args
+        .output
+        .clone()
+        .unwrap_or_else(|| args.run.with_extension("html"));
+    super::output::check_path("-o", &out)?;
     let report = read_report(&args.run)?;
     let base = args.run.parent().unwrap_or(Path::new("."));
     let lat_path = pick_log(
@@ -75,18 +80,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let figs = figures(&inputs);
     let html = render_html(&inputs, &figs)?;
-    let out = args
-        .output
-        .unwrap_or_else(|| args.run.with_extension("html"));
-    std::fs::write(&out, html).with_context(|| format!("writing {}", out.display()))?;
+    // The page is moved into place only when the PNGs were written too.
+    let (pending, mut file) = super::output::PendingOutput::create("-o", &out)?;
+    std::io::Write::write_all(&mut file, html.as_bytes())
+        .with_context(|| format!("-o {}: write failed", out.display()))?;
+    drop(file);
+    if let Some(dir) = &args.png {
+        write_pngs(dir, &figs)?;
+    }
+    pending.commit()?;
     eprintln!(
         "nines: wrote {} ({})",
         out.display(),
         nines_report::run::count(figs.len(), "figure", "figures")
     );
-    if let Some(dir) = &args.png {
-        write_pngs(dir, &figs)?;
-    }
     Ok(())
 }
 
@@ -165,11 +172,34 @@ fn read_lat_log(path: &Path) -> anyhow::Result<LatView> {
 }
 
 pub fn write_pngs(dir: &Path, figs: &[nines_report::html::Figure]) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("--png: creating {}", dir.display()))?;
+    // Every PNG under a temporary name first; all are moved into place only when every one was
+    // written, so a full disk leaves no half set (and no truncated PNG).
+    let mut written: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(figs.len());
+    let cleanup = |written: &[(PathBuf, PathBuf)]| {
+        for (tmp, _) in written {
+            let _ = std::fs::remove_file(tmp);
+        }
+    };
     for f in figs {
-        let p = dir.join(format!("{}.png", f.id));
-        nines_report::plot::render_png(&f.plot, &p, nines_report::plot::DEFAULT_SIZE)
-            .with_context(|| format!("writing {}", p.display()))?;
+        let name = format!("{}.png", f.id);
+        let p = dir.join(&name);
+        super::output::remove_stale_partials(dir, &name);
+        let tmp = dir.join(format!(".{name}.nines-partial-{}", std::process::id()));
+        if let Err(e) =
+            nines_report::plot::render_png(&f.plot, &tmp, nines_report::plot::DEFAULT_SIZE)
+        {
+            let _ = std::fs::remove_file(&tmp);
+            cleanup(&written);
+            anyhow::bail!("--png: writing {}: {e}", p.display());
+        }
+        written.push((tmp, p));
+    }
+    for (tmp, p) in &written {
+        if let Err(e) = std::fs::rename(tmp, p) {
+            cleanup(&written);
+            anyhow::bail!("--png: moving {} into place: {e}", p.display());
+        }
     }
     eprintln!(
         "nines: wrote {} to {}",

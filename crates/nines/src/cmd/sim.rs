@@ -106,12 +106,6 @@ fn parse_service(s: &str) -> Result<ServiceDist, String> {
     s.parse()
 }
 
-fn open_output(flag: &str, path: &Option<PathBuf>) -> Result<Option<File>> {
-    path.as_ref()
-        .map(|p| File::create(p).with_context(|| format!("{flag} {}: cannot create", p.display())))
-        .transpose()
-}
-
 /// A job file's settings that the simulator uses where the command line gave none: one device
 /// per file of filename= (unless --devices says otherwise), percentiles and logs. The host is
 /// modelled, so ioengine, direct and cpus_allowed are not used (and said so).
@@ -221,14 +215,40 @@ pub fn run(mut args: Args) -> Result<()> {
         Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
         None => jobs.iter().any(|j| j.workload.writes()),
     };
+    if args.hdr_interval == 0 {
+        bail!("--hdr-interval 0: give a positive interval, e.g. 1s or 100ms");
+    }
+    // Outputs: checked now, created under temporary names only after every option was
+    // validated, moved into place only when the run succeeded (cmd/output.rs).
+    let outputs = [
+        ("--json", args.json.as_deref()),
+        ("--fio-json", args.fio.fio_json.as_deref()),
+        ("--fio-json-plus", args.fio.fio_json_plus.as_deref()),
+        ("--hdr-log", args.hdr_log.as_deref()),
+        ("--lat-log", args.lat_log.as_deref()),
+    ];
+    for (option, path) in outputs {
+        if let Some(path) = path {
+            super::output::check_path(option, path)?;
+        }
+    }
+    super::output::check_distinct(&outputs)?;
+    let mut pending = Vec::new();
+    let mut open_output = |option: &str, path: &Option<PathBuf>| -> Result<Option<File>> {
+        match path {
+            Some(path) => {
+                let (out, file) = super::output::PendingOutput::create(option, path)?;
+                pending.push(out);
+                Ok(Some(file))
+            }
+            None => Ok(None),
+        }
+    };
     let json_file = open_output("--json", &args.json)?;
     let fio_file = open_output("--fio-json", &args.fio.fio_json)?;
     let fio_plus_file = open_output("--fio-json-plus", &args.fio.fio_json_plus)?;
     let mut lat_file = open_output("--lat-log", &args.lat_log)?;
     let mut hdr_file = open_output("--hdr-log", &args.hdr_log)?.map(BufWriter::new);
-    if args.hdr_interval == 0 {
-        bail!("--hdr-interval 0: give a positive interval, e.g. 1s or 100ms");
-    }
     let cfg = SimConfig {
         device,
         device_label: args.device.clone(),
@@ -343,12 +363,19 @@ pub fn run(mut args: Args) -> Result<()> {
         f.write_all(report.to_json().as_bytes())
             .context("--json: write failed")?;
     }
+    if let Some(mut f) = hdr_file.take() {
+        f.flush().with_context(|| {
+            format!(
+                "--hdr-log {}: write failed",
+                args.hdr_log.as_deref().unwrap_or(Path::new("")).display()
+            )
+        })?;
+    }
     if fio_file.is_some() || fio_plus_file.is_some() {
-        // The interval log is complete once the run returns: flush it and read it back for the
-        // bw/iops samples.
-        drop(hdr_file);
-        let intervals = match &args.hdr_log {
-            Some(p) => super::fio_export::read_intervals(p),
+        // The interval log is complete once the run returns (flushed above): read it back, from
+        // its temporary name, for the bw/iops samples.
+        let intervals = match pending.iter().find(|p| p.option() == "--hdr-log") {
+            Some(p) => super::fio_export::read_intervals(p.written_path()),
             None => Vec::new(),
         };
         for (file, option, flavor) in [
@@ -371,6 +398,9 @@ pub fn run(mut args: Args) -> Result<()> {
                 )?;
             }
         }
+    }
+    for p in pending {
+        p.commit()?;
     }
     Ok(())
 }

@@ -388,6 +388,14 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         (Some(_), Some(_)) => bail!("give either -o DIR or --json FILE, not both"),
         (None, None) => bail!("say where to write the sweep: -o DIR, or --json FILE [--html FILE]"),
     };
+    if args.output.is_none() {
+        super::output::check_path("--json", &json_out)?;
+    }
+    if let Some(h) = &html_out
+        && args.html.is_some()
+    {
+        super::output::check_path("--html", h)?;
+    }
     std::fs::create_dir_all(&points_dir)
         .with_context(|| format!("creating {}", points_dir.display()))?;
     let exe = std::env::current_exe().context("finding the nines executable to run each point")?;
@@ -449,13 +457,23 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         }
         sweep.points.push(point);
     }
-    std::fs::write(&json_out, sweep.to_json())
-        .with_context(|| format!("writing {}", json_out.display()))?;
+    // A sweep that measured nothing writes nothing (its points' errors say why).
+    if sweep.points.iter().all(|p| p.metrics.is_none()) {
+        bail!(
+            "every point of the sweep failed; the first said: {}",
+            sweep
+                .points
+                .first()
+                .and_then(|p| p.error.clone())
+                .unwrap_or_default()
+        );
+    }
+    super::output::write_all("--json", &json_out, sweep.to_json().as_bytes())?;
     print!("{}", text_table(&sweep));
     let figs = figures(&sweep);
     if let Some(h) = &html_out {
         let html = render_html(&sweep, &figs)?;
-        std::fs::write(h, html).with_context(|| format!("writing {}", h.display()))?;
+        super::output::write_all("--html", h, html.as_bytes())?;
         eprintln!(
             "nines: wrote {} and {} ({})",
             json_out.display(),
@@ -467,16 +485,6 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     }
     if let Some(dir) = &args.png {
         super::report::write_pngs(dir, &figs)?;
-    }
-    if sweep.points.iter().all(|p| p.metrics.is_none()) {
-        bail!(
-            "every point of the sweep failed; the first said: {}",
-            sweep
-                .points
-                .first()
-                .and_then(|p| p.error.clone())
-                .unwrap_or_default()
-        );
     }
     // What succeeded is written; the exit status still says that points failed.
     if !failed.is_empty() {

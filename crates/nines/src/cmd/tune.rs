@@ -75,12 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let plan = Plan::build(&host, cpus.as_deref(), hk.as_deref(), &args.targets)?;
         print!("{}", plan.to_text());
         if let Some(out) = &args.output {
-            std::fs::write(out, plan.to_json() + "\n").with_context(|| {
-                format!(
-                    "cannot write plan {}: check the directory is writable",
-                    out.display()
-                )
-            })?;
+            super::output::write_all("-o", out, (plan.to_json() + "\n").as_bytes())?;
             eprintln!(
                 "nines tune: plan written to {}; apply it with `nines tune --apply {}`",
                 out.display(),

@@ -1,0 +1,334 @@
+//! Robustness and safety of every verb (issue 15): what hostile runs found, kept fixed. Outputs
+//! that are not regular files, libblkid refusals and exclusive opens on zram devices the tests
+//! create, one output policy for every verb.
+
+mod common;
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_nines");
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn fails(o: std::process::Output) -> String {
+    assert!(
+        !o.status.success(),
+        "expected a failure; stdout: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let e = stderr(&o);
+    assert!(!e.contains("panicked"), "{e}");
+    e
+}
+
+/// A private character device node (like /dev/null or /dev/full) in `dir`, so that a bug that
+/// renames over it damages only the test's own node.
+fn char_node(dir: &Path, name: &str, minor: u32) -> PathBuf {
+    let p = dir.join(name);
+    let st = Command::new("mknod")
+        .arg(&p)
+        .args(["c", "1", &minor.to_string()])
+        .status()
+        .expect("mknod");
+    assert!(st.success(), "mknod needs root");
+    p
+}
+
+fn is_char_device(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_char_device())
+}
+
+/// A small simulated run's JSON and per-I/O log in `dir`.
+fn sim_run(dir: &Path) -> (PathBuf, PathBuf) {
+    let json = dir.join("s.json");
+    let lat = dir.join("s.lat");
+    ok(
+        nines(
+            &[
+                "sim",
+                "--quiet",
+                "--ios",
+                "2000",
+                "--json",
+                s(&json),
+                "--lat-log",
+                s(&lat),
+            ],
+            dir,
+        ),
+        "sim",
+    );
+    (json, lat)
+}
+
+#[test]
+fn non_regular_outputs_are_written_in_place_and_never_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, lat) = sim_run(dir.path());
+    let full = char_node(dir.path(), "full", 7);
+    let null = char_node(dir.path(), "null", 3);
+
+    // log -o to a full device: a clear error, and the node is still a device.
+    let e = fails(nines(&["log", s(&lat), "-o", s(&full)], dir.path()));
+    assert!(e.contains("No space left on device"), "{e}");
+    assert!(is_char_device(&full), "log -o replaced the device node");
+    ok(nines(&["log", s(&lat), "-o", s(&null)], dir.path()), "log");
+    assert!(is_char_device(&null));
+
+    // report, compare, doctor --json/--capture, sim outputs, merge -o: the same.
+    for args in [
+        vec!["report", s(&json), "-o", s(&full)],
+        vec!["compare", s(&json), s(&json), "-o", s(&full)],
+        vec!["doctor", "--json", s(&full)],
+        vec!["doctor", "--capture", s(&full)],
+        vec!["sim", "--quiet", "--ios", "100", "--json", s(&full)],
+        vec!["merge", s(&json), "-o", s(&full)],
+    ] {
+        let o = nines(&args, dir.path());
+        let e = fails(o);
+        assert!(
+            e.contains("No space left") || e.contains("full"),
+            "{args:?}: {e}"
+        );
+        assert!(is_char_device(&full), "{args:?} replaced the device node");
+    }
+    for args in [
+        vec!["report", s(&json), "-o", s(&null)],
+        vec!["doctor", "--capture", s(&null)],
+        vec![
+            "sim",
+            "--quiet",
+            "--ios",
+            "100",
+            "--json",
+            s(&null),
+            "--lat-log",
+            s(&null),
+        ],
+    ] {
+        ok(nines(&args, dir.path()), &format!("{args:?}"));
+        assert!(is_char_device(&null), "{args:?} replaced the device node");
+    }
+    // Nothing half-written is left beside them.
+    let partial: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("nines-partial"))
+        .collect();
+    assert!(partial.is_empty(), "{partial:?}");
+}
+
+#[test]
+fn no_html_is_left_when_the_pngs_cannot_be_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, _) = sim_run(dir.path());
+    // --png names a regular file, so its directory cannot be created.
+    let blocker = dir.path().join("blocker");
+    std::fs::write(&blocker, b"").unwrap();
+    let html = dir.path().join("r.html");
+    let e = fails(nines(
+        &["report", s(&json), "-o", s(&html), "--png", s(&blocker)],
+        dir.path(),
+    ));
+    assert!(e.contains("--png"), "{e}");
+    assert!(!html.exists(), "report left its HTML behind");
+    let e = fails(nines(
+        &[
+            "compare",
+            s(&json),
+            s(&json),
+            "-o",
+            s(&html),
+            "--png",
+            s(&blocker),
+        ],
+        dir.path(),
+    ));
+    assert!(e.contains("--png"), "{e}");
+    assert!(!html.exists(), "compare left its HTML behind");
+}
+
+#[test]
+fn outputs_are_validated_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let same = dir.path().join("same.json");
+    // The same file for two outputs would interleave: refused up front.
+    let e = fails(nines(
+        &[
+            "sim",
+            "--quiet",
+            "--ios",
+            "100",
+            "--json",
+            s(&same),
+            "--fio-json",
+            s(&same),
+        ],
+        dir.path(),
+    ));
+    assert!(e.contains("--json and --fio-json both name"), "{e}");
+    assert!(!same.exists());
+    let e = fails(nines(
+        &[
+            "profile",
+            "--quiet",
+            "--ios",
+            "10",
+            "--json",
+            s(&same),
+            "--fio-json",
+            s(&same),
+        ],
+        dir.path(),
+    ));
+    assert!(e.contains("--json and --fio-json both name"), "{e}");
+    assert!(!same.exists());
+    // A sim whose trace cannot be read creates none of its outputs.
+    let json = dir.path().join("t.json");
+    let hdr = dir.path().join("t.hlog");
+    let junk = dir.path().join("junk.trace");
+    std::fs::write(&junk, b"not a trace\n").unwrap();
+    fails(nines(
+        &[
+            "sim",
+            "--quiet",
+            "--trace",
+            s(&junk),
+            "--trace-format",
+            "mqsim",
+            "--json",
+            s(&json),
+            "--hdr-log",
+            s(&hdr),
+        ],
+        dir.path(),
+    ));
+    assert!(!json.exists() && !hdr.exists());
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "only the junk trace: {leftovers:?}");
+}
+
+#[test]
+fn stale_partial_files_of_dead_runs_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    // What a kill -9 leaves: a partial file named for a pid that no longer runs.
+    let stale = dir.path().join(".s.json.nines-partial-2147483646");
+    std::fs::write(&stale, b"{ half").unwrap();
+    sim_run(dir.path());
+    assert!(
+        !stale.exists(),
+        "the dead run's partial file is still there"
+    );
+}
+
+#[test]
+fn nines_log_on_a_directory_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = fails(nines(&["log", s(dir.path())], dir.path()));
+    assert!(e.contains("is a directory"), "{e}");
+    assert!(!e.contains("magic"), "{e}");
+}
+
+/// Formats nines' own probe does not know are refused through libblkid, and the refusal says
+/// which probe ran; with libblkid disabled the built-in probe still refuses what it knows and
+/// says that it ran.
+#[test]
+fn the_refusal_names_the_probe_that_ran() {
+    let z = Zram::new("16M");
+    let dev = z.path();
+    let tmp = tempfile::tempdir().unwrap();
+    let img = tmp.path().join("minix.img");
+    let mk = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "truncate -s 8M {0} && mkfs.minix {0} >/dev/null && dd if={0} of={dev} bs=1M conv=fsync status=none",
+            img.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(mk.success());
+    let before = std::fs::read(&dev).unwrap();
+    let write = [
+        "profile",
+        "--quiet",
+        "--rw",
+        "randwrite",
+        "--allow-writes",
+        "--ios",
+        "10",
+        &dev,
+    ];
+    let e = fails(run(&write));
+    assert!(e.contains("minix") && e.contains("libblkid 2."), "{e}");
+    assert!(std::fs::read(&dev).unwrap() == before, "the device changed");
+
+    // ext4, with libblkid switched off: the built-in probe refuses it and says it ran.
+    let mk = Command::new("mkfs.ext4")
+        .args(["-q", "-F", &dev])
+        .status()
+        .unwrap();
+    assert!(mk.success());
+    let o = Command::new(BIN)
+        .env("NINES_NO_LIBBLKID", "1")
+        .args(write)
+        .output()
+        .unwrap();
+    let e = fails(o);
+    assert!(
+        e.contains("ext2/ext3/ext4") && e.contains("built-in probe (libblkid not loaded)"),
+        "{e}"
+    );
+}
+
+/// Two writers on one device: the second is refused and told who holds it.
+#[test]
+fn a_second_writer_on_a_device_is_refused_naming_the_first() {
+    use std::io::{BufRead, BufReader};
+    let z = Zram::new("32M");
+    let dev = z.path();
+    let mut first = Command::new(BIN)
+        .args([
+            "profile",
+            "--quiet",
+            "--rw",
+            "randwrite",
+            "--allow-writes",
+            "--runtime",
+            "20s",
+            &dev,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The placement line is printed once the targets are open.
+    let mut line = String::new();
+    BufReader::new(first.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("placement:"), "{line}");
+    let o = run(&[
+        "profile",
+        "--quiet",
+        "--rw",
+        "randwrite",
+        "--allow-writes",
+        "--ios",
+        "10",
+        &dev,
+    ]);
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc::kill(first.id() as libc::pid_t, libc::SIGINT) };
+    let _ = first.wait();
+    let e = fails(o);
+    assert!(
+        e.contains("busy") && e.contains(&format!("pid {} (nines)", first.id())),
+        "{e}"
+    );
+}
