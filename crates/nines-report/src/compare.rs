@@ -1,6 +1,6 @@
-//! Several runs side by side: a table of every percentile with ratios to the first run,
-//! overlaid percentile curves, and the across-device mean and spread per run (paper 000,
-//! Fig. 12 and 14). Runs that differ in devices or workload still compare, with warnings.
+//! Several runs side by side: a table of every percentile with ratios to the first run (marked
+//! better or worse), overlaid percentile curves, and the across-device mean and spread per run.
+//! Runs that differ in one setting compare as its effect; in several, with a warning.
 
 use crate::axis::log_range;
 use nines_core::op::Op;
@@ -82,13 +82,19 @@ pub fn differences(runs: &[Run]) -> Vec<String> {
                 format_ns(tb)
             ));
         }
-        if !d.is_empty() {
-            out.push(format!(
+        match d.len() {
+            0 => {}
+            // One difference is what the comparison is about, not a caveat.
+            1 => out.push(format!(
+                "{} differs from {} in {} only: the comparison shows its effect.",
+                r.label, first.label, d[0]
+            )),
+            _ => out.push(format!(
                 "{} differs from {} in {}; compare with care.",
                 r.label,
                 first.label,
                 d.join(", ")
-            ));
+            )),
         }
     }
     out
@@ -183,7 +189,7 @@ pub fn table_rows(runs: &[Run]) -> (Vec<String>, Vec<Vec<String>>) {
                 if i > 0 {
                     row.push(match (vals[0], v) {
                         (Some(a), Some(b)) if a > 0.0 => {
-                            format!("{}x", crate::run::format_ratio(b / a))
+                            format!("{}x{}", crate::run::format_ratio(b / a), cue(b / a, is_ns))
                         }
                         _ => "-".into(),
                     });
@@ -193,6 +199,18 @@ pub fn table_rows(runs: &[Run]) -> (Vec<String>, Vec<Vec<String>>) {
         }
     }
     (header, rows)
+}
+
+/// Whether a ratio to the first run is better or worse: lower latency and higher IOPS are
+/// better; within 5% it is neither.
+fn cue(ratio: f64, is_latency: bool) -> &'static str {
+    if (0.95..=1.05).contains(&ratio) || !ratio.is_finite() {
+        ""
+    } else if (ratio > 1.0) == is_latency {
+        " worse"
+    } else {
+        " better"
+    }
 }
 
 /// The table as aligned text for a terminal.
@@ -324,7 +342,7 @@ pub fn figures(runs: &[Run]) -> Vec<Figure> {
             figs.push(Figure {
                 id: format!("compare-{id}-{}", op.name()),
                 caption: format!(
-                    "The {what} over the devices of each run of every percentile (as in paper 000, Fig. 12).{}",
+                    "The {what} over the devices of each run at every percentile: how evenly each run's devices behave.{}",
                     if id == "stddev" {
                         " Where all devices agree exactly the deviation is zero, which a log scale cannot show: those points are left out."
                     } else {

@@ -321,7 +321,28 @@ pub fn outlying_devices(
     out
 }
 
-/// Figure: latency percentile curves, one line per device, outlying devices named.
+/// Groups of curves (indices) that coincide: every point within `tol` (relative) of the
+/// group's first curve. Groups keep the order of their first member.
+pub fn same_curves(curves: &[Vec<(f64, f64)>], tol: f64) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (k, c) in curves.iter().enumerate() {
+        let same = |g: &Vec<usize>| {
+            let r = &curves[g[0]];
+            r.len() == c.len()
+                && r.iter()
+                    .zip(c)
+                    .all(|(a, b)| a.0 == b.0 && (a.1 - b.1).abs() <= tol * a.1.abs().max(b.1.abs()))
+        };
+        match groups.iter_mut().find(|g| same(g)) {
+            Some(g) => g.push(k),
+            None => groups.push(vec![k]),
+        }
+    }
+    groups
+}
+
+/// Figure: latency percentile curves, one line per device (or per group of devices with the
+/// same curve), outlying devices named.
 pub fn percentile_figure(report: &Report, op: Op) -> Option<Figure> {
     let percentiles = plotted_percentiles(report);
     let (&p_lo, &p_hi) = (percentiles.first()?, percentiles.last()?);
@@ -345,12 +366,25 @@ pub fn percentile_figure(report: &Report, op: Op) -> Option<Figure> {
         Axis::log("latency", lo, hi, LabelFormat::Nanoseconds),
     );
     let outliers = outlying_devices(report, op, 1.5, 5);
-    plot.legend = devices.len() <= DEVICES_COLOURED_MAX;
-    for ((i, d), pts) in devices.iter().zip(curves) {
-        let mut s = Series::new(d.name.clone(), SeriesStyle::LinePoints, palette(*i));
-        s.points = pts;
-        if outliers.iter().any(|o| o.0 == *i) {
-            s.end_label = Some(d.name.clone());
+    // Devices whose curves coincide (within 1% at every point: less than a pixel on the log
+    // axis) are one line, named for all of them; drawn apart, the last would hide the others.
+    let groups = same_curves(&curves, 0.01);
+    plot.legend = groups.len() <= DEVICES_COLOURED_MAX;
+    for g in &groups {
+        let (i, d) = devices[g[0]];
+        let names: Vec<&str> = g.iter().map(|&k| devices[k].1.name.as_str()).collect();
+        let label = match names.len() {
+            1 => d.name.clone(),
+            2 | 3 => names.join(", "),
+            n => format!("{} … {} ({n} devices)", names[0], names[n - 1]),
+        };
+        let mut s = Series::new(label, SeriesStyle::LinePoints, palette(i));
+        s.points = curves[g[0]].clone();
+        if let Some(&k) = g
+            .iter()
+            .find(|&&k| outliers.iter().any(|o| o.0 == devices[k].0))
+        {
+            s.end_label = Some(devices[k].1.name.clone());
             s.bold = true;
         }
         plot.series.push(s);
@@ -359,6 +393,13 @@ pub fn percentile_figure(report: &Report, op: Op) -> Option<Figure> {
         "Latency at each percentile (x on a nines scale: each step is ten times rarer) for {}.",
         count(devices.len(), "device", "devices")
     );
+    let shared = groups.iter().filter(|g| g.len() > 1).count();
+    if shared > 0 {
+        caption.push_str(&format!(
+            " Devices with the same curve (within 1%) are one line named for all of them ({}).",
+            count(shared, "such line", "such lines")
+        ));
+    }
     if !outliers.is_empty() {
         let named: Vec<String> = outliers
             .iter()

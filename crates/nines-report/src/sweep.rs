@@ -217,9 +217,13 @@ fn qd_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
         figs.push(Figure {
             id: id.into(),
             caption: format!(
-                "{} of each workload against queue depth (paper 002, Fig. {}).",
+                "{} of each workload against queue depth: {}.",
                 capitalise(&what),
-                if is_latency { 2 } else { 3 }
+                if is_latency {
+                    "where deeper queues start to cost latency"
+                } else {
+                    "where deeper queues stop adding throughput"
+                }
             ),
             plot,
         });
@@ -236,33 +240,61 @@ fn capitalise(s: &str) -> String {
 }
 
 fn write_fraction_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
-    let mut pts: Vec<(f64, &DirMetrics)> = ok
+    let mut pts: Vec<(f64, &PointMetrics)> = ok
         .iter()
-        .filter_map(|p| Some((p.write_pct? as f64, p.metrics.as_ref()?.read.as_ref()?)))
+        .filter_map(|p| Some((p.write_pct? as f64, p.metrics.as_ref()?)))
         .collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
     if pts.is_empty() {
         return Vec::new();
     }
-    let mut mean = Series::new("read average", SeriesStyle::LinePoints, palette(0));
-    mean.points = pts.iter().map(|(w, d)| (*w, d.mean_ns)).collect();
-    let mut t = Series::new(format!("read {tail}%"), SeriesStyle::LinePoints, palette(3));
-    t.points = pts.iter().map(|(w, d)| (*w, d.tail_ns as f64)).collect();
-    let (lo, hi) = log_range(mean.points.iter().chain(&t.points).map(|p| p.1));
+    // Reads and writes, each with its average and tail; a direction a point did not issue (no
+    // writes at 0%, no reads at 100%) has no point there.
+    let mut series = Vec::new();
+    for (name, dir, colours) in [("read", 0usize, (0usize, 3usize)), ("write", 1, (1, 2))] {
+        let of = |m: &PointMetrics| -> Option<(f64, f64)> {
+            let d = if dir == 0 {
+                m.read.as_ref()
+            } else {
+                m.write.as_ref()
+            }?;
+            (d.ios > 0).then_some((d.mean_ns, d.tail_ns as f64))
+        };
+        let pts: Vec<(f64, (f64, f64))> =
+            pts.iter().filter_map(|(w, m)| Some((*w, of(m)?))).collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let mut mean = Series::new(
+            format!("{name} average"),
+            SeriesStyle::LinePoints,
+            palette(colours.0),
+        );
+        mean.points = pts.iter().map(|(w, (m, _))| (*w, *m)).collect();
+        let mut t = Series::new(
+            format!("{name} {tail}%"),
+            SeriesStyle::LinePoints,
+            palette(colours.1),
+        );
+        t.points = pts.iter().map(|(w, (_, t))| (*w, *t)).collect();
+        series.push(mean);
+        series.push(t);
+    }
+    let (lo, hi) = log_range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
     let w_hi = pts.last().map_or(100.0, |p| p.0).max(1.0);
     let mut x = Axis::linear("writes in the mix", 0.0, w_hi, LabelFormat::Percent);
     let pad = (x.max - x.min) * 0.04;
     x.min -= pad;
     x.max += pad;
     let mut plot = Plot::new(
-        "read latency vs share of writes",
+        "latency vs share of writes",
         x,
-        Axis::log("read latency", lo, hi, LabelFormat::Nanoseconds),
+        Axis::log("latency", lo, hi, LabelFormat::Nanoseconds),
     );
-    plot.series = vec![mean, t];
+    plot.series = series;
     vec![Figure {
         id: "write-fraction".into(),
-        caption: "Read latency, average and tail, as writes are interleaved with reads (paper 002, Fig. 4).".into(),
+        caption: "Read and write latency, average and tail, as the share of writes in the mix grows: how much interleaved writes cost the reads.".into(),
         plot,
     }]
 }
@@ -313,7 +345,8 @@ fn engine_figures(all: &[&SweepPoint], tail: &str) -> Vec<Figure> {
     plot.series = lat;
     figs.push(Figure {
         id: "engines-latency".into(),
-        caption: "Average and tail latency with each engine (paper 002, Fig. 5).".into(),
+        caption: "Average and tail latency with each engine: what the I/O interface itself adds."
+            .into(),
         plot,
     });
     let cpu: Vec<(f64, f64)> = ok
@@ -340,7 +373,7 @@ fn engine_figures(all: &[&SweepPoint], tail: &str) -> Vec<Figure> {
         figs.push(Figure {
             id: "engines-cpu".into(),
             caption:
-                "Worker CPU time (user + system) per I/O with each engine (paper 002, Fig. 8)."
+                "Worker CPU time (user + system) per I/O with each engine: what each interface costs the host."
                     .into(),
             plot,
         });

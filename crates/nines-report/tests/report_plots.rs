@@ -510,8 +510,40 @@ fn compare_ratios_keep_significant_digits() {
     let (_, rows) = table_rows(&runs);
     let p50 = rows.iter().find(|r| r[0] == "read p50").unwrap();
     // metric, slow, fast, /slow, slower, /slow
-    assert_eq!(p50[3], "0.0013x", "{p50:?}");
-    assert_eq!(p50[5], "1000x", "{p50:?}");
+    assert_eq!(p50[3], "0.0013x better", "{p50:?}");
+    assert_eq!(p50[5], "1000x worse", "{p50:?}");
+    // Higher IOPS is better; the same within 5% carries no cue.
+    let iops = rows.iter().find(|r| r[0] == "read IOPS").unwrap();
+    assert_eq!(
+        (iops[3].as_str(), iops[5].as_str()),
+        ("1.0x", "1.0x"),
+        "{iops:?}"
+    );
+    // One setting that differs is what is compared; several are a caveat.
+    use nines_report::compare::differences;
+    let mut qd8 = constant_report(25_800);
+    qd8.config.workload.iodepth = 8;
+    let mut other = constant_report(25_800);
+    other.config.workload.iodepth = 8;
+    other.config.engine = "psync".into();
+    let d = differences(&[
+        run("qd1", 25_800),
+        Run {
+            label: "qd8".into(),
+            report: qd8,
+        },
+        Run {
+            label: "x".into(),
+            report: other,
+        },
+    ]);
+    assert_eq!(
+        d,
+        [
+            "qd8 differs from qd1 in iodepth (1 vs 8) only: the comparison shows its effect.",
+            "x differs from qd1 in engine (io_uring vs psync), iodepth (1 vs 8); compare with care."
+        ]
+    );
 }
 
 #[test]
@@ -719,4 +751,88 @@ fn configuration_host_and_warnings_read_as_text() {
     // Figures (their SVG has a viewBox) scale down with the window instead of being cut off.
     assert!(html.contains("viewBox=\"0 0 960 540\""));
     assert!(html.contains("svg{max-width:100%;height:auto}"));
+}
+
+#[test]
+fn a_write_share_sweep_plots_writes_too_and_captions_cite_nothing() {
+    use nines_report::sweep::{DirMetrics, PointMetrics, Sweep, SweepParam, SweepPoint};
+    let dir = |mean_ns: f64, tail_ns: u64| DirMetrics {
+        ios: 1000,
+        iops: 100.0,
+        bw_bytes: 409_600.0,
+        mean_ns,
+        tail_percentile: "99.999".into(),
+        tail_ns,
+        max_ns: tail_ns,
+    };
+    let point = |w: u8| SweepPoint {
+        rw: "randrw".into(),
+        iodepth: 1,
+        write_pct: Some(w),
+        engine: None,
+        error: None,
+        metrics: Some(PointMetrics {
+            read: (w < 100).then(|| dir(100_000.0 + f64::from(w) * 1000.0, 900_000)),
+            write: (w > 0).then(|| dir(300_000.0, 2_000_000 + u64::from(w))),
+            cpu_s: None,
+            cpu_per_io_ns: None,
+        }),
+        report: None,
+    };
+    let s = Sweep {
+        schema: "nines-sweep".into(),
+        schema_version: 1,
+        parameter: SweepParam::WriteFraction,
+        driver: "profile".into(),
+        args: Vec::new(),
+        points: vec![point(0), point(50), point(100)],
+        notes: Vec::new(),
+    };
+    let figs = nines_report::sweep::figures(&s);
+    let f = figs.iter().find(|f| f.id == "write-fraction").unwrap();
+    let names: Vec<&str> = f.plot.series.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "read average",
+            "read 99.999%",
+            "write average",
+            "write 99.999%"
+        ]
+    );
+    // Reads at 0% and 50% writes, writes at 50% and 100%: no point where a direction had no I/O.
+    let xs = |i: usize| -> Vec<f64> { f.plot.series[i].points.iter().map(|p| p.0).collect() };
+    assert_eq!(xs(0), [0.0, 50.0]);
+    assert_eq!(xs(3), [50.0, 100.0]);
+    assert_eq!(f.plot.series[3].points[1].1, 2_000_100.0);
+    for f in &figs {
+        assert!(!f.caption.contains("paper"), "{}", f.caption);
+        assert!(!f.caption.contains("Fig."), "{}", f.caption);
+    }
+}
+
+#[test]
+fn identical_devices_are_one_line_named_for_all() {
+    // Three devices with the same latencies and one twice as slow.
+    let r = small_report(
+        &[100_000, 100_000, 100_000, 200_000],
+        20_000,
+        serde_json::json!({}),
+    );
+    let f = percentile_figure(&r, Op::Read).unwrap();
+    let names: Vec<&str> = f.plot.series.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["zram0, zram1, zram2", "zram3"]);
+    assert!(f.caption.contains("same curve"), "{}", f.caption);
+    // Two data lines drawn, in two colours: no line hides another.
+    let svg = inspect_svg(&render_svg(&f.plot, DEFAULT_SIZE).unwrap());
+    for (k, s) in f.plot.series.iter().enumerate() {
+        let c = hex(s.color);
+        let n = svg.polyline_strokes.iter().filter(|x| **x == c).count();
+        assert!(n >= 1, "series {k} ({c}) not drawn");
+    }
+    // Many identical devices: one legend entry naming the first and last.
+    let r = small_report(&[100_000; 8], 20_000, serde_json::json!({}));
+    let f = percentile_figure(&r, Op::Read).unwrap();
+    assert_eq!(f.plot.series.len(), 1);
+    assert_eq!(f.plot.series[0].name, "zram0 … zram7 (8 devices)");
 }
