@@ -25,10 +25,10 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
 use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
 use std::thread;
 use std::time::Duration;
 
@@ -58,6 +58,12 @@ pub const CONNS_MAX: usize = 64;
 /// A credit's buffer larger than this after a request is given back to the allocator (a few
 /// large requests must not pin CONN_INFLIGHT_MAX x 32 MiB per connection).
 const BUF_KEEP_MAX_BYTES: usize = 1 << 20;
+/// The largest read the core copies from the page cache itself (larger ones go to the pool,
+/// where they do not hold up other requests).
+const INLINE_READ_MAX_BYTES: u32 = 256 << 10;
+/// How long before a timed event (a volume timer, an emulated member's completion) the core
+/// stops sleeping and polls its inbox instead (a timed sleep wakes late by about this much).
+const SPIN_NS: u64 = 50_000;
 /// Bytes the connection reader buffers (request headers arrive several at a time at depth).
 const READ_BUF_BYTES: usize = 64 << 10;
 /// A stream a client talks over (Unix or TCP).
@@ -65,6 +71,8 @@ pub trait Conn: Read + Write + Send + 'static {
     fn try_clone_conn(&self) -> io::Result<Box<dyn Conn>>;
     fn shutdown_both(&self);
     fn shutdown_read(&self);
+    /// The socket's descriptor (the core sends replies on it directly when it can).
+    fn raw_fd(&self) -> RawFd;
 }
 
 impl Conn for std::os::unix::net::UnixStream {
@@ -76,6 +84,9 @@ impl Conn for std::os::unix::net::UnixStream {
     }
     fn shutdown_read(&self) {
         let _ = self.shutdown(std::net::Shutdown::Read);
+    }
+    fn raw_fd(&self) -> RawFd {
+        self.as_raw_fd()
     }
 }
 
@@ -89,6 +100,9 @@ impl Conn for std::net::TcpStream {
     }
     fn shutdown_read(&self) {
         let _ = self.shutdown(std::net::Shutdown::Read);
+    }
+    fn raw_fd(&self) -> RawFd {
+        self.as_raw_fd()
     }
 }
 
@@ -137,10 +151,25 @@ impl IoBuf {
     }
 }
 
-/// One reply on its way to a writer: the header in `buf.header`, then `buf`'s data for a read.
+/// One reply on its way to a writer: the header in `buf.header`, then `buf`'s data for a read,
+/// less the first `sent_bytes` the core already sent.
 struct Reply {
     buf: IoBuf,
     with_data: bool,
+    sent_bytes: usize,
+}
+
+/// What the core needs of a connection to answer it.
+struct ConnLink {
+    replies: SyncSender<Reply>,
+    /// The core's own handle on the socket, to send a reply at once when the writer has
+    /// nothing queued (one thread hand-off less per request).
+    sock: Box<dyn Conn>,
+    /// The credit queue, for replies the core sent itself.
+    credits: SyncSender<IoBuf>,
+    /// Replies handed to the writer and not yet sent: while any is, the core queues behind
+    /// them (replies never overtake each other on the socket).
+    writer_pending: Arc<AtomicUsize>,
 }
 
 enum Msg {
@@ -158,7 +187,7 @@ enum Msg {
     },
     Connected {
         conn: usize,
-        replies: SyncSender<Reply>,
+        link: ConnLink,
         structured: bool,
     },
     Gone {
@@ -414,15 +443,23 @@ fn reader(
             .send(IoBuf::new())
             .expect("credit queue sized for every credit");
     }
-    let w = thread::spawn(move || writer_thread(writer, &reply_rx, &credit_tx));
+    let writer_pending = Arc::new(AtomicUsize::new(0));
+    let link = ConnLink {
+        replies: reply_tx,
+        sock: conn.try_clone_conn()?,
+        credits: credit_tx.clone(),
+        writer_pending: Arc::clone(&writer_pending),
+    };
+    let w = thread::spawn(move || writer_thread(writer, &reply_rx, &credit_tx, &writer_pending));
     send(
         inbox,
         Msg::Connected {
             conn: id,
-            replies: reply_tx,
+            link,
             structured,
         },
     )?;
+
     let mut conn = BufReader::with_capacity(READ_BUF_BYTES, conn);
     let result = transmit(id, &mut conn, inbox, export, &credit_rx);
     let _ = w; // the writer ends when the core drops this connection's reply queue
@@ -489,10 +526,12 @@ fn transmit(
     }
 }
 
-/// Writes `a` then `b` with as few system calls as the socket allows.
-fn write_two(conn: &mut dyn Conn, a: &[u8], b: &[u8]) -> io::Result<()> {
+/// Writes `a` then `b`, less their first `skip_bytes`, with as few system calls as the socket
+/// allows.
+fn write_two(conn: &mut dyn Conn, a: &[u8], b: &[u8], skip_bytes: usize) -> io::Result<()> {
     let mut bufs = [IoSlice::new(a), IoSlice::new(b)];
     let mut slices: &mut [IoSlice] = &mut bufs;
+    IoSlice::advance_slices(&mut slices, skip_bytes);
     while !slices.is_empty() {
         match conn.write_vectored(slices) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -504,15 +543,48 @@ fn write_two(conn: &mut dyn Conn, a: &[u8], b: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-fn writer_thread(mut conn: Box<dyn Conn>, replies: &Receiver<Reply>, credits: &SyncSender<IoBuf>) {
-    while let Ok(Reply { mut buf, with_data }) = replies.recv() {
+/// Sends `a` then `b` without waiting: the bytes the socket took (0 when it took none or
+/// failed; the writer then sends the rest, or finds the error).
+fn send_nowait(fd: RawFd, a: &[u8], b: &[u8]) -> usize {
+    let iov = [
+        libc::iovec {
+            iov_base: a.as_ptr() as *mut libc::c_void,
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        },
+    ];
+    // SAFETY: a zeroed msghdr is valid; the iovecs point into live slices for the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = if b.is_empty() { 1 } else { 2 };
+    // SAFETY: a plain syscall on an open socket the caller owns a handle to.
+    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    usize::try_from(n).unwrap_or(0)
+}
+
+fn writer_thread(
+    mut conn: Box<dyn Conn>,
+    replies: &Receiver<Reply>,
+    credits: &SyncSender<IoBuf>,
+    pending: &AtomicUsize,
+) {
+    while let Ok(Reply {
+        mut buf,
+        with_data,
+        sent_bytes,
+    }) = replies.recv()
+    {
         let data = if with_data { buf.bytes() } else { &[] };
-        if write_two(conn.as_mut(), &buf.header, data).is_err() {
+        if write_two(conn.as_mut(), &buf.header, data, sent_bytes).is_err() {
             conn.shutdown_both();
             break;
         }
         buf.recycle();
         let _ = credits.try_send(buf);
+        pending.fetch_sub(1, Ordering::Release);
     }
     // Nothing more is owed (or the client went away): closing tells a client after DISC that
     // everything was answered.
@@ -618,7 +690,7 @@ struct Slot {
 }
 
 struct ConnState {
-    replies: Option<SyncSender<Reply>>,
+    link: Option<ConnLink>,
     structured: bool,
     gone: bool,
     /// Requests of this connection waiting or in the volume (replies still owed).
@@ -651,6 +723,10 @@ struct Core {
     inflight_cmds: usize,
     member_inflight: Vec<u32>,
     member_state: Vec<MemberState>,
+    /// Members read from the page cache at once when cached (regular files, buffered).
+    read_inline: Vec<bool>,
+    /// Member commands done in the core, to deliver after the outputs that made them.
+    inline_done: Vec<(u32, CmdDone)>,
     fds: Arc<MemberFds>,
     names: Vec<String>,
     /// Emulated members (indexed like the members; shorter when the last are real) and their
@@ -694,6 +770,8 @@ impl Core {
             inflight_cmds: 0,
             member_inflight: vec![0; members],
             member_state: vec![MemberState::Working; members],
+            read_inline: fds.0.iter().map(|m| !m.block).collect(),
+            inline_done: Vec::with_capacity(cmds_max),
             fds,
             names,
             emu,
@@ -801,10 +879,22 @@ impl Core {
             .peek()
             .map(|Reverse((at, _, _))| at.saturating_sub(now_ns()));
         match timer.into_iter().chain(emu).min() {
-            Some(wait) => match rx.recv_timeout(Duration::from_nanos(wait.max(1))) {
+            // A timed sleep wakes late by tens of microseconds: sleep until shortly before,
+            // then poll (an emulated completion is seen within a few microseconds of its time).
+            Some(wait) if wait > SPIN_NS => {
+                match rx.recv_timeout(Duration::from_nanos(wait - SPIN_NS)) {
+                    Ok(m) => Ok(Some(m)),
+                    Err(RecvTimeoutError::Timeout) => Ok(None),
+                    Err(RecvTimeoutError::Disconnected) => Err(()),
+                }
+            }
+            Some(_) => match rx.try_recv() {
                 Ok(m) => Ok(Some(m)),
-                Err(RecvTimeoutError::Timeout) => Ok(None),
-                Err(RecvTimeoutError::Disconnected) => Err(()),
+                Err(TryRecvError::Empty) => {
+                    std::hint::spin_loop();
+                    Ok(None)
+                }
+                Err(TryRecvError::Disconnected) => Err(()),
             },
             None => rx.recv().map(Some).map_err(|_| ()),
         }
@@ -843,19 +933,19 @@ impl Core {
         match m {
             Msg::Connected {
                 conn,
-                replies,
+                link,
                 structured,
             } => {
                 if self.conns.len() <= conn {
                     self.conns.resize_with(conn + 1, || ConnState {
-                        replies: None,
+                        link: None,
                         structured: false,
                         gone: true,
                         owed: 0,
                     });
                 }
                 self.conns[conn] = ConnState {
-                    replies: Some(replies),
+                    link: Some(link),
                     structured,
                     gone: false,
                     owed: 0,
@@ -897,19 +987,23 @@ impl Core {
                 self.start_waiting();
             }
             Msg::Member { member, done } => {
-                self.inflight_cmds -= 1;
-                self.member_inflight[member as usize] -= 1;
-                let now = self.now();
-                self.with_data(|h, d| h.member_done(now, done, d));
-                if let CmdResult::Err(errno) = done.result {
-                    self.member_error(member, errno);
-                }
-                self.release_failed(member);
+                self.member_completed(member, done);
                 self.drain();
                 self.start_waiting();
             }
             Msg::Shutdown => {}
         }
+    }
+
+    fn member_completed(&mut self, member: u32, done: CmdDone) {
+        self.inflight_cmds -= 1;
+        self.member_inflight[member as usize] -= 1;
+        let now = self.now();
+        self.with_data(|h, d| h.member_done(now, done, d));
+        if let CmdResult::Err(errno) = done.result {
+            self.member_error(member, errno);
+        }
+        self.release_failed(member);
     }
 
     /// A member answered an error: if the volume failed it (a redundant layout), report it.
@@ -1004,14 +1098,62 @@ impl Core {
         }
     }
 
-    /// Sends the volume's member commands to the pool and answers its completions.
+    /// Sends the volume's member commands to the pool (or reads them from the page cache at
+    /// once), and answers its completions.
     fn drain(&mut self) {
-        while let Some(o) = self.host.pop() {
-            match o {
-                Output::Cmd(c) => self.send_cmd(c),
-                Output::Done(d) => self.complete(d.tag, d.result),
+        loop {
+            while let Some(o) = self.host.pop() {
+                match o {
+                    Output::Cmd(c) => self.send_cmd(c),
+                    Output::Done(d) => self.complete(d.tag, d.result),
+                }
+            }
+            // Commands done here are delivered once every output of the call that made them
+            // is out (as completions from the pool would be).
+            let Some((member, done)) = self.inline_done.pop() else {
+                return;
+            };
+            self.member_completed(member, done);
+        }
+    }
+
+    /// A read from a page-cache member, done at once when every byte is cached
+    /// (preadv2 RWF_NOWAIT): no trip through the pool. None: the pool must do it.
+    fn read_cached(
+        &mut self,
+        member: u32,
+        ptr: usize,
+        len_bytes: u32,
+        offset_bytes: u64,
+    ) -> Option<CmdResult> {
+        let m = member as usize;
+        if !self.read_inline[m] || len_bytes > INLINE_READ_MAX_BYTES {
+            return None;
+        }
+        let fd = self.fds.0[m].fd.load(Ordering::Acquire);
+        if fd < 0 {
+            return None;
+        }
+        let iov = libc::iovec {
+            iov_base: ptr as *mut libc::c_void,
+            iov_len: len_bytes as usize,
+        };
+        // SAFETY: the buffer is the command's, alive and untouched until it completes; the
+        // descriptor is open (only this thread closes members' descriptors).
+        let n = unsafe { libc::preadv2(fd, &iov, 1, offset_bytes as i64, libc::RWF_NOWAIT) };
+        if n == len_bytes as isize {
+            return Some(CmdResult::Ok);
+        }
+        if n < 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EAGAIN) => {}
+                Some(libc::EOPNOTSUPP | libc::EINVAL) => self.read_inline[m] = false,
+                Some(e) => return Some(CmdResult::Err(e)),
+                None => {}
             }
         }
+        // Partly cached, or past the end: the pool reads it whole (and reports a short read).
+        None
     }
 
     fn send_cmd(&mut self, c: MemberCmd) {
@@ -1028,6 +1170,15 @@ impl Core {
             self.emu_pending.push(Reverse((at, c.member, c.id)));
             self.inflight_cmds += 1;
             self.member_inflight[c.member as usize] += 1;
+            return;
+        }
+        if matches!(c.op, CmdOp::Read)
+            && let Some(result) = self.read_cached(c.member, ptr, c.len_bytes, c.offset_bytes)
+        {
+            self.inflight_cmds += 1;
+            self.member_inflight[c.member as usize] += 1;
+            self.inline_done
+                .push((c.member, CmdDone { id: c.id, result }));
             return;
         }
         let cmd = PoolCmd {
@@ -1096,7 +1247,7 @@ impl Core {
             && c.gone
             && c.owed == 0
         {
-            c.replies = None;
+            c.link = None;
         }
     }
 
@@ -1112,7 +1263,7 @@ impl Core {
         let Some(c) = self.conns.get(conn) else {
             return;
         };
-        let Some(tx) = &c.replies else { return };
+        let Some(link) = &c.link else { return };
         buf.header.clear();
         if with_data {
             nbd::read_reply_header(
@@ -1125,8 +1276,23 @@ impl Core {
         } else {
             nbd::reply(&mut buf.header, c.structured, cookie, errno);
         }
+        let mut sent_bytes = 0;
+        if link.writer_pending.load(Ordering::Acquire) == 0 {
+            let data = if with_data { buf.bytes() } else { &[] };
+            sent_bytes = send_nowait(link.sock.raw_fd(), &buf.header, data);
+            if sent_bytes == buf.header.len() + data.len() {
+                buf.recycle();
+                let _ = link.credits.try_send(buf);
+                return;
+            }
+        }
+        link.writer_pending.fetch_add(1, Ordering::Release);
         // At most CONN_INFLIGHT_MAX replies are owed to a connection: never full.
-        let _ = tx.send(Reply { buf, with_data });
+        let _ = link.replies.send(Reply {
+            buf,
+            with_data,
+            sent_bytes,
+        });
     }
 }
 
