@@ -17,7 +17,9 @@
 # Usage: bench/emu-fidelity.sh   (QUICK=1: 4 s per run, under two minutes)
 # Environment: NINES (a prebuilt binary; default cargo build --release), PRESET (afa-m2-2018),
 # RUNTIME (seconds per run, 20), REGION (the region used on the device, 4g), CPU (the profile
-# worker's CPU).
+# worker's CPU), RT (a SCHED_FIFO priority for the profile worker, e.g. 10: on a busy host the
+# worker is then not preempted by ordinary tasks; the kernel's RT throttling still stops it for
+# ~50 ms a second when it spins all the time, as QD1 reads make it do).
 # Last line: RESULT p50_ratio=<emu/sim read p50, the workload furthest from 1>
 #   p9999_ratio=<emu/sim read p99.99, the workload furthest from 1>
 #   overhead_p50_us=<largest over the runs> overhead_p9999_us=<largest over the runs>
@@ -44,7 +46,8 @@ trap 'rm -rf "$work"' EXIT
 
 run() { # name, then the workload options
   local name=$1; shift
-  "$NINES" profile --quiet --cpus "$CPU" --runtime "${RUNTIME}s" --size "$REGION" "$@" \
+  "$NINES" profile --quiet --cpus "$CPU" ${RT:+--rt-priority "$RT"} --runtime "${RUNTIME}s" \
+    --size "$REGION" "$@" \
     --json "$work/$name-emu.json" "emu:$PRESET" >/dev/null 2>"$work/$name-emu.err" \
     || { cat "$work/$name-emu.err" >&2; die "profile emu:$PRESET ($name) failed"; }
   "$NINES" sim --quiet --completion none --device "$PRESET" --runtime "${RUNTIME}s" \
@@ -60,7 +63,8 @@ python3 - "$work" "$PRESET" "$RUNTIME" "$CPU" <<'PY'
 import json, sys
 work, preset, runtime, cpu = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 names = ["qd1-randread", "qd8-randread", "qd1-randrw70"]
-print(f"emu:{preset} (profile, worker on CPU {cpu}) vs sim --device {preset} --completion none; "
+rt = __import__("os").environ.get("RT")
+print(f"emu:{preset} (profile, worker on CPU {cpu}{', SCHED_FIFO ' + rt if rt else ''}) vs sim --device {preset} --completion none; "
       f"{runtime} s per run, 4 KiB; read latency")
 print(f"{'workload':<14} {'ios emu':>9} {'ios sim':>9} {'p50 emu':>9} {'p50 sim':>9} "
       f"{'ratio':>6} {'p99.99 emu':>11} {'p99.99 sim':>11} {'ratio':>6} "
