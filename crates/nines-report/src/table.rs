@@ -115,8 +115,9 @@ fn stats_cells(s: &DirectionStats, keys: &[String]) -> Vec<String> {
     cells
 }
 
-/// `trace FILE (FORMAT, N requests, R% reads, mostly BS, up to Q in flight)` from the
-/// `config.extra.trace` object that `nines sim --trace` records.
+/// `trace FILE (FORMAT, N requests, R% reads, mostly BS, up to Q in flight simulated)` from
+/// the `config.extra.trace` object that `nines sim --trace` records (Q is the replay's, as the
+/// trace records arrivals only; with `--runtime` it says how many requests ran).
 fn trace_summary(t: &serde_json::Value) -> String {
     let file = t.get("file").and_then(|v| v.as_str()).unwrap_or("?");
     let file = std::path::Path::new(file)
@@ -131,10 +132,20 @@ fn trace_summary(t: &serde_json::Value) -> String {
     } else {
         0.0
     };
+    let replayed = match t.get("requests_replayed").and_then(|v| v.as_u64()) {
+        Some(r) if r < requests => format!(", {r} replayed before --runtime ended"),
+        _ => String::new(),
+    };
+    let mostly = match t.get("block_size_bytes_mode").and_then(|v| v.as_u64()) {
+        Some(bs) => format!(", mostly {}", format_bytes(bs)),
+        None => String::new(),
+    };
+    let in_flight = match t.get("in_flight_max").and_then(|v| v.as_u64()) {
+        Some(q) => format!(", up to {q} in flight simulated"),
+        None => String::new(),
+    };
     format!(
-        "trace {file} ({format}, {requests} requests, {reads_pct:.0}% reads, mostly {}, up to {} in flight)",
-        format_bytes(n("block_size_bytes_mode")),
-        n("in_flight_max"),
+        "trace {file} ({format}, {requests} requests{replayed}, {reads_pct:.0}% reads{mostly}{in_flight})"
     )
 }
 
@@ -420,11 +431,33 @@ mod tests {
         let first = render(&r).lines().next().unwrap().to_string();
         assert!(
             first.starts_with(
-                "nines profile: trace mqsim-tpcc-small.trace (mqsim, 6999 requests, 63% reads, mostly 8KiB, up to 33 in flight), engine"
+                "nines profile: trace mqsim-tpcc-small.trace (mqsim, 6999 requests, 63% reads, mostly 8KiB, up to 33 in flight simulated), engine"
             ),
             "{first}"
         );
         assert!(!first.contains("QD"), "{first}");
+        // Cut short by --runtime: how many ran.
+        r.config.extra.insert(
+            "trace".into(),
+            serde_json::json!({"file": "t", "format": "mqsim", "requests": 6999, "requests_replayed": 2401,
+                "reads": 4381, "writes": 2618, "block_size_bytes_mode": 8192, "in_flight_max": 22}),
+        );
+        let first = render(&r).lines().next().unwrap().to_string();
+        assert!(
+            first
+                .contains("(mqsim, 6999 requests, 2401 replayed before --runtime ended, 63% reads"),
+            "{first}"
+        );
+        // A real replay (nines profile) records no simulated in-flight figure: none is shown.
+        r.config.extra.insert(
+            "trace".into(),
+            serde_json::json!({"file": "t", "format": "mqsim", "requests": 10, "reads": 5, "writes": 5}),
+        );
+        let first = render(&r).lines().next().unwrap().to_string();
+        assert!(
+            first.starts_with("nines profile: trace t (mqsim, 10 requests, 50% reads), engine"),
+            "{first}"
+        );
     }
 
     #[test]

@@ -57,7 +57,8 @@ fn round6(x: f64) -> f64 {
 /// What a replayed trace did, for `config.extra.trace`, and the workload that describes it
 /// honestly in the schema's terms: randrw with the trace's read share (randread or randwrite if
 /// it has one direction), the most common request size (the smallest of equals), and as
-/// iodepth the most requests the open-loop replay had in flight; no runtime, I/O count or rate.
+/// iodepth the most requests the open-loop replay had in flight; no I/O count or rate, and a
+/// runtime only when `--runtime` cut the replay short (`requests_replayed` says how many ran).
 pub(crate) fn trace_workload(
     t: &Trace,
     spec: &WorkloadSpec,
@@ -85,7 +86,7 @@ pub(crate) fn trace_workload(
     w.read_mix_pct = read_pct;
     w.block_size_bytes = mode;
     w.iodepth = stats.in_flight_max.clamp(1, u32::MAX as u64) as u32;
-    w.runtime_ns = None;
+    // Kept when --runtime cut the replay short; None when the replay ran to the trace's end.
     w.ios_max = None;
     w.rate_iops = None;
     w.thinktime_ns = 0;
@@ -98,6 +99,9 @@ pub(crate) fn trace_workload(
         "duration_ns": ts.duration_ns,
         "block_size_bytes_mode": mode,
         "in_flight_max": stats.in_flight_max,
+        "in_flight_max_source": "simulation: the most requests the replay had in flight at once (the trace records arrivals only)",
+        "requests_replayed": stats.ios,
+        "runtime_ns": spec.runtime_ns,
         "replay": "open loop: each request is issued at its arrival time, latency counts from it",
     });
     (info, w)

@@ -257,6 +257,16 @@ pub struct TraceStats {
     pub duration_ns: u64,
 }
 
+/// Requests of a trace whose sizes are not whole 512-byte sectors ([`Trace::odd_sizes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OddSizes {
+    /// How many requests.
+    pub requests: u64,
+    /// The first one's index in [`Trace::records`] (for [`Trace::location`]).
+    pub first_index: usize,
+    pub first_len_bytes: u64,
+}
+
 /// What [`Trace::fit`] does with requests that end beyond the device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -566,6 +576,20 @@ impl Trace {
             stats.duration_ns = last.arrival_ns.saturating_sub(first.arrival_ns);
         }
         stats
+    }
+
+    /// Requests whose size is below 512 bytes or not a multiple of 512: the sign of a trace
+    /// that counts in 512-byte sectors read as bytes. `None` when every size is whole sectors.
+    pub fn odd_sizes(&self) -> Option<OddSizes> {
+        let mut odd = self.records.iter().enumerate().filter(|(_, r)| {
+            r.len_bytes < SECTOR_BYTES || !r.len_bytes.is_multiple_of(SECTOR_BYTES)
+        });
+        let (first, r) = odd.next()?;
+        Some(OddSizes {
+            requests: 1 + odd.count() as u64,
+            first_index: first,
+            first_len_bytes: r.len_bytes,
+        })
     }
 
     /// Where record `index` came from, for error messages: "line N" when known.

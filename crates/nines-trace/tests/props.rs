@@ -167,6 +167,35 @@ proptest! {
         prop_assert_eq!(stats.duration_ns, records.last().unwrap().arrival_ns);
     }
 
+    /// `odd_sizes` counts exactly the requests that are not whole 512-byte sectors and names
+    /// the first.
+    #[test]
+    fn odd_sizes_finds_exactly_the_partial_sectors(
+        lens in prop::collection::vec(prop_oneof![1u64..2048, (1u64..64).prop_map(|s| s * 512)], 1..40),
+    ) {
+        let records: Vec<TraceRecord> = lens
+            .iter()
+            .enumerate()
+            .map(|(i, &len_bytes)| TraceRecord {
+                arrival_ns: i as u64,
+                device: 0,
+                offset_bytes: 0,
+                len_bytes,
+                op: Op::Read,
+            })
+            .collect();
+        let trace = Trace::from_records(records, TraceFormat::Replayer);
+        let odd: Vec<usize> = (0..lens.len()).filter(|&i| lens[i] % 512 != 0).collect();
+        match trace.odd_sizes() {
+            None => prop_assert!(odd.is_empty()),
+            Some(o) => {
+                prop_assert_eq!(o.requests, odd.len() as u64);
+                prop_assert_eq!(o.first_index, odd[0]);
+                prop_assert_eq!(o.first_len_bytes, lens[odd[0]]);
+            }
+        }
+    }
+
     #[test]
     fn arbitrary_bytes_never_panic(
         format in format_strategy(),

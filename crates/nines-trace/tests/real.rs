@@ -362,3 +362,47 @@ fn real_traces_round_trip_through_every_format() {
         }
     }
 }
+
+#[test]
+fn shared_traces_have_whole_sector_sizes_and_a_sector_trace_read_as_bytes_is_caught() {
+    for e in &EXPECT {
+        let trace = read(e.name, e.format, &TraceOptions::default());
+        assert_eq!(trace.odd_sizes(), None, "{}", e.name);
+    }
+    // The replayer traces count in bytes; written back in sectors and read as bytes again (the
+    // mistake the check is for), every size is a sector count: 4 KiB becomes 8 "bytes".
+    let trace = read(
+        "msr-cut-rw_20_80.105.trace",
+        TraceFormat::Replayer,
+        &TraceOptions::default(),
+    );
+    let mut sectors = Vec::new();
+    write_trace(
+        &mut sectors,
+        &trace.records,
+        TraceFormat::Replayer,
+        TraceUnit::Sectors,
+    )
+    .unwrap();
+    let wrong = read_trace(
+        &sectors[..],
+        TraceFormat::Replayer,
+        &TraceOptions::default(),
+    )
+    .unwrap();
+    let odd = wrong.odd_sizes().expect("sector counts read as bytes");
+    let expect = trace
+        .records
+        .iter()
+        .filter(|r| r.len_bytes / 512 < 512 || !(r.len_bytes / 512).is_multiple_of(512))
+        .count() as u64;
+    assert_eq!(odd.requests, expect);
+    assert_eq!(
+        odd.first_len_bytes,
+        trace.records[odd.first_index].len_bytes / 512
+    );
+    assert_eq!(
+        wrong.location(odd.first_index),
+        format!("line {}", odd.first_index + 1)
+    );
+}

@@ -121,11 +121,19 @@ fn replays_a_real_mqsim_trace() {
     assert_eq!(w.block_size_bytes, mode);
     assert_eq!(w.runtime_ns, None);
     assert_eq!(u64::from(w.iodepth), t["in_flight_max"].as_u64().unwrap());
+    // It ran to the trace's end, over every target (the trace has more devices than 8).
+    assert_eq!(t["requests_replayed"], 6999);
+    assert!(t["runtime_ns"].is_null());
+    assert_eq!(
+        (t["targets"].as_u64(), t["targets_used"].as_u64()),
+        (Some(8), Some(8))
+    );
+    assert!(!stderr(&o).contains("idle"), "{}", stderr(&o));
     let table = String::from_utf8_lossy(&o.stdout);
     let header = table.lines().next().unwrap();
     assert!(
         header.starts_with(&format!(
-            "nines sim: trace tpcc.trace (mqsim, 6999 requests, 63% reads, mostly {}KiB, up to {} in flight)",
+            "nines sim: trace tpcc.trace (mqsim, 6999 requests, 63% reads, mostly {}KiB, up to {} in flight simulated)",
             mode / 1024,
             w.iodepth
         )),
@@ -155,9 +163,102 @@ fn a_trace_beyond_the_scaled_device_offers_full_scale_or_a_fit_policy() {
         "--trace-fit wrap",
         "--trace-fit scale",
         "which holds the whole trace",
+        "MiB of model",
     ] {
         assert!(e.contains(want), "{want}: {e}");
     }
+    // The cheap fix is offered first.
+    assert!(
+        e.find("--trace-fit wrap").unwrap() < e.find("--scale 1").unwrap(),
+        "{e}"
+    );
+}
+
+/// A one-device replayer trace in 512-byte sectors, 200 requests 1 ms apart: 4 KiB reads and
+/// writes (8 sectors) over the first 8 MiB.
+fn sector_trace(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("sectors.trace");
+    let mut text = String::new();
+    for i in 0..200u64 {
+        let sector = (i * 7919 % 2048) * 8;
+        text.push_str(&format!("{} 0 {sector} 8 {}\n", i, i % 2));
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn replay_ergonomics_sector_sizes_idle_targets_and_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = sector_trace(dir.path());
+    let json = dir.path().join("r.json");
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "sim",
+            "--devices",
+            "4",
+            "--precondition",
+            "none",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--trace-format",
+            "replayer",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        let o = nines(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let r = nines_core::report::Report::from_json(&std::fs::read_to_string(&json).unwrap())
+            .unwrap();
+        (
+            stderr(&o),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            r,
+        )
+    };
+    // Read as bytes (the default unit), every size is 8 bytes: warned, naming the first line
+    // and the fix; one trace device on four targets: the other three stay idle.
+    let (e, _, r) = run(&[]);
+    assert!(
+        e.contains("200 of 200 requests are smaller than 512 bytes")
+            && e.contains("line 1: 8 bytes")
+            && e.contains("--trace-unit sectors"),
+        "{e}"
+    );
+    assert!(
+        e.contains("3 targets stay idle (targets #1 to #3)") && e.contains("--layout raid0"),
+        "{e}"
+    );
+    let t = &r.config.extra["trace"];
+    assert_eq!(
+        (t["targets"].as_u64(), t["targets_used"].as_u64()),
+        (Some(4), Some(1))
+    );
+    assert_eq!(r.devices[1].read.ios + r.devices[1].write.ios, 0);
+    // In sectors: no size warning, 4 KiB requests.
+    let (e, _, r) = run(&["--trace-unit", "sectors"]);
+    assert!(!e.contains("512 bytes"), "{e}");
+    assert_eq!(r.config.workload.block_size_bytes, 4096);
+    // Striped over the four devices: nothing idle.
+    let (e, _, r) = run(&["--trace-unit", "sectors", "--layout", "raid0"]);
+    assert!(!e.contains("idle"), "{e}");
+    assert_eq!(r.aggregate.read.ios + r.aggregate.write.ios, 200);
+    // --runtime 50ms ends the replay after the requests that arrived in the first 50 ms
+    // (arrivals 0..=49 ms, or 50 if the boundary is inclusive), and the report says so.
+    let (_, table, r) = run(&["--trace-unit", "sectors", "--runtime", "50ms"]);
+    let t = &r.config.extra["trace"];
+    let replayed = t["requests_replayed"].as_u64().unwrap();
+    assert!((50..=51).contains(&replayed), "{replayed}");
+    assert_eq!(r.aggregate.read.ios + r.aggregate.write.ios, replayed);
+    assert_eq!(t["requests"], 200);
+    assert_eq!(r.config.workload.runtime_ns, Some(50_000_000));
+    assert!(
+        table.contains(&format!(
+            "200 requests, {replayed} replayed before --runtime ended"
+        )),
+        "{table}"
+    );
 }
 
 #[test]

@@ -507,12 +507,42 @@ impl TraceArgs {
             File::open(path).with_context(|| format!("--trace {}: cannot open", path.display()))?;
         let t = read_trace(BufReader::new(f), format, &opts)
             .with_context(|| format!("--trace {}", path.display()))?;
+        if let Some(odd) = t.odd_sizes() {
+            eprintln!(
+                "nines: warning: {}",
+                odd_sizes_warning(path, &t, &odd, format, unit)
+            );
+        }
         Ok(Some(t))
     }
 
     pub fn fit_policy(&self) -> Result<FitPolicy> {
         Ok(self.trace_fit.parse()?)
     }
+}
+
+/// Sizes that are not whole sectors: most likely a trace in 512-byte sectors read as bytes.
+pub(crate) fn odd_sizes_warning(
+    path: &std::path::Path,
+    t: &Trace,
+    odd: &nines_trace::OddSizes,
+    format: TraceFormat,
+    unit: TraceUnit,
+) -> String {
+    let hint = if format == TraceFormat::Replayer && unit == TraceUnit::Bytes {
+        "if the file counts in 512-byte sectors, give --trace-unit sectors"
+    } else {
+        "check --trace-format and --trace-unit"
+    };
+    format!(
+        "--trace {}: {} of {} requests are smaller than 512 bytes or not a multiple of 512 \
+         (the first at {}: {} bytes); {hint}",
+        path.display(),
+        odd.requests,
+        t.records.len(),
+        t.location(odd.first_index),
+        odd.first_len_bytes,
+    )
 }
 
 /// One `--percentiles` value: a whole list (clap would read a bare `Vec` as repeated values).
