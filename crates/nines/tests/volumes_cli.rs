@@ -580,3 +580,136 @@ fn profile_replays_every_trace_format_on_files_and_zram() {
         }
     }
 }
+
+/// serial over zram: a sequential verified fill lands on the members exactly where the policy
+/// (run again in memory over the same writes) puts it, format trims included; then random
+/// overwrites of the whole volume make the front-end rotate and xGC move data and trim segments
+/// through the real driver, which the report's `volume.stats` shows.
+#[test]
+fn serial_over_zram_writes_where_the_policy_says_and_collects() {
+    use nines_array::testing::SyncDriver;
+    use nines_array::{LayoutSpec, SerialSpec, Volume, VolumeParams, build};
+    let z: Vec<Zram> = (0..4).map(|_| Zram::new("16M")).collect();
+    let paths: Vec<String> = z.iter().map(Zram::path).collect();
+    let p: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let opts = [
+        "--layout",
+        "serial",
+        "--segment",
+        "1m",
+        "--stripe",
+        "64k",
+        "--gc-start",
+        "2",
+        "--gc-stop",
+        "3",
+    ];
+    let spec = SerialSpec {
+        column_members: 1,
+        stripe_bytes: 64 << 10,
+        segment_bytes: 1 << 20,
+        unit_bytes: 4096,
+        rotate_free: 1,
+        gc_start: 2,
+        gc_stop: 3,
+        gc_depth: 4,
+        move_bytes: 256 << 10,
+    };
+    // 4 columns of 16 segments, less 4 * 2 + 3 in reserve: 53 MiB.
+    let size = 53u64 << 20;
+    let dir = disk_dir();
+    let json = dir.path().join("fill.json");
+    let ios = (size / (64 << 10)).to_string();
+    let mut args = vec![
+        "profile",
+        "--quiet",
+        "--rw",
+        "write",
+        "--bs",
+        "64k",
+        "--iodepth",
+        "4",
+        "--ios",
+        &ios,
+        "--verify",
+        "--allow-writes",
+        "--seed",
+        "11",
+        "--json",
+        s(&json),
+    ];
+    args.extend(opts);
+    args.extend(&p);
+    ok(nines(&args), "serial fill");
+    let r = report(&json);
+    assert_eq!(r.devices[0].size_bytes, size);
+    // The same writes through the policy in memory, in the same (submission) order.
+    let sizes = [16u64 << 20; 4];
+    let v = build(
+        &LayoutSpec::Serial(spec),
+        &VolumeParams {
+            member_sizes_bytes: &sizes,
+            block_bytes: 4096,
+            tags: 1,
+            len_bytes_max: 64 << 10,
+        },
+    )
+    .unwrap();
+    assert_eq!(v.size_bytes(), size);
+    let mut d = SyncDriver::new(v, &sizes, 1, 64 << 10);
+    let mut buf = vec![0u8; 64 << 10];
+    for off in (0..size).step_by(64 << 10) {
+        nines_io::fill_pattern(&mut buf, off, 11);
+        d.write(off, &buf).unwrap();
+    }
+    for (m, path) in paths.iter().enumerate() {
+        let real = std::fs::read(path).unwrap();
+        assert!(
+            real == d.members().bytes(m as u32),
+            "member {m} differs from the policy's placement"
+        );
+    }
+    // Random overwrites, 4 volumes' worth: rotation, xGC and its trims on real devices.
+    let json = dir.path().join("rand.json");
+    let ios = (4 * size / (64 << 10)).to_string();
+    let mut args = vec![
+        "profile",
+        "--quiet",
+        "--rw",
+        "randwrite",
+        "--bs",
+        "64k",
+        "--iodepth",
+        "8",
+        "--ios",
+        &ios,
+        "--verify",
+        "--allow-writes",
+        "--seed",
+        "12",
+        "--json",
+        s(&json),
+    ];
+    args.extend(opts);
+    args.extend(&p);
+    ok(nines(&args), "serial random overwrites");
+    let r = report(&json);
+    let st = &r.devices[0].volume.as_ref().unwrap().stats;
+    let n = |k: &str| st[k].as_u64().unwrap();
+    assert_eq!(n("client_write_bytes"), 4 * size, "{st}");
+    assert!(n("rotations") >= 3, "{st}");
+    assert!(n("gc_victims") > 0 && n("gc_units_moved") > 0, "{st}");
+    assert!(
+        n("segments_trimmed") > 64,
+        "format trims and cleaned victims: {st}"
+    );
+    assert_eq!(
+        n("gc_errors") + n("write_errors") + n("trim_errors"),
+        0,
+        "{st}"
+    );
+    assert!(
+        st["array_write_amplification"].as_f64().unwrap() > 1.0,
+        "{st}"
+    );
+}
