@@ -89,6 +89,12 @@ pub struct SerialSpec {
     pub gc_depth: u32,
     /// Bytes one xGC move reads and writes at most (`--gc-move`).
     pub move_bytes: u32,
+    /// Start as if the volume's first `start_full_bytes` had been written once, in order
+    /// (`--start-full SIZE`): those units mapped, the columns filled from the first one on,
+    /// the front-end the column with the most free segments. For aged simulated members (whose
+    /// data is there); on real members the volume then reads whatever they hold. 0: empty.
+    #[serde(default)]
+    pub start_full_bytes: u64,
 }
 
 impl Default for SerialSpec {
@@ -105,6 +111,7 @@ impl Default for SerialSpec {
             gc_stop: 15,
             gc_depth: 4,
             move_bytes: 256 << 10,
+            start_full_bytes: 0,
         }
     }
 }
@@ -351,7 +358,7 @@ impl Serial {
         let vol_units = (size_bytes / u64::from(unit)) as usize;
         let tags = tags.max(1);
         let gc_base = tags * per_io;
-        Ok(Serial {
+        let mut v = Serial {
             spec,
             n,
             w,
@@ -413,7 +420,45 @@ impl Serial {
                 + spec.gc_depth as usize
                 + (TRIM_SLOTS * w) as usize
                 + 1,
-        })
+        };
+        if spec.start_full_bytes > 0 {
+            if spec.start_full_bytes > size_bytes {
+                return bad(format!(
+                    "--start-full {} is larger than the volume ({size_bytes} bytes)",
+                    spec.start_full_bytes
+                ));
+            }
+            v.fill_in_order(spec.start_full_bytes.div_ceil(u64::from(unit)) as u32);
+        }
+        Ok(v)
+    }
+
+    /// Maps every volume unit in order onto the columns' segments, leaving each column its last
+    /// `rotate_free + 1` segments free (the room rotation leaves GC), the rest of the reserve
+    /// at the end: the state a sequential fill leaves.
+    fn fill_in_order(&mut self, units: u32) {
+        let keep = (self.spec.rotate_free + 1).min(self.s);
+        let mut u = 0u32;
+        for c in 0..self.k {
+            for sg in 0..self.s - keep {
+                if u >= units {
+                    break;
+                }
+                let g = c * self.s + sg;
+                let n = self.seg_units.min(units - u);
+                for i in 0..n {
+                    let p = g * self.seg_units + i;
+                    self.map[(u + i) as usize] = p;
+                    self.rev[p as usize] = u + i;
+                }
+                self.valid[g as usize] = n;
+                self.set_state(g, Seg::Sealed);
+                u += n;
+            }
+        }
+        debug_assert_eq!(u, units, "the reserve leaves room for every unit");
+        let best = (0..self.k).max_by_key(|&c| (self.col_free[c as usize], c));
+        self.front = best.unwrap_or(0);
     }
 
     /// The column whose members take the client's writes now.
@@ -1258,14 +1303,14 @@ impl Volume for Serial {
                 "valid_bytes".into(),
                 (self.valid.iter().map(|&x| u64::from(x)).sum::<u64>() * self.unit).into(),
             );
+            // Roles over time: at each rotation, its time and the new front-end column.
             o.insert(
-                "roles".into(),
-                serde_json::json!(
-                    self.roles
-                        .iter()
-                        .map(|&(t, f)| serde_json::json!({"t_ns": t, "front": f}))
-                        .collect::<Vec<_>>()
-                ),
+                "rotation_t_ns".into(),
+                serde_json::json!(self.roles.iter().map(|r| r.0).collect::<Vec<_>>()),
+            );
+            o.insert(
+                "rotation_front".into(),
+                serde_json::json!(self.roles.iter().map(|r| r.1).collect::<Vec<_>>()),
             );
             o.insert("roles_dropped".into(), self.roles_dropped.into());
             o.insert("interval_ns".into(), self.interval_ns.into());
@@ -1294,6 +1339,7 @@ mod tests {
             gc_stop: 1,
             gc_depth: 2,
             move_bytes: 8192,
+            start_full_bytes: 0,
         };
         let s = Serial::new(spec, &[1 << 20; 4], 512, 1, 65536).unwrap();
         // 16 segments of 32 KiB per member per column.

@@ -159,6 +159,8 @@ struct Loop<'a, 'w> {
     gc_last: Vec<u64>,
     gc_was_free: Vec<bool>,
     gc_free_moved: Vec<u64>,
+    /// GC is counted from here (the end of the ramp).
+    gc_from_ns: u64,
 }
 
 impl Loop<'_, '_> {
@@ -170,7 +172,7 @@ impl Loop<'_, '_> {
             .ssd()
             .map_or(0, |s| s.ftl_stats().units_moved);
         let d = moved.saturating_sub(self.gc_last[g]);
-        if self.gc_was_free[g] {
+        if self.gc_was_free[g] && self.member_last_ns[g] >= self.gc_from_ns {
             self.gc_free_moved[g] += d;
         }
         self.gc_last[g] = moved;
@@ -618,6 +620,7 @@ pub fn run_logged(
         gc_last,
         gc_was_free: vec![false; n_members],
         gc_free_moved: vec![0; n_members],
+        gc_from_ns: timing.ramp_end_ns(),
     };
     lp.run();
     if let Some(mut sink) = lp.lat.take() {

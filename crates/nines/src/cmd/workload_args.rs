@@ -255,6 +255,10 @@ pub struct VolumeArgs {
     /// serial: bytes one GC move reads and writes at most [default: 256k].
     #[arg(long, value_parser = parse_size)]
     pub gc_move: Option<u64>,
+    /// serial: start as if the volume's first SIZE bytes had been written once in order (those
+    /// units mapped; for aged simulated members, whose data is there).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub start_full: Option<u64>,
     /// serial: GC victim policy (greedy: the back-end segment with the fewest valid units).
     #[arg(long, value_parser = ["greedy"])]
     pub victim: Option<String>,
@@ -279,6 +283,7 @@ impl VolumeArgs {
             gc_stop: self.gc_stop.unwrap_or(d.gc_stop),
             gc_depth: self.gc_depth.unwrap_or(d.gc_depth),
             move_bytes: small("gc-move", self.gc_move.unwrap_or(u64::from(d.move_bytes)))?,
+            start_full_bytes: self.start_full.unwrap_or(0),
         })
     }
 
@@ -309,6 +314,7 @@ impl VolumeArgs {
             ("--gc-depth", self.gc_depth.is_some()),
             ("--gc-move", self.gc_move.is_some()),
             ("--victim", self.victim.is_some()),
+            ("--start-full", self.start_full.is_some()),
         ];
         if self.layout != "serial"
             && let Some((name, _)) = serial_given.iter().find(|(_, given)| *given)
