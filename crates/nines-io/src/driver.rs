@@ -829,15 +829,21 @@ impl Progress {
         } else {
             ""
         };
-        eprint!("\r\x1b[2K{elapsed_s:6.1} s{phase}  {iops:>10.0} IOPS  p99 {p99}");
-        let _ = io::stderr().flush();
+        // A status line that cannot be shown (terminal gone) is not worth a panic.
+        let mut e = io::stderr().lock();
+        let _ = write!(
+            e,
+            "\r\x1b[2K{elapsed_s:6.1} s{phase}  {iops:>10.0} IOPS  p99 {p99}"
+        );
+        let _ = e.flush();
         self.shown = true;
     }
 
     fn clear(&mut self) {
         if self.shown {
-            eprint!("\r\x1b[2K");
-            let _ = io::stderr().flush();
+            let mut e = io::stderr().lock();
+            let _ = write!(e, "\r\x1b[2K");
+            let _ = e.flush();
         }
     }
 }

@@ -6,7 +6,27 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
+/// `print!`, `println!`, `eprint!` and `eprintln!` for the whole binary, shadowing std's (macro
+/// textual scope reaches every module declared below): they never panic on a closed pipe or a
+/// closed stderr (see stdio.rs).
+macro_rules! print {
+    ($($t:tt)*) => { $crate::stdio::out(format_args!($($t)*)) };
+}
+macro_rules! println {
+    () => { $crate::stdio::out(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::stdio::out(format_args!("{}\n", format_args!($($t)*))) };
+}
+#[allow(unused_macros)]
+macro_rules! eprint {
+    ($($t:tt)*) => { $crate::stdio::err(format_args!($($t)*)) };
+}
+macro_rules! eprintln {
+    () => { $crate::stdio::err(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::stdio::err(format_args!("{}\n", format_args!($($t)*))) };
+}
+
 mod cmd;
+mod stdio;
 
 /// Tail latency of all-flash arrays: measure, diagnose, simulate, report.
 #[derive(Parser, Debug)]

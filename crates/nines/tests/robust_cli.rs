@@ -332,3 +332,120 @@ fn a_second_writer_on_a_device_is_refused_naming_the_first() {
         "{e}"
     );
 }
+
+/// The write end of a pipe whose read end is already closed: every write to it fails with EPIPE,
+/// as `nines X | head -1` sees once head has exited.
+fn closed_pipe() -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe fills two descriptors; the read end is closed at once, the write end owned.
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        libc::close(fds[0]);
+        std::os::fd::OwnedFd::from_raw_fd(fds[1])
+    }
+}
+
+/// Every verb with its stdout (and then also its stderr) on a closed pipe: it ends quietly with
+/// its own exit status (0 here), never a panic (101) or SIGPIPE, and still writes its files.
+#[test]
+fn every_verb_into_a_closed_pipe_finishes_and_writes_its_files() {
+    let dir = disk_dir();
+    let d = dir.path();
+    let (json, lat) = sim_run(d);
+    let plan_root = d.join("root");
+    std::fs::create_dir(&plan_root).unwrap();
+    // (verb's arguments, the files it must write)
+    let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (
+            vec![
+                "profile",
+                "--ios",
+                "3000",
+                "--json",
+                "p.json",
+                "--hdr-log",
+                "p.hlog",
+            ],
+            vec!["p.json", "p.hlog"],
+        ),
+        (
+            vec![
+                "sim",
+                "--ios",
+                "3000",
+                "--json",
+                "s2.json",
+                "--fio-json",
+                "s2.fio",
+            ],
+            vec!["s2.json", "s2.fio"],
+        ),
+        (vec!["log", s(&lat)], vec![]),
+        (vec!["log", s(&lat), "-o", "l.csv"], vec!["l.csv"]),
+        (vec!["report", s(&json), "-o", "r.html"], vec!["r.html"]),
+        (
+            vec!["compare", s(&json), s(&json), "-o", "c.html"],
+            vec!["c.html"],
+        ),
+        (
+            vec!["doctor", "--json", "d.json", "--capture", "d.tar"],
+            vec!["d.json", "d.tar"],
+        ),
+        (vec!["merge", s(&json), "-o", "m.json"], vec!["m.json"]),
+        (
+            vec![
+                "sweep",
+                "--sim",
+                "afa-m2-2018",
+                "--qd",
+                "1,2",
+                "-o",
+                "sw",
+                "--",
+                "--ios",
+                "200",
+                "--precondition",
+                "none",
+            ],
+            vec!["sw/sweep.json", "sw/sweep.html"],
+        ),
+    ]
+    .into_iter()
+    .map(|(a, f)| (a.into_iter().map(String::from).collect(), f))
+    .collect();
+    for close_stderr in [false, true] {
+        for (args, files) in &cases {
+            for f in files {
+                let p = d.join(f);
+                let _ = std::fs::remove_file(&p);
+            }
+            let mut cmd = Command::new(BIN);
+            cmd.args(args)
+                .current_dir(d)
+                .env("TMPDIR", d)
+                .stdin(std::process::Stdio::null())
+                .stdout(closed_pipe());
+            if close_stderr {
+                cmd.stderr(closed_pipe());
+            } else {
+                cmd.stderr(std::process::Stdio::piped());
+            }
+            let o = cmd.output().unwrap();
+            let err = stderr(&o);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{args:?} (stderr closed: {close_stderr}): {:?} {err}",
+                o.status
+            );
+            assert!(
+                !err.contains("panicked") && !err.contains("Broken pipe"),
+                "{args:?}: {err}"
+            );
+            for f in files {
+                assert!(d.join(f).exists(), "{args:?}: {f} was not written");
+            }
+        }
+    }
+}

@@ -712,7 +712,7 @@ pub fn run(mut args: Args) -> Result<()> {
     drop(scratch);
     if outcome.interrupted_ns.is_some() {
         // Everything is written and the temporary files are gone; say "interrupted" to the shell.
-        let _ = std::io::stdout().flush();
+        crate::stdio::flush_out();
         std::process::exit(EXIT_INTERRUPTED);
     }
     Ok(())
