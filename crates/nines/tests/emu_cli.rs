@@ -337,3 +337,64 @@ fn serve_round_trips_data_through_raid5_of_emulated_devices() {
         assert!(e["overhead_ns"]["count"].as_u64().unwrap() > 0, "{e}");
     }
 }
+
+/// The other layouts take emulated members too: a write buffer (`--buffer emu:...`) in front of
+/// raid0 of emulated devices takes the writes, and a serial array's front-end column takes them.
+#[test]
+fn shaping_buffers_and_serial_arrays_take_emulated_members() {
+    let dir = tempfile::tempdir().unwrap();
+    tiny(dir.path());
+    let model = |r: &Value, i: usize, what: &str| {
+        r["config"]["extra"]["emu"]["devices"][i]["model"][what]
+            .as_u64()
+            .unwrap()
+    };
+    let mut args = vec![
+        "profile",
+        "--quiet",
+        "--layout",
+        "raid0",
+        "--throttle",
+        "20m",
+        "--buffer",
+        "emu:tiny.toml:32m",
+        "--rw",
+        "randwrite",
+        "--iodepth",
+        "4",
+        "--ios",
+        "500",
+        "--json",
+        "shaped.json",
+    ];
+    args.extend(["emu:tiny.toml:32m"; 2]);
+    ok(
+        nines(&args, dir.path()),
+        "raid0 with an emulated write buffer",
+    );
+    let r = json(&dir.path().join("shaped.json"));
+    // The buffer device is the volume's last member.
+    assert!(model(&r, 2, "writes") >= 500, "the buffer took the writes");
+
+    let mut args = vec![
+        "profile",
+        "--quiet",
+        "--layout",
+        "serial",
+        "--segment",
+        "4m",
+        "--rw",
+        "randwrite",
+        "--iodepth",
+        "4",
+        "--ios",
+        "500",
+        "--json",
+        "serial.json",
+    ];
+    args.extend(["emu:tiny.toml:256m"; 4]);
+    ok(nines(&args, dir.path()), "serial over emulated devices");
+    let r = json(&dir.path().join("serial.json"));
+    let writes: u64 = (0..4).map(|i| model(&r, i, "writes")).sum();
+    assert!(writes >= 500, "{writes} writes reached the models");
+}
