@@ -7,17 +7,31 @@
 # each round, ROUNDS rounds, medians. Wall-clock figures: run on a quiet machine; the ratios
 # against qemu-nbd come from the same run.
 #
-# Usage: bench/serve-vs-peers.sh   (QUICK=1: 3 rounds of 3 s per cell, under two minutes)
+# End to end, in the same run: fio through nines serve on a RAID5 D/ND volume of emulated SSDs
+# (EMU_MEMBERS x emu:EMU_PRESET:EMU_SIZE, aged to steady state as the emulator does for writing
+# workloads) against a passthrough export of one such emulated member and the transport floor
+# (nbdkit memory), 4 KiB randrw 70/30 at QD EMU_QD, alternating, medians: what the tail-cutting
+# volume gives a real NBD client, and what the server costs on top of the floor.
+#
+# Usage: bench/serve-vs-peers.sh   (QUICK=1: 2 rounds of 2 s per cell, under two minutes)
 # Environment: NINES (a prebuilt binary; default cargo build --release), RUNTIME (10),
-# ROUNDS (5), SIZE (256m).
+# ROUNDS (5), SIZE (256m), EMU_PRESET (p4600), EMU_SIZE (1g), EMU_MEMBERS (4), EMU_QD (16),
+# E2E (1; 0 skips the end-to-end part).
 # Last line: RESULT iops_vs_qemu_nbd=<nines/qemu-nbd IOPS at QD16> p9999_vs_qemu_nbd=<nines/
 # qemu-nbd p99.99 at QD16> iops_vs_qemu_nbd_qd1=... p9999_vs_qemu_nbd_qd1=...
+# e2e_dnd_read_p9999_us=... e2e_one_read_p9999_us=... e2e_floor_read_p9999_us=...
+# e2e_dnd_iops=... e2e_one_iops=... e2e_floor_iops=...
 set -euo pipefail
 
 RUNTIME=${RUNTIME:-10}
 ROUNDS=${ROUNDS:-5}
 SIZE=${SIZE:-256m}
-if [ "${QUICK:-0}" = 1 ]; then RUNTIME=3; ROUNDS=3; fi
+EMU_PRESET=${EMU_PRESET:-p4600}
+EMU_SIZE=${EMU_SIZE:-1g}
+EMU_MEMBERS=${EMU_MEMBERS:-4}
+EMU_QD=${EMU_QD:-16}
+E2E=${E2E:-1}
+if [ "${QUICK:-0}" = 1 ]; then RUNTIME=2; ROUNDS=2; fi
 
 die() { echo "serve-vs-peers: $*" >&2; exit 1; }
 for t in fio qemu-nbd nbdkit python3; do
@@ -37,15 +51,26 @@ sock="$work/nbd.sock"
 backend="$work/backend.img"
 truncate -s "$SIZE" "$backend"
 
+emu_members=()
+for _ in $(seq "$EMU_MEMBERS"); do emu_members+=("emu:$EMU_PRESET:$EMU_SIZE"); done
+
 start() {
   rm -f "$sock"
   case "$1" in
     nines) "$NINES" serve --socket "$sock" "$backend" 2>/dev/null & ;;
+    e2e-dnd) "$NINES" serve --socket "$sock" --layout raid5 --policy dnd "${emu_members[@]}" 2>"$work/$1.err" & ;;
+    e2e-one) "$NINES" serve --socket "$sock" "emu:$EMU_PRESET:$EMU_SIZE" 2>"$work/$1.err" & ;;
+    e2e-floor) nbdkit -f -U "$sock" memory "$SIZE" 2>/dev/null & ;;
     qemu-nbd) qemu-nbd -f raw --cache=writeback --aio=threads --persistent -k "$sock" -e 64 "$backend" 2>/dev/null & ;;
     nbdkit) nbdkit -f -U "$sock" memory "$SIZE" 2>/dev/null & ;;
   esac
   pid=$!
-  for _ in $(seq 200); do [ -S "$sock" ] && return; sleep 0.05; done
+  # Emulated members are aged before the server listens: allow minutes.
+  for _ in $(seq 6000); do
+    [ -S "$sock" ] && return
+    kill -0 "$pid" 2>/dev/null || die "$1 exited: $(cat "$work/$1.err" 2>/dev/null)"
+    sleep 0.05
+  done
   die "$1 did not listen"
 }
 stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=; }
@@ -64,9 +89,23 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$work" "$ROUNDS" <<'PY'
+if [ "$E2E" = 1 ]; then
+  for r in $(seq "$ROUNDS"); do
+    for s in e2e-dnd e2e-one e2e-floor; do
+      start "$s"
+      fio --name=serve --ioengine=nbd --uri="nbd+unix:///?socket=$sock" --rw=randrw \
+        --rwmixread=70 --bs=4k --iodepth="$EMU_QD" --size="$SIZE" --time_based --runtime="$RUNTIME" \
+        --percentile_list=50:99:99.99 --output-format=json --output="$work/$s-$r.json" \
+        >/dev/null 2>&1 || die "fio against $s failed"
+      stop
+    done
+  done
+fi
+
+python3 - "$work" "$ROUNDS" "$E2E" "$EMU_MEMBERS" "$EMU_PRESET" "$EMU_SIZE" "$EMU_QD" <<'PY'
 import json, statistics, sys
-work, rounds = sys.argv[1], int(sys.argv[2])
+work, rounds, e2e = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+members, preset, size, qd = sys.argv[4:8]
 def cell(s, qd):
     iops, p = [], []
     for r in range(1, rounds + 1):
@@ -83,6 +122,28 @@ for qd in (1, 16):
 print("goal (issue 13): nines IOPS >= qemu-nbd's, p99.99 <= qemu-nbd's; nbdkit memory is the transport floor")
 def ratio(qd, i):
     return res[("nines", qd)][i] / res[("qemu-nbd", qd)][i]
-print(f"RESULT iops_vs_qemu_nbd={ratio(16, 0):.3f} p9999_vs_qemu_nbd={ratio(16, 1):.3f} "
-      f"iops_vs_qemu_nbd_qd1={ratio(1, 0):.3f} p9999_vs_qemu_nbd_qd1={ratio(1, 1):.3f}")
+line = (f"RESULT iops_vs_qemu_nbd={ratio(16, 0):.3f} p9999_vs_qemu_nbd={ratio(16, 1):.3f} "
+        f"iops_vs_qemu_nbd_qd1={ratio(1, 0):.3f} p9999_vs_qemu_nbd_qd1={ratio(1, 1):.3f}")
+if e2e:
+    names = {"e2e-dnd": f"raid5 D/ND of {members} x emu:{preset}:{size}",
+             "e2e-one": f"passthrough emu:{preset}:{size}",
+             "e2e-floor": "nbdkit memory (floor)"}
+    print()
+    print(f"end to end: fio nbd 4 KiB randrw 70/30 QD{qd}, medians of {rounds} rounds")
+    print(f"{'export':<40} {'IOPS':>8} {'read p50 us':>12} {'read p99 us':>12} {'read p99.99 us':>15}")
+    e = {}
+    for s in ("e2e-dnd", "e2e-one", "e2e-floor"):
+        iops, p50, p99, p9999 = [], [], [], []
+        for r in range(1, rounds + 1):
+            j = json.load(open(f"{work}/{s}-{r}.json"))["jobs"][0]
+            iops.append(j["read"]["iops"] + j["write"]["iops"])
+            p = j["read"]["clat_ns"]["percentile"]
+            p50.append(p["50.000000"]); p99.append(p["99.000000"]); p9999.append(p["99.990000"])
+        m = statistics.median
+        e[s] = (m(iops), m(p50) / 1e3, m(p99) / 1e3, m(p9999) / 1e3)
+        print(f"{names[s]:<40} {e[s][0]:>8.0f} {e[s][1]:>12.1f} {e[s][2]:>12.1f} {e[s][3]:>15.1f}")
+    line += (f" e2e_dnd_read_p9999_us={e['e2e-dnd'][3]:.1f} e2e_one_read_p9999_us={e['e2e-one'][3]:.1f}"
+             f" e2e_floor_read_p9999_us={e['e2e-floor'][3]:.1f} e2e_dnd_iops={e['e2e-dnd'][0]:.0f}"
+             f" e2e_one_iops={e['e2e-one'][0]:.0f} e2e_floor_iops={e['e2e-floor'][0]:.0f}")
+print(line)
 PY
