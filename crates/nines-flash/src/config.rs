@@ -10,13 +10,17 @@ use crate::FlashError;
 
 /// The presets shipped with nines, embedded at build time. Each file documents where its
 /// numbers come from.
-pub const PRESETS: [(&str, &str); 6] = [
+pub const PRESETS: [(&str, &str); 7] = [
     ("afa-m2-2018", include_str!("../presets/afa-m2-2018.toml")),
     ("intel-750", include_str!("../presets/intel-750.toml")),
     ("z-ssd", include_str!("../presets/z-ssd.toml")),
     (
         "mqsim-default",
         include_str!("../presets/mqsim-default.toml"),
+    ),
+    (
+        "mqsim-compatible",
+        include_str!("../presets/mqsim-compatible.toml"),
     ),
     (
         "ttflash-fast17",

@@ -102,3 +102,104 @@ fn occupancy_targeted_preconditioning_fills_only_its_share() {
     assert_eq!(ssd.ftl_stats().host_units, 0);
     ssd.ftl().check_consistency().unwrap();
 }
+
+/// The `mqsim-compatible` preset is MQSim's default ssdconfig.xml (CMU-SAFARI/MQSim @ 7ec40e3)
+/// field by field; the derived sizes follow MQSim's own formulas
+/// (Address_Mapping_Unit_Page_Level.cpp, Data_Cache_Manager_Base.h, SSD_Device.cpp).
+#[test]
+fn mqsim_compatible_is_mqsims_default_config_field_by_field() {
+    use nines_flash::DeviceConfig;
+    use nines_flash::config::{BlockPool, GcVictim};
+    let c = DeviceConfig::preset("mqsim-compatible").unwrap();
+    let g = &c.geometry;
+    // Flash_Channel_Count, Chip_No_Per_Channel, Die_No_Per_Chip, Plane_No_Per_Die,
+    // Block_No_Per_Plane, Page_No_Per_Block, Page_Capacity.
+    assert_eq!(
+        (
+            g.channels,
+            g.chips_per_channel,
+            g.dies_per_chip,
+            g.planes_per_die,
+            g.blocks_per_plane,
+            g.pages_per_block,
+            g.page_size_bytes
+        ),
+        (8, 4, 2, 2, 2048, 256, 8192)
+    );
+    assert_eq!(g.map_unit_bytes, 8192, "PAGE_LEVEL mapping of 8 KiB pages");
+    assert_eq!(g.parallel_unit, ParallelUnit::Chip);
+    let t = &c.timing;
+    assert_eq!(
+        (t.read_ns, t.program_ns, t.erase_ns),
+        (75_000, 750_000, 3_800_000)
+    );
+    assert_eq!(t.channel_bytes_per_s, 333 * 1_000_000, "width 1 x 333 MT/s");
+    let f = &c.ftl;
+    assert_eq!(
+        (
+            f.over_provisioning,
+            f.gc_soft_threshold,
+            f.gc_hard_threshold
+        ),
+        (0.07, 0.05, 0.005)
+    );
+    assert_eq!(f.allocation, Allocation::Static, "CWDP");
+    assert_eq!(f.block_pool, BlockPool::Plane);
+    assert_eq!(f.gc_victim, GcVictim::DChoices, "RGA");
+    assert_eq!(f.gc_candidates, (2048f64).log2() as u32, "rga_set_size");
+    assert!(!f.gc_copyback, "Use_Copyback_for_GC false");
+    assert!(c.controller.read_priority, "PRIORITY_OUT_OF_ORDER");
+    assert_eq!(c.controller.overhead_ns, 0);
+    assert_eq!(
+        (
+            c.controller.read_bytes_per_s,
+            c.controller.write_bytes_per_s
+        ),
+        (4_000_000_000, 4_000_000_000),
+        "4 PCIe lanes x 1 GB/s"
+    );
+    // CMT: entry ceil((2 log2(pages) + sectors per page) / 8); GTD entry ceil((log2(pages) +
+    // sectors per page) / 8); entries per translation page = page / GTD entry.
+    let pages = 8u64 * 4 * 2 * 2 * 2048 * 256;
+    let sectors = 8192 / 512;
+    let cmt_entry = ((2.0 * (pages as f64).log2() + sectors as f64) / 8.0).ceil() as u32;
+    let gtd_entry = (((pages as f64).log2() + sectors as f64) / 8.0).ceil() as u32;
+    assert_eq!((cmt_entry, gtd_entry), (9, 6));
+    assert_eq!(c.mapping.cache_bytes, 2_097_152, "CMT_Capacity");
+    assert_eq!(c.mapping.entry_bytes, cmt_entry);
+    assert_eq!(c.mapping.flash_entry_bytes, gtd_entry);
+    assert_eq!(c.translation_entries_per_page(), 8192 / 6);
+    assert_eq!(c.mapping_cache_entries(), 2_097_152 / 9);
+    // back_pressure_buffer_max_depth: channels x chips x dies x planes x sectors per page.
+    assert_eq!(
+        c.buffer.write_buffer_bytes,
+        8 * 4 * 2 * 2 * sectors as u64 * 512
+    );
+    // DRAM: 100 MT/s DDR with 1-byte bursts moves 2 bytes per 10 ns; tRCD + tCL = 26 ns.
+    assert_eq!(c.buffer.dram_bytes_per_s, 200_000_000);
+    assert_eq!(c.buffer.dram_access_ns, 13 + 13);
+}
+
+/// On an idle preconditioned device, a 4 KiB read whose mapping is not cached reads its
+/// translation entry's sector first, then the data: the sum of both flash reads, exactly.
+#[test]
+fn mqsim_compatible_idle_read_pays_one_translation_read_then_the_data() {
+    let full = nines_flash::DeviceConfig::preset("mqsim-compatible").unwrap();
+    let cfg = full.scaled(full.min_scale()).unwrap();
+    let mut ssd = Ssd::new(&cfg, 1);
+    ssd.precondition(Precondition::Fill, 1);
+    let t = 1_000_000_000;
+    let done = ssd.submit(t, Op::Read, 0, 4096);
+    let chan = |b: u64| (b * 1_000_000_000).div_ceil(333_000_000);
+    let link = (4096u64 * 1_000_000_000).div_ceil(4_000_000_000);
+    assert_eq!(
+        done - t,
+        (75_000 + chan(512)) + (75_000 + chan(4096)) + link
+    );
+    // The same unit again: its entry is cached now.
+    let t2 = done + 1_000_000;
+    assert_eq!(
+        ssd.submit(t2, Op::Read, 0, 4096) - t2,
+        75_000 + chan(4096) + link
+    );
+}

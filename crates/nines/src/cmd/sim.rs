@@ -25,8 +25,8 @@ use nines_core::jobfile::JobFile;
 pub struct Args {
     #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// Device model: a preset (afa-m2-2018, intel-750, z-ssd, mqsim-default, ttflash-fast17),
-    /// a TOML file, or null:SIZE (zero-latency devices of SIZE, e.g. null:1g: the loop and the
+    /// Device model: a preset (afa-m2-2018, intel-750, z-ssd, mqsim-default, mqsim-compatible,
+    /// ttflash-fast17, p4600), a TOML file, or null:SIZE (zero-latency devices of SIZE, e.g. null:1g: the loop and the
     /// policies without any model).
     #[arg(long, default_value = "afa-m2-2018")]
     pub device: String,
