@@ -9,6 +9,7 @@ pub mod jobfile;
 pub mod latlog;
 pub mod merge;
 pub mod op;
+pub mod progress;
 pub mod report;
 pub mod run;
 pub mod source;

@@ -527,9 +527,15 @@ fn run_locked(
     shared.gate.wait();
 
     // Collect intervals (and watch for SIGINT/SIGTERM) until every worker has finished.
-    let mut progress = cfg
-        .progress
-        .then(|| Progress::new(start_ns, jobs[0].workload.ramp_ns));
+    let mut progress = cfg.progress.then(|| {
+        let w = &jobs[0].workload;
+        Progress::new(
+            start_ns,
+            w.ramp_ns,
+            w.runtime_ns.map(|r| r + w.ramp_ns),
+            names.clone(),
+        )
+    });
     let mut interrupted_ns = None;
     loop {
         if interrupted_ns.is_none() && sched::interrupted() {
@@ -548,7 +554,7 @@ fn run_locked(
                     shared.abort.store(true, Ordering::Relaxed);
                 }
                 if let Some(p) = progress.as_mut() {
-                    p.so_far.merge_from(&msg.rec);
+                    p.add(msg.device, &msg.rec);
                 }
                 msg.rec.reset();
                 if let Some(tx) = &spare_txs[msg.worker] {
@@ -784,21 +790,49 @@ impl HdrLog {
 struct Progress {
     start_ns: u64,
     ramp_ns: u64,
+    /// Ramp plus measured time, when the run ends by time.
+    total_ns: Option<u64>,
     so_far: DeviceRecorder,
+    /// Per target (up to [`PROGRESS_DEVICES_MAX`]): a coarse histogram (2 significant digits,
+    /// a few KiB) of everything so far, for the worst device's p99.99.
+    names: Vec<String>,
+    per_device: Vec<Option<hdrhistogram::Histogram<u64>>>,
     last_print_ns: u64,
     last_completed: u64,
     shown: bool,
 }
 
+/// Targets whose own tail the progress line tracks.
+const PROGRESS_DEVICES_MAX: usize = 1024;
+
 impl Progress {
-    fn new(start_ns: u64, ramp_ns: u64) -> Self {
+    fn new(start_ns: u64, ramp_ns: u64, total_ns: Option<u64>, names: Vec<String>) -> Self {
         Progress {
             start_ns,
             ramp_ns,
+            total_ns,
             so_far: DeviceRecorder::new(),
+            per_device: (0..names.len().min(PROGRESS_DEVICES_MAX))
+                .map(|_| None)
+                .collect(),
+            names,
             last_print_ns: start_ns,
             last_completed: 0,
             shown: false,
+        }
+    }
+
+    /// One interval of one target.
+    fn add(&mut self, device: u32, rec: &DeviceRecorder) {
+        self.so_far.merge_from(rec);
+        if let Some(slot) = self.per_device.get_mut(device as usize) {
+            let h = slot.get_or_insert_with(|| {
+                hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 2)
+                    .expect("constant bounds")
+            });
+            for d in &rec.dirs {
+                let _ = h.add(&d.hist);
+            }
         }
     }
 
@@ -816,25 +850,33 @@ impl Progress {
         let iops = (completed - self.last_completed.min(completed)) as f64 / dt_s;
         self.last_print_ns = now;
         self.last_completed = completed;
-        let elapsed_s = now.saturating_sub(self.start_ns) as f64 * 1e-9;
+        let elapsed_ns = now.saturating_sub(self.start_ns);
         let mut merged = self.so_far.dirs[0].hist.clone();
         let _ = merged.add(&self.so_far.dirs[1].hist);
-        let p99 = if merged.is_empty() {
-            "-".to_string()
-        } else {
-            format!("{:.1} us", merged.value_at_quantile(0.99) as f64 / 1000.0)
-        };
-        let phase = if now < self.start_ns + self.ramp_ns {
-            " (ramp)"
-        } else {
-            ""
-        };
+        let p99_ns = (!merged.is_empty()).then(|| merged.value_at_quantile(0.99));
+        let worst = self
+            .per_device
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| {
+                let h = h.as_ref().filter(|h| !h.is_empty())?;
+                Some((i, h.value_at_quantile(0.9999)))
+            })
+            .max_by_key(|x| x.1);
+        let line = nines_core::progress::line(&nines_core::progress::ProgressView {
+            clock: "",
+            elapsed_ns,
+            total_ns: self.total_ns,
+            ramp_ns: self.ramp_ns,
+            wall_s: elapsed_ns as f64 * 1e-9,
+            iops: Some(iops),
+            ios: None,
+            p99_ns,
+            worst: worst.map(|(i, v)| (self.names[i].as_str(), v)),
+        });
         // A status line that cannot be shown (terminal gone) is not worth a panic.
         let mut e = io::stderr().lock();
-        let _ = write!(
-            e,
-            "\r\x1b[2K{elapsed_s:6.1} s{phase}  {iops:>10.0} IOPS  p99 {p99}"
-        );
+        let _ = write!(e, "\r\x1b[2K{line}");
         let _ = e.flush();
         self.shown = true;
     }

@@ -1039,3 +1039,43 @@ fn json_to_a_fifo_is_written_in_place() {
         "the FIFO was replaced"
     );
 }
+
+/// On a terminal (a pseudo-terminal from `script`), profile's live line shows the elapsed time
+/// of the total (ramp included), marks the ramp, and names the device with the worst p99.99 so
+/// far.
+#[test]
+fn live_line_shows_total_ramp_and_worst_device() {
+    let dir = disk_dir();
+    let a = make_file(dir.path(), "a.dat", 4 << 20);
+    let b = make_file(dir.path(), "b.dat", 4 << 20);
+    let bin = env!("CARGO_BIN_EXE_nines");
+    let out = Command::new("script")
+        .args([
+            "-qec",
+            &format!(
+                "{bin} profile {} {} --ramp 1500ms --runtime 1500ms --no-mlock",
+                s(&a),
+                s(&b)
+            ),
+            "/dev/null",
+        ])
+        .output()
+        .expect("script (util-linux) runs the command on a pseudo-terminal");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text
+        .split('\r')
+        .filter_map(|l| l.strip_prefix("\x1b[2K"))
+        .filter(|l| l.contains(" of 3.0 s ("))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l.contains("RAMP (not measured")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(
+            |l| l.contains("worst p99.99 ") && (l.ends_with(" a.dat") || l.ends_with(" b.dat"))
+        ),
+        "{lines:?}"
+    );
+}

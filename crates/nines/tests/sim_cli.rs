@@ -527,3 +527,30 @@ fn workload_options_cannot_be_combined_with_a_trace() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("--bs") && err.contains("--trace"), "{err}");
 }
+
+/// On a terminal (a pseudo-terminal from `script`), the simulation shows a live line with its
+/// total: how far it is in simulated time, the time left and the I/Os so far; it is erased at
+/// the end. Without a terminal nothing of it is printed.
+#[test]
+fn progress_on_a_terminal_shows_the_total() {
+    let bin = env!("CARGO_BIN_EXE_nines");
+    let script = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!("{bin} sim --precondition none --runtime 150ms --ramp 50ms"),
+            "/dev/null",
+        ])
+        .output()
+        .expect("script (util-linux) runs the command on a pseudo-terminal");
+    assert!(script.status.success());
+    let out = String::from_utf8_lossy(&script.stdout);
+    assert!(
+        out.contains("\r\x1b[2Knines sim: 0.0 of 0.2 s simulated (0%)"),
+        "{out:?}"
+    );
+    assert!(out.contains("RAMP (not measured"), "{out:?}");
+    assert!(out.contains(" I/Os"), "{out:?}");
+    let o = nines(&["sim", "--precondition", "none", "--runtime", "100ms"]);
+    assert!(o.status.success());
+    assert!(!stderr(&o).contains('\r'), "{}", stderr(&o));
+}

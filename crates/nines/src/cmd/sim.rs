@@ -7,7 +7,7 @@
 //! fill, so that every read touches flash. `none`, `fill` and `steady` force one.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -104,6 +104,44 @@ fn parse_completion(s: &str) -> Result<CompletionMode, String> {
 }
 fn parse_service(s: &str) -> Result<ServiceDist, String> {
     s.parse()
+}
+
+/// Runs `work`, and while it runs (when `live`) rewrites one status line on stderr twice a
+/// second with `text(wall seconds so far)`; the line is erased when `work` returns.
+fn ticking<T>(live: bool, text: impl Fn(f64) -> String + Sync, work: impl FnOnce() -> T) -> T {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    if !live {
+        return work();
+    }
+    let done = AtomicBool::new(false);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut shown = false;
+            // The first line at once, then twice a second.
+            let mut last: Option<Instant> = None;
+            while !done.load(Ordering::Relaxed) {
+                if last.is_none_or(|l| l.elapsed().as_millis() >= 500) {
+                    last = Some(Instant::now());
+                    eprint!(
+                        "\r\x1b[2Knines sim: {}",
+                        text(start.elapsed().as_secs_f64())
+                    );
+                    let _ = std::io::stderr().flush();
+                    shown = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            if shown {
+                let mut e = std::io::stderr().lock();
+                let _ = write!(e, "\r\x1b[2K");
+                let _ = e.flush();
+            }
+        });
+        let r = work();
+        done.store(true, Ordering::Relaxed);
+        r
+    })
 }
 
 /// A job file's settings that the simulator uses where the command line gave none: one device
@@ -265,8 +303,20 @@ pub fn run(mut args: Args) -> Result<()> {
         trace_depth: args.trace.trace_depth,
         fold_completions: true,
     };
+    // On a terminal, a live line: preconditioning can take a minute, and the simulation longer.
+    let live = !args.quiet && std::io::stderr().is_terminal();
     let wall = Instant::now();
-    let mut prep = nines_sim::prepare(&cfg, writes)?;
+    let what = format!(
+        "preconditioning {} x {} ({})",
+        cfg.devices,
+        cfg.device_name(),
+        args.precondition
+    );
+    let mut prep = ticking(
+        live && args.precondition != "none",
+        |wall_s| format!("{what}: {}", nines_core::progress::short_s(wall_s)),
+        || nines_sim::prepare(&cfg, writes),
+    )?;
     let prep_s = wall.elapsed().as_secs_f64();
     let mut trace = trace;
     if let Some(t) = trace.as_mut() {
@@ -323,18 +373,37 @@ pub fn run(mut args: Args) -> Result<()> {
             .as_mut()
             .map(|f| (f as &mut dyn Write, args.hdr_interval)),
     };
-    let out =
-        nines_sim::run_logged(&mut prep, trace.as_ref(), logs, None).map_err(|e| match &e {
-            SimError::LatLog(_) => anyhow::Error::new(e).context(format!(
-                "--lat-log {}",
-                args.lat_log.as_deref().unwrap_or(Path::new("")).display()
-            )),
-            SimError::HdrLog(_) => anyhow::Error::new(e).context(format!(
-                "--hdr-log {}",
-                args.hdr_log.as_deref().unwrap_or(Path::new("")).display()
-            )),
-            _ => anyhow::Error::new(e),
-        })?;
+    let progress = nines_sim::SimProgress::default();
+    let w = &cfg.jobs[0].workload;
+    let total_ns = w.runtime_ns.map(|r| r + w.ramp_ns);
+    let ramp_ns = w.ramp_ns;
+    let out = ticking(
+        live,
+        |wall_s| {
+            use std::sync::atomic::Ordering::Relaxed;
+            nines_core::progress::line(&nines_core::progress::ProgressView {
+                clock: "simulated",
+                elapsed_ns: progress.sim_ns.load(Relaxed),
+                total_ns,
+                ramp_ns,
+                wall_s,
+                ios: Some(progress.ios.load(Relaxed)),
+                ..Default::default()
+            })
+        },
+        || nines_sim::run_logged(&mut prep, trace.as_ref(), logs, Some(&progress)),
+    )
+    .map_err(|e| match &e {
+        SimError::LatLog(_) => anyhow::Error::new(e).context(format!(
+            "--lat-log {}",
+            args.lat_log.as_deref().unwrap_or(Path::new("")).display()
+        )),
+        SimError::HdrLog(_) => anyhow::Error::new(e).context(format!(
+            "--hdr-log {}",
+            args.hdr_log.as_deref().unwrap_or(Path::new("")).display()
+        )),
+        _ => anyhow::Error::new(e),
+    })?;
     let run_s = wall.elapsed().as_secs_f64();
     let mut report = out.report;
     report.config.lat_log = args.lat_log.as_ref().map(|p| p.display().to_string());
