@@ -190,7 +190,19 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, ParseError> {
     for part in t.split(',') {
         let part = part.trim();
         let parse_one = |x: &str| -> Result<usize, ParseError> {
-            let v: usize = x.trim().parse().map_err(|_| {
+            let x = x.trim();
+            // "1,000" is a thousands separator, not CPUs 1 and 0: a CPU number never has a
+            // leading zero.
+            if x.len() > 1 && x.starts_with('0') {
+                return Err(ParseError::new(
+                    WHAT,
+                    s,
+                    format!(
+                        "'{x}' has a leading zero; CPU lists are comma-separated CPU numbers like 0-3,8 (no thousands separators)"
+                    ),
+                ));
+            }
+            let v: usize = x.parse().map_err(|_| {
                 ParseError::new(
                     WHAT,
                     s,
@@ -330,6 +342,11 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
+        // "1,000" is not CPUs 1 and 0 (issue 15): leading zeros are refused.
+        let e = parse_cpu_list("1,000").unwrap_err().to_string();
+        assert!(e.contains("leading zero"), "{e}");
+        assert!(parse_cpu_list("0-07").is_err());
+        assert_eq!(parse_cpu_list("0,10").unwrap(), vec![0, 10]);
         assert_eq!(parse_cpu_list("0"), Ok(vec![0]));
         assert_eq!(parse_cpu_list("4-6,1,5"), Ok(vec![1, 4, 5, 6]));
         assert_eq!(parse_cpu_list(" 0-1 , 3 "), Ok(vec![0, 1, 3]));

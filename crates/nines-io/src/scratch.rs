@@ -32,6 +32,14 @@ impl ScratchFiles {
         candidates.push(PathBuf::from("/var/tmp"));
         candidates.push(std::env::temp_dir());
         candidates.push(PathBuf::from("."));
+        // $TMPDIR is often /var/tmp or temp_dir(): try each directory once.
+        let mut seen = Vec::new();
+        candidates.retain(|c| {
+            let key = std::fs::canonicalize(c).unwrap_or_else(|_| c.clone());
+            let new = !seen.contains(&key);
+            seen.push(key);
+            new
+        });
         let mut reasons = Vec::new();
         for base in candidates {
             match Self::create_in(&base, count, size_bytes) {
@@ -48,6 +56,15 @@ impl ScratchFiles {
     }
 
     fn create_in(base: &Path, count: usize, size_bytes: u64) -> io::Result<ScratchFiles> {
+        // Never fill a filesystem: the files are written in full (reads must be real).
+        let need = size_bytes.saturating_mul(count as u64);
+        if let Some(free) = free_bytes(base)
+            && need > free
+        {
+            return Err(io::Error::other(format!(
+                "{count} files of {size_bytes} bytes need {need} bytes but only {free} are free there; pass a smaller --size"
+            )));
+        }
         let dir = tempfile::Builder::new()
             .prefix("nines-default-")
             .tempdir_in(base)?;
@@ -95,6 +112,19 @@ impl ScratchFiles {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+}
+
+/// Bytes an unprivileged user may still write on the filesystem holding `dir` (statvfs), or None
+/// when it cannot be asked.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills st from a valid C path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
 #[cfg(test)]

@@ -449,3 +449,57 @@ fn every_verb_into_a_closed_pipe_finishes_and_writes_its_files() {
         }
     }
 }
+
+/// Sizes that used to abort on allocation or fill the disk are refused up front, with messages
+/// that say what to give instead; ambiguous input is not silently reinterpreted.
+#[test]
+fn absurd_sizes_are_refused_up_front_with_clear_messages() {
+    let dir = disk_dir();
+    let d = dir.path();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["sim", "--quiet", "--ios", "10", "--host-cpus", "4294967295"],
+            "give at most 65536",
+        ),
+        (
+            &["sim", "--quiet", "--ios", "10", "--memory-budget", "1p"],
+            "more than this host's memory",
+        ),
+        (
+            &["sim", "--quiet", "--ios", "10", "--memory-budget", "1k"],
+            "1024 bytes: too small",
+        ),
+        (
+            &["profile", "--quiet", "--ios", "10", "--cpus", "1,000"],
+            "leading zero",
+        ),
+        (
+            &["profile", "--quiet", "--ios", "10", "--size", "1p"],
+            "pass a smaller --size",
+        ),
+    ];
+    for (args, want) in cases {
+        let o = Command::new(BIN)
+            .args(args)
+            .current_dir(d)
+            .env("TMPDIR", d)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains(want), "{args:?}: {e}");
+        assert!(!e.contains("0 MiB"), "{args:?}: {e}");
+    }
+    // Nothing was created in the temporary directory by the refused --size.
+    let left: Vec<_> = std::fs::read_dir(d).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    // Durations are printed as people write them.
+    let o = Command::new(BIN)
+        .args(["profile", "--quiet", "--runtime", "300ms"])
+        .env("TMPDIR", d)
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert!(e.contains("for 300 ms"), "{e}");
+    assert!(!e.contains("0.3000000"), "{e}");
+}

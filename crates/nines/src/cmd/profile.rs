@@ -236,7 +236,7 @@ pub fn run(mut args: Args) -> Result<()> {
             spec.runtime_ns = Some(DEFAULT_RUNTIME_NS);
         }
         let runtime = match spec.runtime_ns {
-            Some(ns) => format!("{} s", ns as f64 * 1e-9),
+            Some(ns) => nines_report::axis::format_ns(ns as f64),
             None => format!("{} I/Os per file", spec.ios_max.unwrap_or(0)),
         };
         eprintln!(

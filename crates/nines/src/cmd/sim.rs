@@ -67,9 +67,10 @@ pub struct Args {
     /// Service-time distribution of background tasks: fixed or exponential.
     #[arg(long, default_value = "exponential", value_parser = parse_service)]
     pub bg_dist: ServiceDist,
-    /// Memory for all device models together.
-    #[arg(long, default_value = "8g", value_parser = parse_size)]
-    pub memory_budget: u64,
+    /// Memory for all device models together [default: 8g, or half this host's memory when it
+    /// has less than 16g]; refused above the host's memory.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub memory_budget: Option<u64>,
     #[command(flatten)]
     pub trace: TraceArgs,
     /// Write the report (nines JSON schema) to this file.
@@ -181,6 +182,46 @@ fn apply_job_file(args: &mut Args, f: JobFile) {
     }
 }
 
+/// The most host CPUs the host model simulates (each has its own queue and background state).
+const HOST_CPUS_MAX: u32 = 65_536;
+
+/// The smallest --memory-budget that can hold any device model.
+const MEMORY_BUDGET_MIN_BYTES: u64 = 1 << 20;
+
+/// This host's memory (MemTotal in /proc/meminfo), or None when it cannot be read.
+fn host_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+/// --memory-budget is what the device models may allocate: more than the host has would abort
+/// the process on allocation instead of failing with a message, and less than a MiB holds nothing.
+/// Without the option: 8 GiB, or half the host's memory where that is less.
+fn memory_budget(given: Option<u64>, host_bytes: Option<u64>) -> Result<u64> {
+    const DEFAULT_BYTES: u64 = 8 << 30;
+    let Some(budget_bytes) = given else {
+        return Ok(host_bytes.map_or(DEFAULT_BYTES, |h| DEFAULT_BYTES.min(h / 2)));
+    };
+    if budget_bytes < MEMORY_BUDGET_MIN_BYTES {
+        bail!(
+            "--memory-budget {budget_bytes} bytes: too small for any device model; give at least 1m (the default is 8g)"
+        );
+    }
+    if let Some(host) = host_bytes
+        && budget_bytes > host
+    {
+        bail!(
+            "--memory-budget {} MiB is more than this host's memory ({} MiB); give at most {}m",
+            budget_bytes >> 20,
+            host >> 20,
+            host >> 20
+        );
+    }
+    Ok(budget_bytes)
+}
+
 pub fn run(mut args: Args) -> Result<()> {
     let base = args.workload.to_spec()?;
     if let Some(f) = args.jobs.load_file(&base, &args.workload.replace())? {
@@ -237,6 +278,13 @@ pub fn run(mut args: Args) -> Result<()> {
     if args.host_cpus == Some(0) {
         bail!("--host-cpus 0: give at least 1");
     }
+    // The host model keeps per-CPU state: an absurd count would abort on allocation.
+    if let Some(c) = args.host_cpus
+        && c > HOST_CPUS_MAX
+    {
+        bail!("--host-cpus {c}: give at most {HOST_CPUS_MAX} simulated host CPUs");
+    }
+    let memory_budget_bytes = memory_budget(args.memory_budget, host_memory_bytes())?;
     host.cpus = args.host_cpus;
     if let Some(rate) = args.bg_rate {
         if !(rate.is_finite() && (0.0..=1e7).contains(&rate)) {
@@ -299,7 +347,7 @@ pub fn run(mut args: Args) -> Result<()> {
         workload: jobs[0].workload.clone(),
         jobs,
         percentiles,
-        memory_budget_bytes: args.memory_budget.max(1),
+        memory_budget_bytes,
         trace_depth: args.trace.trace_depth,
         fold_completions: true,
     };
@@ -552,4 +600,27 @@ fn idle_targets_warning(trace_devices: u32, targets: u32) -> Option<String> {
             targets - 1,
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn memory_budgets_are_checked_against_the_host() {
+        use super::memory_budget;
+        let host = Some(24u64 << 30);
+        assert_eq!(memory_budget(None, host).unwrap(), 8 << 30);
+        assert_eq!(memory_budget(None, Some(4 << 30)).unwrap(), 2 << 30);
+        assert_eq!(memory_budget(None, None).unwrap(), 8 << 30);
+        assert_eq!(memory_budget(Some(1 << 30), host).unwrap(), 1 << 30);
+        let e = memory_budget(Some(1 << 50), host).unwrap_err().to_string();
+        assert!(
+            e.contains("more than this host's memory (24576 MiB)"),
+            "{e}"
+        );
+        let e = memory_budget(Some(1024), host).unwrap_err().to_string();
+        assert!(
+            e.contains("1024 bytes: too small") && !e.contains("0 MiB"),
+            "{e}"
+        );
+    }
 }
