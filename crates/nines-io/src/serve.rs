@@ -36,6 +36,7 @@ use nines_array::{
     AnyVolume, BufRef, CmdDone, CmdOp, CmdResult, IoResult, MemberCmd, Output, VolIo, VolOp,
     Volume, VolumeHost,
 };
+use nines_core::hdrlog::IntervalLog;
 use nines_core::op::Op;
 use nines_core::stats::DeviceRecorder;
 use nines_nbd::{self as nbd, CmdKind, Command, Export, OptOutcome};
@@ -236,6 +237,44 @@ pub struct ServeOutcome {
     pub member_errors: Vec<u64>,
     pub member_failures: Vec<MemberFailure>,
     pub volume_stats: serde_json::Value,
+    /// Why the --hdr-log could not be written, if it could not.
+    pub hdr_log_error: Option<io::Error>,
+}
+
+/// `--hdr-log`: interval histograms of the served requests (one tag per direction).
+pub struct HdrSink {
+    pub interval_ns: u64,
+    pub log: IntervalLog<io::BufWriter<File>>,
+}
+
+/// The core's side of the interval log: it records each request into `rec` too, and at each
+/// interval's end swaps in the spare recorder and hands the full one to the logger thread,
+/// which writes it (compression and I/O off the core), resets it and gives it back. Two
+/// recorders in all: nothing is allocated per interval, and neither queue can fill.
+struct Intervals {
+    rec: DeviceRecorder,
+    interval_ns: u64,
+    /// The current interval's start (core time).
+    from_ns: u64,
+    full: SyncSender<(DeviceRecorder, u64, u64)>,
+    spare: Receiver<DeviceRecorder>,
+}
+
+fn logger_thread(
+    mut log: IntervalLog<io::BufWriter<File>>,
+    full: &Receiver<(DeviceRecorder, u64, u64)>,
+    spare: &SyncSender<DeviceRecorder>,
+) -> io::Result<()> {
+    let mut result = Ok(());
+    while let Ok((mut rec, from_ns, len_ns)) = full.recv() {
+        if result.is_ok() {
+            result = log.write(0, &rec, from_ns, len_ns);
+        }
+        rec.reset();
+        let _ = spare.try_send(rec);
+    }
+    result?;
+    log.finish()?.flush()
 }
 
 /// A member's descriptor, shared by the pool threads; -1 once the core closed it.
@@ -266,6 +305,7 @@ pub struct Server {
     next_conn: usize,
     core: Option<thread::JoinHandle<ServeOutcome>>,
     pool: Vec<thread::JoinHandle<()>>,
+    logger: Option<thread::JoinHandle<io::Result<()>>>,
     cmd_tx: Option<crossbeam_channel::Sender<PoolCmd>>,
     /// Each connection's reader and a handle to shut its socket down at stop.
     readers: Vec<(thread::JoinHandle<()>, Box<dyn Conn>)>,
@@ -291,7 +331,25 @@ fn inbox_bound(cmds_max: usize) -> usize {
 
 impl Server {
     /// Starts the core and the I/O pool over `vol` on `members`.
-    pub fn start(vol: AnyVolume, members: Members, export: Export) -> Server {
+    pub fn start(vol: AnyVolume, members: Members, export: Export, hdr: Option<HdrSink>) -> Server {
+        let (intervals, logger) = match hdr {
+            None => (None, None),
+            Some(h) => {
+                let (full_tx, full_rx) = sync_channel(2);
+                let (spare_tx, spare_rx) = sync_channel(2);
+                let _ = spare_tx.send(DeviceRecorder::new());
+                let log = h.log;
+                let logger = thread::spawn(move || logger_thread(log, &full_rx, &spare_tx));
+                let iv = Intervals {
+                    rec: DeviceRecorder::new(),
+                    interval_ns: h.interval_ns.max(1_000_000),
+                    from_ns: 0,
+                    full: full_tx,
+                    spare: spare_rx,
+                };
+                (Some(iv), Some(logger))
+            }
+        };
         let cmds_max = vol.cmds_max() as usize;
         let (inbox, rx) = sync_channel::<Msg>(inbox_bound(cmds_max));
         // At most cmds_max member commands are in flight: the core never waits on this queue.
@@ -324,13 +382,18 @@ impl Server {
             .iter()
             .map(|h| h.as_ref().and_then(crate::emu::EmuHandle::lease))
             .collect();
-        let core = thread::spawn(move || Core::new(vol, core_cmd_tx, fds, names, emu).run(rx));
+        let core = thread::spawn(move || {
+            let mut core = Core::new(vol, core_cmd_tx, fds, names, emu);
+            core.intervals = intervals;
+            core.run(rx)
+        });
         Server {
             inbox,
             export: Arc::new(export),
             next_conn: 0,
             core: Some(core),
             pool,
+            logger,
             cmd_tx: Some(cmd_tx),
             readers: Vec::new(),
         }
@@ -376,12 +439,19 @@ impl Server {
             let _ = r.join();
         }
         let _ = self.inbox.send(Msg::Shutdown);
-        let outcome = self
+        let mut outcome = self
             .core
             .take()
             .expect("core joined once")
             .join()
             .expect("the serve core panicked");
+        // The core dropped its end of the interval queue: the logger writes the last one.
+        if let Some(l) = self.logger.take() {
+            outcome.hdr_log_error = match l.join() {
+                Ok(r) => r.err(),
+                Err(_) => Some(io::Error::other("the HdrHistogram log writer panicked")),
+            };
+        }
         drop(self.cmd_tx.take());
         drop(self.inbox);
         for p in self.pool.drain(..) {
@@ -737,6 +807,8 @@ struct Core {
     emu_res: Vec<CmdResult>,
     out: ServeOutcome,
     start_ns: u64,
+    /// `--hdr-log`'s intervals, when asked for.
+    intervals: Option<Intervals>,
 }
 
 impl Core {
@@ -788,8 +860,10 @@ impl Core {
                 member_errors: vec![0; members],
                 member_failures: Vec::new(),
                 volume_stats: stats,
+                hdr_log_error: None,
             },
             start_ns: now_ns(),
+            intervals: None,
         }
     }
 
@@ -808,6 +882,7 @@ impl Core {
             }
             let Ok(msg) = self.next_msg(&rx) else { break };
             self.harvest_emu();
+            self.roll_interval(false);
             if let Some(at) = self.host.next_timer_ns()
                 && at <= self.now()
             {
@@ -821,6 +896,9 @@ impl Core {
                 Some(m) => self.handle(m),
             }
         }
+        self.roll_interval(true);
+        // Dropping the queue ends the logger once it wrote the last interval.
+        self.intervals = None;
         self.out.volume_stats = self.host.volume().stats();
         let (cmds, errs) = self.host.member_counts();
         if !cmds.is_empty() {
@@ -878,7 +956,11 @@ impl Core {
             .emu_pending
             .peek()
             .map(|Reverse((at, _, _))| at.saturating_sub(now_ns()));
-        match timer.into_iter().chain(emu).min() {
+        let interval = self
+            .intervals
+            .as_ref()
+            .map(|iv| (iv.from_ns + iv.interval_ns).saturating_sub(self.now()));
+        match timer.into_iter().chain(emu).chain(interval).min() {
             // A timed sleep wakes late by tens of microseconds: sleep until shortly before,
             // then poll (an emulated completion is seen within a few microseconds of its time).
             Some(wait) if wait > SPIN_NS => {
@@ -898,6 +980,29 @@ impl Core {
             },
             None => rx.recv().map(Some).map_err(|_| ()),
         }
+    }
+
+    /// Ends the current `--hdr-log` interval when it is due (`last`: now, at shutdown) and hands
+    /// it to the logger. When the logger still holds the spare recorder, the interval runs on
+    /// (a longer interval, nothing lost).
+    fn roll_interval(&mut self, last: bool) {
+        let now = self.now();
+        let Some(iv) = self.intervals.as_mut() else {
+            return;
+        };
+        if !last && now < iv.from_ns + iv.interval_ns {
+            return;
+        }
+        let spare = if last {
+            iv.spare.recv().ok()
+        } else {
+            iv.spare.try_recv().ok()
+        };
+        let Some(spare) = spare else { return };
+        let full = std::mem::replace(&mut iv.rec, spare);
+        // Two recorders in all, the queue holds two: never full.
+        let _ = iv.full.send((full, iv.from_ns, now - iv.from_ns));
+        iv.from_ns = now;
     }
 
     /// Completes every emulated command whose completion time has come, as the pool's
@@ -1210,6 +1315,15 @@ impl Core {
             IoResult::Err(e) => nbd::wire_errno(e),
         };
         let latency_ns = now_ns().saturating_sub(slot.received_ns);
+        if let Some(iv) = self.intervals.as_mut()
+            && let Some(op) = match slot.kind {
+                CmdKind::Read => Some(Op::Read),
+                CmdKind::Write => Some(Op::Write),
+                _ => None,
+            }
+        {
+            iv.rec.record(op, latency_ns, slot.len_bytes);
+        }
         match slot.kind {
             CmdKind::Read => self
                 .out

@@ -261,7 +261,18 @@ fn fio_nbd_randrw_verify_crc32c_and_the_json_report() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let m = file(d, "m0", 32 << 20);
-    let s = Serving::start(d, &[m.to_str().unwrap(), "--json", "serve.json"]);
+    let s = Serving::start(
+        d,
+        &[
+            m.to_str().unwrap(),
+            "--json",
+            "serve.json",
+            "--hdr-log",
+            "serve.hdr",
+            "--hdr-interval",
+            "100ms",
+        ],
+    );
     let out = d.join("fio.json");
     ok(tool("fio")
         .args([
@@ -301,6 +312,28 @@ fn fio_nbd_randrw_verify_crc32c_and_the_json_report() {
         r["flushes"].as_u64().unwrap() >= 1,
         "shutdown flushes the volume"
     );
+    // The HdrHistogram interval log holds every request the report counts, per direction.
+    let log = std::fs::read_to_string(d.join("serve.hdr")).unwrap();
+    let mut ios = [0u64; 2];
+    let mut intervals = 0;
+    for line in log.lines().filter(|l| l.starts_with("Tag=")) {
+        let (tag, rest) = line.split_once(',').unwrap();
+        let h = nines_core::hdrlog::decode_histogram(rest.rsplit(',').next().unwrap()).unwrap();
+        match tag {
+            "Tag=nines.read" => ios[0] += h.len(),
+            "Tag=nines.write" => ios[1] += h.len(),
+            other => panic!("unexpected tag {other}"),
+        }
+        intervals += 1;
+    }
+    assert_eq!(
+        ios,
+        [
+            r["read"]["ios"].as_u64().unwrap(),
+            r["write"]["ios"].as_u64().unwrap()
+        ]
+    );
+    assert!(intervals >= 2, "{log}");
 }
 
 /// Raw protocol over the socket: bad input gets valid answers, and the server survives it.
@@ -411,12 +444,17 @@ fn kill9_loses_no_write_acknowledged_before_a_flush() {
     let members: Vec<PathBuf> = (0..3).map(|i| file(d, &format!("m{i}"), 4 << 20)).collect();
     let mut args = vec!["--layout", "raid5", "--chunk", "16k"];
     args.extend(members.iter().map(|p| p.to_str().unwrap()));
+    // Odd points serve with --policy sched: the turn's owner's writes wait in the server's
+    // write-back buffer, which kill -9 loses (the page cache under plain raid5 survives it), so
+    // there only the flush stands between an acknowledged write and its loss.
+    let mut sched = args.clone();
+    sched.extend(["--policy", "sched", "--window", "20ms"]);
     // Each point owns a 64 KiB slot of the 8 MiB volume (raid5 of 3: two members of data).
     let slot = |k: u64| (k % 120) * 65536;
     let mut shadow: Vec<(u64, u8)> = Vec::new();
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     for k in 0..points {
-        let s = Serving::start(d, &args);
+        let s = Serving::start(d, if k % 2 == 1 { &sched } else { &args });
         // Everything flushed so far is there after the previous kill.
         let mut cmds: Vec<String> = Vec::new();
         for &(off, pat) in shadow.iter().rev().take(120) {

@@ -2,7 +2,6 @@
 //! over NBD to real clients (fio's nbd engine, qemu, nbdcopy, kernels elsewhere). The protocol
 //! is nines-nbd; the server loop is nines-io's `serve` (docs/arch-serve.md).
 
-use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixListener;
@@ -12,11 +11,13 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args as ClapArgs;
 use nines_array::{Volume, VolumeParams};
+use nines_core::hdrlog::IntervalLog;
 use nines_core::op::Op;
-use nines_io::serve::{Members, PAYLOAD_MAX_BYTES, Server, TAGS};
+use nines_io::serve::{HdrSink, Members, PAYLOAD_MAX_BYTES, Server, TAGS};
 use nines_io::target::{Target, TargetOptions};
 use nines_nbd::Export;
 
+use super::output::{self, PendingOutput};
 use super::workload_args::{EmuArgs, VolumeArgs, parse_size};
 
 #[derive(ClapArgs, Debug)]
@@ -53,6 +54,21 @@ pub struct Args {
     /// Write the server-side report (latency per request, counters) here at shutdown.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write interval histograms of the served requests' latency (header arrival to reply
+    /// hand-off) in the HdrHistogram log format, tagged <export>.read and <export>.write.
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+    /// Interval of --hdr-log.
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = parse_interval)]
+    pub hdr_interval: u64,
+}
+
+fn parse_interval(s: &str) -> Result<u64, String> {
+    match nines_core::units::parse_duration_ns(s) {
+        Ok(v) if v >= 1_000_000 => Ok(v),
+        Ok(_) => Err("must be at least 1ms".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 enum Listener {
@@ -66,6 +82,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--force only applies with --allow-writes; add --allow-writes or drop --force");
     }
     let spec = args.volume.spec();
+    for (option, path) in [("--json", &args.json), ("--hdr-log", &args.hdr_log)] {
+        if let Some(p) = path {
+            output::check_path(option, p)?;
+        }
+    }
+    output::check_distinct(&[
+        ("--json", args.json.as_deref()),
+        ("--hdr-log", args.hdr_log.as_deref()),
+    ])?;
     let emu = args.emu.context(1)?;
     let members: Vec<Target> = args
         .targets
@@ -140,6 +165,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     drop(members);
     let layout = vol.layout();
     let size_bytes = export.size_bytes;
+    let hdr = match &args.hdr_log {
+        None => None,
+        Some(path) => {
+            let (pending, file) = PendingOutput::create("--hdr-log", path)?;
+            let start_unix_ns = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let log = IntervalLog::start(
+                std::io::BufWriter::new(file),
+                "nines serve: interval latency histograms of the served requests in nanoseconds",
+                start_unix_ns,
+                std::slice::from_ref(&args.export),
+                &[Op::Read, Op::Write],
+            )
+            .with_context(|| format!("--hdr-log: cannot write {}", path.display()))?;
+            Some((
+                pending,
+                HdrSink {
+                    interval_ns: args.hdr_interval,
+                    log,
+                },
+            ))
+        }
+    };
+    let (hdr_pending, hdr_sink) = match hdr {
+        Some((p, s)) => (Some(p), Some(s)),
+        None => (None, None),
+    };
     let mut server = Server::start(
         vol,
         Members {
@@ -153,6 +206,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .collect(),
         },
         export,
+        hdr_sink,
     );
     eprintln!(
         "nines: serving {} ({layout}, {} bytes) as export {:?}; SIGINT/SIGTERM stops",
@@ -250,11 +304,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .collect::<Vec<_>>(),
         }
     });
+    if let Some(pending) = hdr_pending {
+        if let Some(e) = outcome.hdr_log_error {
+            return Err(e)
+                .with_context(|| format!("--hdr-log: cannot write {}", pending.path().display()));
+        }
+        pending.commit()?;
+    }
     if let Some(path) = &args.json {
-        let mut f = std::fs::File::create(path)
-            .with_context(|| format!("cannot write the report {}", path.display()))?;
-        serde_json::to_writer_pretty(&mut f, &report)?;
-        f.write_all(b"\n")?;
+        let mut text = serde_json::to_vec_pretty(&report)?;
+        text.push(b'\n');
+        output::write_all("--json", path, &text)?;
     }
     eprintln!(
         "nines: served {} reads, {} writes, {} flushes over {} connections",
