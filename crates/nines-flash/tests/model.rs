@@ -13,7 +13,11 @@ fn every_preset_loads_scales_and_runs() {
         let scaled = cfg.scaled(cfg.scale_for_budget(8 << 20)).unwrap();
         // Within the budget, or at the smallest scale GC can work at (per-plane pools, as in
         // mqsim-compatible, need more blocks per plane than per-die pools).
-        let min_bpp = cfg.scaled(cfg.min_scale()).unwrap().geometry.blocks_per_plane;
+        let min_bpp = cfg
+            .scaled(cfg.min_scale())
+            .unwrap()
+            .geometry
+            .blocks_per_plane;
         assert!(
             scaled.model_bytes() <= 8 << 20
                 || scaled.geometry.blocks_per_plane < 64

@@ -523,6 +523,10 @@ pub fn stddev_figure(report: &Report, op: Op) -> Option<Figure> {
         .collect();
     let mut pts: Vec<(f64, f64)> = rows.iter().map(|r| (nines_x(r.0), r.1)).collect();
     pts.push((nines_max_x(p_hi), mean_sd(&maxes).1));
+    // All devices equal everywhere: a deviation of zero has nothing to draw on a log scale.
+    if pts.iter().all(|p| p.1 <= 0.0) {
+        return None;
+    }
     let (lo, hi) = log_range(pts.iter().map(|p| p.1));
     let mut plot = Plot::new(
         format!("{} latency: standard deviation across devices", op.name()),
@@ -732,10 +736,15 @@ pub fn throughput_figures(series: &[IntervalSeries], block_size_bytes: u64) -> V
     let rates: Vec<(Vec<RatePoint>, usize)> =
         active.iter().map(|s| interval_rates(s, t0)).collect();
     let dropped: usize = rates.iter().map(|r| r.1).sum();
-    let t_hi = rates
+    // One rate per device is a single dot: nothing over time to show.
+    if rates.iter().all(|r| r.0.len() < 2) {
+        return Vec::new();
+    }
+    // The axis runs to the end of the last interval (the run's end), not to its middle.
+    let t_hi = active
         .iter()
-        .flat_map(|r| r.0.iter())
-        .map(|p| p.0)
+        .flat_map(|s| s.points.iter())
+        .map(|p| p.start_s + p.duration_s - t0)
         .fold(0.0, f64::max);
     let v_hi = rates
         .iter()
@@ -1113,6 +1122,29 @@ pub fn figures(inp: &RunInputs) -> Vec<Figure> {
     figs
 }
 
+/// Figures left out because they would carry no information, one sentence each saying why.
+pub fn omitted_figures(inp: &RunInputs) -> Vec<String> {
+    let mut out = Vec::new();
+    for op in Op::ALL {
+        if spread_over_devices(inp.report, op).is_some() && stddev_figure(inp.report, op).is_none()
+        {
+            out.push(format!(
+                "No {} standard-deviation figure: every device had the same latency at every percentile, a deviation of zero.",
+                op.name()
+            ));
+        }
+    }
+    if let Some(iv) = &inp.intervals
+        && iv.iter().any(|s| s.points.iter().any(|p| p.ios > 0))
+        && throughput_figures(iv, inp.report.config.workload.block_size_bytes).is_empty()
+    {
+        out.push(
+            "No IOPS or bandwidth over time: the interval log holds one interval per device; give a shorter --hdr-interval to see the rate change over the run.".into(),
+        );
+    }
+    out
+}
+
 /// The configuration as (key, value) rows.
 pub fn config_rows(report: &Report) -> Vec<Vec<String>> {
     let c = &report.config;
@@ -1292,10 +1324,14 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
     for w in &r.warnings {
         page.warning(&format!("Warning: {w}"));
     }
-    if !figs.is_empty() {
+    let omitted = omitted_figures(inp);
+    if !figs.is_empty() || !omitted.is_empty() {
         page.h2("Figures");
         for f in figs {
             page.figure(f)?;
+        }
+        for why in &omitted {
+            page.p(why);
         }
     }
     page.h2("Devices");

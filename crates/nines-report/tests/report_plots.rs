@@ -461,6 +461,9 @@ fn a_sliver_interval_at_the_end_is_no_false_drop() {
         // Middles of the intervals: 0.5, 2, 3.5, 4.5 s.
         let xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
         assert_eq!(xs, [0.5, 2.0, 3.5, 4.5]);
+        // The time axis reaches the end of the run (the sliver ends at 5.0003 s), not the
+        // middle of the last interval drawn.
+        assert!(f.plot.x.max >= 5.0, "{:?}", f.plot.x.max);
         assert!(
             f.caption
                 .contains("Left out: 1 interval at the start or end"),
@@ -835,4 +838,64 @@ fn identical_devices_are_one_line_named_for_all() {
     let f = percentile_figure(&r, Op::Read).unwrap();
     assert_eq!(f.plot.series.len(), 1);
     assert_eq!(f.plot.series[0].name, "zram0 … zram7 (8 devices)");
+}
+
+#[test]
+fn figures_without_information_are_left_out_with_the_reason() {
+    use nines_report::intervals::parse_interval_log;
+    use nines_report::run::{omitted_figures, throughput_figures};
+    // Identical devices: the standard deviation across them is zero everywhere.
+    let r = small_report(&[100_000; 3], 20_000, serde_json::json!({}));
+    let ids: Vec<String> = {
+        let inp = RunInputs {
+            report: &r,
+            title: "t".into(),
+            lat: None,
+            intervals: None,
+        };
+        figures(&inp).into_iter().map(|f| f.id).collect()
+    };
+    assert_eq!(ids, ["percentiles-read", "spread-read"]);
+    let html = page(&r);
+    assert!(
+        html.contains("No read standard-deviation figure: every device had the same latency"),
+        "{html}"
+    );
+    // One interval per device: a rate over time would be one dot.
+    let one: Vec<u8> = {
+        use hdrhistogram::serialization::V2DeflateSerializer;
+        use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+        use std::time::Duration;
+        let mut out = Vec::new();
+        let mut ser = V2DeflateSerializer::new();
+        let mut w = IntervalLogWriterBuilder::new()
+            .with_base_time(std::time::UNIX_EPOCH)
+            .begin_log_with(&mut out, &mut ser)
+            .unwrap();
+        let mut h = nines_core::stats::new_latency_histogram();
+        h.record(20_000).unwrap();
+        w.write_histogram(
+            &h,
+            Duration::ZERO,
+            Duration::from_secs(1),
+            Tag::new("zram0.read"),
+        )
+        .unwrap();
+        drop(w);
+        out
+    };
+    let series = parse_interval_log(&one).unwrap();
+    assert!(throughput_figures(&series, 4096).is_empty());
+    let inp = RunInputs {
+        report: &r,
+        title: "t".into(),
+        lat: None,
+        intervals: Some(series),
+    };
+    let why = omitted_figures(&inp);
+    assert!(
+        why.iter().any(|w| w
+            .starts_with("No IOPS or bandwidth over time: the interval log holds one interval")),
+        "{why:?}"
+    );
 }
