@@ -108,7 +108,9 @@ run_mqsim() {
         mq_mean_us=nan mq_wall_s=nan mq_rss_mib=nan
         return 0
     }
-    mq_mean_us=$(grep -o 'Device_Response_Time="[0-9.]*"' "$TMP/${name}_scenario_1.xml" | head -1 | grep -o '[0-9.]*')
+    # The first flow's <Device_Response_Time>MEAN</Device_Response_Time>, in microseconds.
+    mq_mean_us=$(grep -o '<Device_Response_Time>[0-9.]*<' "$TMP/${name}_scenario_1.xml" | head -1 | tr -dc '0-9.')
+    [ -n "$mq_mean_us" ] || mq_mean_us=nan
     read -r mq_wall_s kib <"$TMP/$name.mqtime"
     mq_rss_mib=$((kib / 1024))
 }
