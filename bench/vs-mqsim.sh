@@ -4,9 +4,9 @@
 #   qd1-read     4 KiB random reads, QD1, fresh device
 #   qd16-read    4 KiB random reads, QD16, fresh device
 #   rw7030-fresh 70/30 random read/write, 4 KiB, QD8, fresh device
-#   rw7030-pre   the same from a device preconditioned to 75% occupancy
 #   write-qd8    4 KiB random writes, QD8, fresh device
 #   tpcc         MQSim's own tpcc trace (shared/traces/mqsim-tpcc-small.trace)
+#   rw7030-pre   70/30 from a device preconditioned to 75% occupancy (MQSim: many minutes)
 # For each: the mean device response time of both (MQSim's Device_Response_Time, nines with
 # --completion none: no host costs), their ratio nines / MQSim, and each one's wall time and
 # peak memory. MQSim is not built here and nothing of it is in this repository:
@@ -155,9 +155,10 @@ one() {
 one qd1-read false "mqsim_synthetic 100 1" "$RT --rw randread --bs 4k --iodepth 1 --precondition fill"
 one qd16-read false "mqsim_synthetic 100 16" "$RT --rw randread --bs 4k --iodepth 16 --precondition fill"
 one rw7030-fresh false "mqsim_synthetic 70 8" "$RT --rw randrw --mix 70 --bs 4k --iodepth 8 --precondition none"
-one rw7030-pre true "mqsim_synthetic 70 8" "$RT --rw randrw --mix 70 --bs 4k --iodepth 8 --precondition steady:75"
 one write-qd8 false "mqsim_synthetic 0 8" "$RT --rw randwrite --bs 4k --iodepth 8 --precondition none"
 one tpcc false "mqsim_trace" "--trace $TMP/tpcc.trace --trace-format mqsim --trace-fit wrap --precondition none"
+# Last: MQSim takes many minutes to precondition.
+one rw7030-pre true "mqsim_synthetic 70 8" "$RT --rw randrw --mix 70 --bs 4k --iodepth 8 --precondition steady:75"
 
 worst=$(python3 - "${results[@]}" <<'PY'
 import math, sys
