@@ -589,8 +589,11 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
         line.points = d.columns.iter().map(|c| (s(c.t_ns), f(c) as f64)).collect();
         plot.series.push(line);
     }
-    // Outliers: one colour per device while few devices, else one series.
-    let coloured = view.devices.len() <= DEVICES_COLOURED_MAX;
+    // Outliers: one colour per device while few devices, else one series. Device colours are
+    // none of the colours that already mean something here (p50, p99, the band, the shading),
+    // so one colour never has two meanings.
+    const POINT_COLOURS: [usize; 6] = [2, 4, 5, 6, 8, 9];
+    let coloured = view.devices.len() <= POINT_COLOURS.len();
     let mut by_dev: std::collections::BTreeMap<u16, Series> = Default::default();
     for o in &d.outliers {
         let key = if coloured { o.device } else { 0 };
@@ -610,7 +613,11 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
             } else {
                 format!("I/Os ≥ {}", format_ns(d.outlier_threshold_ns as f64))
             };
-            Series::new(name, SeriesStyle::Points, palette(3 + usize::from(key)))
+            Series::new(
+                name,
+                SeriesStyle::Points,
+                palette(POINT_COLOURS[usize::from(key) % POINT_COLOURS.len()]),
+            )
         });
         series
             .points

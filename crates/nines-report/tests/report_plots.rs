@@ -899,3 +899,60 @@ fn figures_without_information_are_left_out_with_the_reason() {
         "{why:?}"
     );
 }
+
+#[test]
+fn latency_over_time_gives_each_colour_one_meaning() {
+    use nines_report::plot::Series;
+    // Eight devices, every one with slow I/Os: more than there are free colours, so one series.
+    let mut recs = Vec::new();
+    for d in 0..8u16 {
+        for i in 0..2000u64 {
+            let lat = if i % 500 == 7 {
+                5_000_000
+            } else {
+                20_000 + u64::from(d)
+            };
+            recs.push(LatRecord {
+                completion_ns: i * 1_000_000 + u64::from(d),
+                latency_ns: lat,
+                offset_bytes: 0,
+                device: d,
+                op: Op::Read,
+            });
+        }
+    }
+    for n_dev in [3usize, 8] {
+        let recs: Vec<&LatRecord> = recs
+            .iter()
+            .filter(|r| usize::from(r.device) < n_dev)
+            .collect();
+        let mut p1 = LatPass1::new();
+        for r in &recs {
+            p1.push(r);
+        }
+        let s1 = p1.finish();
+        let mut p2 = LatPass2::new(&s1, SpikeParams::default());
+        for r in &recs {
+            p2.push(r);
+        }
+        let names: Vec<String> = (0..n_dev).map(|d| format!("dev{d}")).collect();
+        let view = p2.finish(names, s1.median_ns);
+        let f = time_figure(&view).unwrap();
+        let lines: Vec<&Series> = f.plot.series.iter().take(2).collect();
+        assert_eq!(
+            lines.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["p50", "p99"]
+        );
+        let mut taken: Vec<[u8; 3]> = lines.iter().map(|s| s.color).collect();
+        taken.extend(f.plot.bands.iter().map(|b| b.color));
+        taken.extend(f.plot.spans.iter().map(|s| s.color));
+        let points: Vec<&Series> = f.plot.series.iter().skip(2).collect();
+        assert_eq!(points.len(), if n_dev <= 6 { n_dev } else { 1 }, "{n_dev}");
+        for s in &points {
+            assert!(!taken.contains(&s.color), "{} reuses a colour", s.name);
+        }
+        let mut colours: Vec<[u8; 3]> = points.iter().map(|s| s.color).collect();
+        colours.dedup();
+        assert_eq!(colours.len(), points.len(), "one colour per device");
+    }
+}
