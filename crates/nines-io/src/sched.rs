@@ -310,14 +310,20 @@ mod tests {
 
     #[test]
     fn thread_usage_grows_with_work() {
+        // Work until the thread's own CPU time says 5 ms were spent. On a loaded host 30 ms of
+        // wall time held less than 5 ms of CPU, so the bound is wall time, long enough that a
+        // counter that never grows fails and a busy host passes.
         let u0 = ThreadUsage::current_thread();
         let mut x = 0u64;
         let t = std::time::Instant::now();
-        while t.elapsed().as_millis() < 30 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let mut d = ThreadUsage::current_thread().since(&u0);
+        while d.usr_cpu_s + d.sys_cpu_s <= 0.005 && t.elapsed().as_secs() < 20 {
+            for _ in 0..100_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            d = ThreadUsage::current_thread().since(&u0);
         }
         std::hint::black_box(x);
-        let d = ThreadUsage::current_thread().since(&u0);
         assert!(d.usr_cpu_s + d.sys_cpu_s > 0.005, "{d:?}");
     }
 
