@@ -747,12 +747,14 @@ pub fn throughput_figures(series: &[IntervalSeries], block_size_bytes: u64) -> V
     if rates.iter().all(|r| r.0.len() < 2) {
         return Vec::new();
     }
-    // The axis runs to the end of the last interval (the run's end), not to its middle.
+    // The axis runs to the end of the last interval (the run's end), not to its middle; in
+    // whole milliseconds, so a sliver of the drain (1.0003 s) does not stretch it to 1.2 s.
     let t_hi = active
         .iter()
         .flat_map(|s| s.points.iter())
         .map(|p| p.start_s + p.duration_s - t0)
         .fold(0.0, f64::max);
+    let t_hi = (t_hi * 1000.0).round() / 1000.0;
     let v_hi = rates
         .iter()
         .flat_map(|r| r.0.iter())

@@ -463,7 +463,7 @@ fn a_sliver_interval_at_the_end_is_no_false_drop() {
         assert_eq!(xs, [0.5, 2.0, 3.5, 4.5]);
         // The time axis reaches the end of the run (the sliver ends at 5.0003 s), not the
         // middle of the last interval drawn.
-        assert!(f.plot.x.max >= 5.0, "{:?}", f.plot.x.max);
+        assert_eq!(f.plot.x.max, 5.0, "to the run's end, no further");
         assert!(
             f.caption
                 .contains("Left out: 1 interval at the start or end"),
