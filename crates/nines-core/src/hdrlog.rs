@@ -152,7 +152,7 @@ impl<W: Write> IntervalLog<W> {
                 let mut merged = decode_line(&held.line)?;
                 merged
                     .add(hist)
-                    .map_err(|e| io::Error::other(format!("HdrHistogram log: {e:?}")))?;
+                    .map_err(|e| io::Error::other(format!("HdrHistogram log: {e}")))?;
                 let end_ns = (from_ns + len_ns).max(held.start_ns + held.len_ns);
                 let len = end_ns - held.start_ns;
                 let line = self.line(&tag, &merged, held.start_ns, len)?;
@@ -193,11 +193,23 @@ fn decode_line(line: &[u8]) -> io::Result<Histogram<u64>> {
     let entry = IntervalLogIterator::new(line)
         .next()
         .ok_or_else(|| bad("missing".into()))?
-        .map_err(|e| bad(format!("{e:?}")))?;
+        .map_err(|e| bad(describe_log_error(&e)))?;
     let LogEntry::Interval(h) = entry else {
         return Err(bad("not an interval".into()));
     };
     decode_histogram(h.encoded_histogram()).map_err(bad)
+}
+
+/// An interval-log parse error in words (hdrhistogram's own Debug text, `ParseError { offset: 0 }`,
+/// is not a message).
+pub fn describe_log_error(
+    e: &hdrhistogram::serialization::interval_log::LogIteratorError,
+) -> String {
+    match e {
+        hdrhistogram::serialization::interval_log::LogIteratorError::ParseError { offset } => {
+            format!("not an HdrHistogram interval-log line (at byte {offset})")
+        }
+    }
 }
 
 /// The histogram of an interval entry's encoded (base64 V2) text.
@@ -207,7 +219,7 @@ pub fn decode_histogram(encoded: &str) -> Result<Histogram<u64>, String> {
         .map_err(|e| format!("bad base64: {e}"))?;
     Deserializer::new()
         .deserialize(&mut io::Cursor::new(bytes))
-        .map_err(|e| format!("bad histogram: {e:?}"))
+        .map_err(|e| format!("bad histogram: {e}"))
 }
 
 #[cfg(test)]

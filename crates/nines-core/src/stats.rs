@@ -203,7 +203,7 @@ impl SavedRecorder {
             });
         }
         hist.add(&decoded)
-            .map_err(|e| SavedRecorderError::Histogram(format!("{e:?}")))?;
+            .map_err(|e| SavedRecorderError::Histogram(e.to_string()))?;
         if hist.len() != self.ios {
             return Err(SavedRecorderError::Count {
                 hist: hist.len(),

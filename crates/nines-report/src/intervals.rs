@@ -40,7 +40,7 @@ pub fn parse_interval_log(text: &[u8]) -> Result<Vec<IntervalSeries>, IntervalEr
     for (idx, entry) in IntervalLogIterator::new(text).enumerate() {
         let entry = entry.map_err(|e| IntervalError::Parse {
             line: idx + 1,
-            what: format!("{e:?}"),
+            what: nines_core::hdrlog::describe_log_error(&e),
         })?;
         let LogEntry::Interval(h) = entry else {
             continue;

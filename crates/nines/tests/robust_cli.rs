@@ -503,3 +503,40 @@ fn absurd_sizes_are_refused_up_front_with_clear_messages() {
     assert!(e.contains("for 300 ms"), "{e}");
     assert!(!e.contains("0.3000000"), "{e}");
 }
+
+/// A corrupt interval log is described in words, not as Rust debug structures.
+#[test]
+fn a_corrupt_hdr_log_gets_a_message_not_a_debug_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let json = d.join("h.json");
+    let hlog = d.join("h.hlog");
+    ok(
+        nines(
+            &[
+                "sim",
+                "--quiet",
+                "--ios",
+                "200",
+                "--json",
+                s(&json),
+                "--hdr-log",
+                s(&hlog),
+            ],
+            d,
+        ),
+        "sim",
+    );
+    let junk = d.join("junk.hlog");
+    std::fs::write(&junk, b"garbage\n").unwrap();
+    let e = fails(nines(
+        &["report", s(&json), "--hdr-log", s(&junk), "-o", "r.html"],
+        d,
+    ));
+    assert!(e.contains("not an HdrHistogram interval-log line"), "{e}");
+    assert!(
+        !e.contains("ParseError {") && !e.contains("Custom {"),
+        "{e}"
+    );
+    assert!(!d.join("r.html").exists());
+}

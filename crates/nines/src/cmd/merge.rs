@@ -156,9 +156,10 @@ fn merge_interval_logs(
             for (i, entry) in IntervalLogIterator::new(&bytes).enumerate() {
                 let entry = entry.map_err(|e| {
                     anyhow::anyhow!(
-                        "{}: line {} is not an interval: {e:?}",
+                        "{}: entry {} is not an interval: {}",
                         log.display(),
-                        i + 1
+                        i + 1,
+                        nines_core::hdrlog::describe_log_error(&e)
                     )
                 })?;
                 let LogEntry::Interval(h) = entry else {
