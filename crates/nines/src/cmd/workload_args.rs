@@ -667,6 +667,69 @@ mod tests {
     }
 
     #[test]
+    fn serial_options_build_the_layout_and_belong_to_it_only() {
+        #[derive(Parser)]
+        struct V {
+            #[command(flatten)]
+            v: VolumeArgs,
+        }
+        let v = |a: &[&str]| {
+            V::try_parse_from(std::iter::once("t").chain(a.iter().copied()))
+                .unwrap()
+                .v
+        };
+        let a = v(&[
+            "--layout",
+            "serial",
+            "--segment",
+            "16m",
+            "--column-members",
+            "2",
+            "--gc-stop",
+            "7",
+            "--gc-start",
+            "3",
+            "--map-unit",
+            "8k",
+            "--start-full",
+            "1g",
+        ]);
+        a.check().unwrap();
+        let LayoutSpec::Serial(sp) = a.spec() else {
+            panic!("not serial: {:?}", a.spec());
+        };
+        assert_eq!(
+            (sp.segment_bytes, sp.column_members, sp.gc_stop, sp.gc_start),
+            (16 << 20, 2, 7, 3)
+        );
+        assert_eq!((sp.unit_bytes, sp.start_full_bytes), (8192, 1 << 30));
+        assert_eq!(
+            sp.stripe_bytes,
+            128 << 10,
+            "--stripe's default stripes a column"
+        );
+        assert_eq!(
+            sp.rotate_free,
+            nines_array::SerialSpec::default().rotate_free
+        );
+        for opt in [
+            &["--segment", "1m"][..],
+            &["--gc-stop", "3"],
+            &["--start-full", "1g"],
+        ] {
+            let mut args = vec!["--layout", "raid0"];
+            args.extend(opt);
+            let e = v(&args).check().unwrap_err().to_string();
+            assert!(e.contains(opt[0]) && e.contains("serial only"), "{e}");
+        }
+        let e = v(&["--layout", "serial", "--map-unit", "8g"])
+            .check()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--map-unit"), "{e}");
+    }
+
+    #[test]
     fn shaping_options_build_the_wrapped_layout() {
         #[derive(Parser)]
         struct V {
