@@ -760,11 +760,14 @@ fn blocking_warnings(
             };
             if p99 >= BLOCKING_NS_MIN && p99 > typical {
                 warnings.push(format!(
-                    "{}: its submissions blocked for {} at p99 ({:.1}% of the run inside submit calls), and the {} devices of other targets on its worker (CPU {}) wait behind them; give it a worker of its own with --isolate {}",
+                    "{}: its submissions blocked for {} at p99 ({:.1}% of the run inside submit calls), and the {} of other targets on its worker (CPU {}) wait behind them; give it a worker of its own with --isolate {}",
                     names[m],
                     nines_report::table::format_ns(p99 as f64),
                     share * 100.0,
-                    others.len(),
+                    match others.len() {
+                        1 => "1 device".to_string(),
+                        k => format!("{k} devices"),
+                    },
                     w.cpu,
                     paths[m].display()
                 ));
@@ -1139,9 +1142,20 @@ mod tests {
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
             w[0].starts_with("slow: its submissions blocked for 60")
+                && w[0].contains("the 2 devices of other targets")
                 && w[0].contains("--isolate /var/tmp/slow"),
             "{w:?}"
         );
+        // One sibling is one device.
+        let o = outcome(
+            vec![
+                dev("zram0", vec![0], vec![rec(2_000, 1_000)]),
+                dev("slow", vec![1], vec![rec(60_000, 5_000)]),
+            ],
+            vec![vec![0, 1]],
+        );
+        let w = blocking_warnings(&o, &names, &paths);
+        assert!(w[0].contains("the 1 device of other targets"), "{w:?}");
         // Alone on its worker (isolated): nothing to warn about.
         let o = outcome(
             vec![
