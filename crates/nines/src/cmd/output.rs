@@ -52,6 +52,17 @@ pub fn check_path(option: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Every output of a verb checked before any work starts: each path can be written
+/// ([`check_path`]) and no file is given to two options ([`check_distinct`]).
+pub fn check_outputs(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
+    for &(option, path) in outputs {
+        if let Some(path) = path {
+            check_path(option, path)?;
+        }
+    }
+    check_distinct(outputs)
+}
+
 /// Refuses the same file given to two output options (their writes would interleave).
 pub fn check_distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
     let mut seen: Vec<(&str, PathBuf)> = Vec::new();

@@ -303,12 +303,7 @@ pub fn run(mut args: Args) -> Result<()> {
         ("--hdr-log", args.hdr_log.as_deref()),
         ("--lat-log", args.lat_log.as_deref()),
     ];
-    for (option, path) in outputs {
-        if let Some(path) = path {
-            super::output::check_path(option, path)?;
-        }
-    }
-    super::output::check_distinct(&outputs)?;
+    super::output::check_outputs(&outputs)?;
     let mut targets = Vec::with_capacity(paths.len());
     for p in &paths {
         targets.push(Target::open_with(p, &topts, &emu)?);

@@ -124,6 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.force && !args.allow_writes {
         bail!("--force only applies with --allow-writes; add --allow-writes or drop --force");
     }
+    super::output::check_outputs(&[("--json", args.json.as_deref())])?;
     let n = args.targets.len();
     if n < 3 {
         bail!(
@@ -252,7 +253,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     });
     if let Some(path) = &args.json {
         let text = serde_json::to_vec_pretty(&report).context("cannot encode the report")?;
-        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        super::output::write_all("--json", path, &text)?;
     }
     if let Some(why) = rb["aborted"].as_str() {
         bail!(

@@ -82,12 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--force only applies with --allow-writes; add --allow-writes or drop --force");
     }
     let spec = args.volume.spec();
-    for (option, path) in [("--json", &args.json), ("--hdr-log", &args.hdr_log)] {
-        if let Some(p) = path {
-            output::check_path(option, p)?;
-        }
-    }
-    output::check_distinct(&[
+    output::check_outputs(&[
         ("--json", args.json.as_deref()),
         ("--hdr-log", args.hdr_log.as_deref()),
     ])?;

@@ -313,12 +313,7 @@ pub fn run(mut args: Args) -> Result<()> {
         ("--hdr-log", args.hdr_log.as_deref()),
         ("--lat-log", args.lat_log.as_deref()),
     ];
-    for (option, path) in outputs {
-        if let Some(path) = path {
-            super::output::check_path(option, path)?;
-        }
-    }
-    super::output::check_distinct(&outputs)?;
+    super::output::check_outputs(&outputs)?;
     let mut pending = Vec::new();
     let mut open_output = |option: &str, path: &Option<PathBuf>| -> Result<Option<File>> {
         match path {
