@@ -1043,6 +1043,10 @@ fn json_to_a_fifo_is_written_in_place() {
 /// On a terminal (a pseudo-terminal from `script`), profile's live line shows the elapsed time
 /// of the total (ramp included), marks the ramp, and names the device with the worst p99.99 so
 /// far.
+/// The line is drawn about once a second (the first near 1.1 s) and measured figures arrive with
+/// each 1 s interval after the ramp, so a 2 s ramp has a line inside it and 3 s measured have
+/// lines after the first measured interval however the ticks fall (with 1.5 s + 1.5 s the only
+/// line after the ramp could come before its first interval).
 #[test]
 fn live_line_shows_total_ramp_and_worst_device() {
     let dir = disk_dir();
@@ -1053,7 +1057,7 @@ fn live_line_shows_total_ramp_and_worst_device() {
         .args([
             "-qec",
             &format!(
-                "{bin} profile {} {} --ramp 1500ms --runtime 1500ms --no-mlock",
+                "{bin} profile {} {} --ramp 2s --runtime 3s --no-mlock",
                 s(&a),
                 s(&b)
             ),
@@ -1066,7 +1070,7 @@ fn live_line_shows_total_ramp_and_worst_device() {
     let lines: Vec<&str> = text
         .split('\r')
         .filter_map(|l| l.strip_prefix("\x1b[2K"))
-        .filter(|l| l.contains(" of 3.0 s ("))
+        .filter(|l| l.contains(" of 5.0 s ("))
         .collect();
     assert!(
         lines.iter().any(|l| l.contains("RAMP (not measured")),
