@@ -77,10 +77,16 @@ fn report_of_a_simulated_run_and_explicit_output() {
     );
     let html = std::fs::read_to_string(dir.path().join("out.html")).unwrap();
     assert!(html.contains("Simulated run of 5 devices"));
+    // Identical simulated devices: their standard deviation is zero at every percentile, so
+    // that figure is left out and the page says why.
     assert_eq!(
         html.matches("<svg").count(),
-        3,
-        "no logs: percentiles, spread, stddev"
+        2,
+        "no logs, identical devices: percentiles and spread only"
+    );
+    assert!(
+        html.contains("No read standard-deviation figure: every device had the same latency"),
+        "says why the stddev figure is missing"
     );
     assert!(html.contains("--lat-log"), "says how to get spike analysis");
 }
