@@ -24,7 +24,7 @@ use nines_report::fio::FioFlavor;
 use serde_json::{Map, json};
 
 use super::fio_export::FioArgs;
-use super::workload_args::{EmuArgs, JobArgs, PercentileList, TraceArgs, VolumeArgs, WorkloadArgs};
+use super::workload_args::{EmuArgs, JobArgs, TraceArgs, VolumeArgs, WorkloadArgs};
 use nines_core::jobfile::JobFile;
 
 /// Files and size of the embedded default (no TARGET given).
@@ -153,20 +153,15 @@ fn apply_job_file(args: &mut Args, f: JobFile) -> Result<()> {
     }
     args.buffered |= f.buffered;
     if args.cpus.is_none() && args.plan.is_none() {
-        args.cpus = f.cpus;
+        args.cpus = f.cpus.clone();
     }
-    if args.workload.percentiles.is_none() {
-        args.workload.percentiles = f.percentiles.map(PercentileList);
-    }
-    if args.lat_log.is_none() {
-        args.lat_log = f.lat_log.map(PathBuf::from);
-    }
-    if args.hdr_log.is_none() {
-        args.hdr_log = f.hdr_log.map(PathBuf::from);
-        if let Some(ns) = f.hdr_interval_ns {
-            args.hdr_interval = ns;
-        }
-    }
+    super::workload_args::job_file_outputs(
+        &f,
+        &mut args.workload.percentiles,
+        &mut args.lat_log,
+        &mut args.hdr_log,
+        &mut args.hdr_interval,
+    );
     Ok(())
 }
 

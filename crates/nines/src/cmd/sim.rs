@@ -18,7 +18,7 @@ use nines_sim::{Background, CompletionMode, HostConfig, Logs, ServiceDist, SimCo
 use nines_trace::{FitPolicy, TraceError};
 use serde_json::Value;
 
-use super::workload_args::{JobArgs, PercentileList, TraceArgs, VolumeArgs, WorkloadArgs};
+use super::workload_args::{JobArgs, TraceArgs, VolumeArgs, WorkloadArgs};
 use nines_core::jobfile::JobFile;
 
 #[derive(clap::Args, Debug)]
@@ -168,18 +168,13 @@ fn apply_job_file(args: &mut Args, f: JobFile) {
             unused.join(", ")
         );
     }
-    if args.workload.percentiles.is_none() {
-        args.workload.percentiles = f.percentiles.map(PercentileList);
-    }
-    if args.lat_log.is_none() {
-        args.lat_log = f.lat_log.map(PathBuf::from);
-    }
-    if args.hdr_log.is_none() {
-        args.hdr_log = f.hdr_log.map(PathBuf::from);
-        if let Some(ns) = f.hdr_interval_ns {
-            args.hdr_interval = ns;
-        }
-    }
+    super::workload_args::job_file_outputs(
+        &f,
+        &mut args.workload.percentiles,
+        &mut args.lat_log,
+        &mut args.hdr_log,
+        &mut args.hdr_interval,
+    );
 }
 
 /// The most host CPUs the host model simulates (each has its own queue and background state).

@@ -856,3 +856,29 @@ impl EmuArgs {
         ))
     }
 }
+
+/// A job file's percentiles and logs (`percentile_list`, `write_lat_log`, `write_hist_log` with
+/// `log_hist_msec`), each used where the command line gave none: the same for every verb that
+/// reads job files.
+pub fn job_file_outputs(
+    f: &nines_core::jobfile::JobFile,
+    percentiles: &mut Option<PercentileList>,
+    lat_log: &mut Option<PathBuf>,
+    hdr_log: &mut Option<PathBuf>,
+    hdr_interval_ns: &mut u64,
+) {
+    if percentiles.is_none() {
+        *percentiles = f.percentiles.clone().map(PercentileList);
+    }
+    if lat_log.is_none() {
+        *lat_log = f.lat_log.as_ref().map(PathBuf::from);
+    }
+    if hdr_log.is_none() {
+        *hdr_log = f.hdr_log.as_ref().map(PathBuf::from);
+        if hdr_log.is_some()
+            && let Some(ns) = f.hdr_interval_ns
+        {
+            *hdr_interval_ns = ns;
+        }
+    }
+}
