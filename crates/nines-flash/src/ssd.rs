@@ -1086,7 +1086,7 @@ impl Ssd {
         (self.window != PlmWindow::Deterministic
             && self.ftl.free_blocks(d) < self.ftl.gc_soft_blocks()
             && self.units[self.unit_of(d) as usize].free <= now_ns)
-        .then_some(d)
+            .then_some(d)
     }
 
     /// The unit state soft GC would leave behind for a command at `now` (for the queries).
