@@ -59,9 +59,10 @@ pub const CONNS_MAX: usize = 64;
 /// A credit's buffer larger than this after a request is given back to the allocator (a few
 /// large requests must not pin CONN_INFLIGHT_MAX x 32 MiB per connection).
 const BUF_KEEP_MAX_BYTES: usize = 1 << 20;
-/// The largest read the core copies from the page cache itself (larger ones go to the pool,
-/// where they do not hold up other requests).
-const INLINE_READ_MAX_BYTES: u32 = 256 << 10;
+/// The largest member command the core does itself: a read from the page cache, or, when
+/// nothing else is in flight, a read or write of a page-cache member (larger ones go to the
+/// pool, where they do not hold up other requests).
+const INLINE_MAX_BYTES: u32 = 256 << 10;
 /// How long before a timed event (a volume timer, an emulated member's completion) the core
 /// stops sleeping and polls its inbox instead (a timed sleep wakes late by about this much).
 const SPIN_NS: u64 = 50_000;
@@ -234,6 +235,8 @@ pub struct ServeOutcome {
     pub refused: u64,
     pub connections: u64,
     pub member_cmds: Vec<u64>,
+    /// Member commands the core did itself (no trip through the I/O pool).
+    pub member_cmds_inline: u64,
     pub member_errors: Vec<u64>,
     pub member_failures: Vec<MemberFailure>,
     pub volume_stats: serde_json::Value,
@@ -795,6 +798,10 @@ struct Core {
     member_state: Vec<MemberState>,
     /// Members read from the page cache at once when cached (regular files, buffered).
     read_inline: Vec<bool>,
+    /// Page-cache members (regular files): when nothing else is in flight, the core does a
+    /// command to one itself rather than hand it to the pool (at QD1 every hand-off is a
+    /// thread wake-up on the request's path).
+    buffered: Vec<bool>,
     /// Member commands done in the core, to deliver after the outputs that made them.
     inline_done: Vec<(u32, CmdDone)>,
     fds: Arc<MemberFds>,
@@ -843,6 +850,11 @@ impl Core {
             member_inflight: vec![0; members],
             member_state: vec![MemberState::Working; members],
             read_inline: fds.0.iter().map(|m| !m.block).collect(),
+            buffered: fds
+                .0
+                .iter()
+                .map(|m| !m.block && m.fd.load(Ordering::Relaxed) >= 0)
+                .collect(),
             inline_done: Vec::with_capacity(cmds_max),
             fds,
             names,
@@ -857,6 +869,7 @@ impl Core {
                 refused: 0,
                 connections: 0,
                 member_cmds: vec![0; members],
+                member_cmds_inline: 0,
                 member_errors: vec![0; members],
                 member_failures: Vec::new(),
                 volume_stats: stats,
@@ -1232,7 +1245,7 @@ impl Core {
         offset_bytes: u64,
     ) -> Option<CmdResult> {
         let m = member as usize;
-        if !self.read_inline[m] || len_bytes > INLINE_READ_MAX_BYTES {
+        if !self.read_inline[m] || len_bytes > INLINE_MAX_BYTES {
             return None;
         }
         let fd = self.fds.0[m].fd.load(Ordering::Acquire);
@@ -1261,6 +1274,25 @@ impl Core {
         None
     }
 
+    /// Whether the core does this command itself, blocking: a read (not cached) or a plain
+    /// write of at most [`INLINE_MAX_BYTES`] on a page-cache member, when no other member
+    /// command is in flight and no request waits for a tag. Then nothing else can be held up
+    /// but requests still on their way in, and the request saves two thread hand-offs (to the
+    /// pool and back). FUA writes, flushes, trims and zeroes (which sync) and block devices
+    /// (whose commands take the device's time) always go to the pool.
+    fn inline_now(&self, c: &MemberCmd) -> bool {
+        let m = c.member as usize;
+        self.inflight_cmds == 0
+            && self.waiting.is_empty()
+            && self.buffered[m]
+            && c.len_bytes <= INLINE_MAX_BYTES
+            && match c.op {
+                CmdOp::Read => true,
+                CmdOp::Write => !c.fua,
+                _ => false,
+            }
+    }
+
     fn send_cmd(&mut self, c: MemberCmd) {
         let now = self.now();
         self.host.sent(&c, now);
@@ -1282,6 +1314,7 @@ impl Core {
         {
             self.inflight_cmds += 1;
             self.member_inflight[c.member as usize] += 1;
+            self.out.member_cmds_inline += 1;
             self.inline_done
                 .push((c.member, CmdDone { id: c.id, result }));
             return;
@@ -1295,6 +1328,18 @@ impl Core {
             ptr,
             fua: c.fua,
         };
+        if self.inline_now(&c) {
+            let result = match exec(&cmd, &self.fds.0) {
+                Ok(()) => CmdResult::Ok,
+                Err(e) => CmdResult::Err(e.raw_os_error().unwrap_or(libc::EIO)),
+            };
+            self.inflight_cmds += 1;
+            self.member_inflight[c.member as usize] += 1;
+            self.out.member_cmds_inline += 1;
+            self.inline_done
+                .push((c.member, CmdDone { id: c.id, result }));
+            return;
+        }
         // The queue holds cmds_max commands, the most the volume has out: never full. It is
         // disconnected only after the core ended.
         if self.cmd_tx.send(cmd).is_ok() {

@@ -746,3 +746,41 @@ fn a_flush_on_one_connection_makes_another_connections_writes_durable() {
     );
     assert!(s.stop().success());
 }
+
+/// A client with one request at a time (QD1) over a page-cache file: the core does every read
+/// and write itself (no trip through the I/O pool: each hand-off is a thread wake-up on the
+/// request's path), and the data is right.
+#[test]
+fn qd1_requests_on_a_file_are_served_by_the_core_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = file(d, "m0", 8 << 20);
+    let s = Serving::start(d, &[m.to_str().unwrap(), "--json", "serve.json"]);
+    let mut c = Nbd::connect(&s.socket);
+    let n = 64u64;
+    for i in 0..n {
+        let off = (i * 7919 % 2048) * 4096;
+        assert_eq!(c.write(off, &pattern(off, i, 4096)), 0);
+    }
+    for i in 0..n {
+        let off = (i * 7919 % 2048) * 4096;
+        let mut got = vec![0u8; 4096];
+        assert_eq!(c.read(off, &mut got), 0);
+        assert!(
+            got == pattern(off, i, 4096),
+            "read at {off} is not what was written"
+        );
+    }
+    drop(c);
+    assert!(s.stop().success());
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("serve.json")).unwrap()).unwrap();
+    let r = &r["nines_serve"];
+    assert_eq!(r["write"]["ios"], n);
+    assert_eq!(r["read"]["ios"], n);
+    assert_eq!(
+        r["member_cmds_inline"],
+        2 * n,
+        "every QD1 read and write is done by the core"
+    );
+}

@@ -262,6 +262,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "write_zeroes": outcome.write_zeroes,
             "refused": outcome.refused,
             "member_cmds": outcome.member_cmds,
+            "member_cmds_inline": outcome.member_cmds_inline,
             "member_errors": outcome.member_errors,
             "member_failures": outcome
                 .member_failures
