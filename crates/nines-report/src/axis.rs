@@ -319,6 +319,18 @@ impl Axis {
         }
     }
 
+    /// A linear axis that ends exactly at `hi` (a time axis ending at the run's end): the ticks
+    /// of [`Axis::linear`] up to `hi`, without the round step past it.
+    pub fn linear_to_end(label: &str, lo: f64, hi: f64, format: LabelFormat) -> Axis {
+        let mut a = Axis::linear(label, lo, hi, format);
+        if hi.is_finite() && hi > a.min {
+            a.max = hi;
+            let eps = (hi - a.min) * 1e-9;
+            a.ticks.retain(|t| t.value <= hi + eps);
+        }
+        a
+    }
+
     /// The position of a data value on the drawing coordinate (log10 for log axes).
     pub fn to_coord(&self, v: f64) -> Option<f64> {
         match self.scale {
@@ -405,6 +417,14 @@ mod tests {
         assert_eq!((b.min, b.max, b.ticks[1].value), (0.0, 160.0, 20.0));
         let c = Axis::linear("t", 0.0, 3.01, LabelFormat::Seconds);
         assert_eq!(c.max, 3.5);
+    }
+
+    #[test]
+    fn an_axis_to_the_end_stops_at_it() {
+        let a = Axis::linear_to_end("t", 0.0, 3.0017, LabelFormat::Seconds);
+        assert_eq!((a.min, a.max), (0.0, 3.0017));
+        assert_eq!(a.ticks.last().unwrap().label, "3 s");
+        assert_eq!(a.ticks.len(), 7);
     }
 
     #[test]

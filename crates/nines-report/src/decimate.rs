@@ -12,14 +12,31 @@ use hdrhistogram::Histogram;
 /// One pixel column of the run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnStats {
+    /// The column's position among all columns (empty ones included), from 0.
+    pub index: usize,
     /// Middle of the column, ns since run start.
     pub t_ns: u64,
     pub ios: u64,
     pub min_ns: u64,
-    pub p50_ns: u64,
-    pub p99_ns: u64,
     pub max_ns: u64,
 }
+
+/// One percentile over time: a point per window of adjacent columns holding enough I/Os to
+/// resolve it, in stretches that never cross a gap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PercentileLine {
+    pub percentile: f64,
+    /// The fewest I/Os a window holds (ten times what resolves the percentile).
+    pub window_ios_min: u64,
+    /// Per stretch between gaps, per window: (start ns, end ns, the percentile in ns). A
+    /// stretch with too few I/Os for one window has none.
+    pub stretches: Vec<Vec<(u64, u64, u64)>>,
+}
+
+/// I/Os a stretch without completions must have been expected to hold, at the run's mean rate,
+/// to be a gap rather than chance (a Poisson stream leaves so long an empty stretch with
+/// probability e^-20, about 2e-9).
+pub const GAP_EXPECTED_IOS: f64 = 20.0;
 
 /// An I/O kept individually.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +50,16 @@ pub struct Outlier {
 pub struct Decimated {
     /// Columns that saw at least one I/O.
     pub columns: Vec<ColumnStats>,
+    /// Start of the first column, end of the last and width of each, ns.
+    pub t_start_ns: u64,
+    pub t_end_ns: u64,
+    pub column_ns: f64,
+    /// Runs of adjacent columns (indices into `columns`) separated by gaps: stretches without a
+    /// completion long enough that the run's mean rate expected [`GAP_EXPECTED_IOS`] in them.
+    /// Nothing is drawn across a gap.
+    pub stretches: Vec<std::ops::Range<usize>>,
+    /// p50 and p99 over time (I/Os of every device pooled per window).
+    pub lines: Vec<PercentileLine>,
     pub outliers: Vec<Outlier>,
     /// The latency at and above which I/Os were kept individually (it rises if too many are);
     /// with per-device thresholds, the lowest of them.
@@ -158,20 +185,28 @@ impl TimeDecimator {
     pub fn finish(self) -> Decimated {
         let n = self.hists.len() as u64;
         let width = self.t_end_ns - self.t_start_ns;
-        let columns = self
+        // Where column i starts (i = n: where the last one ends), and its middle.
+        let edge_ns =
+            |i: usize| self.t_start_ns + (i as u128 * width as u128 / n as u128) as u64;
+        let mid_ns =
+            |i: usize| self.t_start_ns + ((2 * i as u64 + 1) as u128 * width as u128 / (2 * n) as u128) as u64;
+        let columns: Vec<ColumnStats> = self
             .hists
             .iter()
             .enumerate()
             .filter(|(_, h)| !h.is_empty())
             .map(|(i, h)| ColumnStats {
-                t_ns: self.t_start_ns
-                    + ((2 * i as u64 + 1) as u128 * width as u128 / (2 * n) as u128) as u64,
+                index: i,
+                t_ns: mid_ns(i),
                 ios: h.len(),
                 min_ns: self.extremes[i].0,
-                p50_ns: h.value_at_quantile(0.5),
-                p99_ns: h.value_at_quantile(0.99),
                 max_ns: self.extremes[i].1,
             })
+            .collect();
+        let stretches = stretches(&columns, self.hists.len());
+        let lines = [50.0, 99.0]
+            .into_iter()
+            .map(|p| percentile_line(&self.hists, &columns, &stretches, p, &edge_ns))
             .collect();
         let bar = self.bar;
         let applied = |t: u64| (t as f64 * bar).ceil() as u64;
@@ -189,12 +224,92 @@ impl TimeDecimator {
         outliers.sort_unstable_by_key(|o| o.completion_ns);
         Decimated {
             columns,
+            t_start_ns: self.t_start_ns,
+            t_end_ns: self.t_end_ns,
+            column_ns: width as f64 / n as f64,
+            stretches,
+            lines,
             outliers,
             outlier_threshold_ns,
             device_threshold_ns,
             ios: self.ios,
             out_of_range: self.out_of_range,
         }
+    }
+}
+
+/// Split the non-empty columns into stretches at gaps: runs of empty columns in which the run's
+/// mean rate (I/Os per column, over all `n_columns`) expected at least [`GAP_EXPECTED_IOS`].
+fn stretches(columns: &[ColumnStats], n_columns: usize) -> Vec<std::ops::Range<usize>> {
+    let ios: u64 = columns.iter().map(|c| c.ios).sum();
+    let per_column = ios as f64 / n_columns.max(1) as f64;
+    let mut out = Vec::new();
+    let mut start = 0;
+    for k in 1..columns.len() {
+        let empty = columns[k].index - columns[k - 1].index - 1;
+        if empty > 0 && empty as f64 * per_column >= GAP_EXPECTED_IOS {
+            out.push(start..k);
+            start = k;
+        }
+    }
+    if !columns.is_empty() {
+        out.push(start..columns.len());
+    }
+    out
+}
+
+/// Percentile `p` over windows of adjacent columns inside each stretch, each window holding at
+/// least ten times the I/Os that resolve `p` (the I/Os of every device that completed any in it
+/// pooled); a short remainder at a stretch's end joins the window before it.
+fn percentile_line(
+    hists: &[Histogram<u32>],
+    columns: &[ColumnStats],
+    stretches: &[std::ops::Range<usize>],
+    p: f64,
+    edge_ns: &dyn Fn(usize) -> u64,
+) -> PercentileLine {
+    let need = 10 * nines_core::report::samples_to_resolve(p);
+    let mut out = Vec::with_capacity(stretches.len());
+    for r in stretches {
+        // Windows as (first column, last column) indices into `columns`.
+        let mut windows: Vec<(usize, usize)> = Vec::new();
+        let (mut first, mut n) = (r.start, 0u64);
+        for k in r.clone() {
+            n += columns[k].ios;
+            if n >= need {
+                windows.push((first, k));
+                first = k + 1;
+                n = 0;
+            }
+        }
+        if n > 0
+            && let Some(last) = windows.last_mut()
+        {
+            last.1 = r.end - 1;
+        }
+        let pts = windows
+            .iter()
+            .map(|&(a, b)| {
+                let mut h = hists[columns[a].index].clone();
+                for c in &columns[a + 1..=b] {
+                    // Same bounds and precision, so adding cannot fail.
+                    let _ = h.add(&hists[c.index]);
+                }
+                // The histogram's bucket may reach past the exact max; no percentile does.
+                let max = columns[a..=b].iter().map(|c| c.max_ns).max().unwrap_or(0);
+                (
+                    edge_ns(columns[a].index),
+                    edge_ns(columns[b].index + 1),
+                    h.value_at_quantile(p / 100.0).min(max),
+                )
+            })
+            .collect();
+        out.push(pts);
+    }
+    PercentileLine {
+        percentile: p,
+        window_ios_min: need,
+        stretches: out,
     }
 }
 
@@ -223,10 +338,48 @@ mod tests {
         assert_eq!(r.columns[0].ios, 1000);
         assert_eq!(r.columns[0].min_ns, 1_000);
         assert_eq!(r.columns[5].max_ns, 900_000);
-        let p50 = r.columns[0].p50_ns;
-        assert!((1_400..=1_560).contains(&p50), "{p50}");
+        // 1000 I/Os a column: p50 windows of 30 I/Os are single columns, p99 windows of 1010
+        // I/Os two columns.
+        let p50 = &r.lines[0];
+        assert_eq!(p50.stretches.len(), 1);
+        assert_eq!(p50.stretches[0].len(), 10);
+        let (t0, t1, v) = p50.stretches[0][0];
+        assert_eq!((t0, t1), (0, 100_000));
+        assert!((1_400..=1_560).contains(&v), "{v}");
+        let p99 = &r.lines[1];
+        assert_eq!(p99.window_ios_min, 1010);
+        assert_eq!(p99.stretches[0].len(), 5);
+        assert_eq!(p99.stretches[0][0].1, 200_000);
+        assert_eq!(p99.stretches[0][4].1, 1_000_000);
+        // The stalled I/O at 900 µs is beyond the window's p99.
+        assert!(p99.stretches[0].iter().all(|&(_, _, v)| v < 2_000), "{p99:?}");
         assert_eq!(r.outliers.len(), 1);
         assert_eq!(r.outliers[0].completion_ns, 555_500);
+    }
+
+    #[test]
+    fn a_stretch_without_completions_is_a_gap_and_lines_do_not_cross_it() {
+        // 10 columns of 100 µs, an I/O every µs, none in columns 4-6 (a 300 µs stall; the
+        // mean rate, 70 a column, expected 210 I/Os there).
+        let mut d = TimeDecimator::new(0, 1_000_000, 10, 1_000_000, 100);
+        for t in (0..1_000_000u64).step_by(1000) {
+            if !(400_000..700_000).contains(&t) {
+                d.push(t, 10_000, 0);
+            }
+        }
+        let r = d.finish();
+        assert_eq!(r.columns.len(), 7);
+        assert_eq!(r.stretches, vec![0..4, 4..7]);
+        let p50 = &r.lines[0];
+        assert_eq!(p50.stretches.len(), 2);
+        assert!(p50.stretches[0].iter().all(|&(_, t, _)| t <= 400_000));
+        assert!(p50.stretches[1].iter().all(|&(t, _, _)| t >= 700_000));
+        // One empty column at a low rate (about one I/O per column) is chance, not a gap.
+        let mut d = TimeDecimator::new(0, 1_000_000, 100, 1_000_000, 100);
+        for t in (0..1_000_000u64).step_by(10_000).filter(|t| *t != 500_000) {
+            d.push(t, 10_000, 0);
+        }
+        assert_eq!(d.finish().stretches.len(), 1);
     }
 
     #[test]

@@ -205,11 +205,169 @@ fn clamp(v: f64, (lo, hi): (f64, f64)) -> f64 {
     v.clamp(lo, hi)
 }
 
+/// What a legend entry's sample looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LegendKind {
+    Line,
+    Points,
+    Band,
+}
+
+/// One entry of a figure's legend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LegendEntry {
+    pub name: String,
+    pub color: Rgb,
+    pub kind: LegendKind,
+}
+
+/// A series' points in drawing coordinates, split where a point cannot be drawn (a non-finite
+/// value, or one <= 0 on a log axis): a line never joins across such a point, so a gap in the
+/// data (NaN) stays a gap. Off-scale points are clamped to the frame.
+fn drawable_runs(plot: &Plot, points: &[(f64, f64)]) -> Vec<Vec<(f64, f64)>> {
+    let (xr, yr) = (plot.x.coord_range(), plot.y.coord_range());
+    let mut runs: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut cur = Vec::new();
+    for &(x, y) in points {
+        match (plot.x.to_coord(x), plot.y.to_coord(y)) {
+            (Some(x), Some(y)) => cur.push((clamp(x, xr), clamp(y, yr))),
+            _ => {
+                if !cur.is_empty() {
+                    runs.push(std::mem::take(&mut cur));
+                }
+            }
+        }
+    }
+    if !cur.is_empty() {
+        runs.push(cur);
+    }
+    runs
+}
+
+/// A band's polygons: one per run of drawable points (a NaN low or high splits the band).
+fn band_polygons(plot: &Plot, band: &Band) -> Vec<Vec<(f64, f64)>> {
+    let (xr, yr) = (plot.x.coord_range(), plot.y.coord_range());
+    let mut out = Vec::new();
+    let mut cur: Vec<(f64, f64, f64)> = Vec::new();
+    let mut flush = |cur: &mut Vec<(f64, f64, f64)>| {
+        if cur.len() >= 2 {
+            let mut poly: Vec<(f64, f64)> = cur.iter().map(|p| (p.0, p.1)).collect();
+            poly.extend(cur.iter().rev().map(|p| (p.0, p.2)));
+            out.push(poly);
+        }
+        cur.clear();
+    };
+    for &(x, lo, hi) in &band.points {
+        match (plot.x.to_coord(x), plot.y.to_coord(lo), plot.y.to_coord(hi)) {
+            (Some(x), Some(lo), Some(hi)) => {
+                cur.push((clamp(x, xr), clamp(lo, yr), clamp(hi, yr)));
+            }
+            _ => flush(&mut cur),
+        }
+    }
+    flush(&mut cur);
+    out
+}
+
+/// The legend of a figure: the bands and series that are drawn and can be seen. A series with
+/// no drawable point is left out, and so is a point series every one of whose points lies
+/// under the points of series drawn after it (cells of about 4 px), since a reader could not
+/// find it.
+pub fn legend_entries(plot: &Plot) -> Vec<LegendEntry> {
+    if !plot.legend {
+        return Vec::new();
+    }
+    let mut out: Vec<LegendEntry> = plot
+        .bands
+        .iter()
+        .filter(|b| !band_polygons(plot, b).is_empty())
+        .map(|b| LegendEntry {
+            name: b.name.clone(),
+            color: b.color,
+            kind: LegendKind::Band,
+        })
+        .collect();
+    let (xr, yr) = (plot.x.coord_range(), plot.y.coord_range());
+    let cell = |(x, y): (f64, f64)| -> (i32, i32) {
+        (
+            ((x - xr.0) / (xr.1 - xr.0) * 220.0) as i32,
+            ((y - yr.0) / (yr.1 - yr.0) * 120.0) as i32,
+        )
+    };
+    let cells: Vec<std::collections::HashSet<(i32, i32)>> = plot
+        .series
+        .iter()
+        .map(|s| {
+            if s.style == SeriesStyle::Points {
+                drawable_runs(plot, &s.points)
+                    .into_iter()
+                    .flatten()
+                    .map(cell)
+                    .collect()
+            } else {
+                Default::default()
+            }
+        })
+        .collect();
+    for (i, s) in plot.series.iter().enumerate() {
+        if drawable_runs(plot, &s.points).is_empty() {
+            continue;
+        }
+        if s.style == SeriesStyle::Points
+            && cells[i]
+                .iter()
+                .all(|c| cells[i + 1..].iter().any(|later| later.contains(c)))
+        {
+            continue;
+        }
+        out.push(LegendEntry {
+            name: s.name.clone(),
+            color: s.color,
+            kind: match s.style {
+                SeriesStyle::Points => LegendKind::Points,
+                SeriesStyle::Line | SeriesStyle::LinePoints => LegendKind::Line,
+            },
+        });
+    }
+    out
+}
+
+/// Left edge of the plotting area (margin plus the y label area), where the legend starts.
+const PLOT_LEFT_PX: i32 = 12 + 78;
+const LEGEND_ROW_PX: i32 = 18;
+
+/// Where each legend entry goes in a strip `width` pixels wide, and the strip's height.
+fn legend_layout(entries: &[LegendEntry], width: u32) -> (Vec<(i32, i32)>, u32) {
+    if entries.is_empty() {
+        return (Vec::new(), 0);
+    }
+    let right = width as i32 - 12;
+    let (mut x, mut y) = (PLOT_LEFT_PX, 4);
+    let mut at = Vec::with_capacity(entries.len());
+    for e in entries {
+        // Sample, gap, text (about 7 px a character at 12 px), space before the next.
+        let w = 18 + 6 + 7 * e.name.chars().count() as i32 + 18;
+        if x + w > right && x > PLOT_LEFT_PX {
+            x = PLOT_LEFT_PX;
+            y += LEGEND_ROW_PX;
+        }
+        at.push((x, y));
+        x += w;
+    }
+    (at, (y + LEGEND_ROW_PX + 4) as u32)
+}
+
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     plot: &Plot,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     root.fill(&WHITE)?;
+    // The legend is a strip under the figure, never over the data.
+    let entries = legend_entries(plot);
+    let (w, h) = root.dim_in_pixel();
+    let (at, legend_h) = legend_layout(&entries, w);
+    let legend_h = legend_h.min(h / 3);
+    let (area, strip) = root.split_vertically(h - legend_h);
     let xr = plot.x.coord_range();
     let yr = plot.y.coord_range();
     let x_keys: Vec<f64> = plot
@@ -224,7 +382,7 @@ fn draw<DB: DrawingBackend>(
         .iter()
         .filter_map(|t| plot.y.to_coord(t.value))
         .collect();
-    let mut chart = ChartBuilder::on(root)
+    let mut chart = ChartBuilder::on(&area)
         .caption(&plot.title, ("sans-serif", 20))
         .margin(12)
         .margin_right(
@@ -282,66 +440,46 @@ fn draw<DB: DrawingBackend>(
     }
 
     for band in &plot.bands {
-        let mut poly: Vec<(f64, f64)> = Vec::with_capacity(band.points.len() * 2);
-        for &(x, lo, _) in &band.points {
-            if let (Some(x), Some(lo)) = (plot.x.to_coord(x), plot.y.to_coord(lo)) {
-                poly.push((clamp(x, xr), clamp(lo, yr)));
-            }
-        }
-        for &(x, _, hi) in band.points.iter().rev() {
-            if let (Some(x), Some(hi)) = (plot.x.to_coord(x), plot.y.to_coord(hi)) {
-                poly.push((clamp(x, xr), clamp(hi, yr)));
-            }
-        }
-        if poly.len() < 3 {
-            continue;
-        }
         let color = rgb(band.color);
-        let anno = chart.draw_series(std::iter::once(Polygon::new(poly, color.mix(0.25))))?;
-        if plot.legend {
-            anno.label(band.name.as_str()).legend(move |(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 18, y + 5)], color.mix(0.25).filled())
-            });
+        for poly in band_polygons(plot, band) {
+            chart.draw_series(std::iter::once(Polygon::new(poly, color.mix(0.25))))?;
         }
     }
 
     for s in &plot.series {
-        let pts: Vec<(f64, f64)> = s
-            .points
-            .iter()
-            .filter_map(|&(x, y)| Some((plot.x.to_coord(x)?, plot.y.to_coord(y)?)))
-            .map(|(x, y)| (clamp(x, xr), clamp(y, yr)))
-            .collect();
-        if pts.is_empty() {
+        let runs = drawable_runs(plot, &s.points);
+        if runs.is_empty() {
             continue;
         }
         let color = rgb(s.color);
         let width = if s.bold { 3 } else { 1 };
         let line_style = color.stroke_width(width);
-        let anno = match s.style {
+        match s.style {
             SeriesStyle::Line | SeriesStyle::LinePoints => {
                 if s.style == SeriesStyle::LinePoints {
                     chart.draw_series(
-                        pts.iter()
+                        runs.iter()
+                            .flatten()
                             .map(|&p| Circle::new(p, 3, color.filled()))
                             .collect::<Vec<_>>(),
                     )?;
                 }
-                chart.draw_series(LineSeries::new(pts.iter().copied(), line_style))?
+                for run in &runs {
+                    chart.draw_series(LineSeries::new(run.iter().copied(), line_style))?;
+                }
             }
-            SeriesStyle::Points => chart.draw_series(
-                pts.iter()
-                    // Few points (a sweep's categories) get big markers; a cloud gets dots.
-                    .map(|&p| Circle::new(p, if pts.len() <= 50 { 5 } else { 2 }, color.filled()))
-                    .collect::<Vec<_>>(),
-            )?,
-        };
-        if plot.legend {
-            anno.label(s.name.as_str()).legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-            });
+            SeriesStyle::Points => {
+                let n: usize = runs.iter().map(Vec::len).sum();
+                chart.draw_series(
+                    runs.iter()
+                        .flatten()
+                        // Few points (a sweep's categories) get big markers; a cloud gets dots.
+                        .map(|&p| Circle::new(p, if n <= 50 { 5 } else { 2 }, color.filled()))
+                        .collect::<Vec<_>>(),
+                )?;
+            }
         }
-        if let (Some(label), Some(&last)) = (&s.end_label, pts.last()) {
+        if let (Some(label), Some(&last)) = (&s.end_label, runs.last().and_then(|r| r.last())) {
             // A few pixels right of and above the last point, clear of its marker.
             let font = ("sans-serif", 12).into_font().color(&color);
             chart.draw_series(std::iter::once(
@@ -350,14 +488,25 @@ fn draw<DB: DrawingBackend>(
         }
     }
 
-    if plot.legend && (!plot.series.is_empty() || !plot.bands.is_empty()) {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .label_font(("sans-serif", 12))
-            .draw()?;
+    let font = ("sans-serif", 12).into_font().color(&BLACK);
+    for (e, &(x, y)) in entries.iter().zip(&at) {
+        if y as u32 + LEGEND_ROW_PX as u32 > legend_h {
+            break;
+        }
+        let color = rgb(e.color);
+        let mid = y + LEGEND_ROW_PX / 2;
+        match e.kind {
+            LegendKind::Line => strip.draw(&PathElement::new(
+                vec![(x, mid), (x + 18, mid)],
+                color.stroke_width(2),
+            ))?,
+            LegendKind::Points => strip.draw(&Circle::new((x + 9, mid), 4, color.filled()))?,
+            LegendKind::Band => strip.draw(&Rectangle::new(
+                [(x, mid - 5), (x + 18, mid + 5)],
+                color.mix(0.25).filled(),
+            ))?,
+        }
+        strip.draw(&Text::new(e.name.clone(), (x + 24, mid - 7), font.clone()))?;
     }
     Ok(())
 }
@@ -504,6 +653,46 @@ mod tests {
                 .count()
         };
         assert_eq!((count(0), count(1), count(2)), (0, 2, 2), "{s:?}");
+    }
+
+    #[test]
+    fn lines_break_at_nan_and_the_legend_lists_only_what_shows() {
+        let x = Axis::linear("t", 0.0, 10.0, LabelFormat::Seconds);
+        let y = Axis::log("latency", 1e3, 1e6, LabelFormat::Nanoseconds);
+        let mut p = Plot::new("t", x, y);
+        let mut line = Series::new("p50", SeriesStyle::Line, palette(0));
+        line.points = vec![(1.0, 2e3), (2.0, 3e3), (3.0, f64::NAN), (7.0, 2e3), (8.0, 4e3)];
+        let mut hidden = Series::new("under", SeriesStyle::Points, palette(2));
+        hidden.points = vec![(5.0, 5e4), (6.0, 6e4)];
+        let mut over = Series::new("over", SeriesStyle::Points, palette(4));
+        over.points = vec![(5.0, 5e4), (6.0, 6e4), (9.0, 9e4)];
+        let mut nothing = Series::new("nothing", SeriesStyle::Line, palette(5));
+        nothing.points = vec![(1.0, 0.0)];
+        p.series = vec![line, hidden, over, nothing];
+        p.bands.push(Band {
+            name: "band".into(),
+            color: palette(7),
+            points: vec![
+                (1.0, 1e3, 1e4),
+                (2.0, 1e3, 1e4),
+                (3.0, f64::NAN, f64::NAN),
+                (7.0, 1e3, 1e4),
+                (8.0, 1e3, 1e4),
+            ],
+        });
+        let names: Vec<String> = legend_entries(&p).into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["band", "p50", "over"]);
+        let s = inspect_svg(&render_svg(&p, DEFAULT_SIZE).unwrap());
+        // Two runs of the line plus its legend sample; two band polygons.
+        let n = s
+            .polyline_strokes
+            .iter()
+            .filter(|c| **c == hex(palette(0)))
+            .count();
+        assert_eq!(n, 3, "{s:?}");
+        assert_eq!(s.polygons, 2);
+        assert!(s.texts.iter().any(|t| t == "over"));
+        assert!(!s.texts.iter().any(|t| t == "under" || t == "nothing"));
     }
 
     #[test]

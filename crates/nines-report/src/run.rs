@@ -548,47 +548,53 @@ pub fn stddev_figure(report: &Report, op: Op) -> Option<Figure> {
 }
 
 /// Figure: latency of every I/O over time (decimated), detected spikes shaded.
+///
+/// Nothing is drawn across a gap (a stretch without completions that the run's rate says was
+/// no accident, [`crate::decimate::Decimated::stretches`]): a stall is a hole in the band and
+/// the lines, and its I/Os are the points where it ends, not a ramp. p50 and p99 pool, per
+/// window of columns, the I/Os of every device that completed any there, each window holding
+/// ten times the I/Os that resolve the percentile (so p99 is never a column's max under another
+/// name, and a stalled device adds nothing rather than pulling the line down). The lines are
+/// drawn over the points.
 pub fn time_figure(view: &LatView) -> Option<Figure> {
     let d = &view.decimated;
     if d.columns.is_empty() {
         return None;
     }
     let s = |ns: u64| ns as f64 / 1e9;
-    let t_lo = d.columns.first().map_or(0.0, |c| s(c.t_ns));
-    let t_hi = d.columns.last().map_or(1.0, |c| s(c.t_ns));
+    // The axis spans the columns, first completion to last: the whole measured run.
+    let t_lo = s(d.t_start_ns);
+    let t_hi = s(d.t_end_ns);
+    let t_lo = if t_lo < 0.05 * (t_hi - t_lo) { 0.0 } else { t_lo };
     let (lo, hi) = log_range(
         d.columns
             .iter()
             .flat_map(|c| [c.min_ns as f64, c.max_ns as f64])
             .chain(d.outliers.iter().map(|o| o.latency_ns as f64)),
     );
-    // Headroom above the tallest spike for the legend, which would otherwise hide it.
+    // The legend is under the figure, so the y axis needs no headroom: the decade above the max.
     let mut plot = Plot::new(
         "latency of every I/O over time",
-        Axis::linear("time since start", t_lo, t_hi, LabelFormat::Seconds),
-        Axis::log("latency", lo, hi * 8.0, LabelFormat::Nanoseconds),
+        Axis::linear_to_end("time since start", t_lo, t_hi, LabelFormat::Seconds),
+        Axis::log("latency", lo, hi, LabelFormat::Nanoseconds),
     );
-    plot.bands.push(Band {
+    let gap = f64::NAN;
+    let mut band = Band {
         name: "min..max per column".into(),
         color: palette(7),
-        points: d
-            .columns
-            .iter()
-            .map(|c| (s(c.t_ns), c.min_ns as f64, c.max_ns as f64))
-            .collect(),
-    });
-    for (name, color, f) in [
-        (
-            "p50",
-            palette(0),
-            (|c: &crate::decimate::ColumnStats| c.p50_ns) as fn(&_) -> u64,
-        ),
-        ("p99", palette(1), |c| c.p99_ns),
-    ] {
-        let mut line = Series::new(name, SeriesStyle::Line, color);
-        line.points = d.columns.iter().map(|c| (s(c.t_ns), f(c) as f64)).collect();
-        plot.series.push(line);
+        points: Vec::with_capacity(d.columns.len() + d.stretches.len()),
+    };
+    for (k, r) in d.stretches.iter().enumerate() {
+        if k > 0 {
+            band.points.push((s(d.columns[r.start].t_ns), gap, gap));
+        }
+        band.points.extend(
+            d.columns[r.clone()]
+                .iter()
+                .map(|c| (s(c.t_ns), c.min_ns as f64, c.max_ns as f64)),
+        );
     }
+    plot.bands.push(band);
     // Outliers: one colour per device while few devices, else one series. Device colours are
     // none of the colours that already mean something here (p50, p99, the band, the shading),
     // so one colour never has two meanings.
@@ -628,14 +634,52 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
     let mut point_series: Vec<Series> = by_dev.into_values().collect();
     point_series.sort_by_key(|s| std::cmp::Reverse(s.points.len()));
     plot.series.extend(point_series);
+    // The percentile lines last, over the points, so that no point hides p99.
+    let mut missing = Vec::new();
+    for (line, color) in d.lines.iter().zip([palette(0), palette(1)]) {
+        let name = format!("p{}", format_percentile(line.percentile));
+        let mut series = Series::new(name.clone(), SeriesStyle::Line, color);
+        series.bold = true;
+        for (k, st) in line.stretches.iter().enumerate() {
+            if k > 0 && !series.points.is_empty() {
+                series.points.push((series.points.last().map_or(0.0, |p| p.0), gap));
+            }
+            // A window of a column or two is a point at its middle; a wider one a step, its
+            // value held from its start to its end.
+            for &(a, b, v) in st {
+                let v = v as f64;
+                if (b - a) as f64 <= 2.0 * d.column_ns + 1.0 {
+                    series.points.push((s(a / 2 + b / 2), v));
+                } else {
+                    series.points.extend([(s(a), v), (s(b), v)]);
+                }
+            }
+        }
+        if line.stretches.iter().any(|st| !st.is_empty()) {
+            plot.series.push(series);
+        } else {
+            missing.push(format!(
+                "no {name} line: no stretch between gaps held {} I/Os",
+                format_plain(line.window_ios_min as f64)
+            ));
+        }
+    }
     plot.legend = plot.series.len() <= DEVICES_COLOURED_MAX + 2;
     let major = major_spikes(&view.spikes);
-    for sp in &major {
-        plot.spans.push(Span {
-            x_start: s(sp.start_ns),
-            x_end: s(sp.end_ns),
-            color: [214, 39, 40],
-        });
+    let shaded_s: f64 = major
+        .iter()
+        .map(|sp| s(sp.end_ns.saturating_sub(sp.start_ns)))
+        .sum();
+    // Shading most of the run says nothing about where the spikes are.
+    let shade = shaded_s <= 0.5 * (t_hi - t_lo);
+    if shade {
+        for sp in &major {
+            plot.spans.push(Span {
+                x_start: s(sp.start_ns),
+                x_end: s(sp.end_ns),
+                color: [214, 39, 40],
+            });
+        }
     }
     let mut caption = format!(
         "{} I/Os in {} columns: the band spans each column's fastest to slowest I/O; every I/O of at least {} is drawn as a point{}.",
@@ -651,17 +695,51 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
             ""
         }
     );
-    if !major.is_empty() {
+    let windows: Vec<String> = d
+        .lines
+        .iter()
+        .map(|l| {
+            format!(
+                "p{} over windows of at least {} I/Os",
+                format_percentile(l.percentile),
+                format_plain(l.window_ios_min as f64)
+            )
+        })
+        .collect();
+    caption.push_str(&format!(
+        " Lines: {}, each held over its window, pooling the I/Os of every device that completed any in the window (a stalled device adds nothing, it does not pull the line down).",
+        windows.join(", ")
+    ));
+    if !missing.is_empty() {
+        caption.push_str(&format!(" There is {}.", missing.join("; ")));
+    }
+    let gaps = d.stretches.len().saturating_sub(1);
+    if gaps > 0 {
         caption.push_str(&format!(
-            " Shaded: {} of {}, those reaching {} or more.",
-            major.len(),
-            count(
-                view.spikes.spikes.len(),
-                "detected spike",
-                "detected spikes"
-            ),
-            format_ns(major_floor_ns(&view.spikes) as f64)
+            " {} without completions (longer than chance at the run's rate) {} left blank: the I/Os that waited through them are the points where they end.",
+            count(gaps, "stretch", "stretches"),
+            if gaps == 1 { "is" } else { "are" }
         ));
+    }
+    if !major.is_empty() {
+        if shade {
+            caption.push_str(&format!(
+                " Shaded: {} of {}, those reaching {} or more.",
+                major.len(),
+                count(
+                    view.spikes.spikes.len(),
+                    "detected spike",
+                    "detected spikes"
+                ),
+                format_ns(major_floor_ns(&view.spikes) as f64)
+            ));
+        } else {
+            caption.push_str(&format!(
+                " Not shaded: the {} reaching {} or more cover most of the run.",
+                count(major.len(), "spike", "spikes"),
+                format_ns(major_floor_ns(&view.spikes) as f64)
+            ));
+        }
     }
     Some(Figure {
         id: "latency-over-time".into(),
@@ -772,16 +850,17 @@ pub fn throughput_figures(series: &[IntervalSeries], block_size_bytes: u64) -> V
     ] {
         let mut plot = Plot::new(
             format!("{title}, per device"),
-            Axis::linear(
+            Axis::linear_to_end(
                 "time since start",
                 0.0,
                 t_hi.max(1e-3),
                 LabelFormat::Seconds,
             ),
+            // The legend is under the figure: no headroom needed above the data.
             Axis::linear(
                 if scale == 1.0 { "IOPS" } else { "bandwidth" },
                 0.0,
-                (v_hi * scale * 1.3).max(1.0),
+                (v_hi * scale).max(1.0),
                 fmt,
             ),
         );

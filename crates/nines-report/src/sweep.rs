@@ -206,7 +206,7 @@ fn qd_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
         let y = if is_latency {
             Axis::log(&what, lo, hi, LabelFormat::Nanoseconds)
         } else {
-            Axis::linear(&what, 0.0, hi * 1.3, LabelFormat::BytesPerSecond)
+            Axis::linear(&what, 0.0, hi, LabelFormat::BytesPerSecond)
         };
         let mut plot = Plot::new(
             format!("{what} vs queue depth"),

@@ -213,14 +213,28 @@ fn latency_over_time_marks_the_planted_spikes() {
     assert_eq!(f.plot.spans.len(), 6, "one shaded span per stall");
     assert_eq!(f.plot.x.scale, Scale::Linear);
     assert_eq!(f.plot.y.scale, Scale::Log10);
-    // p50 and p99 lines plus one outlier series per device.
+    // One outlier series per device, then the p50 and p99 lines over them.
     let names: Vec<_> = f.plot.series.iter().map(|s| s.name.clone()).collect();
     assert_eq!(names.len(), 6, "{names:?}");
-    assert!(names[2].starts_with("zram0 ≥"));
+    assert!(names[0].starts_with("zram0 ≥"));
+    assert_eq!(names[4..], ["p50", "p99"]);
     // Every stall's I/O is kept as a point.
-    let points: usize = f.plot.series[2..].iter().map(|s| s.points.len()).sum();
+    let points: usize = f.plot.series[..4].iter().map(|s| s.points.len()).sum();
     assert!(points >= 24, "{points}");
     assert!(f.plot.x.max >= 8.9 && f.plot.x.min <= 0.1);
+    // Each 20 ms stall of every device leaves empty 10 ms columns: six gaps, which the band
+    // and both lines break at (a NaN point each) instead of ramping across.
+    assert_eq!(view.decimated.stretches.len(), 7);
+    let breaks = |pts: &[(f64, f64)]| pts.iter().filter(|p| p.1.is_nan()).count();
+    assert_eq!(breaks(&f.plot.series[4].points), 6);
+    assert_eq!(breaks(&f.plot.series[5].points), 6);
+    let band = &f.plot.bands[0].points;
+    assert_eq!(band.iter().filter(|p| p.1.is_nan()).count(), 6);
+    let svg = nines_report::plot::inspect_svg(
+        &nines_report::plot::render_svg(&f.plot, nines_report::plot::DEFAULT_SIZE).unwrap(),
+    );
+    assert_eq!(svg.polygons, 7, "one band polygon per stretch");
+    assert!(f.caption.contains("6 stretches without completions"), "{}", f.caption);
 
     let r = report();
     let lines = summary(&r, Some(&view), None);
@@ -396,8 +410,11 @@ fn the_densest_device_is_drawn_under_the_others() {
     assert!(view.spikes.spikes.iter().all(|s| s.devices == [0]));
     let f = time_figure(&view).unwrap();
     assert_eq!(f.plot.spans.len(), 3);
-    let pts: Vec<(&str, usize)> = f.plot.series[2..]
+    let pts: Vec<(&str, usize)> = f
+        .plot
+        .series
         .iter()
+        .filter(|s| s.style == nines_report::plot::SeriesStyle::Points)
         .map(|s| (s.name.as_str(), s.points.len()))
         .collect();
     assert!(pts.windows(2).all(|w| w[0].1 >= w[1].1), "{pts:?}");
@@ -902,7 +919,7 @@ fn figures_without_information_are_left_out_with_the_reason() {
 
 #[test]
 fn latency_over_time_gives_each_colour_one_meaning() {
-    use nines_report::plot::Series;
+    use nines_report::plot::{Series, SeriesStyle};
     // Eight devices, every one with slow I/Os: more than there are free colours, so one series.
     let mut recs = Vec::new();
     for d in 0..8u16 {
@@ -938,7 +955,12 @@ fn latency_over_time_gives_each_colour_one_meaning() {
         let names: Vec<String> = (0..n_dev).map(|d| format!("dev{d}")).collect();
         let view = p2.finish(names, s1.median_ns);
         let f = time_figure(&view).unwrap();
-        let lines: Vec<&Series> = f.plot.series.iter().take(2).collect();
+        let lines: Vec<&Series> = f
+            .plot
+            .series
+            .iter()
+            .filter(|s| s.style == SeriesStyle::Line)
+            .collect();
         assert_eq!(
             lines.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
             ["p50", "p99"]
@@ -946,7 +968,12 @@ fn latency_over_time_gives_each_colour_one_meaning() {
         let mut taken: Vec<[u8; 3]> = lines.iter().map(|s| s.color).collect();
         taken.extend(f.plot.bands.iter().map(|b| b.color));
         taken.extend(f.plot.spans.iter().map(|s| s.color));
-        let points: Vec<&Series> = f.plot.series.iter().skip(2).collect();
+        let points: Vec<&Series> = f
+            .plot
+            .series
+            .iter()
+            .filter(|s| s.style == SeriesStyle::Points)
+            .collect();
         assert_eq!(points.len(), if n_dev <= 6 { n_dev } else { 1 }, "{n_dev}");
         for s in &points {
             assert!(!taken.contains(&s.color), "{} reuses a colour", s.name);
@@ -955,4 +982,99 @@ fn latency_over_time_gives_each_colour_one_meaning() {
         colours.dedup();
         assert_eq!(colours.len(), points.len(), "one colour per device");
     }
+}
+
+/// Two devices at QD1 and 100 µs for 3 s; device 1 stalls once for 473 ms at 1.2 s.
+fn one_device_stalls_log() -> Vec<LatRecord> {
+    let mut out = Vec::new();
+    for dev in 0..2u16 {
+        let mut t = u64::from(dev) * 37_000;
+        while t < 3_000_000_000 {
+            let lat = if dev == 1 && (1_200_000_000..1_200_200_000).contains(&t) {
+                473_000_000
+            } else {
+                100_000 + (t / 1000) % 7 * 1000
+            };
+            out.push(LatRecord {
+                completion_ns: t + lat,
+                latency_ns: lat,
+                offset_bytes: 0,
+                device: dev,
+                op: Op::Read,
+            });
+            t += lat;
+        }
+    }
+    out.sort_by_key(|r| r.completion_ns);
+    out
+}
+
+fn view_of(log: &[LatRecord], names: &[&str]) -> nines_report::run::LatView {
+    let mut p1 = LatPass1::new();
+    log.iter().for_each(|r| p1.push(r));
+    let s1 = p1.finish();
+    let mut p2 = LatPass2::new(&s1, SpikeParams::default());
+    log.iter().for_each(|r| p2.push(r));
+    p2.finish(names.iter().map(|n| n.to_string()).collect(), s1.median_ns)
+}
+
+#[test]
+fn one_stalled_device_neither_dips_p50_nor_breaks_the_lines_nor_stretches_the_axis() {
+    let view = view_of(&one_device_stalls_log(), &["nvme0", "nvme1"]);
+    let f = time_figure(&view).unwrap();
+    // nvme0 completes throughout: no gap, and the pooled p50 stays at the devices' median
+    // (100-106 µs, within the coarse histogram's 6%) while nvme1 stalls.
+    assert_eq!(view.decimated.stretches.len(), 1);
+    let p50 = f.plot.series.iter().find(|s| s.name == "p50").unwrap();
+    assert!(p50.points.len() > 100, "{}", p50.points.len());
+    for &(t, v) in &p50.points {
+        assert!((95_000.0..=115_000.0).contains(&v), "p50 {v} ns at {t} s");
+    }
+    // The stalled I/O is a point of nvme1, at 473 ms.
+    let stalled = f
+        .plot
+        .series
+        .iter()
+        .filter(|s| s.name.starts_with("nvme1"))
+        .flat_map(|s| s.points.iter())
+        .any(|p| p.1 == 473_000_000.0);
+    assert!(stalled);
+    // The y axis ends at the decade above the max (1 s), not a decade beyond it; the x axis at
+    // the last completion (3 s and a little), with no tick past it.
+    assert_eq!(f.plot.y.max, 1e9);
+    assert_eq!(f.plot.y.ticks.last().unwrap().label, "1 s");
+    assert!(f.plot.x.max < 3.01 && f.plot.x.max > 2.99, "{}", f.plot.x.max);
+    assert!(f.plot.x.ticks.iter().all(|t| t.value <= f.plot.x.max));
+    // p99 over windows of at least 1010 I/Os, so never a lone column's max.
+    let p99 = f.plot.series.iter().find(|s| s.name == "p99").unwrap();
+    assert!(p99.points.len() >= 10);
+    assert!(f.caption.contains("p99 over windows of at least 1010 I/Os"), "{}", f.caption);
+    // The legend names only what is drawn, and sits under the figure: every series shows.
+    let legend = nines_report::plot::legend_entries(&f.plot);
+    let names: Vec<&str> = legend.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names.len(), 1 + f.plot.series.len(), "{names:?}");
+}
+
+#[test]
+fn a_run_too_short_for_a_p99_line_draws_none_and_says_so() {
+    // 400 I/Os in all: p50 windows of 30 I/Os, but not one window of 1010 for p99.
+    let log: Vec<LatRecord> = (0..400u64)
+        .map(|i| LatRecord {
+            completion_ns: (i + 1) * 1_000_000,
+            latency_ns: 50_000 + i % 5 * 1000,
+            offset_bytes: 0,
+            device: 0,
+            op: Op::Read,
+        })
+        .collect();
+    let view = view_of(&log, &["sda"]);
+    let f = time_figure(&view).unwrap();
+    let names: Vec<&str> = f.plot.series.iter().map(|s| s.name.as_str()).collect();
+    assert!(names.contains(&"p50") && !names.contains(&"p99"), "{names:?}");
+    assert!(
+        f.caption
+            .contains("no p99 line: no stretch between gaps held 1010 I/Os"),
+        "{}",
+        f.caption
+    );
 }
