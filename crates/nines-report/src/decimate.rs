@@ -186,10 +186,10 @@ impl TimeDecimator {
         let n = self.hists.len() as u64;
         let width = self.t_end_ns - self.t_start_ns;
         // Where column i starts (i = n: where the last one ends), and its middle.
-        let edge_ns =
-            |i: usize| self.t_start_ns + (i as u128 * width as u128 / n as u128) as u64;
-        let mid_ns =
-            |i: usize| self.t_start_ns + ((2 * i as u64 + 1) as u128 * width as u128 / (2 * n) as u128) as u64;
+        let edge_ns = |i: usize| self.t_start_ns + (i as u128 * width as u128 / n as u128) as u64;
+        let mid_ns = |i: usize| {
+            self.t_start_ns + ((2 * i as u64 + 1) as u128 * width as u128 / (2 * n) as u128) as u64
+        };
         let columns: Vec<ColumnStats> = self
             .hists
             .iter()
@@ -352,7 +352,10 @@ mod tests {
         assert_eq!(p99.stretches[0][0].1, 200_000);
         assert_eq!(p99.stretches[0][4].1, 1_000_000);
         // The stalled I/O at 900 µs is beyond the window's p99.
-        assert!(p99.stretches[0].iter().all(|&(_, _, v)| v < 2_000), "{p99:?}");
+        assert!(
+            p99.stretches[0].iter().all(|&(_, _, v)| v < 2_000),
+            "{p99:?}"
+        );
         assert_eq!(r.outliers.len(), 1);
         assert_eq!(r.outliers[0].completion_ns, 555_500);
     }

@@ -661,7 +661,13 @@ mod tests {
         let y = Axis::log("latency", 1e3, 1e6, LabelFormat::Nanoseconds);
         let mut p = Plot::new("t", x, y);
         let mut line = Series::new("p50", SeriesStyle::Line, palette(0));
-        line.points = vec![(1.0, 2e3), (2.0, 3e3), (3.0, f64::NAN), (7.0, 2e3), (8.0, 4e3)];
+        line.points = vec![
+            (1.0, 2e3),
+            (2.0, 3e3),
+            (3.0, f64::NAN),
+            (7.0, 2e3),
+            (8.0, 4e3),
+        ];
         let mut hidden = Series::new("under", SeriesStyle::Points, palette(2));
         hidden.points = vec![(5.0, 5e4), (6.0, 6e4)];
         let mut over = Series::new("over", SeriesStyle::Points, palette(4));

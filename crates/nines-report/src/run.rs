@@ -565,7 +565,11 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
     // The axis spans the columns, first completion to last: the whole measured run.
     let t_lo = s(d.t_start_ns);
     let t_hi = s(d.t_end_ns);
-    let t_lo = if t_lo < 0.05 * (t_hi - t_lo) { 0.0 } else { t_lo };
+    let t_lo = if t_lo < 0.05 * (t_hi - t_lo) {
+        0.0
+    } else {
+        t_lo
+    };
     let (lo, hi) = log_range(
         d.columns
             .iter()
@@ -642,7 +646,9 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
         series.bold = true;
         for (k, st) in line.stretches.iter().enumerate() {
             if k > 0 && !series.points.is_empty() {
-                series.points.push((series.points.last().map_or(0.0, |p| p.0), gap));
+                series
+                    .points
+                    .push((series.points.last().map_or(0.0, |p| p.0), gap));
             }
             // A window of a column or two is a point at its middle; a wider one a step, its
             // value held from its start to its end.

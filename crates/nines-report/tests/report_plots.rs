@@ -234,7 +234,11 @@ fn latency_over_time_marks_the_planted_spikes() {
         &nines_report::plot::render_svg(&f.plot, nines_report::plot::DEFAULT_SIZE).unwrap(),
     );
     assert_eq!(svg.polygons, 7, "one band polygon per stretch");
-    assert!(f.caption.contains("6 stretches without completions"), "{}", f.caption);
+    assert!(
+        f.caption.contains("6 stretches without completions"),
+        "{}",
+        f.caption
+    );
 
     let r = report();
     let lines = summary(&r, Some(&view), None);
@@ -1043,12 +1047,20 @@ fn one_stalled_device_neither_dips_p50_nor_breaks_the_lines_nor_stretches_the_ax
     // the last completion (3 s and a little), with no tick past it.
     assert_eq!(f.plot.y.max, 1e9);
     assert_eq!(f.plot.y.ticks.last().unwrap().label, "1 s");
-    assert!(f.plot.x.max < 3.01 && f.plot.x.max > 2.99, "{}", f.plot.x.max);
+    assert!(
+        f.plot.x.max < 3.01 && f.plot.x.max > 2.99,
+        "{}",
+        f.plot.x.max
+    );
     assert!(f.plot.x.ticks.iter().all(|t| t.value <= f.plot.x.max));
     // p99 over windows of at least 1010 I/Os, so never a lone column's max.
     let p99 = f.plot.series.iter().find(|s| s.name == "p99").unwrap();
     assert!(p99.points.len() >= 10);
-    assert!(f.caption.contains("p99 over windows of at least 1010 I/Os"), "{}", f.caption);
+    assert!(
+        f.caption.contains("p99 over windows of at least 1010 I/Os"),
+        "{}",
+        f.caption
+    );
     // The legend names only what is drawn, and sits under the figure: every series shows.
     let legend = nines_report::plot::legend_entries(&f.plot);
     let names: Vec<&str> = legend.iter().map(|e| e.name.as_str()).collect();
@@ -1070,7 +1082,10 @@ fn a_run_too_short_for_a_p99_line_draws_none_and_says_so() {
     let view = view_of(&log, &["sda"]);
     let f = time_figure(&view).unwrap();
     let names: Vec<&str> = f.plot.series.iter().map(|s| s.name.as_str()).collect();
-    assert!(names.contains(&"p50") && !names.contains(&"p99"), "{names:?}");
+    assert!(
+        names.contains(&"p50") && !names.contains(&"p99"),
+        "{names:?}"
+    );
     assert!(
         f.caption
             .contains("no p99 line: no stretch between gaps held 1010 I/Os"),
