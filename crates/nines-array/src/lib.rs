@@ -103,7 +103,8 @@ impl LayoutSpec {
     }
 
     /// Whether the policy itself writes members whatever the clients do (a rebuild onto a
-    /// replacement, a write buffer flushing), so they must be opened for writing.
+    /// replacement, a write buffer flushing, a persisted serial array formatting its metadata
+    /// region and committing its mapping table), so they must be opened for writing.
     pub fn writes_members(&self) -> bool {
         matches!(
             self.base(),
@@ -111,7 +112,8 @@ impl LayoutSpec {
                 rebuild: Some(_),
                 ..
             }
-        ) || self.shaping().is_some_and(|s| s.buffer.is_some())
+        ) || matches!(self.base(), LayoutSpec::Serial(s) if s.persist)
+            || self.shaping().is_some_and(|s| s.buffer.is_some())
     }
 
     /// The shaping around the layout, if any.

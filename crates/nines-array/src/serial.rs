@@ -45,8 +45,21 @@
 //!   only spares the device's own GC. Trims of a column count as GC work there (a rotation to
 //!   it waits for them).
 //!
-//! The mapping lives in memory only: it is not persisted, so a volume reopened over the same
-//! members starts empty (see docs/arch-array.md, "serial").
+//! - **Persistence** (`--persist`): the mapping table is kept on member 0, in a metadata region
+//!   after the last segment (the same room is reserved on every member, so columns stay alike):
+//!   page 0 a superblock (magic, geometry, checksum), pages 1.. the table, 1024 little-endian
+//!   entries a page (physical unit + 1; 0 unmapped, so a zeroed region is an empty table). The
+//!   volume opens by reading the superblock and the table (client I/O waits); a region without
+//!   a valid superblock is formatted (every page written, then the superblock). A *commit*
+//!   snapshots the pages changed since the last one into scratch, flushes every member (the
+//!   data those entries point at becomes durable), writes the pages in place and flushes
+//!   member 0. Every entry is 4 bytes inside one sector, so a commit cut anywhere leaves each
+//!   entry old or new, and both point at data that is there: a location an entry leaves is
+//!   reused (its segment trimmed) only after a commit that started after it was left has
+//!   completed (cleaned victims wait as *dead* segments, counted as GC work in their column).
+//!   A client FLUSH (and a FUA write) is answered when a commit that started after it
+//!   completes; dead segments also start commits. Reopened after a crash, segments holding
+//!   mapped units are sealed and the others free (trimmed before reuse).
 
 use std::collections::VecDeque;
 
@@ -95,7 +108,20 @@ pub struct SerialSpec {
     /// data is there); on real members the volume then reads whatever they hold. 0: empty.
     #[serde(default)]
     pub start_full_bytes: u64,
+    /// Keep the mapping table on the members (`--persist`): see the module documentation.
+    #[serde(default)]
+    pub persist: bool,
 }
+
+/// Page of the metadata region (superblock, mapping table).
+pub const META_PAGE_BYTES: u64 = 4096;
+/// Mapping entries in one page.
+const ENTRIES_PER_PAGE: u64 = META_PAGE_BYTES / 4;
+/// Metadata commands in flight at most (page reads and writes).
+const META_DEPTH: u32 = 4;
+/// The member holding the metadata region.
+const META_MEMBER: u32 = 0;
+const META_MAGIC: &[u8; 8] = b"NINESSR1";
 
 impl Default for SerialSpec {
     /// SWAN's defaults: 1 MiB stripe, 128 MiB segment groups, rotation at one free group, GC
@@ -112,6 +138,7 @@ impl Default for SerialSpec {
             gc_depth: 4,
             move_bytes: 256 << 10,
             start_full_bytes: 0,
+            persist: false,
         }
     }
 }
@@ -122,24 +149,47 @@ impl SerialSpec {
         u64::from(columns) * (u64::from(self.rotate_free) + 1) + u64::from(self.gc_stop)
     }
 
-    /// Segments per column over members of `member_bytes`.
-    pub fn segments_per_column(&self, member_bytes: u64) -> u64 {
+    /// Bytes of the metadata region on each member for a volume of `vol_units` mapping units
+    /// (a superblock page and the table's pages); 0 without `persist`.
+    pub fn meta_bytes(&self, vol_units: u64) -> u64 {
+        if !self.persist {
+            return 0;
+        }
+        META_PAGE_BYTES * (1 + vol_units.div_ceil(ENTRIES_PER_PAGE))
+    }
+
+    /// Mapping units of a volume over `k` columns of `segs` segments.
+    fn vol_units(&self, segs: u64, k: u32) -> u64 {
+        (segs * u64::from(k)).saturating_sub(self.reserve_segments(k))
+            * (self.segment_bytes / u64::from(self.unit_bytes.max(1)))
+    }
+
+    /// Segments per column over `columns` columns of members of `member_bytes` (the
+    /// metadata region left at the end of each member).
+    pub fn segments_per_column(&self, member_bytes: u64, columns: u32) -> u64 {
         let per_member = self.segment_bytes / u64::from(self.column_members.max(1));
-        member_bytes.checked_div(per_member).unwrap_or(0)
+        let mut s = member_bytes.checked_div(per_member).unwrap_or(0);
+        while s > 0 && s * per_member + self.meta_bytes(self.vol_units(s, columns)) > member_bytes
+        {
+            s -= 1;
+        }
+        s
     }
 
     /// The capacity over `members` members of `member_bytes` each (0 when they are too small).
     pub fn size_bytes(&self, member_bytes: u64, members: u32) -> u64 {
         let k = members / self.column_members.max(1);
-        let segs = self.segments_per_column(member_bytes) * u64::from(k);
+        let segs = self.segments_per_column(member_bytes, k) * u64::from(k);
         segs.saturating_sub(self.reserve_segments(k)) * self.segment_bytes
     }
 
     /// The bytes each of `members` members must hold for a volume of at least `end_bytes`.
     pub fn member_bytes_for(&self, end_bytes: u64, members: u32) -> u64 {
-        let k = u64::from((members / self.column_members.max(1)).max(1));
-        let segs = end_bytes.div_ceil(self.segment_bytes.max(1)) + self.reserve_segments(k as u32);
-        segs.div_ceil(k) * (self.segment_bytes / u64::from(self.column_members.max(1)))
+        let k = (members / self.column_members.max(1)).max(1);
+        let segs = end_bytes.div_ceil(self.segment_bytes.max(1)) + self.reserve_segments(k);
+        let per_col = segs.div_ceil(u64::from(k));
+        per_col * (self.segment_bytes / u64::from(self.column_members.max(1)))
+            + self.meta_bytes(self.vol_units(per_col, k))
     }
 }
 
@@ -157,6 +207,115 @@ enum Seg {
     Sealed,
     /// Being cleaned by GC.
     Victim,
+    /// Cleaned, waiting for a commit before its trim (persisted volumes).
+    Dead,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Boot {
+    /// Not opened yet: the first timer or request reads the metadata region.
+    Wait,
+    ReadSuper,
+    ReadMap,
+    Ready,
+    /// The region could not be read or holds another volume: every request answers EIO.
+    Failed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Commit {
+    Idle,
+    /// Every member flushing (the data the snapshot's entries point at).
+    DataFlush,
+    /// The snapshot's pages being written.
+    Pages,
+    /// The superblock being written (the format's commit).
+    Super,
+    /// The metadata member flushing.
+    MetaFlush,
+}
+
+/// The persistence counters (`volume.stats.persist`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MetaStats {
+    /// Member 0's offset of the metadata region.
+    pub region_offset_bytes: u64,
+    pub region_bytes: u64,
+    /// The region held no volume and was formatted at open.
+    pub formatted: bool,
+    /// Mapping units found at open.
+    pub recovered_units: u64,
+    pub recovery_error: Option<String>,
+    pub commits: u64,
+    pub commit_errors: u64,
+    pub pages_written: u64,
+    /// FLUSHes and FUA writes answered by a commit.
+    pub commit_waits: u64,
+    /// Segments that waited for a commit before their trim.
+    pub dead_segments: u64,
+}
+
+/// The persisted mapping table's state (`--persist`).
+struct Meta {
+    /// Member 0's offset of the region: page 0 the superblock, page `1 + j` table page `j`.
+    off_bytes: u64,
+    /// Table pages.
+    pages: u32,
+    /// Region pages in one scratch slot; the region's image starts at slot `slot_base`.
+    pages_per_slot: u32,
+    slot_base: u32,
+    boot: Boot,
+    commit: Commit,
+    /// Table pages changed since the last snapshot; the running commit's snapshot.
+    dirty: Vec<u64>,
+    taking: Vec<u64>,
+    /// Next table page to read or write; commands in flight; their ids (bit i: id base + i).
+    cursor: u32,
+    inflight: u32,
+    ids_busy: u32,
+    /// A command of the running commit failed.
+    failed: bool,
+    /// The running (or next) commit formats: it writes the superblock after the pages.
+    format: bool,
+    /// Commits started and completed (a commit's number is `started` when it starts).
+    started: u64,
+    done: u64,
+    /// Cleaned segments and the commit number they wait for.
+    dead: VecDeque<(u32, u64)>,
+    /// FLUSHes and FUA writes (tags) and the commit number they wait for.
+    waiters: VecDeque<(u32, u64)>,
+    /// Requests that came before the table was read.
+    held: VecDeque<VolIo>,
+    page: Vec<u8>,
+    stats: MetaStats,
+}
+
+#[inline]
+fn bit(v: &[u64], i: u32) -> bool {
+    v[(i / 64) as usize] & (1 << (i % 64)) != 0
+}
+
+/// The first set bit at or after `from`, below `end`.
+fn next_bit(v: &[u64], from: u32, end: u32) -> Option<u32> {
+    let mut i = from;
+    while i < end {
+        let w = v[(i / 64) as usize] >> (i % 64);
+        if w != 0 {
+            let j = i + w.trailing_zeros();
+            return (j < end).then_some(j);
+        }
+        i = (i / 64 + 1) * 64;
+    }
+    None
+}
+
+fn fnv64(bytes: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -267,6 +426,9 @@ pub struct Serial {
     roles: Vec<(u64, u32)>,
     roles_dropped: u64,
     outputs_max: usize,
+    /// Ids of metadata commands start here.
+    meta_base: u32,
+    meta: Option<Box<Meta>>,
 }
 
 impl Serial {
@@ -325,8 +487,23 @@ impl Serial {
                 "--gc-depth must be at least 1 and --gc-move a positive multiple of --map-unit {unit}"
             ));
         }
+        if spec.persist {
+            if !spec.move_bytes.is_multiple_of(META_PAGE_BYTES as u32)
+                || !(META_PAGE_BYTES as u32).is_multiple_of(block_bytes.max(1))
+            {
+                return bad(format!(
+                    "--persist needs --gc-move a multiple of {META_PAGE_BYTES} and members' \
+                     logical block ({block_bytes}) at most {META_PAGE_BYTES}"
+                ));
+            }
+            if spec.start_full_bytes > 0 {
+                return bad("--start-full and --persist exclude each other (a persisted volume \
+                            starts from what its members hold)"
+                    .into());
+            }
+        }
         let smallest = member_sizes_bytes.iter().copied().min().unwrap_or(0);
-        let s = spec.segments_per_column(smallest);
+        let s = spec.segments_per_column(smallest, k);
         let size_bytes = spec.size_bytes(smallest, n);
         if size_bytes == 0 {
             return bad(format!(
@@ -358,6 +535,38 @@ impl Serial {
         let vol_units = (size_bytes / u64::from(unit)) as usize;
         let tags = tags.max(1);
         let gc_base = tags * per_io;
+        let meta = spec.persist.then(|| {
+            let pages = (vol_units as u64).div_ceil(ENTRIES_PER_PAGE) as u32;
+            let words = (pages as usize).div_ceil(64);
+            let per_member = spec.segment_bytes / u64::from(w);
+            Box::new(Meta {
+                off_bytes: s * per_member,
+                pages,
+                pages_per_slot: spec.move_bytes / META_PAGE_BYTES as u32,
+                slot_base: spec.gc_depth,
+                boot: Boot::Wait,
+                commit: Commit::Idle,
+                dirty: vec![0; words],
+                taking: vec![0; words],
+                cursor: 0,
+                inflight: 0,
+                ids_busy: 0,
+                failed: false,
+                format: false,
+                started: 0,
+                done: 0,
+                dead: VecDeque::with_capacity(segs),
+                waiters: VecDeque::with_capacity(tags as usize),
+                held: VecDeque::with_capacity(tags as usize),
+                page: vec![0; META_PAGE_BYTES as usize],
+                stats: MetaStats {
+                    region_offset_bytes: s * per_member,
+                    region_bytes: spec.meta_bytes(vol_units as u64),
+                    ..MetaStats::default()
+                },
+            })
+        });
+        let meta_base = gc_base + spec.gc_depth + TRIM_SLOTS * w;
         let mut v = Serial {
             spec,
             n,
@@ -419,7 +628,11 @@ impl Serial {
                 + tags as usize
                 + spec.gc_depth as usize
                 + (TRIM_SLOTS * w) as usize
-                + 1,
+                + 1
+                // A commit's flushes or page writes, the requests it answers.
+                + if spec.persist { (n + META_DEPTH + tags + 2) as usize } else { 0 },
+            meta_base,
+            meta,
         };
         if spec.start_full_bytes > 0 {
             if spec.start_full_bytes > size_bytes {
@@ -744,6 +957,7 @@ impl Serial {
                 for p in p0..p0 + n {
                     let old = self.map[v as usize];
                     self.invalidate(old);
+                    self.mark(v);
                     self.map[v as usize] = p;
                     self.rev[p as usize] = v;
                     let ix = self.seg_of(p) as usize;
@@ -756,6 +970,16 @@ impl Serial {
         let r = &mut self.reqs[t];
         r.runs.clear();
         r.issued = 0;
+        if r.fua
+            && r.result == IoResult::Ok
+            && let Some(m) = self.meta.as_mut()
+        {
+            // FUA: answered once a commit holds its mapping.
+            m.waiters.push_back((tag, m.started + 1));
+            m.stats.commit_waits += 1;
+            self.maybe_commit(cx);
+            return;
+        }
         cx.out.done(tag, r.result);
     }
 
@@ -837,6 +1061,9 @@ impl Serial {
         self.gc_moves(cx);
         self.finish_victim();
         self.pump_trims(cx);
+        if self.meta.is_some() {
+            self.maybe_commit(cx);
+        }
     }
 
     fn gc_moves(&mut self, cx: &mut Cx) {
@@ -926,6 +1153,13 @@ impl Serial {
         if self.valid[vi] > 0 {
             // A move failed under it: keep the data.
             self.set_state(v, Seg::Sealed);
+        } else if let Some(m) = self.meta.as_mut() {
+            // Entries on the members may still point here until a commit that starts now.
+            m.dead.push_back((v, m.started + 1));
+            m.stats.dead_segments += 1;
+            self.set_state(v, Seg::Dead);
+            let c = self.col_of_seg(v) as usize;
+            self.col_gc_inflight[c] += 1;
         } else {
             self.set_state(v, Seg::Trimming);
             self.queue_trim(v);
@@ -1013,6 +1247,7 @@ impl Serial {
                         let v = self.rev[(src + i) as usize];
                         if v != NONE {
                             self.invalidate(src + i);
+                            self.mark(v);
                             self.map[v as usize] = dst + i;
                             self.rev[(dst + i) as usize] = v;
                             self.valid[dg as usize] += 1;
@@ -1053,6 +1288,398 @@ impl Serial {
     }
 }
 
+/// Persistence (`--persist`): opening, commits. See the module documentation.
+impl Serial {
+    /// Volume unit `v`'s entry changed: its table page goes into the next commit.
+    #[inline]
+    fn mark(&mut self, v: u32) {
+        if let Some(m) = self.meta.as_mut() {
+            let j = (u64::from(v) / ENTRIES_PER_PAGE) as usize;
+            m.dirty[j / 64] |= 1 << (j % 64);
+        }
+    }
+
+    /// Where region page `i` lives in scratch.
+    fn image(m: &Meta, i: u32) -> BufRef {
+        BufRef::Scratch {
+            index: m.slot_base + i / m.pages_per_slot,
+            offset: (i % m.pages_per_slot) * META_PAGE_BYTES as u32,
+        }
+    }
+
+    /// A command on region pages `first..first + pages` (inside one scratch slot).
+    fn meta_cmd(&mut self, cx: &mut Cx, op: CmdOp, first: u32, pages: u32) {
+        let m = self.meta.as_mut().expect("persisted");
+        let i = (!m.ids_busy).trailing_zeros();
+        assert!(i < META_DEPTH, "more metadata commands than META_DEPTH");
+        m.ids_busy |= 1 << i;
+        m.inflight += 1;
+        cx.out.cmd(MemberCmd {
+            id: self.meta_base + i,
+            member: META_MEMBER,
+            op,
+            offset_bytes: m.off_bytes + u64::from(first) * META_PAGE_BYTES,
+            len_bytes: pages * META_PAGE_BYTES as u32,
+            buf: if op == CmdOp::Flush {
+                BufRef::None
+            } else {
+                Self::image(m, first)
+            },
+            fua: false,
+        });
+    }
+
+    /// The superblock's bytes (into `m.page`).
+    fn superblock(&mut self) {
+        let geometry = [
+            u64::from(self.unit as u32),
+            self.spec.segment_bytes,
+            self.spec.stripe_bytes,
+            u64::from(self.w),
+            u64::from(self.k),
+            u64::from(self.s),
+            self.map.len() as u64,
+        ];
+        let m = self.meta.as_mut().expect("persisted");
+        m.page.fill(0);
+        m.page[..8].copy_from_slice(META_MAGIC);
+        for (i, g) in geometry.iter().enumerate() {
+            m.page[8 + 8 * i..16 + 8 * i].copy_from_slice(&g.to_le_bytes());
+        }
+        let end = 8 + 8 * geometry.len();
+        let h = fnv64(&m.page[..end]);
+        m.page[end..end + 8].copy_from_slice(&h.to_le_bytes());
+    }
+
+    /// Opening: read the superblock.
+    fn start_boot(&mut self, cx: &mut Cx) {
+        let m = self.meta.as_mut().expect("persisted");
+        m.boot = Boot::ReadSuper;
+        self.meta_cmd(cx, CmdOp::Read, 0, 1);
+    }
+
+    fn boot_failed(&mut self, why: String, cx: &mut Cx) {
+        let m = self.meta.as_mut().expect("persisted");
+        m.boot = Boot::Failed;
+        m.stats.recovery_error = Some(why);
+        while let Some(io) = m.held.pop_front() {
+            cx.out.done(io.tag, IoResult::Err(EIO));
+        }
+    }
+
+    /// Reads of the table's pages, `META_DEPTH` at most in flight.
+    fn pump_map_reads(&mut self, cx: &mut Cx) {
+        loop {
+            let m = self.meta.as_ref().expect("persisted");
+            if m.inflight >= META_DEPTH || m.cursor >= m.pages {
+                return;
+            }
+            let (j, pps) = (m.cursor, m.pages_per_slot);
+            // Region page j + 1 up to the end of its slot.
+            let n = (pps - (j + 1) % pps).min(m.pages - j);
+            self.meta.as_mut().expect("persisted").cursor += n;
+            self.meta_cmd(cx, CmdOp::Read, j + 1, n);
+        }
+    }
+
+    /// Every table page is in scratch: rebuild the mapping, the valid counts and the segments.
+    fn load_map(&mut self, now_ns: u64, cx: &mut Cx) {
+        let m = self.meta.as_mut().expect("persisted");
+        let total = self.rev.len() as u64;
+        let mut recovered = 0u64;
+        let mut bad: Option<String> = None;
+        'pages: for j in 0..m.pages {
+            let src = Self::image(m, j + 1);
+            cx.data.read_bytes(src, &mut m.page);
+            for (i, e) in m.page.chunks_exact(4).enumerate() {
+                let e = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
+                if e == 0 {
+                    continue;
+                }
+                let v = u64::from(j) * ENTRIES_PER_PAGE + i as u64;
+                let p = u64::from(e - 1);
+                if v >= self.map.len() as u64 || p >= total || self.rev[p as usize] != NONE {
+                    bad = Some(format!(
+                        "the mapping table is corrupt: entry {v} holds {e} (units {}, places \
+                         {total})",
+                        self.map.len()
+                    ));
+                    break 'pages;
+                }
+                self.map[v as usize] = p as u32;
+                self.rev[p as usize] = v as u32;
+                self.valid[(p / u64::from(self.seg_units)) as usize] += 1;
+                recovered += 1;
+            }
+        }
+        if let Some(why) = bad {
+            self.map.fill(NONE);
+            self.rev.fill(NONE);
+            self.valid.fill(0);
+            self.boot_failed(why, cx);
+            return;
+        }
+        m.stats.recovered_units = recovered;
+        for g in 0..self.s * self.k {
+            if self.valid[g as usize] > 0 {
+                self.set_state(g, Seg::Sealed);
+            }
+        }
+        // The members were formatted when the volume was made; free segments are trimmed
+        // before reuse.
+        self.formatted = true;
+        let best = (0..self.k).max_by_key(|&c| (self.col_free[c as usize], c));
+        self.front = best.unwrap_or(0);
+        self.booted(now_ns, cx);
+    }
+
+    /// Open: the requests that waited go in, in order.
+    fn booted(&mut self, now_ns: u64, cx: &mut Cx) {
+        let m = self.meta.as_mut().expect("persisted");
+        m.boot = Boot::Ready;
+        while let Some(io) = self.meta.as_mut().expect("persisted").held.pop_front() {
+            self.submit(now_ns, io, cx);
+        }
+        self.maybe_commit(cx);
+    }
+
+    /// Starts a commit when one is wanted and none runs: snapshot the changed pages into
+    /// scratch, then flush every member.
+    fn maybe_commit(&mut self, cx: &mut Cx) {
+        let Some(m) = self.meta.as_mut() else { return };
+        if m.boot != Boot::Ready || m.commit != Commit::Idle {
+            return;
+        }
+        if m.waiters.is_empty() && !m.format && (m.dead.is_empty() || self.gc_broken) {
+            return;
+        }
+        m.started += 1;
+        std::mem::swap(&mut m.dirty, &mut m.taking);
+        m.dirty.fill(0);
+        if cx.data.has_data() {
+            let vol_units = self.map.len() as u64;
+            let mut j = 0;
+            while let Some(p) = next_bit(&m.taking, j, m.pages) {
+                let first = u64::from(p) * ENTRIES_PER_PAGE;
+                let last = (first + ENTRIES_PER_PAGE).min(vol_units);
+                m.page.fill(0);
+                for (i, v) in (first..last).enumerate() {
+                    let e = self.map[v as usize];
+                    let e = if e == NONE { 0 } else { e + 1 };
+                    m.page[4 * i..4 * i + 4].copy_from_slice(&e.to_le_bytes());
+                }
+                cx.data.write_bytes(Self::image(m, p + 1), &m.page);
+                j = p + 1;
+            }
+        }
+        m.commit = Commit::DataFlush;
+        m.failed = false;
+        m.inflight = self.n;
+        for member in 0..self.n {
+            cx.out.cmd(MemberCmd {
+                id: self.meta_base + member,
+                member,
+                op: CmdOp::Flush,
+                offset_bytes: 0,
+                len_bytes: 0,
+                buf: BufRef::None,
+                fua: false,
+            });
+        }
+    }
+
+    /// Writes of the snapshot's pages; when all are written, the superblock (formatting) or
+    /// the metadata member's flush.
+    fn pump_page_writes(&mut self, cx: &mut Cx) {
+        loop {
+            let m = self.meta.as_ref().expect("persisted");
+            if m.inflight >= META_DEPTH {
+                return;
+            }
+            let Some(j) = next_bit(&m.taking, m.cursor, m.pages) else {
+                break;
+            };
+            let pps = m.pages_per_slot;
+            let mut n = 1;
+            while j + n < m.pages && bit(&m.taking, j + n) && (j + n + 1) % pps != 0 {
+                n += 1;
+            }
+            let m = self.meta.as_mut().expect("persisted");
+            m.cursor = j + n;
+            m.stats.pages_written += u64::from(n);
+            self.meta_cmd(cx, CmdOp::Write, j + 1, n);
+        }
+        let m = self.meta.as_mut().expect("persisted");
+        if m.inflight > 0 {
+            return;
+        }
+        if m.failed {
+            self.commit_failed(cx);
+        } else if m.format {
+            m.commit = Commit::Super;
+            self.superblock();
+            let m = self.meta.as_mut().expect("persisted");
+            cx.data.write_bytes(Self::image(m, 0), &m.page);
+            self.meta_cmd(cx, CmdOp::Write, 0, 1);
+        } else {
+            m.commit = Commit::MetaFlush;
+            self.meta_cmd(cx, CmdOp::Flush, 0, 0);
+        }
+    }
+
+    /// A commit's command failed: its pages go back to the next one, the requests waiting for
+    /// it answer EIO, the segments waiting for it wait on.
+    fn commit_failed(&mut self, cx: &mut Cx) {
+        let m = self.meta.as_mut().expect("persisted");
+        m.stats.commit_errors += 1;
+        for (d, t) in m.dirty.iter_mut().zip(&m.taking) {
+            *d |= *t;
+        }
+        m.commit = Commit::Idle;
+        let number = m.started;
+        while let Some(&(tag, need)) = m.waiters.front() {
+            if need > number {
+                break;
+            }
+            m.waiters.pop_front();
+            cx.out.done(tag, IoResult::Err(EIO));
+        }
+        // Reuse of cleaned space stops (like a GC error): what waits for room fails.
+        self.gc_broken = true;
+    }
+
+    fn commit_done(&mut self, now_ns: u64, cx: &mut Cx) {
+        let m = self.meta.as_mut().expect("persisted");
+        m.commit = Commit::Idle;
+        m.done = m.started;
+        m.format = false;
+        m.stats.commits += 1;
+        let done = m.done;
+        while let Some(&(tag, need)) = m.waiters.front() {
+            if need > done {
+                break;
+            }
+            m.waiters.pop_front();
+            cx.out.done(tag, IoResult::Ok);
+        }
+        while let Some(&(g, need)) = self.meta.as_ref().expect("persisted").dead.front() {
+            if need > done {
+                break;
+            }
+            self.meta.as_mut().expect("persisted").dead.pop_front();
+            // Counted in its column's GC work since it died.
+            self.set_state(g, Seg::Trimming);
+            self.trim_q.push_back(g);
+        }
+        self.maybe_commit(cx);
+        self.after_change(now_ns, cx);
+    }
+
+    fn meta_done(&mut self, now_ns: u64, i: u32, result: CmdResult, cx: &mut Cx) {
+        let ok = result == CmdResult::Ok;
+        let m = self.meta.as_mut().expect("a metadata completion without --persist");
+        assert!(m.inflight > 0, "completion of a metadata command not in flight");
+        m.inflight -= 1;
+        if m.commit != Commit::DataFlush {
+            m.ids_busy &= !(1 << i);
+        }
+        match m.boot {
+            Boot::ReadSuper => {
+                if !ok {
+                    return self.boot_failed(
+                        format!("reading the metadata region failed: {result:?}"),
+                        cx,
+                    );
+                }
+                cx.data.read_bytes(Self::image(m, 0), &mut m.page);
+                let found = m.page.clone();
+                self.superblock();
+                let m = self.meta.as_mut().expect("persisted");
+                if found == m.page {
+                    m.boot = Boot::ReadMap;
+                    m.cursor = 0;
+                    self.pump_map_reads(cx);
+                    let m = self.meta.as_ref().expect("persisted");
+                    if m.inflight == 0 {
+                        self.load_map(now_ns, cx);
+                    }
+                } else if found[..8] == META_MAGIC[..] && cx.data.has_data() {
+                    self.boot_failed(
+                        "the metadata region holds a serial volume of another geometry (other \
+                         --segment, --stripe, --map-unit, --column-members, member sizes or \
+                         count, or a damaged superblock)"
+                            .into(),
+                        cx,
+                    );
+                } else {
+                    // No volume there: format (every page of the empty table, then the
+                    // superblock); the first write trims every segment.
+                    m.stats.formatted = true;
+                    m.format = true;
+                    let full = m.pages;
+                    for j in 0..full {
+                        m.dirty[(j / 64) as usize] |= 1 << (j % 64);
+                    }
+                    self.booted(now_ns, cx);
+                }
+            }
+            Boot::ReadMap => {
+                if !ok {
+                    return self.boot_failed(
+                        format!("reading the mapping table failed: {result:?}"),
+                        cx,
+                    );
+                }
+                self.pump_map_reads(cx);
+                let m = self.meta.as_ref().expect("persisted");
+                if m.inflight == 0 && m.cursor >= m.pages {
+                    self.load_map(now_ns, cx);
+                }
+            }
+            Boot::Wait | Boot::Failed => panic!("a metadata completion while not opening"),
+            Boot::Ready => {
+                if !ok {
+                    m.failed = true;
+                }
+                match m.commit {
+                    Commit::DataFlush => {
+                        if m.inflight == 0 {
+                            if m.failed {
+                                self.commit_failed(cx);
+                            } else {
+                                m.commit = Commit::Pages;
+                                m.cursor = 0;
+                                m.ids_busy = 0;
+                                self.pump_page_writes(cx);
+                            }
+                        }
+                    }
+                    Commit::Pages | Commit::Super => {
+                        if m.commit == Commit::Super {
+                            if m.failed {
+                                self.commit_failed(cx);
+                            } else {
+                                m.commit = Commit::MetaFlush;
+                                self.meta_cmd(cx, CmdOp::Flush, 0, 0);
+                            }
+                        } else {
+                            self.pump_page_writes(cx);
+                        }
+                    }
+                    Commit::MetaFlush => {
+                        if m.failed {
+                            self.commit_failed(cx);
+                        } else {
+                            self.commit_done(now_ns, cx);
+                        }
+                    }
+                    Commit::Idle => panic!("a metadata completion with no commit running"),
+                }
+            }
+        }
+    }
+}
+
 impl Volume for Serial {
     fn layout(&self) -> &'static str {
         "serial"
@@ -1067,10 +1694,31 @@ impl Volume for Serial {
         self.unit as u32
     }
     fn scratch(&self) -> (u32, u32) {
-        (self.spec.gc_depth, self.spec.move_bytes)
+        // GC's slots, then the metadata region's image (persisted volumes).
+        let image = self
+            .meta
+            .as_ref()
+            .map_or(0, |m| (m.pages + 1).div_ceil(m.pages_per_slot));
+        (self.spec.gc_depth + image, self.spec.move_bytes)
     }
     fn cmds_max(&self) -> u32 {
-        self.trim_base + TRIM_SLOTS * self.w
+        self.meta_base + if self.meta.is_some() { self.n.max(META_DEPTH) } else { 0 }
+    }
+    fn write_back(&self) -> bool {
+        // Acknowledged writes are durable only once a commit holds their mapping.
+        self.meta.is_some()
+    }
+    fn next_timer_ns(&self) -> Option<u64> {
+        // Opening reads the metadata region at once.
+        self.meta
+            .as_ref()
+            .is_some_and(|m| m.boot == Boot::Wait)
+            .then_some(0)
+    }
+    fn on_timer(&mut self, _now_ns: u64, cx: &mut Cx) {
+        if self.meta.as_ref().is_some_and(|m| m.boot == Boot::Wait) {
+            self.start_boot(cx);
+        }
     }
     fn outputs_max(&self) -> usize {
         self.outputs_max
@@ -1082,6 +1730,28 @@ impl Volume for Serial {
     fn submit(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx) {
         let tag = io.tag;
         let t = tag as usize;
+        if let Some(m) = self.meta.as_mut() {
+            match m.boot {
+                Boot::Ready => {}
+                Boot::Failed => {
+                    cx.out.done(tag, IoResult::Err(EIO));
+                    return;
+                }
+                Boot::Wait | Boot::ReadSuper | Boot::ReadMap => {
+                    m.held.push_back(io);
+                    if m.boot == Boot::Wait {
+                        self.start_boot(cx);
+                    }
+                    return;
+                }
+            }
+            if io.op == VolOp::Flush {
+                m.waiters.push_back((tag, m.started + 1));
+                m.stats.commit_waits += 1;
+                self.maybe_commit(cx);
+                return;
+            }
+        }
         assert!(
             self.reqs[t].pending == 0 && self.reqs[t].issued == 0,
             "tag {tag} submitted while in flight"
@@ -1095,6 +1765,9 @@ impl Volume for Serial {
             r.runs.clear();
         }
         if io.op == VolOp::Flush {
+            // No units: it finishes when its member flushes have (a request's `units` would
+            // otherwise be the tag's last one's, and the flush never answered).
+            self.reqs[t].units = 0;
             for m in 0..self.n {
                 let r = &mut self.reqs[t];
                 let id = tag * self.per_io + r.issued;
@@ -1209,8 +1882,11 @@ impl Volume for Serial {
                 self.stats.client_trim_bytes += u64::from(io.len_bytes);
                 for v in first..first + units {
                     let old = self.map[v as usize];
-                    self.invalidate(old);
-                    self.map[v as usize] = NONE;
+                    if old != NONE {
+                        self.invalidate(old);
+                        self.mark(v);
+                        self.map[v as usize] = NONE;
+                    }
                 }
                 self.victim_none = false;
                 self.reqs[t].issued = 0;
@@ -1223,6 +1899,10 @@ impl Volume for Serial {
 
     fn member_done(&mut self, now_ns: u64, done: CmdDone, cx: &mut Cx) {
         let id = done.id;
+        if id >= self.meta_base {
+            self.meta_done(now_ns, id - self.meta_base, done.result, cx);
+            return;
+        }
         if id >= self.trim_base {
             let slot = ((id - self.trim_base) / self.w) as usize;
             let Some((g, left)) = self.trims[slot] else {
@@ -1318,6 +1998,12 @@ impl Volume for Serial {
                 "client_write_bytes_per_interval".into(),
                 serde_json::json!(self.write_bytes_per_interval),
             );
+            if let Some(m) = &self.meta {
+                o.insert(
+                    "persist".into(),
+                    serde_json::to_value(&m.stats).unwrap_or_default(),
+                );
+            }
         }
         v
     }
@@ -1340,6 +2026,7 @@ mod tests {
             gc_depth: 2,
             move_bytes: 8192,
             start_full_bytes: 0,
+            persist: false,
         };
         let s = Serial::new(spec, &[1 << 20; 4], 512, 1, 65536).unwrap();
         // 16 segments of 32 KiB per member per column.

@@ -23,6 +23,7 @@ fn spec(column_members: u32, gc_depth: u32) -> SerialSpec {
         gc_depth,
         move_bytes: 8192,
         start_full_bytes: 0,
+        persist: false,
     }
 }
 
@@ -288,4 +289,23 @@ fn serial_refuses_unaligned_ios_and_bad_options() {
     let mut s = spec(1, 1);
     s.stripe_bytes = 6000;
     assert!(e(s, 4, 1 << 20).contains("--stripe"));
+}
+
+/// A FLUSH on a tag whose last request was a write completes once every member flushed (it
+/// used to wait for the write's units forever).
+#[test]
+fn a_flush_after_a_write_on_the_same_tag_completes() {
+    let mut d = driver(spec(1, 2), 4, 128 * 1024, 1);
+    d.write(0, &[7u8; 8192]).unwrap();
+    d.flush().unwrap();
+    let flushed: Vec<u32> = d
+        .trace
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter(|(c, _)| c.op == CmdOp::Flush)
+        .map(|(c, _)| c.member)
+        .collect();
+    assert_eq!(flushed, vec![0, 1, 2, 3]);
+    assert_eq!(d.read(0, 8192).unwrap(), vec![7u8; 8192]);
 }

@@ -615,6 +615,7 @@ fn serial_over_zram_writes_where_the_policy_says_and_collects() {
         gc_depth: 4,
         move_bytes: 256 << 10,
         start_full_bytes: 0,
+        persist: false,
     };
     // 4 columns of 16 segments, less 4 * 2 + 3 in reserve: 53 MiB.
     let size = 53u64 << 20;

@@ -1435,6 +1435,10 @@ impl Volume for WriteBuffer {
     fn write_back(&self) -> bool {
         self.inner.write_back()
     }
+    fn gc_free_members(&self) -> Option<std::ops::Range<u32>> {
+        // The wrapped volume's members keep their numbers (the buffer device is the last one).
+        self.inner.gc_free_members()
+    }
 
     fn stats(&self) -> serde_json::Value {
         let st = &self.stats;

@@ -118,6 +118,10 @@ macro_rules! same_as_inner {
         fn cmds_max(&self) -> u32 {
             self.inner.cmds_max()
         }
+        fn gc_free_members(&self) -> Option<std::ops::Range<u32>> {
+            // The members keep their numbers through a wrapper (a buffer device comes last).
+            self.inner.gc_free_members()
+        }
     };
 }
 pub(crate) use same_as_inner;

@@ -203,6 +203,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         export,
         hdr_sink,
     );
+    if let nines_array::LayoutSpec::Serial(sp) = spec.base()
+        && !sp.persist
+    {
+        eprintln!(
+            "nines: the serial array's mapping is in memory only: a restart starts it empty \
+             (add --persist to keep it on the members)"
+        );
+    }
     eprintln!(
         "nines: serving {} ({layout}, {} bytes) as export {:?}; SIGINT/SIGTERM stops",
         args.targets

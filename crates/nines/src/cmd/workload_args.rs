@@ -262,6 +262,12 @@ pub struct VolumeArgs {
     /// serial: GC victim policy (greedy: the back-end segment with the fewest valid units).
     #[arg(long, value_parser = ["greedy"])]
     pub victim: Option<String>,
+    /// serial: keep the mapping table on the members (a metadata region after the last
+    /// segment of every member; member 0's holds it), read back when the volume opens, so a
+    /// FLUSH (and the end of a run) makes acknowledged writes durable across a restart or a
+    /// kill -9. Without it the mapping is in memory only and a reopened volume starts empty.
+    #[arg(long)]
+    pub persist: bool,
     #[command(flatten)]
     pub shaping: ShapingArgs,
 }
@@ -284,6 +290,7 @@ impl VolumeArgs {
             gc_depth: self.gc_depth.unwrap_or(d.gc_depth),
             move_bytes: small("gc-move", self.gc_move.unwrap_or(u64::from(d.move_bytes)))?,
             start_full_bytes: self.start_full.unwrap_or(0),
+            persist: self.persist,
         })
     }
 
@@ -315,6 +322,7 @@ impl VolumeArgs {
             ("--gc-move", self.gc_move.is_some()),
             ("--victim", self.victim.is_some()),
             ("--start-full", self.start_full.is_some()),
+            ("--persist", self.persist),
         ];
         if self.layout != "serial"
             && let Some((name, _)) = serial_given.iter().find(|(_, given)| *given)
