@@ -169,8 +169,7 @@ impl SerialSpec {
     pub fn segments_per_column(&self, member_bytes: u64, columns: u32) -> u64 {
         let per_member = self.segment_bytes / u64::from(self.column_members.max(1));
         let mut s = member_bytes.checked_div(per_member).unwrap_or(0);
-        while s > 0 && s * per_member + self.meta_bytes(self.vol_units(s, columns)) > member_bytes
-        {
+        while s > 0 && s * per_member + self.meta_bytes(self.vol_units(s, columns)) > member_bytes {
             s -= 1;
         }
         s
@@ -497,9 +496,11 @@ impl Serial {
                 ));
             }
             if spec.start_full_bytes > 0 {
-                return bad("--start-full and --persist exclude each other (a persisted volume \
+                return bad(
+                    "--start-full and --persist exclude each other (a persisted volume \
                             starts from what its members hold)"
-                    .into());
+                        .into(),
+                );
             }
         }
         let smallest = member_sizes_bytes.iter().copied().min().unwrap_or(0);
@@ -1577,8 +1578,14 @@ impl Serial {
 
     fn meta_done(&mut self, now_ns: u64, i: u32, result: CmdResult, cx: &mut Cx) {
         let ok = result == CmdResult::Ok;
-        let m = self.meta.as_mut().expect("a metadata completion without --persist");
-        assert!(m.inflight > 0, "completion of a metadata command not in flight");
+        let m = self
+            .meta
+            .as_mut()
+            .expect("a metadata completion without --persist");
+        assert!(
+            m.inflight > 0,
+            "completion of a metadata command not in flight"
+        );
         m.inflight -= 1;
         if m.commit != Commit::DataFlush {
             m.ids_busy &= !(1 << i);
@@ -1625,10 +1632,8 @@ impl Serial {
             }
             Boot::ReadMap => {
                 if !ok {
-                    return self.boot_failed(
-                        format!("reading the mapping table failed: {result:?}"),
-                        cx,
-                    );
+                    return self
+                        .boot_failed(format!("reading the mapping table failed: {result:?}"), cx);
                 }
                 self.pump_map_reads(cx);
                 let m = self.meta.as_ref().expect("persisted");
@@ -1702,7 +1707,12 @@ impl Volume for Serial {
         (self.spec.gc_depth + image, self.spec.move_bytes)
     }
     fn cmds_max(&self) -> u32 {
-        self.meta_base + if self.meta.is_some() { self.n.max(META_DEPTH) } else { 0 }
+        self.meta_base
+            + if self.meta.is_some() {
+                self.n.max(META_DEPTH)
+            } else {
+                0
+            }
     }
     fn write_back(&self) -> bool {
         // Acknowledged writes are durable only once a commit holds their mapping.

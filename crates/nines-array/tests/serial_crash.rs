@@ -477,7 +477,10 @@ fn a_flushed_volume_reopens_exactly_and_refuses_another_geometry() {
     // It read the superblock and wrote nothing over the other volume.
     assert!(o.executed >= 1);
     assert!(o.live == o.durable && o.unflushed.iter().all(Vec::is_empty));
-    assert!(o.live == r.durable, "the refused volume changed the members");
+    assert!(
+        o.live == r.durable,
+        "the refused volume changed the members"
+    );
 }
 
 /// The shaping wrappers (throttle, chop, write buffer) forward which members the serial
