@@ -532,6 +532,18 @@ impl DeviceConfig {
                 ),
             ));
         }
+        // The buffer's pages are tracked one by one (allocated up front with the device): a
+        // buffer larger than the flash it fronts has no meaning and would only exhaust memory.
+        if self.buffer.write_buffer_bytes as u128 > self.physical_bytes() {
+            return Err(invalid(
+                "buffer.write_buffer_bytes",
+                format!(
+                    "{} must not exceed the flash it buffers ({} bytes)",
+                    self.buffer.write_buffer_bytes,
+                    self.physical_bytes()
+                ),
+            ));
+        }
         let hk = &self.housekeeping;
         if hk.period_ns > 0 && hk.duration_ns >= hk.period_ns {
             return Err(invalid(
@@ -778,6 +790,18 @@ impl DeviceConfig {
                 + logical_units / self.translation_entries_per_page() as u64 * 4
         };
         physical_units * 4 + logical_units * 4 + blocks * 9 + cache
+    }
+
+    /// Pages the write buffer holds (at least two).
+    pub fn buffer_pages(&self) -> u64 {
+        (self.buffer.write_buffer_bytes / self.geometry.page_size_bytes as u64).max(2)
+    }
+
+    /// Bytes of state every device allocates for itself, beyond the maps of
+    /// [`DeviceConfig::model_bytes`] (which devices that only read share): the write buffer's
+    /// page release times (8 bytes a page).
+    pub fn device_state_bytes(&self) -> u64 {
+        (self.buffer_pages() + 1).saturating_mul(8)
     }
 
     /// Mapping entries one translation page holds.

@@ -450,8 +450,9 @@ impl Ssd {
         };
         let units_n = cfg.parallel_units() as u32;
         let pools = cfg.pools() as u32;
-        let buffer_pages =
-            (cfg.buffer.write_buffer_bytes / cfg.geometry.page_size_bytes as u64).max(2) as usize;
+        // Bounded by validation (at most the flash) and by the memory budget
+        // (DeviceConfig::device_state_bytes).
+        let buffer_pages = cfg.buffer_pages() as usize;
         let cmt = (cfg.mapping.cache_bytes > 0).then(|| {
             MapCache::new(
                 cfg.mapping_cache_entries(),

@@ -280,6 +280,18 @@ fn bad_descriptions_name_the_field_and_the_rule() {
     );
     let e = broken(|t| *t = t.replace("read_ns = 75_000", "raed_ns = 75_000")).to_string();
     assert!(e.contains("raed_ns") && e.contains("line"), "{e}");
+    // A buffer larger than the flash used to pass and abort on allocation (issue 15).
+    let e = broken(|t| {
+        *t = t.replace(
+            "write_buffer_bytes = 268_435_456",
+            "write_buffer_bytes = 18_000_000_000_000_000_000",
+        )
+    })
+    .to_string();
+    assert!(
+        e.contains("buffer.write_buffer_bytes") && e.contains("must not exceed the flash"),
+        "{e}"
+    );
     let e = DeviceConfig::preset("nope").unwrap_err().to_string();
     for name in preset_names() {
         assert!(e.contains(name), "{e}");

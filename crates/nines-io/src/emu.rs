@@ -199,14 +199,19 @@ impl EmuContext {
             });
         }
         let blocks = size_bytes / u64::from(BLOCK_BYTES);
-        let model_bytes = scaled.model_bytes();
+        // The maps, and what the device allocates for itself (its write buffer's pages).
+        let model_bytes = scaled
+            .model_bytes()
+            .saturating_add(scaled.device_state_bytes());
         let index_bytes = blocks * 4;
         let data_bytes = if writes {
             data_bytes_max.unwrap_or(size_bytes).min(size_bytes)
         } else {
             0
         };
-        let need = model_bytes + index_bytes + data_bytes;
+        let need = model_bytes
+            .saturating_add(index_bytes)
+            .saturating_add(data_bytes);
         let budget = self.inner.budget_bytes;
         let charged =
             self.inner

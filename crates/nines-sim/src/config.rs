@@ -179,7 +179,7 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
                 "--device null:{size}: give a size that is a positive multiple of {LOGICAL_BLOCK_BYTES} bytes, e.g. null:1g"
             )));
         }
-        return Ok(Prepared {
+        let prepared = Prepared {
             cfg: cfg.clone(),
             scaled: cfg.device.clone(),
             scale: 1.0,
@@ -188,25 +188,47 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
                 .map(|_| SimMember::Null { size_bytes: size })
                 .collect(),
             model_bytes_per_device: 0,
-        });
+        };
+        check_volume_size(&prepared)?;
+        return Ok(prepared);
     }
     // Devices that write each own a copy of the maps; read-only runs share one.
     let copies = if writes { cfg.devices as u64 } else { 1 };
-    let per_device = DEVICE_MODEL_BYTES_MAX.min(cfg.memory_budget_bytes / copies);
+    // What every device allocates for itself whatever the scale (its write buffer's pages):
+    // taken from the budget first, so that a huge buffer is refused instead of aborting.
+    let own_bytes = cfg
+        .device
+        .device_state_bytes()
+        .saturating_mul(u64::from(cfg.members()));
+    if own_bytes > cfg.memory_budget_bytes {
+        return Err(SimError::Config(format!(
+            "{} of {} need {} MiB for their write buffers alone (buffer.write_buffer_bytes = {}, \
+             {} pages each); the budget (--memory-budget) is {} MiB: use a smaller write buffer, \
+             fewer devices or a larger budget",
+            devices_phrase(cfg.devices),
+            cfg.device_label,
+            own_bytes >> 20,
+            cfg.device.buffer.write_buffer_bytes,
+            cfg.device.buffer_pages(),
+            cfg.memory_budget_bytes >> 20
+        )));
+    }
+    let maps_budget_bytes = cfg.memory_budget_bytes - own_bytes;
+    let per_device = DEVICE_MODEL_BYTES_MAX.min(maps_budget_bytes / copies);
     let want = match cfg.scale {
         Some(s) => s,
         None => cfg.device.scale_for_budget(per_device),
     };
     let scaled = cfg.device.scaled(want)?;
     let model = scaled.model_bytes();
-    if model.saturating_mul(copies) > cfg.memory_budget_bytes {
+    if model.saturating_mul(copies) > maps_budget_bytes {
         return Err(SimError::Config(format!(
-            "{} devices of {} need {} MiB of model state at scale {:.5}; the budget \
+            "{} of {} need {} MiB of model state at scale {:.5}; the budget \
              (--memory-budget) is {} MiB: use fewer devices, a smaller --scale, a read-only \
              workload or a larger budget",
-            cfg.devices,
+            devices_phrase(cfg.devices),
             cfg.device_label,
-            model.saturating_mul(copies) >> 20,
+            model.saturating_mul(copies).saturating_add(own_bytes) >> 20,
             scaled.geometry.blocks_per_plane as f64 / cfg.device.geometry.blocks_per_plane as f64,
             cfg.memory_budget_bytes >> 20
         )));
@@ -248,12 +270,40 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
             scaled.dies() * u64::from(g.pages_per_block) * u64::from(g.page_size_bytes);
         b.bucket_bytes.get_or_insert(erase_unit);
     }
-    Ok(Prepared {
+    let prepared = Prepared {
         cfg,
         scaled,
         scale,
         precondition,
         members,
         model_bytes_per_device: model,
-    })
+    };
+    check_volume_size(&prepared)?;
+    Ok(prepared)
+}
+
+/// "1 device", "3 devices".
+fn devices_phrase(n: u32) -> String {
+    format!("{n} device{}", if n == 1 { "" } else { "s" })
+}
+
+/// A volume whose stripe (or chunk, or segment) is larger than a member holds nothing: say so,
+/// instead of letting the workload blame its --offset against an empty target.
+fn check_volume_size(prep: &Prepared) -> Result<(), SimError> {
+    let layout = &prep.cfg.layout;
+    if matches!(layout.base(), Layout::Independent) || prep.target_size_bytes() > 0 {
+        return Ok(());
+    }
+    let (option, unit_bytes) = match *layout.base() {
+        Layout::Raid0 { stripe_bytes } => ("--stripe", stripe_bytes),
+        Layout::Raid5 { chunk_bytes, .. } => ("--chunk", chunk_bytes),
+        Layout::Serial(ref s) => ("--segment", s.segment_bytes),
+        _ => ("--stripe", 0),
+    };
+    Err(SimError::Config(format!(
+        "the {} volume holds no data: {option} {unit_bytes} bytes is larger than each device \
+         ({} bytes); give a smaller {option}",
+        layout.name(),
+        prep.device_size_bytes()
+    )))
 }

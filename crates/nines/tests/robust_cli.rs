@@ -463,7 +463,7 @@ fn absurd_sizes_are_refused_up_front_with_clear_messages() {
         ),
         (
             &["sim", "--quiet", "--ios", "10", "--memory-budget", "1p"],
-            "more than this host's memory",
+            "more than this host's available memory",
         ),
         (
             &["sim", "--quiet", "--ios", "10", "--memory-budget", "1k"],
@@ -488,7 +488,11 @@ fn absurd_sizes_are_refused_up_front_with_clear_messages() {
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
         let e = stderr(&o);
         assert!(e.contains(want), "{args:?}: {e}");
-        assert!(!e.contains("0 MiB"), "{args:?}: {e}");
+        // No size rounded down to nothing ("1024 bytes" said as "0 MiB"); "21040 MiB" is fine.
+        assert!(
+            !e.contains(" 0 MiB") && !e.contains("(0 MiB"),
+            "{args:?}: {e}"
+        );
     }
     // Nothing was created in the temporary directory by the refused --size.
     let left: Vec<_> = std::fs::read_dir(d).unwrap().collect();
@@ -502,6 +506,81 @@ fn absurd_sizes_are_refused_up_front_with_clear_messages() {
     let e = stderr(&o);
     assert!(e.contains("for 300 ms"), "{e}");
     assert!(!e.contains("0.3000000"), "{e}");
+}
+
+/// Sizes inside files and layouts that used to abort (SIGABRT on allocation) or blame the wrong
+/// option: a device description whose write buffer is larger than its flash, an emulated
+/// device's budget beyond the host's available memory, a stripe larger than a device.
+#[test]
+fn allocations_are_checked_before_they_are_made() {
+    let dir = disk_dir();
+    let d = dir.path();
+    let preset = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../nines-flash/presets/afa-m2-2018.toml"),
+    )
+    .unwrap();
+    let huge = preset.replace(
+        "write_buffer_bytes = 33_554_432",
+        "write_buffer_bytes = 18_000_000_000_000_000_000",
+    );
+    assert_ne!(huge, preset, "the preset's write buffer line moved");
+    std::fs::write(d.join("huge-buffer.toml"), huge).unwrap();
+    let cases: [(&[&str], &[&str]); 3] = [
+        (
+            &[
+                "sim",
+                "--quiet",
+                "--ios",
+                "10",
+                "--device",
+                "huge-buffer.toml",
+            ],
+            &["buffer.write_buffer_bytes", "must not exceed the flash"],
+        ),
+        (
+            &[
+                "profile",
+                "--quiet",
+                "--ios",
+                "10",
+                "--memory-budget",
+                "1p",
+                "emu:afa-m2-2018:64m",
+            ],
+            &["--memory-budget", "available memory"],
+        ),
+        (
+            &[
+                "sim",
+                "--quiet",
+                "--ios",
+                "10",
+                "--device",
+                "null:64k",
+                "--devices",
+                "2",
+                "--layout",
+                "raid0",
+                "--stripe",
+                "1m",
+            ],
+            &["--stripe 1048576 bytes is larger than each device (65536 bytes)"],
+        ),
+    ];
+    for (args, want) in cases {
+        let o = Command::new(BIN)
+            .args(args)
+            .current_dir(d)
+            .env("TMPDIR", d)
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        for w in want {
+            assert!(e.contains(w), "{args:?}: {e}");
+        }
+        assert!(!e.contains("--offset"), "{args:?}: {e}");
+    }
 }
 
 /// A corrupt interval log is described in words, not as Rust debug structures.

@@ -4,6 +4,7 @@ pub mod compare;
 pub mod doctor;
 pub mod fio_export;
 pub mod fleet;
+pub mod hostmem;
 pub mod log;
 pub mod merge;
 pub mod output;

@@ -67,8 +67,8 @@ pub struct Args {
     /// Service-time distribution of background tasks: fixed or exponential.
     #[arg(long, default_value = "exponential", value_parser = parse_service)]
     pub bg_dist: ServiceDist,
-    /// Memory for all device models together [default: 8g, or half this host's memory when it
-    /// has less than 16g]; refused above the host's memory.
+    /// Memory for all device models together [default: 8g, or less where the host has less: half
+    /// its memory, or what is available]; refused above the memory available now.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub memory_budget: Option<u64>,
     #[command(flatten)]
@@ -183,37 +183,21 @@ const HOST_CPUS_MAX: u32 = 65_536;
 /// The smallest --memory-budget that can hold any device model.
 const MEMORY_BUDGET_MIN_BYTES: u64 = 1 << 20;
 
-/// This host's memory (MemTotal in /proc/meminfo), or None when it cannot be read.
-fn host_memory_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib.saturating_mul(1024))
-}
-
-/// --memory-budget is what the device models may allocate: more than the host has would abort
-/// the process on allocation instead of failing with a message, and less than a MiB holds nothing.
-/// Without the option: 8 GiB, or half the host's memory where that is less.
-fn memory_budget(given: Option<u64>, host_bytes: Option<u64>) -> Result<u64> {
+/// --memory-budget is what the device models may allocate: more than the host has available
+/// would abort the process on allocation instead of failing with a message, and less than a MiB
+/// holds nothing. Without the option: 8 GiB, or less where the host has less (half its memory,
+/// or what is available).
+fn memory_budget(given: Option<u64>, host: Option<super::hostmem::HostMemory>) -> Result<u64> {
     const DEFAULT_BYTES: u64 = 8 << 30;
     let Some(budget_bytes) = given else {
-        return Ok(host_bytes.map_or(DEFAULT_BYTES, |h| DEFAULT_BYTES.min(h / 2)));
+        return Ok(super::hostmem::default_budget(DEFAULT_BYTES, host).max(MEMORY_BUDGET_MIN_BYTES));
     };
     if budget_bytes < MEMORY_BUDGET_MIN_BYTES {
         bail!(
             "--memory-budget {budget_bytes} bytes: too small for any device model; give at least 1m (the default is 8g)"
         );
     }
-    if let Some(host) = host_bytes
-        && budget_bytes > host
-    {
-        bail!(
-            "--memory-budget {} MiB is more than this host's memory ({} MiB); give at most {}m",
-            budget_bytes >> 20,
-            host >> 20,
-            host >> 20
-        );
-    }
+    super::hostmem::check_budget("--memory-budget", budget_bytes, host)?;
     Ok(budget_bytes)
 }
 
@@ -279,7 +263,7 @@ pub fn run(mut args: Args) -> Result<()> {
     {
         bail!("--host-cpus {c}: give at most {HOST_CPUS_MAX} simulated host CPUs");
     }
-    let memory_budget_bytes = memory_budget(args.memory_budget, host_memory_bytes())?;
+    let memory_budget_bytes = memory_budget(args.memory_budget, super::hostmem::host_memory())?;
     host.cpus = args.host_cpus;
     if let Some(rate) = args.bg_rate {
         if !(rate.is_finite() && (0.0..=1e7).contains(&rate)) {
@@ -597,14 +581,19 @@ mod tests {
     #[test]
     fn memory_budgets_are_checked_against_the_host() {
         use super::memory_budget;
-        let host = Some(24u64 << 30);
+        let host = super::super::hostmem::parse_meminfo(
+            "MemTotal: 25165824 kB\nMemAvailable: 20971520 kB\n",
+        );
         assert_eq!(memory_budget(None, host).unwrap(), 8 << 30);
-        assert_eq!(memory_budget(None, Some(4 << 30)).unwrap(), 2 << 30);
+        let small = super::super::hostmem::parse_meminfo(
+            "MemTotal: 4194304 kB\nMemAvailable: 4194304 kB\n",
+        );
+        assert_eq!(memory_budget(None, small).unwrap(), 2 << 30);
         assert_eq!(memory_budget(None, None).unwrap(), 8 << 30);
         assert_eq!(memory_budget(Some(1 << 30), host).unwrap(), 1 << 30);
         let e = memory_budget(Some(1 << 50), host).unwrap_err().to_string();
         assert!(
-            e.contains("more than this host's memory (24576 MiB)"),
+            e.contains("available memory (20480 MiB available of 24576 MiB)"),
             "{e}"
         );
         let e = memory_budget(Some(1024), host).unwrap_err().to_string();

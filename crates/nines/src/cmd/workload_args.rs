@@ -836,9 +836,11 @@ mod tests {
 #[derive(Args, Debug, Clone)]
 pub struct EmuArgs {
     /// Memory for all emulated devices (emu: targets) together: their models, block indexes
-    /// and the data the workload may write (a run that would not fit is refused before it starts).
-    #[arg(long, default_value = "8g", value_parser = parse_size, value_name = "SIZE")]
-    pub memory_budget: u64,
+    /// and the data the workload may write (a run that would not fit is refused before it starts)
+    /// [default: 8g, or less where the host has less: half its memory, or what is available];
+    /// refused above the memory available now.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub memory_budget: Option<u64>,
     /// Preconditioning of emulated devices, as in `nines sim`: auto (steady when the workload
     /// writes, fill when it only reads), none, fill, steady or steady:PCT.
     #[arg(long, default_value = "auto", value_name = "MODE")]
@@ -857,8 +859,18 @@ impl EmuArgs {
                     .context("--precondition: auto is also accepted")?,
             ),
         };
+        let host = super::hostmem::host_memory();
+        let budget_bytes = match self.memory_budget {
+            Some(b) => {
+                // The data the workload writes is kept in memory: a budget the host cannot give
+                // would abort on allocation half-way through the run.
+                super::hostmem::check_budget("--memory-budget", b, host)?;
+                b
+            }
+            None => super::hostmem::default_budget(nines_io::emu::MEMORY_BUDGET_BYTES, host),
+        };
         Ok(nines_io::emu::EmuContext::new(
-            self.memory_budget.max(1),
+            budget_bytes.max(1),
             precondition,
             seed,
         ))
