@@ -60,6 +60,12 @@ elif what == "waf_e2e":
     i = members[0]["internals"] if members else dev["internals"]
     flash_units = i["host_units_written"] * i["write_amplification"]
     print("%.3f" % (flash_units * 4096 / dev["write"]["bytes"]))
+elif what == "waits":
+    # What the NAND device's reads that waited over 1 ms on their die waited behind.
+    members = dev.get("volume", {}).get("members") if dev.get("volume") else None
+    w = (members[0]["internals"] if members else dev["internals"])["read_waits"]
+    print(", ".join("%s %d (max %.1f ms)" % (c, w[c]["slow_reads"], w[c]["wait_ns_max"] / 1e6)
+                    for c in ("gc_forced", "gc_requested", "gc_idle", "programs", "reads")))
 elif what == "buf":
     b = dev["volume"]["stats"]["buffer"]
     print("hit rate %.3f, flushed %.1f GB in %d buckets at %.1f MB/s, absorbed %.2f GB" % (
@@ -130,6 +136,9 @@ buffer_table() {
     printf '%-28s %10s %10s   | %s\n' "flash writes / client writes" "$(fig "$TMP/c0.json" waf_e2e)" \
         "$(fig "$TMP/c1.json" waf_e2e)" "(not given)"
     echo "buffer: $(fig "$TMP/c1.json" buf)"
+    echo "NAND reads that waited over 1 ms, by what was ahead on the die:"
+    echo "  baseline: $(fig "$TMP/c0.json" waits)"
+    echo "  buffer:   $(fig "$TMP/c1.json" waits)"
     echo "(c) Read latency (ms), $rt simulated"
     printf '%-10s %10s %10s   | paper %s\n' "pct" "baseline" "buffer" "baseline / buffer (ms)"
     local paper_c=("0.116 / 0.180" "0.265 / 0.562" "2.737 / 2.147" "11.6 / 4.228" "19.53 / 6.587"

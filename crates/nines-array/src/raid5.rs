@@ -333,6 +333,8 @@ struct Stats {
     degraded_rows: u64,
     members_failed_on_error: u64,
     row_lock_waits: u64,
+    /// Of those, reads (a read waiting for a write of its row to finish).
+    read_row_lock_waits: u64,
     /// Bytes clients wrote, and bytes written to members for them (data, parity, write-back
     /// flushes; not a rebuild's): their ratio is the array's write amplification.
     client_write_bytes: u64,
@@ -789,6 +791,7 @@ impl Raid5 {
         let row = self.reqs[t as usize].row;
         if self.row_locked(t, row) {
             self.stats.row_lock_waits += 1;
+            self.stats.read_row_lock_waits += u64::from(self.reqs[t as usize].io.op == VolOp::Read);
             self.reqs[t as usize].phase = Phase::Waiting;
             assert!(
                 self.waiting.len() < self.tags as usize,

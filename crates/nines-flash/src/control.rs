@@ -17,7 +17,7 @@ use std::sync::Arc;
 use nines_core::op::Op;
 
 use crate::ftl::{GC_RESERVE_BLOCKS, GcWork};
-use crate::ssd::{ReadPages, Ssd, read_start, xfer_ns};
+use crate::ssd::{ReadPages, ReadWaitCause, Ssd, read_start, xfer_ns};
 use crate::timeline::Timeline;
 
 /// NVMe Predictable Latency Mode window of the device (one NVM set: the whole device).
@@ -212,6 +212,9 @@ impl Ssd {
     /// Run GC at `now` on every pool short of the goal: victims are reclaimed in the FTL's
     /// order and each pool's work is queued behind what its die already has (host reads may
     /// still preempt it between page copies). Allowed in any window: the host asked for it.
+    /// With a time budget, a victim that would not fit whole is moved as far as the budget
+    /// goes, page copy by page copy ([`crate::Ftl::gc_partial`]), and finished by the pool's
+    /// next GC: a budget shorter than one victim still collects garbage.
     pub fn gc_now(&mut self, now_ns: u64, goal: GcGoal) -> GcDone {
         self.advance(now_ns);
         let bpp = self.ftl.blocks_per_pool();
@@ -220,6 +223,13 @@ impl Ssd {
             .unwrap_or(self.ftl.gc_soft_blocks())
             .min(bpp);
         let deadline = goal.budget_ns.map(|b| now_ns.saturating_add(b));
+        // The most one page read costs in a GC episode: its read, a program of the units it
+        // moves (at most one page), and the transfers without copy-back.
+        let page_ns = self.gc_duration(&GcWork {
+            page_reads: 1,
+            page_programs: 1,
+            ..GcWork::default()
+        });
         let mut done = GcDone {
             until_ns: now_ns,
             ..GcDone::default()
@@ -232,26 +242,40 @@ impl Ssd {
                 ..GcWork::default()
             };
             let mut dur = 0;
-            // Bounded: at most one victim per block of the pool.
+            // Bounded: at most one victim per block of the pool, then one partial step.
             for _ in 0..bpp {
                 if self.ftl.free_blocks(pool) >= target {
                     break;
                 }
-                if let Some(deadline) = deadline {
-                    let w = self.ftl.gc_once_work(pool);
-                    if w.victims == 0 || start + dur + self.gc_duration(&w) > deadline {
+                let w = if let Some(deadline) = deadline {
+                    let whole = self.ftl.gc_once_work(pool);
+                    let left = deadline.saturating_sub(start + dur);
+                    if whole.victims == 0 {
                         break;
                     }
-                }
-                let w = Arc::make_mut(&mut self.ftl).gc_once(pool);
+                    if self.gc_duration(&whole) <= left {
+                        Arc::make_mut(&mut self.ftl).gc_once(pool)
+                    } else {
+                        // As many page copies as fit; the erase waits for a budget it fits.
+                        let pages = (left / page_ns.max(1)).min(u64::from(u32::MAX)) as u32;
+                        if pages == 0 {
+                            break;
+                        }
+                        let w = Arc::make_mut(&mut self.ftl).gc_partial(pool, pages, false);
+                        work.add(&w);
+                        break;
+                    }
+                } else {
+                    Arc::make_mut(&mut self.ftl).gc_once(pool)
+                };
                 if w.victims == 0 {
                     break;
                 }
                 dur += self.gc_duration(&w);
                 work.add(&w);
             }
-            if work.victims > 0 {
-                self.schedule_gc(now_ns, &work);
+            if work.page_reads > 0 || work.erases > 0 {
+                self.schedule_gc(now_ns, &work, ReadWaitCause::GcRequested);
                 done.victims += work.victims as u64;
                 done.units_moved += work.units_moved;
                 done.until_ns = done.until_ns.max(self.units[u].free);

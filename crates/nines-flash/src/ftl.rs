@@ -185,6 +185,11 @@ pub struct Ftl {
     victim: GcVictim,
     candidates: u32,
     rng: Xoshiro256PlusPlus,
+    /// Per pool, a victim block GC has started but not finished ([`Ftl::gc_partial`]; NONE
+    /// when none), and the first of its pages not yet moved. Every later GC on the pool
+    /// finishes it first.
+    gc_victim: Vec<u32>,
+    gc_cursor: Vec<u32>,
     stats: FtlStats,
 }
 
@@ -239,6 +244,8 @@ impl Ftl {
                 bpd.max(2).ilog2()
             },
             rng: Xoshiro256PlusPlus::seed_from_u64(0x6c_7669_6374_696d),
+            gc_victim: vec![NONE; pools as usize],
+            gc_cursor: vec![0; pools as usize],
             stats: FtlStats::default(),
         };
         for d in 0..pools {
@@ -590,12 +597,16 @@ impl Ftl {
             pool,
             ..GcWork::default()
         };
-        let Some(victim) = self.pick_victim(pool, &mut self.rng.clone()) else {
-            return w;
+        let (victim, first_page) = match self.gc_victim[pool as usize] {
+            NONE => match self.pick_victim(pool, &mut self.rng.clone()) {
+                Some(v) => (v, 0),
+                None => return w,
+            },
+            v => (v, self.gc_cursor[pool as usize]),
         };
         let upp = self.units_per_page;
         let base = victim * self.units_per_block;
-        for page in 0..self.pages_per_block {
+        for page in first_page..self.pages_per_block {
             let from = (base + page * upp) as usize;
             let valid = self.p2l[from..from + upp as usize]
                 .iter()
@@ -652,24 +663,48 @@ impl Ftl {
         }
     }
 
-    /// Reclaim one victim block on `pool` (greedy: the full block with the fewest valid units).
-    /// Returns the work done; `victims == 0` when no block can be reclaimed with any gain.
+    /// Reclaim one victim block on `pool` (greedy: the full block with the fewest valid units;
+    /// a victim [`Ftl::gc_partial`] started is finished first). Returns the work done;
+    /// `victims == 0` when no block can be reclaimed with any gain.
     pub fn gc_once(&mut self, pool: u32) -> GcWork {
+        self.gc_partial(pool, u32::MAX, true)
+    }
+
+    /// GC on `pool` that reads at most `max_page_reads` pages (pages with valid units): the
+    /// victim in progress, or a new one, is moved page by page from where it was left; when its
+    /// last page is moved it is erased and freed (`victims == 1`) if `may_erase`, otherwise it
+    /// stays the pool's
+    /// victim in progress (`victims == 0`, the pages moved reported) and the next GC there goes
+    /// on with it. Firmware collects garbage this way, a page copy at a time, so a host that
+    /// gives GC a time budget shorter than a whole victim still gets its garbage collected.
+    /// Nothing to do (no victim with any gain): an empty [`GcWork`].
+    pub fn gc_partial(&mut self, pool: u32, max_page_reads: u32, may_erase: bool) -> GcWork {
         let mut w = GcWork {
             pool,
             ..GcWork::default()
         };
-        let mut rng = self.rng.clone();
-        let picked = self.pick_victim(pool, &mut rng);
-        self.rng = rng;
-        let Some(victim) = picked else {
-            return w;
+        let p = pool as usize;
+        let (victim, first_page) = match self.gc_victim[p] {
+            NONE => {
+                let mut rng = self.rng.clone();
+                let picked = self.pick_victim(pool, &mut rng);
+                self.rng = rng;
+                match picked {
+                    Some(v) => (v, 0),
+                    None => return w,
+                }
+            }
+            v => (v, self.gc_cursor[p]),
         };
         let upp = self.units_per_page;
         let base = victim * self.units_per_block;
         let mut moved = 0u64;
         let mut programs = 0u32;
-        for page in 0..self.pages_per_block {
+        let mut page = first_page;
+        while page < self.pages_per_block {
+            if w.page_reads >= max_page_reads {
+                break;
+            }
             let mut any = false;
             for slot in 0..upp {
                 let pu = base + page * upp + slot;
@@ -679,16 +714,16 @@ impl Ftl {
                 }
                 any = true;
                 // Move to the GC frontier of the same pool.
-                if self.gc_open[pool as usize].next_unit >= self.units_per_block {
-                    let old = self.gc_open[pool as usize].block;
+                if self.gc_open[p].next_unit >= self.units_per_block {
+                    let old = self.gc_open[p].block;
                     self.state[old as usize] = FULL;
                     let b = self.pop_free(pool);
-                    self.gc_open[pool as usize] = Frontier {
+                    self.gc_open[p] = Frontier {
                         block: b,
                         next_unit: 0,
                     };
                 }
-                let f = &mut self.gc_open[pool as usize];
+                let f = &mut self.gc_open[p];
                 let dst = f.block * self.units_per_block + f.next_unit;
                 f.next_unit += 1;
                 if f.next_unit.is_multiple_of(upp) {
@@ -698,23 +733,32 @@ impl Ftl {
                 self.p2l[dst as usize] = lpn;
                 self.l2p[lpn as usize] = dst;
                 self.valid[(dst / self.units_per_block) as usize] += 1;
+                self.valid[victim as usize] -= 1;
                 moved += 1;
             }
             if any {
                 w.page_reads += 1;
             }
+            page += 1;
         }
-        self.valid[victim as usize] = 0;
+        // A partly filled GC page is programmed when it fills; count it now so time is charged.
+        w.page_programs = programs + u32::from(moved > 0 && programs == 0);
+        w.units_moved = moved;
+        self.stats.units_moved += moved;
+        if page < self.pages_per_block || !may_erase {
+            self.gc_victim[p] = victim;
+            self.gc_cursor[p] = page;
+            return w;
+        }
+        self.gc_victim[p] = NONE;
+        self.gc_cursor[p] = 0;
+        debug_assert_eq!(self.valid[victim as usize], 0);
         self.push_free(pool, victim);
         w.victims = 1;
         w.erases = 1;
-        w.units_moved = moved;
-        // A partly filled GC page is programmed when it fills; count it now so time is charged.
-        w.page_programs = programs + u32::from(moved > 0 && programs == 0);
         self.stats.gc_runs += 1;
         self.stats.victims += 1;
         self.stats.erases += 1;
-        self.stats.units_moved += moved;
         w
     }
 

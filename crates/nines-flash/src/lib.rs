@@ -19,7 +19,9 @@ mod timeline;
 pub use config::{DeviceConfig, PRESETS, preset_names};
 pub use control::{GcDone, GcGoal, PlmStatus, PlmWindow, ReadOutcome};
 pub use ftl::{Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
-pub use ssd::{Precondition, Ssd, SsdCounters};
+pub use ssd::{
+    Precondition, READ_WAIT_CAUSES, READ_WAIT_SLOW_NS, ReadWaitCause, ReadWaits, Ssd, SsdCounters,
+};
 
 /// Errors from loading or validating a device description. One line each.
 #[derive(Debug, thiserror::Error)]

@@ -142,6 +142,64 @@ pub struct SsdCounters {
     pub power_exits: u64,
     pub flushes: u64,
     pub fua_writes: u64,
+    /// Host reads that waited for their die, by what was ahead of them (indexed by
+    /// [`ReadWaitCause`]): the per-read cause breakdown of a read tail.
+    pub read_waits: [ReadWaits; READ_WAIT_CAUSES],
+}
+
+/// What a host read found ahead of it on its die.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadWaitCause {
+    /// GC forced because a pool ran out of free blocks (hard GC; in a deterministic window,
+    /// a window violation).
+    GcForced = 0,
+    /// GC the host asked for ([`Ssd::gc_now`], or entering a non-deterministic window).
+    GcRequested = 1,
+    /// GC the device started on its own while idle (soft GC).
+    GcIdle = 2,
+    /// Page programs (host writes, translation pages) or their erases, no GC.
+    Programs = 3,
+    /// Other reads only.
+    Reads = 4,
+}
+
+/// How many causes [`ReadWaitCause`] has.
+pub const READ_WAIT_CAUSES: usize = 5;
+
+impl ReadWaitCause {
+    pub const ALL: [ReadWaitCause; READ_WAIT_CAUSES] = [
+        ReadWaitCause::GcForced,
+        ReadWaitCause::GcRequested,
+        ReadWaitCause::GcIdle,
+        ReadWaitCause::Programs,
+        ReadWaitCause::Reads,
+    ];
+
+    /// The report's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadWaitCause::GcForced => "gc_forced",
+            ReadWaitCause::GcRequested => "gc_requested",
+            ReadWaitCause::GcIdle => "gc_idle",
+            ReadWaitCause::Programs => "programs",
+            ReadWaitCause::Reads => "reads",
+        }
+    }
+}
+
+/// A read waiting longer than this on its die is counted as slow (about one TLC page program:
+/// longer than any single flash operation a read can be queued behind but an erase).
+pub const READ_WAIT_SLOW_NS: u64 = 1_000_000;
+
+/// Reads that waited for their die behind one cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadWaits {
+    /// Reads that waited at all.
+    pub reads: u64,
+    /// Of those, reads that waited longer than [`READ_WAIT_SLOW_NS`].
+    pub slow_reads: u64,
+    pub wait_ns_total: u64,
+    pub wait_ns_max: u64,
 }
 
 /// Reservation state of one die. Kept together (one cache line) because a read touches all.
@@ -158,6 +216,8 @@ pub(crate) struct DieTime {
     gc_from: u64,
     gc_until: u64,
     gc_step: u64,
+    /// Why that episode ran (for the read-wait breakdown).
+    gc_cause: ReadWaitCause,
 }
 
 impl Default for DieTime {
@@ -169,6 +229,23 @@ impl Default for DieTime {
             gc_from: 0,
             gc_until: 0,
             gc_step: 1,
+            gc_cause: ReadWaitCause::GcIdle,
+        }
+    }
+}
+
+impl DieTime {
+    /// What a read arriving at `t` and starting at `start` waited behind (None: no wait).
+    #[inline]
+    fn wait_cause(&self, t: u64, start: u64) -> Option<ReadWaitCause> {
+        if start <= t {
+            None
+        } else if self.gc_until > t && self.gc_from < start {
+            Some(self.gc_cause)
+        } else if self.long_until > t {
+            Some(ReadWaitCause::Programs)
+        } else {
+            Some(ReadWaitCause::Reads)
         }
     }
 }
@@ -798,7 +875,7 @@ impl Ssd {
                 if self.window == PlmWindow::Deterministic {
                     self.counters.window_violations += 1;
                 }
-                self.schedule_gc(admitted, &gc);
+                self.schedule_gc(admitted, &gc, ReadWaitCause::GcForced);
             }
             let p = place.pool as usize;
             self.open_ready[p] = self.open_ready[p].max(ready);
@@ -960,6 +1037,14 @@ impl Ssd {
         if path == ReadPath::Suspend && self.units[u].read_free <= t {
             self.counters.suspensions += 1;
         }
+        if host && let Some(cause) = self.units[u].wait_cause(t, start) {
+            let w = &mut self.counters.read_waits[cause as usize];
+            let wait = start - t;
+            w.reads += 1;
+            w.slow_reads += u64::from(wait > READ_WAIT_SLOW_NS);
+            w.wait_ns_total += wait;
+            w.wait_ns_max = w.wait_ns_max.max(wait);
+        }
         let xe = self.chan[c].reserve(t, start + tr, xfer) + xfer;
         let dt = &mut self.units[u];
         match path {
@@ -1041,7 +1126,7 @@ impl Ssd {
 
     /// The die's reservation after a GC episode of `w` queued at `t`. Pure.
     #[inline]
-    fn with_gc(&self, mut dt: DieTime, t: u64, w: &GcWork) -> DieTime {
+    fn with_gc(&self, mut dt: DieTime, t: u64, w: &GcWork, cause: ReadWaitCause) -> DieTime {
         let dur = self.gc_duration(w);
         let start = t.max(dt.free);
         let end = start + dur;
@@ -1049,6 +1134,7 @@ impl Ssd {
         dt.long_until = end;
         dt.gc_from = start;
         dt.gc_until = end;
+        dt.gc_cause = cause;
         dt.gc_step = if w.page_reads > 0 {
             dur.div_ceil(w.page_reads as u64).max(1)
         } else {
@@ -1062,9 +1148,9 @@ impl Ssd {
         dt
     }
 
-    pub(crate) fn schedule_gc(&mut self, t: u64, w: &GcWork) {
+    pub(crate) fn schedule_gc(&mut self, t: u64, w: &GcWork, cause: ReadWaitCause) {
         let u = self.unit_of(w.pool) as usize;
-        self.units[u] = self.with_gc(self.units[u], t, w);
+        self.units[u] = self.with_gc(self.units[u], t, w, cause);
         let dur = self.gc_duration(w);
         self.counters.die_busy_ns += dur;
         if !self.gc_copyback {
@@ -1095,7 +1181,12 @@ impl Ssd {
         let d = self.idle_gc_due(now_ns)?;
         let w = self.ftl.gc_once_work(d);
         let u = self.unit_of(d);
-        (w.victims > 0).then(|| (u, self.with_gc(self.units[u as usize], now_ns, &w)))
+        (w.victims > 0).then(|| {
+            (
+                u,
+                self.with_gc(self.units[u as usize], now_ns, &w, ReadWaitCause::GcIdle),
+            )
+        })
     }
 
     /// Soft GC: look at one pool per command (round robin); if its die is idle and it is short
@@ -1107,7 +1198,7 @@ impl Ssd {
             let w = Arc::make_mut(&mut self.ftl).gc_once(d);
             if w.victims > 0 {
                 self.counters.gc_soft_episodes += 1;
-                self.schedule_gc(t, &w);
+                self.schedule_gc(t, &w, ReadWaitCause::GcIdle);
             }
         }
     }

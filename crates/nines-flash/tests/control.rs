@@ -8,7 +8,8 @@ mod common;
 use common::{Lcg, small};
 use nines_core::op::Op;
 use nines_flash::{
-    DeviceConfig, GC_RESERVE_BLOCKS, GcGoal, PlmWindow, Precondition, ReadOutcome, Ssd, SsdCounters,
+    DeviceConfig, GC_RESERVE_BLOCKS, GcGoal, GcWork, PlmWindow, Precondition, ReadOutcome,
+    ReadWaitCause, Ssd, SsdCounters,
 };
 
 const IDLE_READ_NS: u64 = 3_000 + 50_000 + 10_240 + 2_048;
@@ -157,6 +158,131 @@ fn gc_now_reaches_its_target_and_stays_within_its_budget() {
     for s in [&a, &b, &c] {
         s.ftl().check_consistency().unwrap();
     }
+}
+
+/// Die time of GC work on `common::small` (no copy-back: every moved page crosses the channel
+/// twice at 10,240 ns).
+fn small_gc_ns(w: &GcWork) -> u64 {
+    w.page_reads as u64 * 50_000
+        + w.page_programs as u64 * 500_000
+        + w.erases as u64 * 2_000_000
+        + (w.page_reads + w.page_programs) as u64 * 10_240
+}
+
+/// A time budget shorter than any whole victim still collects garbage: the victims are moved a
+/// few page copies per call, each call ending inside its budget, and later calls finish them
+/// (IODA's GC windows need this: with whole victims only, a 50 ms window on a TLC drive never
+/// started one and all GC was forced into deterministic windows).
+#[test]
+fn gc_now_budget_shorter_than_a_victim_moves_it_page_by_page() {
+    let (cfg, ssd) = steady_device();
+    let (soft, _) = cfg.gc_thresholds_blocks();
+    let target = soft + 2;
+    let pools = ssd.ftl().pools();
+    // An erase and three page copies: shorter than any victim of this steady state.
+    let budget = 2_000_000
+        + 3 * small_gc_ns(&GcWork {
+            page_reads: 1,
+            page_programs: 1,
+            ..GcWork::default()
+        });
+    for p in 0..pools {
+        let whole = ssd.ftl().gc_once_work(p);
+        assert!(small_gc_ns(&whole) > budget, "pool {p}: {whole:?}");
+    }
+    let mut s = ssd.clone();
+    let mut t = 1_000_000_000;
+    let first = s.gc_now(
+        t,
+        GcGoal {
+            free_blocks_per_die: Some(target),
+            budget_ns: Some(budget),
+        },
+    );
+    assert_eq!(first.victims, 0, "{first:?}");
+    assert!(first.units_moved > 0, "{first:?}");
+    assert!(first.until_ns <= t + budget && s.busy_remaining_ns(t) <= budget);
+    s.ftl().check_consistency().unwrap();
+    let mut calls = 1;
+    while s.plm_status(t).free_blocks_min < target {
+        t += 10_000_000;
+        let d = s.gc_now(
+            t,
+            GcGoal {
+                free_blocks_per_die: Some(target),
+                budget_ns: Some(budget),
+            },
+        );
+        assert!(d.until_ns <= t + budget, "call {calls}: {d:?}");
+        assert!(s.busy_remaining_ns(t) <= budget);
+        s.ftl().check_consistency().unwrap();
+        calls += 1;
+        assert!(calls < 1000, "partial GC never reached the target");
+    }
+    assert!(s.counters().gc_now_victims >= 2 * pools as u64);
+    // The same garbage as whole-victim GC collects, to within the victims the two picked.
+    let mut whole = ssd.clone();
+    whole.gc_now(
+        t,
+        GcGoal {
+            free_blocks_per_die: Some(target),
+            budget_ns: None,
+        },
+    );
+    assert!(whole.plm_status(t).free_blocks_min >= target);
+    // Host writes after partial GC (a victim may be half moved) keep the maps consistent.
+    let mut rng = Lcg(11);
+    write_random(&mut s, &mut rng, t + 1_000_000_000, 20_000);
+    s.ftl().check_consistency().unwrap();
+}
+
+/// Each read that waits for its die is counted under what it waited behind.
+#[test]
+fn read_waits_are_counted_by_cause() {
+    let (_, ssd) = steady_device();
+    let t = 1_000_000_000;
+    // An idle device: no wait.
+    let mut a = ssd.clone();
+    assert_eq!(a.submit(t, Op::Read, 0, 4096), t + IDLE_READ_NS);
+    assert!(a.counters().read_waits.iter().all(|w| w.reads == 0));
+    // GC the host asked for: a read waits for the page copy in progress.
+    let mut b = ssd.clone();
+    let gc = b.gc_now(
+        t,
+        GcGoal {
+            free_blocks_per_die: Some(ssd.plm_status(t).gc_soft_blocks + 1),
+            budget_ns: None,
+        },
+    );
+    assert!(gc.victims > 0);
+    let done = b.submit(t + 1_000, Op::Read, 0, 4096);
+    let w = b.counters().read_waits[ReadWaitCause::GcRequested as usize];
+    assert_eq!(w.reads, 1);
+    assert_eq!(w.wait_ns_total, done - (t + 1_000) - IDLE_READ_NS);
+    assert!(w.wait_ns_total > 0 && w.wait_ns_max == w.wait_ns_total);
+    assert_eq!(
+        b.counters().read_waits.iter().map(|w| w.reads).sum::<u64>(),
+        1
+    );
+    // A program: writes fill pages on every die; a read right after waits behind a program.
+    let mut c = ssd.clone();
+    c.select_window(t, PlmWindow::Deterministic);
+    let mut rng = Lcg(5);
+    let end = write_random(&mut c, &mut rng, t, 64);
+    let before = c.counters().read_waits;
+    let mut off = 0;
+    let mut waited = false;
+    while off < c.logical_bytes() && !waited {
+        let now = end + off / 4096;
+        let d = c.submit(now, Op::Read, off, 4096);
+        waited = d > now + IDLE_READ_NS;
+        off += 4096;
+    }
+    assert!(waited, "no read found a busy die");
+    let after = c.counters().read_waits;
+    let p = ReadWaitCause::Programs as usize;
+    assert_eq!(after[p].reads, before[p].reads + 1, "{after:?}");
+    assert_eq!(after[ReadWaitCause::GcRequested as usize].reads, 0);
 }
 
 /// Before every read of a mixed workload, ask how long it would wait; then submit it: the

@@ -7,7 +7,7 @@ use nines_core::job::JobSpec;
 use nines_core::report::{DeviceMeta, Report, ReportBuilder, RunConfig, RunKind, VolumeReport};
 use nines_core::stats::DeviceRecorder;
 use nines_core::workload::{RwMode, WorkloadSpec};
-use nines_flash::Ssd;
+use nines_flash::{READ_WAIT_CAUSES, READ_WAIT_SLOW_NS, ReadWaitCause, ReadWaits, Ssd};
 use nines_trace::Trace;
 use serde_json::{Map, Value, json};
 
@@ -46,7 +46,29 @@ pub(crate) fn device_internals(ssd: &Ssd, span_ns: u64) -> Map<String, Value> {
             c.channel_busy_ns as f64 / (ssd.channels() as f64 * span)
         )),
     );
+    m.insert("window_violations".into(), json!(c.window_violations));
+    m.insert("gc_now_victims".into(), json!(c.gc_now_victims));
+    m.insert("read_waits".into(), read_waits_json(&c.read_waits));
     m
+}
+
+/// The per-cause read waits of a device (or their sums over a volume's members).
+fn read_waits_json(w: &[ReadWaits; READ_WAIT_CAUSES]) -> Value {
+    let mut m = Map::new();
+    m.insert("slow_wait_ns".into(), json!(READ_WAIT_SLOW_NS));
+    for cause in ReadWaitCause::ALL {
+        let x = &w[cause as usize];
+        m.insert(
+            cause.name().into(),
+            json!({
+                "reads": x.reads,
+                "slow_reads": x.slow_reads,
+                "wait_ns_total": x.wait_ns_total,
+                "wait_ns_max": x.wait_ns_max,
+            }),
+        );
+    }
+    Value::Object(m)
 }
 
 /// JSON floats rounded so that reports stay short and stable.
@@ -123,6 +145,8 @@ fn volume_internals(members: &[Map<String, Value>]) -> Map<String, Value> {
         "buffer_full_waits",
         "housekeeping_stalls",
         "slow_ios",
+        "window_violations",
+        "gc_now_victims",
     ] {
         let sum: u64 = members.iter().map(|x| x[key].as_u64().unwrap_or(0)).sum();
         m.insert(key.into(), json!(sum));
@@ -135,6 +159,18 @@ fn volume_internals(members: &[Map<String, Value>]) -> Map<String, Value> {
         (host_units + moved) as f64 / host_units as f64
     };
     m.insert("write_amplification".into(), json!(round6(wa)));
+    let mut waits = [ReadWaits::default(); READ_WAIT_CAUSES];
+    for x in members {
+        for cause in ReadWaitCause::ALL {
+            let c = &x["read_waits"][cause.name()];
+            let w = &mut waits[cause as usize];
+            w.reads += c["reads"].as_u64().unwrap_or(0);
+            w.slow_reads += c["slow_reads"].as_u64().unwrap_or(0);
+            w.wait_ns_total += c["wait_ns_total"].as_u64().unwrap_or(0);
+            w.wait_ns_max = w.wait_ns_max.max(c["wait_ns_max"].as_u64().unwrap_or(0));
+        }
+    }
+    m.insert("read_waits".into(), read_waits_json(&waits));
     for key in ["die_busy_fraction", "channel_busy_fraction"] {
         let v: Vec<f64> = members
             .iter()

@@ -903,6 +903,21 @@ fn emu_report(targets: &[Target], names: &[String]) -> Vec<(String, serde_json::
                     "fast_fail_busy": c.fast_fail_busy,
                     "trims": c.trims,
                     "controls": controls,
+                    "read_waits": nines_flash::ReadWaitCause::ALL
+                        .iter()
+                        .map(|&cause| {
+                            let w = c.read_waits[cause as usize];
+                            (
+                                cause.name().to_string(),
+                                json!({
+                                    "reads": w.reads,
+                                    "slow_reads": w.slow_reads,
+                                    "wait_ns_total": w.wait_ns_total,
+                                    "wait_ns_max": w.wait_ns_max,
+                                }),
+                            )
+                        })
+                        .collect::<Map<String, serde_json::Value>>(),
                 },
                 "overhead_ns": {
                     "count": o.count,
