@@ -141,8 +141,10 @@ pub fn table_rows(runs: &[Run]) -> (Vec<String>, Vec<Vec<String>>) {
         if !runs.iter().any(|r| r.report.has(op)) {
             continue;
         }
-        // (name, value per run; None = not measured)
+        // (name, value per run; None = not measured, whether latency)
         let mut metrics: Vec<(String, Vec<Option<f64>>, bool)> = Vec::new();
+        // Per metric row, per run: the run's sample cannot resolve it (shown n/r, no ratio).
+        let mut unresolved: Vec<Vec<bool>> = Vec::new();
         let get = |f: &dyn Fn(&Report) -> Option<f64>| -> Vec<Option<f64>> {
             runs.iter()
                 .map(|r| if r.report.has(op) { f(&r.report) } else { None })
@@ -158,8 +160,17 @@ pub fn table_rows(runs: &[Run]) -> (Vec<String>, Vec<Vec<String>>) {
             get(&|r| Some(r.aggregate.dir(op).lat_ns.mean_ns)),
             true,
         ));
+        unresolved.extend([vec![false; runs.len()], vec![false; runs.len()]]);
         for &p in &percentiles {
             let key = percentile_key(p);
+            unresolved.push(
+                runs.iter()
+                    .map(|r| {
+                        r.report.has(op)
+                            && !crate::run::resolves(r.report.aggregate.dir(op).ios, p)
+                    })
+                    .collect(),
+            );
             metrics.push((
                 format!("{} p{}", op.name(), format_percentile(p)),
                 get(&|r| {
@@ -178,16 +189,19 @@ pub fn table_rows(runs: &[Run]) -> (Vec<String>, Vec<Vec<String>>) {
             get(&|r| Some(r.aggregate.dir(op).lat_ns.max_ns as f64)),
             true,
         ));
-        for (name, vals, is_ns) in metrics {
+        unresolved.push(vec![false; runs.len()]);
+        for ((name, vals, is_ns), unres) in metrics.into_iter().zip(unresolved) {
             let mut row = vec![name];
             for (i, v) in vals.iter().enumerate() {
                 row.push(match v {
+                    _ if unres[i] => crate::html::UNRESOLVED.into(),
                     Some(x) if is_ns => format_ns(*x),
                     Some(x) => format_plain(*x),
                     None => "-".into(),
                 });
                 if i > 0 {
                     row.push(match (vals[0], v) {
+                        _ if unres[0] || unres[i] => "-".into(),
                         (Some(a), Some(b)) if a > 0.0 => {
                             format!("{}x{}", crate::run::format_ratio(b / a), cue(b / a, is_ns))
                         }
@@ -261,16 +275,26 @@ pub fn figures(runs: &[Run]) -> Vec<Figure> {
         }
         // Overlaid curves of all I/Os of each run.
         let mut curves = Vec::new();
+        let mut cut = false;
         for (i, r) in runs.iter().enumerate() {
             if !r.report.has(op) {
                 continue;
             }
-            let s = &r.report.aggregate.dir(op).lat_ns;
+            let a = r.report.aggregate.dir(op);
+            let s = &a.lat_ns;
             let mut line = Series::new(r.label.clone(), SeriesStyle::LinePoints, palette(i));
             for &p in &percentiles {
+                if !crate::run::resolves(a.ios, p) {
+                    cut = true;
+                    continue;
+                }
                 if let Some(v) = s.percentiles.get(&percentile_key(p)) {
                     line.points.push((nines_x(p), v as f64));
                 }
+            }
+            if line.points.len() < percentiles.len() {
+                // Nothing drawn through the percentiles the run cannot resolve.
+                line.points.push((nines_max_x(p_hi), f64::NAN));
             }
             line.points.push((nines_max_x(p_hi), s.max_ns as f64));
             curves.push(line);
@@ -284,7 +308,14 @@ pub fn figures(runs: &[Run]) -> Vec<Figure> {
         plot.series = curves;
         figs.push(Figure {
             id: format!("compare-{}", op.name()),
-            caption: "Each run's latency distribution over all its I/Os.".into(),
+            caption: format!(
+                "Each run's latency distribution over all its I/Os.{}",
+                if cut {
+                    " A line stops at the highest percentile its run's I/Os resolve (n/r in the tables) and its max stands alone."
+                } else {
+                    ""
+                }
+            ),
             plot,
         });
         // Fig. 12: mean and standard deviation of each percentile across devices.
@@ -297,6 +328,7 @@ pub fn figures(runs: &[Run]) -> Vec<Figure> {
             ("standard deviation", "stddev", |s| s.stddev_ns),
         ] {
             let mut lines = Vec::new();
+            let mut cut = false;
             for (i, r) in runs.iter().enumerate() {
                 let sp = spread(&r.report, op);
                 let devs: Vec<f64> = r
@@ -314,13 +346,32 @@ pub fn figures(runs: &[Run]) -> Vec<Figure> {
                     SeriesStyle::LinePoints,
                     palette(i),
                 );
+                // At a percentile some device cannot resolve, its value is only that device's
+                // max: left out, as the tables mark it n/r.
+                let fewest = r
+                    .report
+                    .devices
+                    .iter()
+                    .map(|d| d.dir(op).ios)
+                    .filter(|&n| n > 0)
+                    .min()
+                    .unwrap_or(0);
+                let mut left_out = false;
                 for s in sp {
                     if let Ok(p) = s.percentile.parse::<f64>()
                         && p > 0.0
                         && p < 100.0
                     {
-                        line.points.push((nines_x(p), pick(s)));
+                        if crate::run::resolves(fewest, p) {
+                            line.points.push((nines_x(p), pick(s)));
+                        } else {
+                            left_out = true;
+                        }
                     }
+                }
+                if left_out {
+                    cut = true;
+                    line.points.push((nines_max_x(p_hi), f64::NAN));
                 }
                 let n = devs.len() as f64;
                 let m = devs.iter().sum::<f64>() / n;
@@ -342,9 +393,14 @@ pub fn figures(runs: &[Run]) -> Vec<Figure> {
             figs.push(Figure {
                 id: format!("compare-{id}-{}", op.name()),
                 caption: format!(
-                    "The {what} over the devices of each run at every percentile: how evenly each run's devices behave.{}",
+                    "The {what} over the devices of each run at every percentile: how evenly each run's devices behave.{}{}",
                     if id == "stddev" {
                         " Where all devices agree exactly the deviation is zero, which a log scale cannot show: those points are left out."
+                    } else {
+                        ""
+                    },
+                    if cut {
+                        " Percentiles that a run's device with the fewest I/Os cannot resolve (n/r in the tables) are left out; max stands alone."
                     } else {
                         ""
                     }
@@ -372,6 +428,12 @@ pub fn render_html(runs: &[Run], figs: &[Figure]) -> Result<String, PlotError> {
     page.h2("Percentiles");
     let (h, rows) = table_rows(runs);
     page.table(&h, &rows);
+    if rows.iter().flatten().any(|c| c == crate::html::UNRESOLVED) {
+        page.p(&format!(
+            "{}: not resolved, too few I/Os in that run for the percentile (with fewer it is only the max), so no ratio either.",
+            crate::html::UNRESOLVED
+        ));
+    }
     page.h2("Figures");
     for f in figs {
         page.figure(f)?;

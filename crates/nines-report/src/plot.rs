@@ -464,7 +464,8 @@ fn draw<DB: DrawingBackend>(
                             .collect::<Vec<_>>(),
                     )?;
                 }
-                for run in &runs {
+                // A lone point (max after a break) is its marker only, no line.
+                for run in runs.iter().filter(|r| r.len() >= 2) {
                     chart.draw_series(LineSeries::new(run.iter().copied(), line_style))?;
                 }
             }

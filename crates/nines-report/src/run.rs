@@ -276,6 +276,46 @@ pub fn device_curve(d: &DeviceReport, op: Op, percentiles: &[f64]) -> Vec<(f64, 
     pts
 }
 
+/// One device's curve as drawn: only the percentiles its I/Os resolve (the ones the tables do
+/// not mark n/r), then max; when any were left out, a break (a NaN point) before max, so the
+/// line does not run through percentiles the sample cannot tell apart from the max.
+pub fn resolved_curve(d: &DeviceReport, op: Op, percentiles: &[f64]) -> Vec<(f64, f64)> {
+    let ios = d.dir(op).ios;
+    let kept: Vec<f64> = percentiles
+        .iter()
+        .copied()
+        .filter(|&p| resolves(ios, p))
+        .collect();
+    let mut pts = device_curve(d, op, &kept);
+    // device_curve put max after the last kept percentile; it belongs after the last one.
+    let max = pts.pop();
+    if let (Some(max), Some(&p_max)) = (max, percentiles.last()) {
+        let x = nines_max_x(p_max);
+        if kept.len() < percentiles.len() {
+            pts.push((x, f64::NAN));
+        }
+        pts.push((x, max.1));
+    }
+    pts
+}
+
+/// The percentiles (of `percentiles`) that every device active in `op` resolves: the ones a
+/// statistic across devices can be drawn at.
+pub fn resolved_by_all(report: &Report, op: Op, percentiles: &[f64]) -> Vec<f64> {
+    let fewest = report
+        .devices
+        .iter()
+        .map(|d| d.dir(op).ios)
+        .filter(|&n| n > 0)
+        .min()
+        .unwrap_or(0);
+    percentiles
+        .iter()
+        .copied()
+        .filter(|&p| resolves(fewest, p))
+        .collect()
+}
+
 /// Devices that stand out: at some percentile (or max) at least `factor` x the median device.
 /// Returns (device index, worst ratio, where), worst first, at most `limit`.
 pub fn outlying_devices(
@@ -284,7 +324,9 @@ pub fn outlying_devices(
     factor: f64,
     limit: usize,
 ) -> Vec<(usize, f64, String)> {
-    let percentiles = plotted_percentiles(report);
+    // Only percentiles every device resolves: an unresolved one is a device's max by another
+    // name, and would rank devices by their maxima twice.
+    let percentiles = resolved_by_all(report, op, &plotted_percentiles(report));
     let active: Vec<(usize, Vec<(f64, f64)>)> = report
         .devices
         .iter()
@@ -331,7 +373,11 @@ pub fn same_curves(curves: &[Vec<(f64, f64)>], tol: f64) -> Vec<Vec<usize>> {
             r.len() == c.len()
                 && r.iter()
                     .zip(c)
-                    .all(|(a, b)| a.0 == b.0 && (a.1 - b.1).abs() <= tol * a.1.abs().max(b.1.abs()))
+                    .all(|(a, b)| {
+                        a.0 == b.0
+                            && ((a.1.is_nan() && b.1.is_nan())
+                                || (a.1 - b.1).abs() <= tol * a.1.abs().max(b.1.abs()))
+                    })
         };
         match groups.iter_mut().find(|g| same(g)) {
             Some(g) => g.push(k),
@@ -357,8 +403,9 @@ pub fn percentile_figure(report: &Report, op: Op) -> Option<Figure> {
     }
     let curves: Vec<Vec<(f64, f64)>> = devices
         .iter()
-        .map(|(_, d)| device_curve(d, op, &percentiles))
+        .map(|(_, d)| resolved_curve(d, op, &percentiles))
         .collect();
+    let cut = curves.iter().any(|c| c.iter().any(|p| p.1.is_nan()));
     let (lo, hi) = log_range(curves.iter().flatten().map(|p| p.1));
     let mut plot = Plot::new(
         format!("{} latency by percentile, per device", op.name()),
@@ -393,6 +440,12 @@ pub fn percentile_figure(report: &Report, op: Op) -> Option<Figure> {
         "Latency at each percentile (x on a nines scale: each step is ten times rarer) for {}.",
         count(devices.len(), "device", "devices")
     );
+    if cut {
+        caption.push_str(&format!(
+            " A line stops at the highest percentile its device's I/Os resolve ({} in the tables) and its max stands alone.",
+            crate::html::UNRESOLVED
+        ));
+    }
     let shared = groups.iter().filter(|g| g.len() > 1).count();
     if shared > 0 {
         caption.push_str(&format!(
@@ -421,40 +474,76 @@ pub fn percentile_figure(report: &Report, op: Op) -> Option<Figure> {
 
 /// The per-percentile spread of a direction and the devices it is over, when at least two
 /// devices did I/O in that direction (a spread over one device says nothing).
-fn spread_over_devices(
-    report: &Report,
-    op: Op,
-) -> Option<(&[PercentileSpread], Vec<&DeviceReport>)> {
-    let spread = report.aggregate.across_devices.dir(op);
+fn spread_over_devices(report: &Report, op: Op) -> Option<SpreadOver<'_>> {
+    let all = report.aggregate.across_devices.dir(op);
     let active: Vec<&DeviceReport> = report
         .devices
         .iter()
         .filter(|d| d.dir(op).ios > 0)
         .collect();
-    if spread.is_empty() || active.len() < 2 {
+    if all.is_empty() || active.len() < 2 {
         return None;
     }
-    Some((spread, active))
+    let plotted: Vec<f64> = all
+        .iter()
+        .filter_map(|s| s.percentile.parse::<f64>().ok())
+        .filter(|p| *p > 0.0 && *p < 100.0)
+        .collect();
+    let p_lo = plotted.iter().copied().fold(f64::INFINITY, f64::min);
+    let p_hi = plotted.iter().copied().fold(0.0, f64::max);
+    if plotted.is_empty() {
+        return None;
+    }
+    // Only the percentiles every device resolves: at the others some devices' values are
+    // only their maxima (n/r in the tables).
+    let fewest = active.iter().map(|d| d.dir(op).ios).min().unwrap_or(0);
+    let rows: Vec<(f64, &PercentileSpread)> = all
+        .iter()
+        .filter_map(|s| Some((s.percentile.parse::<f64>().ok()?, s)))
+        .filter(|(p, _)| *p > 0.0 && *p < 100.0 && resolves(fewest, *p))
+        .collect();
+    let cut = rows.len() < plotted.len();
+    Some(SpreadOver {
+        rows,
+        active,
+        p_lo,
+        p_hi,
+        cut,
+    })
+}
+
+/// A direction's spread across devices, as the figures draw it.
+struct SpreadOver<'a> {
+    /// (percentile, spread) for each percentile every device resolves.
+    rows: Vec<(f64, &'a PercentileSpread)>,
+    active: Vec<&'a DeviceReport>,
+    /// The range of the configured percentiles (the axis), resolved or not.
+    p_lo: f64,
+    p_hi: f64,
+    /// Whether some percentiles were left out as unresolved.
+    cut: bool,
+}
+
+/// The sentence figures across devices add when they left unresolved percentiles out.
+fn cut_sentence(fewest: u64) -> String {
+    format!(
+        " Percentiles that the device with the fewest I/Os ({}) cannot resolve ({} in the tables) are left out; max stands alone.",
+        format_plain(fewest as f64),
+        crate::html::UNRESOLVED
+    )
 }
 
 /// Figure: mean and standard deviation of each percentile across devices (paper 000, Fig. 12).
 pub fn spread_figure(report: &Report, op: Op) -> Option<Figure> {
-    let (spread, active) = spread_over_devices(report, op)?;
-    let mut rows: Vec<(f64, f64, f64, f64, f64)> = spread
+    let sp = spread_over_devices(report, op)?;
+    let active = &sp.active;
+    let mut rows: Vec<(f64, f64, f64, f64, f64)> = sp
+        .rows
         .iter()
-        .filter_map(|s| {
-            let p: f64 = s.percentile.parse().ok()?;
-            (p > 0.0 && p < 100.0).then_some((
-                p,
-                s.mean_ns,
-                s.stddev_ns,
-                s.min_ns as f64,
-                s.max_ns as f64,
-            ))
-        })
+        .map(|&(p, s)| (p, s.mean_ns, s.stddev_ns, s.min_ns as f64, s.max_ns as f64))
         .collect();
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (p_lo, p_hi) = (rows.first()?.0, rows.last()?.0);
+    let (p_lo, p_hi) = (sp.p_lo, sp.p_hi);
     // "max" across devices, computed from the devices' maxima.
     let maxes: Vec<f64> = active
         .iter()
@@ -467,7 +556,12 @@ pub fn spread_figure(report: &Report, op: Op) -> Option<Figure> {
         .iter()
         .map(|r| (nines_x(r.0), r.1, r.2, r.3, r.4))
         .collect();
-    pts.push((nines_max_x(p_hi), m_mean, m_sd, m_min, m_max));
+    let x_max = nines_max_x(p_hi);
+    if sp.cut {
+        // Nothing drawn between the last resolved percentile and max.
+        pts.push((x_max, f64::NAN, f64::NAN, f64::NAN, f64::NAN));
+    }
+    pts.push((x_max, m_mean, m_sd, m_min, m_max));
     let (lo, hi) = log_range(pts.iter().flat_map(|r| [r.3, r.4, r.1]));
     let mut plot = Plot::new(
         format!(
@@ -495,38 +589,42 @@ pub fn spread_figure(report: &Report, op: Op) -> Option<Figure> {
     max.points = pts.iter().map(|r| (r.0, r.4)).collect();
     plot.series.extend([mean, min, max]);
 
+    let mut caption = String::from(
+        "Mean of each percentile over the devices, the band one standard deviation either side, \
+         and the fastest and slowest device at that percentile.",
+    );
+    if sp.cut {
+        caption.push_str(&cut_sentence(
+            active.iter().map(|d| d.dir(op).ios).min().unwrap_or(0),
+        ));
+    }
     Some(Figure {
         id: format!("spread-{}", op.name()),
-        caption:
-            "Mean of each percentile over the devices, the band one standard deviation either \
-                  side, and the fastest and slowest device at that percentile."
-                .into(),
+        caption,
         plot,
     })
 }
 
 /// Figure: the standard deviation across devices of each percentile (Fig. 12, right).
 pub fn stddev_figure(report: &Report, op: Op) -> Option<Figure> {
-    let (spread, active) = spread_over_devices(report, op)?;
-    let mut rows: Vec<(f64, f64)> = spread
-        .iter()
-        .filter_map(|s| {
-            let p: f64 = s.percentile.parse().ok()?;
-            (p > 0.0 && p < 100.0).then_some((p, s.stddev_ns))
-        })
-        .collect();
+    let sp = spread_over_devices(report, op)?;
+    let active = &sp.active;
+    let mut rows: Vec<(f64, f64)> = sp.rows.iter().map(|&(p, s)| (p, s.stddev_ns)).collect();
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (p_lo, p_hi) = (rows.first()?.0, rows.last()?.0);
+    let (p_lo, p_hi) = (sp.p_lo, sp.p_hi);
     let maxes: Vec<f64> = active
         .iter()
         .map(|d| d.dir(op).lat_ns.max_ns as f64)
         .collect();
     let mut pts: Vec<(f64, f64)> = rows.iter().map(|r| (nines_x(r.0), r.1)).collect();
-    pts.push((nines_max_x(p_hi), mean_sd(&maxes).1));
     // All devices equal everywhere: a deviation of zero has nothing to draw on a log scale.
-    if pts.iter().all(|p| p.1 <= 0.0) {
+    if pts.iter().all(|p| p.1 <= 0.0) && mean_sd(&maxes).1 <= 0.0 {
         return None;
     }
+    if sp.cut {
+        pts.push((nines_max_x(p_hi), f64::NAN));
+    }
+    pts.push((nines_max_x(p_hi), mean_sd(&maxes).1));
     let (lo, hi) = log_range(pts.iter().map(|p| p.1));
     let mut plot = Plot::new(
         format!("{} latency: standard deviation across devices", op.name()),
@@ -539,10 +637,15 @@ pub fn stddev_figure(report: &Report, op: Op) -> Option<Figure> {
     plot.legend = false;
     Some(Figure {
         id: format!("stddev-{}", op.name()),
-        caption:
+        caption: format!(
             "How far the devices disagree at each percentile (a deviation of zero, all devices \
-                  equal, cannot be drawn on the log scale and is left out)."
-                .into(),
+             equal, cannot be drawn on the log scale and is left out).{}",
+            if sp.cut {
+                cut_sentence(active.iter().map(|d| d.dir(op).ios).min().unwrap_or(0))
+            } else {
+                String::new()
+            }
+        ),
         plot,
     })
 }
@@ -914,10 +1017,13 @@ pub fn divergence(report: &Report, op: Op, ratio: f64) -> Option<(String, f64)> 
     if active.len() < 2 {
         return None;
     }
+    let fewest = active.iter().map(|d| d.dir(op).ios).min().unwrap_or(0);
     let mut rows: Vec<(f64, String, f64)> = spread
         .iter()
         .filter_map(|s| {
             let p: f64 = s.percentile.parse().ok()?;
+            // Where some device cannot resolve it, its value is only that device's max.
+            resolves(fewest, p).then_some(())?;
             Some((
                 p,
                 format!("p{}", s.percentile),

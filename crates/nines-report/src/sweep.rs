@@ -69,6 +69,37 @@ pub struct DirMetrics {
     pub max_ns: u64,
 }
 
+impl DirMetrics {
+    /// The tail latency, or NaN when the point's I/Os cannot resolve its percentile (it would
+    /// only be the max): figures leave NaN undrawn, the table shows n/r.
+    pub fn tail_or_nan(&self) -> f64 {
+        let resolved = self
+            .tail_percentile
+            .parse::<f64>()
+            .is_ok_and(|p| crate::run::resolves(self.ios, p));
+        if resolved {
+            self.tail_ns as f64
+        } else {
+            f64::NAN
+        }
+    }
+}
+
+/// The sentence a figure with a tail adds when some points could not resolve it.
+fn unresolved_tail_sentence(points: &[&SweepPoint]) -> &'static str {
+    let any = points
+        .iter()
+        .filter_map(|p| p.metrics.as_ref())
+        .flat_map(|m| [m.read.as_ref(), m.write.as_ref()])
+        .flatten()
+        .any(|d| d.ios > 0 && d.tail_or_nan().is_nan());
+    if any {
+        " Tail points whose run had too few I/Os to resolve the percentile (n/r in the table: it would only be the max) are not drawn."
+    } else {
+        ""
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PointMetrics {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,7 +213,7 @@ fn qd_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
         (
             "qd-tail",
             format!("{tail}% latency"),
-            |d| d.tail_ns as f64,
+            |d| d.tail_or_nan(),
             true,
         ),
         ("qd-bandwidth", "bandwidth".into(), |d| d.bw_bytes, false),
@@ -217,12 +248,17 @@ fn qd_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
         figs.push(Figure {
             id: id.into(),
             caption: format!(
-                "{} of each workload against queue depth: {}.",
+                "{} of each workload against queue depth: {}.{}",
                 capitalise(&what),
                 if is_latency {
                     "where deeper queues start to cost latency"
                 } else {
                     "where deeper queues stop adding throughput"
+                },
+                if id == "qd-tail" {
+                    unresolved_tail_sentence(ok)
+                } else {
+                    ""
                 }
             ),
             plot,
@@ -258,7 +294,7 @@ fn write_fraction_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
             } else {
                 m.write.as_ref()
             }?;
-            (d.ios > 0).then_some((d.mean_ns, d.tail_ns as f64))
+            (d.ios > 0).then_some((d.mean_ns, d.tail_or_nan()))
         };
         let pts: Vec<(f64, (f64, f64))> =
             pts.iter().filter_map(|(w, m)| Some((*w, of(m)?))).collect();
@@ -294,7 +330,10 @@ fn write_fraction_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
     plot.series = series;
     vec![Figure {
         id: "write-fraction".into(),
-        caption: "Read and write latency, average and tail, as the share of writes in the mix grows: how much interleaved writes cost the reads.".into(),
+        caption: format!(
+            "Read and write latency, average and tail, as the share of writes in the mix grows: how much interleaved writes cost the reads.{}",
+            unresolved_tail_sentence(ok)
+        ),
         plot,
     }]
 }
@@ -328,7 +367,7 @@ fn engine_figures(all: &[&SweepPoint], tail: &str) -> Vec<Figure> {
         for (i, p) in ok.iter().enumerate() {
             if let Some(d) = p.metrics.as_ref().and_then(|m| m.dir(*op)) {
                 mean.points.push((i as f64, d.mean_ns));
-                t.points.push((i as f64, d.tail_ns as f64));
+                t.points.push((i as f64, d.tail_or_nan()));
             }
         }
         if !mean.points.is_empty() {
@@ -345,8 +384,10 @@ fn engine_figures(all: &[&SweepPoint], tail: &str) -> Vec<Figure> {
     plot.series = lat;
     figs.push(Figure {
         id: "engines-latency".into(),
-        caption: "Average and tail latency with each engine: what the I/O interface itself adds."
-            .into(),
+        caption: format!(
+            "Average and tail latency with each engine: what the I/O interface itself adds.{}",
+            unresolved_tail_sentence(all)
+        ),
         plot,
     });
     let cpu: Vec<(f64, f64)> = ok
@@ -428,7 +469,11 @@ pub fn table(s: &Sweep) -> (Vec<String>, Vec<Vec<String>>) {
                         format_plain(d.iops),
                         format_bytes_per_s(d.bw_bytes),
                         format_ns(d.mean_ns),
-                        format_ns(d.tail_ns as f64),
+                        if d.tail_or_nan().is_nan() {
+                            crate::html::UNRESOLVED.to_string()
+                        } else {
+                            format_ns(d.tail_ns as f64)
+                        },
                         format_ns(d.max_ns as f64),
                         m.cpu_per_io_ns.map(format_ns).unwrap_or_default(),
                         String::new(),
@@ -484,6 +529,12 @@ pub fn render_html(s: &Sweep, figs: &[Figure]) -> Result<String, PlotError> {
     page.h2("Points");
     let (h, rows) = table(s);
     page.table(&h, &rows);
+    if rows.iter().flatten().any(|c| c == crate::html::UNRESOLVED) {
+        page.p(&format!(
+            "{}: not resolved, too few I/Os at that point for the tail percentile (with fewer it is only the max).",
+            crate::html::UNRESOLVED
+        ));
+    }
     Ok(page.finish(&title))
 }
 

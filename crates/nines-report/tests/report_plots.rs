@@ -40,6 +40,11 @@ fn config() -> RunConfig {
 
 /// Eight devices; device 5 has a heavy tail (10 in 100k I/Os at 5 ms).
 fn report() -> Report {
+    report_n(100_000)
+}
+
+/// Eight devices of `n` reads; device 5 has a heavy tail (its 10 slowest at 5 ms).
+fn report_n(n: u64) -> Report {
     let mut b = ReportBuilder::new(RunKind::Profile, config());
     for d in 0..8u64 {
         let mut rec = DeviceRecorder::new();
@@ -49,7 +54,7 @@ fn report() -> Report {
         } else {
             300_000 + d * 1000
         };
-        for l in device_latencies(80_000 + d * 1000, 100_000, tail, tail_ns) {
+        for l in device_latencies(80_000 + d * 1000, n, tail, tail_ns) {
             rec.record(Op::Read, l, 4096);
         }
         b.device(
@@ -77,15 +82,17 @@ fn percentile_curves_one_line_per_device_and_the_outlier_named() {
     );
     assert_eq!(f.plot.x.scale, Scale::Nines);
     assert_eq!(f.plot.y.scale, Scale::Log10);
-    // Each series: the seven percentiles then max, at the nines positions.
+    // Each series: the five percentiles 100k I/Os resolve (p99.999 needs 100,001), a break,
+    // then max, at the nines positions.
     let s = &f.plot.series[5];
-    assert_eq!(s.points.len(), 8);
+    assert_eq!(s.points.len(), 7);
     assert!((s.points[3].0 - nines_x(99.9)).abs() < 1e-9);
-    assert_eq!(s.points[7].0, 7.0);
-    assert_eq!(s.points[7].1, r.devices[5].read.lat_ns.max_ns as f64);
+    assert!(s.points[5].1.is_nan());
+    assert_eq!(s.points[6].0, 7.0);
+    assert_eq!(s.points[6].1, r.devices[5].read.lat_ns.max_ns as f64);
     // y axis covers every value.
     for s in &f.plot.series {
-        for p in &s.points {
+        for p in s.points.iter().filter(|p| !p.1.is_nan()) {
             assert!(p.1 >= f.plot.y.min && p.1 <= f.plot.y.max);
         }
     }
@@ -124,10 +131,21 @@ fn spread_figure_matches_the_aggregate() {
     let names: Vec<_> = f.plot.series.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["mean", "fastest device", "slowest device"]);
     let mean = &f.plot.series[0];
-    for (i, s) in r.aggregate.across_devices.read.iter().enumerate() {
+    // The percentiles every device's 100k I/Os resolve (up to p99.99), then a break and max.
+    let resolved: Vec<_> = r
+        .aggregate
+        .across_devices
+        .read
+        .iter()
+        .filter(|s| s.percentile.parse::<f64>().unwrap() <= 99.99)
+        .collect();
+    assert_eq!(resolved.len(), 5);
+    assert_eq!(mean.points.len(), 7);
+    for (i, s) in resolved.iter().enumerate() {
         assert_eq!(mean.points[i].1, s.mean_ns);
         assert_eq!(f.plot.series[2].points[i].1, s.max_ns as f64);
     }
+    assert!(mean.points[5].1.is_nan());
     // The last point is max: mean of the devices' maxima.
     let maxes: Vec<f64> = r
         .devices
@@ -140,12 +158,15 @@ fn spread_figure_matches_the_aggregate() {
 
 #[test]
 fn divergence_found_where_the_tail_device_departs() {
-    let r = report();
-    // Device 5 has 10 in 100k I/Os at 5 ms, ranks 99,991..100,000: p99.99 (rank 99,990) is
-    // still in its body, p99.999 (rank 99,999) is in the tail.
-    let (at, ratio) = divergence(&r, Op::Read, 2.0).unwrap();
+    // Device 5 has 10 in 100,001 I/Os at 5 ms, ranks 99,992..100,001: p99.99 (rank 99,991) is
+    // still in its body, p99.999 (rank 100,000, resolved from 100,001 I/Os) is in the tail.
+    let (at, ratio) = divergence(&report_n(100_001), Op::Read, 2.0).unwrap();
     assert_eq!(at, "p99.999");
     assert!(ratio > 10.0);
+    // With 100,000 I/Os p99.999 is not resolved (n/r in the tables): not where it diverges.
+    let r = report();
+    let (at, _) = divergence(&r, Op::Read, 2.0).unwrap();
+    assert_eq!(at, "max");
     let s = summary(&r, None, None);
     // Ranked at the highest percentile every device resolves (p99.99 with 100k I/Os), where
     // nvme5 is still in its body: no device is named worst by an unresolved percentile.
@@ -160,7 +181,14 @@ fn divergence_found_where_the_tail_device_departs() {
     );
     assert!(
         s.iter()
-            .any(|l| l.contains("diverges across devices from p99.999 on"))
+            .any(|l| l.contains("diverges across devices from max on")),
+        "{s:#?}"
+    );
+    let s = summary(&report_n(100_001), None, None);
+    assert!(
+        s.iter()
+            .any(|l| l.contains("diverges across devices from p99.999 on")),
+        "{s:#?}"
     );
     assert!(s.iter().any(|l| l.contains("--lat-log")));
 }
@@ -781,7 +809,8 @@ fn configuration_host_and_warnings_read_as_text() {
 fn a_write_share_sweep_plots_writes_too_and_captions_cite_nothing() {
     use nines_report::sweep::{DirMetrics, PointMetrics, Sweep, SweepParam, SweepPoint};
     let dir = |mean_ns: f64, tail_ns: u64| DirMetrics {
-        ios: 1000,
+        // Enough to resolve p99.999.
+        ios: 200_000,
         iops: 100.0,
         bw_bytes: 409_600.0,
         mean_ns,
@@ -1092,4 +1121,83 @@ fn a_run_too_short_for_a_p99_line_draws_none_and_says_so() {
         "{}",
         f.caption
     );
+}
+
+#[test]
+fn unresolved_percentiles_are_not_drawn_as_flat_lines() {
+    use nines_report::run::{resolved_curve, stddev_figure};
+    // 1000 reads a device: p50..p99 resolve, p99.9 and up (n/r in the tables) do not.
+    let r = small_report(&[100_000, 100_000, 300_000], 1000, serde_json::json!({}));
+    let f = percentile_figure(&r, Op::Read).unwrap();
+    let x_max = nines_report::axis::nines_max_x(99.9999);
+    for s in &f.plot.series {
+        // p50, p90, p99, a break, max: nothing at p99.9 .. p99.9999.
+        let xs: Vec<f64> = s.points.iter().map(|p| p.0).collect();
+        assert_eq!(
+            xs,
+            [nines_x(50.0), nines_x(90.0), nines_x(99.0), x_max, x_max],
+            "{}",
+            s.name
+        );
+        assert!(s.points[3].1.is_nan() && s.points[4].1 > 0.0);
+    }
+    assert!(
+        f.caption.contains("stops at the highest percentile its device's I/Os resolve (n/r"),
+        "{}",
+        f.caption
+    );
+    // Rendered: each line is one polyline up to p99 and max a lone marker, so every device
+    // group has one polyline of its colour plus its legend sample, and 4 markers.
+    let svg = inspect_svg(&render_svg(&f.plot, DEFAULT_SIZE).unwrap());
+    assert_eq!(svg.circles, 4 * f.plot.series.len(), "{svg:?}");
+    for s in &f.plot.series {
+        let n = svg
+            .polyline_strokes
+            .iter()
+            .filter(|c| **c == hex(s.color))
+            .count();
+        assert_eq!(n, 2, "{}: line + legend", s.name);
+    }
+    // Across devices: the same percentiles, and the caption says why the rest are missing.
+    let sp = spread_figure(&r, Op::Read).unwrap();
+    let mean = sp.plot.series.iter().find(|s| s.name == "mean").unwrap();
+    assert_eq!(mean.points.len(), 5);
+    assert!(mean.points[3].1.is_nan());
+    assert!(sp.caption.contains("fewest I/Os (1000) cannot resolve"), "{}", sp.caption);
+    let sd = stddev_figure(&r, Op::Read).unwrap();
+    assert_eq!(sd.plot.series[0].points.len(), 5);
+    assert!(sd.caption.contains("cannot resolve"), "{}", sd.caption);
+    // With enough I/Os (200 000: up to p99.999) only p99.9999 is cut.
+    let r = small_report(&[100_000, 300_000, 900_000], 200_000, serde_json::json!({}));
+    let c = resolved_curve(&r.devices[0], Op::Read, &DEFAULT_PERCENTILES);
+    assert_eq!(c.len(), DEFAULT_PERCENTILES.len() + 1);
+    assert!(c[DEFAULT_PERCENTILES.len() - 1].1.is_nan());
+}
+
+#[test]
+fn compare_marks_unresolved_percentiles_and_gives_them_no_ratio() {
+    use nines_report::compare::{Run, figures as compare_figures, table_rows};
+    let runs = [
+        Run {
+            label: "a".into(),
+            report: small_report(&[100_000, 100_000], 1000, serde_json::json!({})),
+        },
+        Run {
+            label: "b".into(),
+            report: small_report(&[200_000, 200_000], 1000, serde_json::json!({})),
+        },
+    ];
+    let (_, rows) = table_rows(&runs);
+    let row = |name: &str| rows.iter().find(|r| r[0] == name).unwrap().clone();
+    assert_eq!(row("read p99.99")[1..], ["n/r", "n/r", "-"]);
+    assert_eq!(row("read p99")[3], "2.0x worse");
+    assert_eq!(row("read max")[3], "2.0x worse");
+    let figs = compare_figures(&runs);
+    let merged = figs.iter().find(|f| f.id == "compare-read").unwrap();
+    for s in &merged.plot.series {
+        // 2000 I/Os: up to p99.9 (needs 1001), then a break and max.
+        assert_eq!(s.points.len(), 6, "{}", s.name);
+        assert!(s.points[4].1.is_nan());
+    }
+    assert!(merged.caption.contains("n/r"), "{}", merged.caption);
 }
