@@ -249,8 +249,12 @@ fn band_polygons(plot: &Plot, band: &Band) -> Vec<Vec<(f64, f64)>> {
     let (xr, yr) = (plot.x.coord_range(), plot.y.coord_range());
     let mut out = Vec::new();
     let mut cur: Vec<(f64, f64, f64)> = Vec::new();
+    // A lone point (a max after a break) is a narrow bar from low to high.
+    let half_w = (xr.1 - xr.0) / 300.0;
     let mut flush = |cur: &mut Vec<(f64, f64, f64)>| {
-        if cur.len() >= 2 {
+        if let [(x, lo, hi)] = cur[..] {
+            out.push(vec![(x - half_w, lo), (x + half_w, lo), (x + half_w, hi), (x - half_w, hi)]);
+        } else if cur.len() >= 2 {
             let mut poly: Vec<(f64, f64)> = cur.iter().map(|p| (p.0, p.1)).collect();
             poly.extend(cur.iter().rev().map(|p| (p.0, p.2)));
             out.push(poly);
@@ -464,9 +468,13 @@ fn draw<DB: DrawingBackend>(
                             .collect::<Vec<_>>(),
                     )?;
                 }
-                // A lone point (max after a break) is its marker only, no line.
-                for run in runs.iter().filter(|r| r.len() >= 2) {
-                    chart.draw_series(LineSeries::new(run.iter().copied(), line_style))?;
+                // A lone point (max after a break) is a marker, not a line of one point.
+                for run in &runs {
+                    if run.len() >= 2 {
+                        chart.draw_series(LineSeries::new(run.iter().copied(), line_style))?;
+                    } else if s.style == SeriesStyle::Line {
+                        chart.draw_series(run.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+                    }
                 }
             }
             SeriesStyle::Points => {

@@ -844,9 +844,10 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
             ));
         } else {
             caption.push_str(&format!(
-                " Not shaded: the {} reaching {} or more cover most of the run.",
+                " Not shaded: the {} reaching {} or more {} most of the run.",
                 count(major.len(), "spike", "spikes"),
-                format_ns(major_floor_ns(&view.spikes) as f64)
+                format_ns(major_floor_ns(&view.spikes) as f64),
+                if major.len() == 1 { "covers" } else { "cover" }
             ));
         }
     }
