@@ -166,8 +166,7 @@ pub fn table_rows(runs: &[Run]) -> (Vec<String>, Vec<Vec<String>>) {
             unresolved.push(
                 runs.iter()
                     .map(|r| {
-                        r.report.has(op)
-                            && !crate::run::resolves(r.report.aggregate.dir(op).ios, p)
+                        r.report.has(op) && !crate::run::resolves(r.report.aggregate.dir(op).ios, p)
                     })
                     .collect(),
             );

@@ -253,7 +253,12 @@ fn band_polygons(plot: &Plot, band: &Band) -> Vec<Vec<(f64, f64)>> {
     let half_w = (xr.1 - xr.0) / 300.0;
     let mut flush = |cur: &mut Vec<(f64, f64, f64)>| {
         if let [(x, lo, hi)] = cur[..] {
-            out.push(vec![(x - half_w, lo), (x + half_w, lo), (x + half_w, hi), (x - half_w, hi)]);
+            out.push(vec![
+                (x - half_w, lo),
+                (x + half_w, lo),
+                (x + half_w, hi),
+                (x - half_w, hi),
+            ]);
         } else if cur.len() >= 2 {
             let mut poly: Vec<(f64, f64)> = cur.iter().map(|p| (p.0, p.1)).collect();
             poly.extend(cur.iter().rev().map(|p| (p.0, p.2)));
@@ -473,7 +478,8 @@ fn draw<DB: DrawingBackend>(
                     if run.len() >= 2 {
                         chart.draw_series(LineSeries::new(run.iter().copied(), line_style))?;
                     } else if s.style == SeriesStyle::Line {
-                        chart.draw_series(run.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+                        chart
+                            .draw_series(run.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
                     }
                 }
             }

@@ -371,13 +371,11 @@ pub fn same_curves(curves: &[Vec<(f64, f64)>], tol: f64) -> Vec<Vec<usize>> {
         let same = |g: &Vec<usize>| {
             let r = &curves[g[0]];
             r.len() == c.len()
-                && r.iter()
-                    .zip(c)
-                    .all(|(a, b)| {
-                        a.0 == b.0
-                            && ((a.1.is_nan() && b.1.is_nan())
-                                || (a.1 - b.1).abs() <= tol * a.1.abs().max(b.1.abs()))
-                    })
+                && r.iter().zip(c).all(|(a, b)| {
+                    a.0 == b.0
+                        && ((a.1.is_nan() && b.1.is_nan())
+                            || (a.1 - b.1).abs() <= tol * a.1.abs().max(b.1.abs()))
+                })
         };
         match groups.iter_mut().find(|g| same(g)) {
             Some(g) => g.push(k),

@@ -1142,7 +1142,8 @@ fn unresolved_percentiles_are_not_drawn_as_flat_lines() {
         assert!(s.points[3].1.is_nan() && s.points[4].1 > 0.0);
     }
     assert!(
-        f.caption.contains("stops at the highest percentile its device's I/Os resolve (n/r"),
+        f.caption
+            .contains("stops at the highest percentile its device's I/Os resolve (n/r"),
         "{}",
         f.caption
     );
@@ -1163,7 +1164,11 @@ fn unresolved_percentiles_are_not_drawn_as_flat_lines() {
     let mean = sp.plot.series.iter().find(|s| s.name == "mean").unwrap();
     assert_eq!(mean.points.len(), 5);
     assert!(mean.points[3].1.is_nan());
-    assert!(sp.caption.contains("fewest I/Os (1000) cannot resolve"), "{}", sp.caption);
+    assert!(
+        sp.caption.contains("fewest I/Os (1000) cannot resolve"),
+        "{}",
+        sp.caption
+    );
     let sd = stddev_figure(&r, Op::Read).unwrap();
     assert_eq!(sd.plot.series[0].points.len(), 5);
     assert!(sd.caption.contains("cannot resolve"), "{}", sd.caption);
