@@ -7,7 +7,8 @@ mod common;
 use nines_core::op::Op;
 use nines_flash::{DeviceConfig, Ftl, GcWork, Precondition, Ssd};
 
-/// 4 dies of 32 blocks of 16 one-unit pages, 25% spare.
+/// 4 dies of 32 blocks of 16 one-unit pages, 25% spare, a 256 KiB write buffer (the default
+/// 16 MiB is more than this device's 8 MiB of flash, which validation refuses).
 fn tiny() -> DeviceConfig {
     let text = r#"
 name = "tiny"
@@ -33,6 +34,8 @@ gc_hard_threshold = 0.1
 overhead_ns = 3_000
 read_bytes_per_s = 2_000_000_000
 write_bytes_per_s = 1_000_000_000
+[buffer]
+write_buffer_bytes = 262_144
 "#;
     DeviceConfig::from_toml(text, "tiny").unwrap()
 }
