@@ -398,6 +398,16 @@ impl DeviceConfig {
         Ok(cfg)
     }
 
+    /// The description as a TOML document that [`DeviceConfig::from_toml`] reads back to an
+    /// equal description (tested).
+    pub fn to_toml(&self) -> Result<String, FlashError> {
+        toml::to_string(self).map_err(|e| FlashError::Toml {
+            origin: self.name.clone(),
+            message: e.to_string(),
+            line: None,
+        })
+    }
+
     /// A preset name or a path to a TOML file (anything ending in `.toml` or containing a `/`).
     pub fn load(spec: &str) -> Result<DeviceConfig, FlashError> {
         if spec.ends_with(".toml") || spec.contains('/') {
@@ -812,6 +822,44 @@ impl DeviceConfig {
     /// Entries the mapping cache holds (0: the whole map is in DRAM).
     pub fn mapping_cache_entries(&self) -> u64 {
         self.mapping.cache_bytes / self.mapping.entry_bytes as u64
+    }
+
+    /// A copy whose device-side times are `factor` times as long: every flash, controller and
+    /// firmware time multiplied, every data rate divided (so an idle command takes `factor` times
+    /// as long, and the proportions of the description stay). Used by calibration to bring a
+    /// preset's floor down (or up) to a measured device's; host costs are not part of a device.
+    pub fn time_scaled(&self, factor: f64) -> DeviceConfig {
+        let t = |ns: u64| ((ns as f64 * factor).round() as u64).max(1);
+        let t0 = |ns: u64| (ns as f64 * factor).round() as u64;
+        let rate = |r: u64| ((r as f64 / factor).round() as u64).max(1);
+        let rate0 = |r: u64| if r == 0 { 0 } else { rate(r) };
+        let mut c = self.clone();
+        c.timing.read_ns = t(c.timing.read_ns);
+        c.timing.program_ns = t(c.timing.program_ns);
+        c.timing.erase_ns = t(c.timing.erase_ns);
+        for v in c
+            .timing
+            .read_ns_by_page_type
+            .iter_mut()
+            .chain(c.timing.program_ns_by_page_type.iter_mut())
+        {
+            *v = t(*v);
+        }
+        c.timing.channel_bytes_per_s = rate(c.timing.channel_bytes_per_s);
+        c.controller.overhead_ns = t0(c.controller.overhead_ns);
+        c.controller.command_ns = t0(c.controller.command_ns);
+        c.controller.read_bytes_per_s = rate(c.controller.read_bytes_per_s);
+        c.controller.write_bytes_per_s = rate(c.controller.write_bytes_per_s);
+        c.buffer.dram_bytes_per_s = rate0(c.buffer.dram_bytes_per_s);
+        c.buffer.dram_access_ns = t0(c.buffer.dram_access_ns);
+        c.read_retry.step_overhead_ns = t0(c.read_retry.step_overhead_ns);
+        c.durability.flush_ns = t0(c.durability.flush_ns);
+        for points in [&mut c.firmware_jitter.read, &mut c.firmware_jitter.write] {
+            for p in points.iter_mut() {
+                p.1 = t0(p.1);
+            }
+        }
+        c
     }
 
     /// The largest scale (<= 1) whose model fits in `budget_bytes`, or the smallest workable.

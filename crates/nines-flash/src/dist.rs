@@ -8,11 +8,20 @@
 /// Points (quantile, value) of a quantile function: quantiles from 0 to 1, both coordinates
 /// non-decreasing. `sample(u)` for `u` uniform in [0, 1) follows the distribution whose
 /// quantile function is the piecewise-linear curve through the points.
+///
+/// A draw costs a table look-up and a search of the few points in one 1/1024th of the quantile
+/// range ([`QuantileDist::at`]), not a binary search of every point: a calibrated jitter has
+/// hundreds of points, and this is on every simulated command.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct QuantileDist {
     q: Vec<f64>,
     v: Vec<f64>,
+    /// `first[b]`: the first point at or above quantile b / BUCKETS (b in 0..=BUCKETS).
+    first: Vec<u32>,
 }
+
+/// Buckets of the look-up table (a power of two, so b / BUCKETS is exact in floating point).
+const BUCKETS: usize = 1024;
 
 impl QuantileDist {
     /// Check and build. An empty list is the distribution that is always 0.
@@ -39,9 +48,17 @@ impl QuantileDist {
                 ));
             }
         }
+        let q: Vec<f64> = points.iter().map(|p| p.0).collect();
+        let first = (0..=BUCKETS)
+            .map(|b| {
+                let at = b as f64 / BUCKETS as f64;
+                q.partition_point(|&x| x < at) as u32
+            })
+            .collect();
         Ok(QuantileDist {
-            q: points.iter().map(|p| p.0).collect(),
+            q,
             v: points.iter().map(|p| p.1 as f64).collect(),
+            first,
         })
     }
 
@@ -55,11 +72,11 @@ impl QuantileDist {
         if self.q.is_empty() {
             return 0;
         }
-        // The first point at or above u (the list is short and sorted).
-        let i = self
-            .q
-            .partition_point(|&q| q < u)
-            .clamp(1, self.q.len() - 1);
+        // The first point at or above u: between the first points at or above the bucket's
+        // bounds (b / BUCKETS <= u < (b + 1) / BUCKETS, exact for a power-of-two BUCKETS).
+        let b = ((u * BUCKETS as f64) as usize).min(BUCKETS - 1);
+        let (lo, hi) = (self.first[b] as usize, self.first[b + 1] as usize);
+        let i = (lo + self.q[lo..hi].partition_point(|&q| q < u)).clamp(1, self.q.len() - 1);
         let (qa, qb) = (self.q[i - 1], self.q[i]);
         let (va, vb) = (self.v[i - 1], self.v[i]);
         let f = ((u - qa) / (qb - qa)).clamp(0.0, 1.0);
@@ -105,6 +122,38 @@ mod tests {
             vec![(0.0, 1), (0.5, 2), (0.5, 3), (1.0, 4)],
         ] {
             assert!(QuantileDist::new(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_lookup_table_finds_the_points_a_full_search_finds() {
+        // Dense points in the tail (as a calibrated jitter has), sparse ones in the body, and
+        // points exactly on bucket bounds.
+        let mut pts = vec![(0.0, 0), (0.25, 10), (0.5, 20), (0.75, 30)];
+        pts.extend((1..200).map(|k| (0.999 + k as f64 * 5e-6, 1_000 + k * 100)));
+        pts.push((1.0, 1_000_000));
+        let d = QuantileDist::new(&pts).unwrap();
+        let full = |u: f64| {
+            let i = d.q.partition_point(|&q| q < u).clamp(1, d.q.len() - 1);
+            let f = ((u - d.q[i - 1]) / (d.q[i] - d.q[i - 1])).clamp(0.0, 1.0);
+            (d.v[i - 1] + f * (d.v[i] - d.v[i - 1])).round() as u64
+        };
+        let mut x = 7u64;
+        for k in 0..200_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let u = if k % 2 == 0 {
+                (x >> 11) as f64 / (1u64 << 53) as f64
+            } else {
+                // the tail, and bucket bounds
+                0.999 + (x >> 11) as f64 / (1u64 << 53) as f64 * 0.001
+            };
+            assert_eq!(d.at(u), full(u), "u = {u}");
+        }
+        for b in 0..=1024 {
+            let u = b as f64 / 1024.0;
+            assert_eq!(d.at(u), full(u), "u = {u}");
         }
     }
 

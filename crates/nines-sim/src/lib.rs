@@ -3,6 +3,7 @@
 //! (nines-flash) as members and a host model for CPU costs.
 //!
 //! - [`config`]: what a simulation is given, scaling and preconditioning ([`prepare`]).
+//! - [`calibrate`]: fit a device description to measured runs (`nines sim --calibrate`).
 //! - [`event_loop`]: the loop ([`run`], [`run_logged`]) and its progress hook ([`SimProgress`]).
 //! - [`member`]: a member device: an SSD model or a zero-latency device.
 //! - [`host`]: CPU costs of submission and completion, interrupt vs polled, background tasks.
@@ -10,6 +11,7 @@
 //!
 //! Trace readers live in the nines-trace crate (both drivers replay traces).
 
+pub mod calibrate;
 pub mod config;
 pub mod event_loop;
 pub mod host;

@@ -620,3 +620,115 @@ fn dnd_collects_garbage_in_the_owners_turns_and_no_read_waits_behind_gc() {
     assert_eq!(sum.as_u64().unwrap(), each);
     assert_eq!(vol["stats"]["policy"], "dnd");
 }
+
+/// `--calibrate` on a real device: a zram device this test creates is profiled at QD1, the
+/// preset is fitted to the profile, and the written description, simulated at QD1, reproduces
+/// the profile within 10% at p50..p99.99 (issue 17's goal).
+#[test]
+fn calibrates_a_zram_profile_to_within_ten_percent() {
+    let z = common::Zram::new("64M");
+    let zram = z.path();
+    let dir = common::disk_dir();
+    let s = common::s;
+    // Written data first: zram reads of never-written pages cost nothing.
+    common::ok(
+        nines(&[
+            "profile",
+            "--quiet",
+            "--rw",
+            "write",
+            "--bs",
+            "1m",
+            "--iodepth",
+            "4",
+            "--ios",
+            "64",
+            "--allow-writes",
+            &zram,
+        ]),
+        "writing zram",
+    );
+    let qd1 = dir.path().join("qd1.json");
+    common::ok(
+        nines(&[
+            "profile",
+            "--quiet",
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "1",
+            "--runtime",
+            "2s",
+            "--json",
+            s(&qd1),
+            &zram,
+        ]),
+        "profiling zram",
+    );
+    let toml = dir.path().join("zram.toml");
+    // The default host model alone costs more than a zram read: refused with what to do.
+    let refused = nines(&["sim", "--calibrate", s(&qd1), "--calibrate-out", s(&toml)]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("--completion none"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(!toml.exists());
+    let out = common::ok(
+        nines(&[
+            "sim",
+            "--calibrate",
+            s(&qd1),
+            "--completion",
+            "none",
+            "--calibrate-out",
+            s(&toml),
+        ]),
+        "calibrating",
+    );
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        table.contains("p99.99") && table.contains("qd1.json"),
+        "{table}"
+    );
+    let written = std::fs::read_to_string(&toml).unwrap();
+    assert!(written.contains("[firmware_jitter]") && written.starts_with("# calibrated"));
+    let sim = dir.path().join("sim.json");
+    common::ok(
+        nines(&[
+            "sim",
+            "--quiet",
+            "--device",
+            s(&toml),
+            "--completion",
+            "none",
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "1",
+            "--ios",
+            "1000000",
+            "--json",
+            s(&sim),
+        ]),
+        "simulating the calibrated device",
+    );
+    let read = |p: &Path| -> serde_json::Value {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        v["aggregate"]["read"]["lat_ns"]["percentiles"].clone()
+    };
+    let (real, simulated) = (read(&qd1), read(&sim));
+    for p in ["50", "90", "99", "99.9", "99.99"] {
+        let (r, m) = (real[p].as_f64().unwrap(), simulated[p].as_f64().unwrap());
+        assert!(
+            (m / r - 1.0).abs() <= 0.10,
+            "p{p}: zram {r} ns, calibrated simulation {m} ns\n{table}"
+        );
+    }
+}

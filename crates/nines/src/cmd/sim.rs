@@ -92,6 +92,18 @@ pub struct Args {
     /// Print no table.
     #[arg(long)]
     pub quiet: bool,
+    /// Calibrate instead of simulating: fit --device (the starting description) to this
+    /// measured run of one real device (`nines profile --json`); give it again for a deeper run
+    /// (e.g. QD1 and QD16). Fits the floor, the firmware jitter and the controller's serial time,
+    /// prints the fit error per percentile and writes the description to --calibrate-out.
+    #[arg(long, value_name = "RUN.json")]
+    pub calibrate: Vec<PathBuf>,
+    /// Where --calibrate writes the fitted device TOML (then: --device FILE.toml).
+    #[arg(long, value_name = "FILE.toml")]
+    pub calibrate_out: Option<PathBuf>,
+    /// Simulated I/Os per run and fitting round of --calibrate.
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
+    pub calibrate_ios: u64,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -201,7 +213,194 @@ fn memory_budget(given: Option<u64>, host: Option<super::hostmem::HostMemory>) -
     Ok(budget_bytes)
 }
 
+/// The host model the command line describes.
+fn host_config(args: &Args) -> Result<HostConfig> {
+    let mut host = HostConfig::new(args.completion);
+    if let Some(c) = args.submit_cost {
+        host.submit_ns = c;
+    }
+    if let Some(c) = args.complete_cost {
+        host.complete_ns = c;
+    }
+    if args.host_cpus == Some(0) {
+        bail!("--host-cpus 0: give at least 1");
+    }
+    // The host model keeps per-CPU state: an absurd count would abort on allocation.
+    if let Some(c) = args.host_cpus
+        && c > HOST_CPUS_MAX
+    {
+        bail!("--host-cpus {c}: give at most {HOST_CPUS_MAX} simulated host CPUs");
+    }
+    host.cpus = args.host_cpus;
+    if let Some(rate) = args.bg_rate {
+        if !(rate.is_finite() && (0.0..=1e7).contains(&rate)) {
+            bail!("--bg-rate {rate}: give 0 to 10000000 tasks per second per CPU");
+        }
+        host.background = Some(Background {
+            rate_per_s: rate,
+            service_ns: args.bg_service,
+            dist: args.bg_dist,
+        });
+    }
+    Ok(host)
+}
+
+fn parse_precondition(s: &str) -> Result<Option<Precondition>> {
+    Ok(match s {
+        "auto" => None,
+        s => Some(
+            s.parse::<Precondition>()
+                .map_err(anyhow::Error::msg)
+                .context("--precondition: auto is also accepted")?,
+        ),
+    })
+}
+
+/// `--calibrate RUN.json ... --calibrate-out FILE.toml`: fit --device to measured runs.
+fn calibrate(args: &Args) -> Result<()> {
+    use nines_sim::calibrate::{CalibrateOptions, Measured};
+    let Some(out) = args.calibrate_out.as_deref() else {
+        bail!("--calibrate: give --calibrate-out FILE.toml for the fitted device description");
+    };
+    super::output::check_outputs(&[("--calibrate-out", Some(out))])?;
+    if args.device.starts_with("null:") {
+        bail!(
+            "--calibrate fits a device model; --device {} has none",
+            args.device
+        );
+    }
+    let base =
+        DeviceConfig::load(&args.device).with_context(|| format!("--device {}", args.device))?;
+    if args.calibrate_ios == 0 {
+        bail!("--calibrate-ios 0: give a positive number of I/Os, e.g. 200000");
+    }
+    let mut runs = Vec::new();
+    for path in &args.calibrate {
+        let label = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--calibrate {label}: cannot read it"))?;
+        let report = nines_core::report::Report::from_json(&text)
+            .with_context(|| format!("--calibrate {label}"))?;
+        runs.push(Measured::from_report(&label, &report).context("--calibrate")?);
+    }
+    let opts = CalibrateOptions {
+        host: host_config(args)?,
+        precondition: parse_precondition(&args.precondition)?,
+        ios: args.calibrate_ios,
+        seed: args.workload.seed,
+        memory_budget_bytes: memory_budget(args.memory_budget, super::hostmem::host_memory())?
+            .min(64 << 20),
+        ..CalibrateOptions::default()
+    };
+    let wall = Instant::now();
+    let live = !args.quiet && std::io::stderr().is_terminal();
+    let cal = ticking(
+        live,
+        |wall_s| {
+            format!(
+                "calibrating {}: {}",
+                base.name,
+                nines_core::progress::short_s(wall_s)
+            )
+        },
+        || nines_sim::calibrate::calibrate(&base, &runs, &opts),
+    )
+    .context("--calibrate")?;
+    let table = calibration_table(&args.device, &cal);
+    let mut toml = String::new();
+    for line in table.lines() {
+        toml.push_str("# ");
+        toml.push_str(line);
+        toml.push('\n');
+    }
+    toml.push_str(&cal.device.to_toml().context("--calibrate-out")?);
+    let (pending, mut file) = super::output::PendingOutput::create("--calibrate-out", out)?;
+    file.write_all(toml.as_bytes())
+        .with_context(|| format!("--calibrate-out {}: write failed", out.display()))?;
+    pending.commit()?;
+    if !args.quiet {
+        print!("{table}");
+    }
+    eprintln!(
+        "nines sim: calibrated {} in {:.1} s ({} simulations); wrote {} (use --device {})",
+        base.name,
+        wall.elapsed().as_secs_f64(),
+        cal.simulations,
+        out.display(),
+        out.display()
+    );
+    Ok(())
+}
+
+/// The fit: what was changed, then per run and direction the measured and simulated latency
+/// at p50..p99.99 and the error.
+fn calibration_table(device: &str, cal: &nines_sim::calibrate::Calibration) -> String {
+    use nines_report::table::format_ns;
+    use std::fmt::Write as _;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "calibrated from --device {device}: device times x{:.4}, controller.command_ns {}{}, \
+         firmware_jitter read {} points, write {} points",
+        cal.time_scale,
+        cal.device.controller.command_ns,
+        match (cal.command_ns, cal.command_ns_capped) {
+            (None, _) => " (no deeper run: kept)",
+            (Some(_), true) => {
+                " (capped at the QD1 floor: the device is slower per command at depth than a serial controller explains)"
+            }
+            (Some(_), false) => " (fitted to the deepest run's mean)",
+        },
+        cal.device.firmware_jitter.read.len(),
+        cal.device.firmware_jitter.write.len(),
+    );
+    let _ = writeln!(
+        t,
+        "{:<28} {:<5} {:>4} {:>8} {:>10} {:>10} {:>8}",
+        "run", "dir", "QD", "pct", "measured", "simulated", "error"
+    );
+    for f in &cal.fits {
+        let label = if f.label.len() > 28 {
+            &f.label[f.label.len() - 28..]
+        } else {
+            &f.label
+        };
+        let rows = f
+            .percentiles
+            .iter()
+            .map(|p| {
+                (
+                    format!("p{}", p.percentile),
+                    p.measured_ns as f64,
+                    p.simulated_ns as f64,
+                )
+            })
+            .chain(std::iter::once((
+                "mean".to_string(),
+                f.measured_mean_ns,
+                f.simulated_mean_ns,
+            )));
+        for (name, m, s) in rows {
+            let _ = writeln!(
+                t,
+                "{:<28} {:<5} {:>4} {:>8} {:>10} {:>10} {:>+7.1}%",
+                label,
+                f.op.name(),
+                f.iodepth,
+                name,
+                format_ns(m),
+                format_ns(s),
+                (s / m.max(1.0) - 1.0) * 100.0
+            );
+        }
+    }
+    t
+}
+
 pub fn run(mut args: Args) -> Result<()> {
+    if !args.calibrate.is_empty() {
+        return calibrate(&args);
+    }
     let base = args.workload.to_spec()?;
     if let Some(f) = args.jobs.load_file(&base, &args.workload.replace())? {
         apply_job_file(&mut args, f);
@@ -239,42 +438,9 @@ pub fn run(mut args: Args) -> Result<()> {
             Some(v)
         }
     };
-    let precondition = match args.precondition.as_str() {
-        "auto" => None,
-        s => Some(
-            s.parse::<Precondition>()
-                .map_err(anyhow::Error::msg)
-                .context("--precondition: auto is also accepted")?,
-        ),
-    };
-    let mut host = HostConfig::new(args.completion);
-    if let Some(c) = args.submit_cost {
-        host.submit_ns = c;
-    }
-    if let Some(c) = args.complete_cost {
-        host.complete_ns = c;
-    }
-    if args.host_cpus == Some(0) {
-        bail!("--host-cpus 0: give at least 1");
-    }
-    // The host model keeps per-CPU state: an absurd count would abort on allocation.
-    if let Some(c) = args.host_cpus
-        && c > HOST_CPUS_MAX
-    {
-        bail!("--host-cpus {c}: give at most {HOST_CPUS_MAX} simulated host CPUs");
-    }
+    let precondition = parse_precondition(&args.precondition)?;
+    let host = host_config(&args)?;
     let memory_budget_bytes = memory_budget(args.memory_budget, super::hostmem::host_memory())?;
-    host.cpus = args.host_cpus;
-    if let Some(rate) = args.bg_rate {
-        if !(rate.is_finite() && (0.0..=1e7).contains(&rate)) {
-            bail!("--bg-rate {rate}: give 0 to 10000000 tasks per second per CPU");
-        }
-        host.background = Some(Background {
-            rate_per_s: rate,
-            service_ns: args.bg_service,
-            dist: args.bg_dist,
-        });
-    }
     let trace = args.trace.load()?;
     let writes = match &trace {
         Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
