@@ -37,6 +37,7 @@ use nines_array::{
     Volume, VolumeHost,
 };
 use nines_core::hdrlog::IntervalLog;
+use nines_core::latlog::{LatRecord, RECORD_BYTES};
 use nines_core::op::Op;
 use nines_core::stats::DeviceRecorder;
 use nines_nbd::{self as nbd, CmdKind, Command, Export, OptOutcome};
@@ -45,6 +46,7 @@ use crate::buf::{AlignedBuf, BUF_ALIGN_BYTES};
 use crate::clock::now_ns;
 use crate::data::PtrData;
 use crate::emu::EmuLease;
+use crate::latlog_sink::{LatLogLane, LatLogSink};
 
 /// Requests one connection may have inside the server at once.
 pub const CONN_INFLIGHT_MAX: usize = 64;
@@ -68,6 +70,10 @@ const INLINE_MAX_BYTES: u32 = 256 << 10;
 const SPIN_NS: u64 = 50_000;
 /// Bytes the connection reader buffers (request headers arrive several at a time at depth).
 const READ_BUF_BYTES: usize = 64 << 10;
+/// `--lat-log`: records per buffer and buffers (the core fills one while the writer thread
+/// writes another; as profile's workers do).
+const LATLOG_RECORDS_PER_BUFFER: usize = 64 * 1024;
+const LATLOG_BUFFERS: usize = 4;
 /// A stream a client talks over (Unix or TCP).
 pub trait Conn: Read + Write + Send + 'static {
     fn try_clone_conn(&self) -> io::Result<Box<dyn Conn>>;
@@ -242,6 +248,20 @@ pub struct ServeOutcome {
     pub volume_stats: serde_json::Value,
     /// Why the --hdr-log could not be written, if it could not.
     pub hdr_log_error: Option<io::Error>,
+    /// Why the --lat-log could not be written, if it could not.
+    pub lat_log_error: Option<io::Error>,
+    /// Times the core waited for the --lat-log writer to give a buffer back (nothing is
+    /// dropped: the core waits instead).
+    pub lat_log_stalls: u64,
+}
+
+/// What the server records besides its report: `--hdr-log`'s interval histograms, and
+/// `--lat-log`'s per-request log (its file with the header already written: records count
+/// their completion time from when the server starts).
+#[derive(Default)]
+pub struct ServeLogs {
+    pub hdr: Option<HdrSink>,
+    pub lat: Option<File>,
 }
 
 /// `--hdr-log`: interval histograms of the served requests (one tag per direction).
@@ -309,6 +329,8 @@ pub struct Server {
     core: Option<thread::JoinHandle<ServeOutcome>>,
     pool: Vec<thread::JoinHandle<()>>,
     logger: Option<thread::JoinHandle<io::Result<()>>>,
+    /// The --lat-log writer thread.
+    lat_sink: Option<LatLogSink>,
     cmd_tx: Option<crossbeam_channel::Sender<PoolCmd>>,
     /// Each connection's reader and a handle to shut its socket down at stop.
     readers: Vec<(thread::JoinHandle<()>, Box<dyn Conn>)>,
@@ -333,9 +355,28 @@ fn inbox_bound(cmds_max: usize) -> usize {
 }
 
 impl Server {
-    /// Starts the core and the I/O pool over `vol` on `members`.
-    pub fn start(vol: AnyVolume, members: Members, export: Export, hdr: Option<HdrSink>) -> Server {
-        let (intervals, logger) = match hdr {
+    /// Starts the core and the I/O pool over `vol` on `members`, and the writers of `logs`.
+    pub fn start(
+        vol: AnyVolume,
+        members: Members,
+        export: Export,
+        logs: ServeLogs,
+    ) -> io::Result<Server> {
+        let (lat_sink, lat_lane) = match logs.lat {
+            None => (None, None),
+            Some(file) => {
+                let (sink, mut lanes) = LatLogSink::start(
+                    file,
+                    1,
+                    LATLOG_BUFFERS,
+                    LATLOG_RECORDS_PER_BUFFER,
+                    RECORD_BYTES,
+                    None,
+                )?;
+                (Some(sink), lanes.pop())
+            }
+        };
+        let (intervals, logger) = match logs.hdr {
             None => (None, None),
             Some(h) => {
                 let (full_tx, full_rx) = sync_channel(2);
@@ -388,18 +429,20 @@ impl Server {
         let core = thread::spawn(move || {
             let mut core = Core::new(vol, core_cmd_tx, fds, names, emu);
             core.intervals = intervals;
+            core.lat = lat_lane;
             core.run(rx)
         });
-        Server {
+        Ok(Server {
             inbox,
             export: Arc::new(export),
             next_conn: 0,
             core: Some(core),
             pool,
             logger,
+            lat_sink,
             cmd_tx: Some(cmd_tx),
             readers: Vec::new(),
-        }
+        })
     }
 
     /// Serves one client connection (handshake and transmission on threads of its own).
@@ -454,6 +497,10 @@ impl Server {
                 Ok(r) => r.err(),
                 Err(_) => Some(io::Error::other("the HdrHistogram log writer panicked")),
             };
+        }
+        // The core finished its lane: the writer writes the last buffer and syncs the file.
+        if let Some(s) = self.lat_sink.take() {
+            outcome.lat_log_error = s.finish().err();
         }
         drop(self.cmd_tx.take());
         drop(self.inbox);
@@ -816,6 +863,8 @@ struct Core {
     start_ns: u64,
     /// `--hdr-log`'s intervals, when asked for.
     intervals: Option<Intervals>,
+    /// `--lat-log`'s lane: one record per served read and write.
+    lat: Option<LatLogLane>,
 }
 
 impl Core {
@@ -874,9 +923,12 @@ impl Core {
                 member_failures: Vec::new(),
                 volume_stats: stats,
                 hdr_log_error: None,
+                lat_log_error: None,
+                lat_log_stalls: 0,
             },
             start_ns: now_ns(),
             intervals: None,
+            lat: None,
         }
     }
 
@@ -912,6 +964,7 @@ impl Core {
         self.roll_interval(true);
         // Dropping the queue ends the logger once it wrote the last interval.
         self.intervals = None;
+        self.out.lat_log_stalls = self.lat.take().map_or(0, LatLogLane::finish);
         self.out.volume_stats = self.host.volume().stats();
         let (cmds, errs) = self.host.member_counts();
         if !cmds.is_empty() {
@@ -1359,15 +1412,28 @@ impl Core {
             IoResult::Ok => 0,
             IoResult::Err(e) => nbd::wire_errno(e),
         };
-        let latency_ns = now_ns().saturating_sub(slot.received_ns);
-        if let Some(iv) = self.intervals.as_mut()
-            && let Some(op) = match slot.kind {
-                CmdKind::Read => Some(Op::Read),
-                CmdKind::Write => Some(Op::Write),
-                _ => None,
+        let t = now_ns();
+        let latency_ns = t.saturating_sub(slot.received_ns);
+        if let Some(op) = match slot.kind {
+            CmdKind::Read => Some(Op::Read),
+            CmdKind::Write => Some(Op::Write),
+            _ => None,
+        } {
+            if let Some(iv) = self.intervals.as_mut() {
+                iv.rec.record(op, latency_ns, slot.len_bytes);
             }
-        {
-            iv.rec.record(op, latency_ns, slot.len_bytes);
+            if let Some(lane) = self.lat.as_mut() {
+                let mut record = [0u8; RECORD_BYTES];
+                LatRecord {
+                    completion_ns: t.saturating_sub(self.start_ns),
+                    latency_ns,
+                    offset_bytes: slot.offset_bytes,
+                    device: 0,
+                    op,
+                }
+                .encode(&mut record);
+                lane.push(&record);
+            }
         }
         match slot.kind {
             CmdKind::Read => self

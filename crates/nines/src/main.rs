@@ -40,7 +40,7 @@ struct Cli {
 enum Command {
     /// Measure every target's latency distribution to six nines, in parallel.
     Profile(Box<cmd::profile::Args>),
-    /// Decode a per-I/O latency log (from `profile --lat-log`) to CSV.
+    /// Decode a per-I/O latency log (from `profile`, `sim` or `serve --lat-log`) to CSV.
     Log(cmd::log::Args),
     /// Run workloads on simulated SSDs and arrays.
     Sim(Box<cmd::sim::Args>),

@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::Zram;
+use nines_core::latlog::LatLogReader;
+use nines_core::op::Op;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nines");
 
@@ -860,13 +862,28 @@ fn a_flush_on_one_connection_makes_another_connections_writes_durable() {
 
 /// A client with one request at a time (QD1) over a page-cache file: the core does every read
 /// and write itself (no trip through the I/O pool: each hand-off is a thread wake-up on the
-/// request's path), and the data is right.
+/// request's path), and the data is right. Every request is in the --lat-log, in order, with
+/// its offset and direction, as `nines log` decodes it, and the report has the --percentiles
+/// asked for.
 #[test]
-fn qd1_requests_on_a_file_are_served_by_the_core_itself() {
+fn qd1_requests_on_a_file_are_served_by_the_core_itself_and_logged() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let m = file(d, "m0", 8 << 20);
-    let s = Serving::start(d, &[m.to_str().unwrap(), "--json", "serve.json"]);
+    let s = Serving::start(
+        d,
+        &[
+            m.to_str().unwrap(),
+            "--json",
+            "serve.json",
+            "--lat-log",
+            "serve.lat",
+            "--percentiles",
+            "50,99.5",
+            "--export",
+            "vol",
+        ],
+    );
     let mut c = Nbd::connect(&s.socket);
     let n = 64u64;
     for i in 0..n {
@@ -894,4 +911,40 @@ fn qd1_requests_on_a_file_are_served_by_the_core_itself() {
         2 * n,
         "every QD1 read and write is done by the core"
     );
+    let pct = r["write"]["latency_ns"]["percentiles"].as_object().unwrap();
+    assert_eq!(pct.len(), 2, "{pct:?}");
+    assert!(
+        pct.contains_key("50") && pct.contains_key("99.5"),
+        "{pct:?}"
+    );
+
+    let log = LatLogReader::new(std::fs::File::open(d.join("serve.lat")).unwrap()).unwrap();
+    assert_eq!(log.header().devices, vec!["vol".to_string()]);
+    let records: Vec<_> = log.map(Result::unwrap).collect();
+    assert_eq!(records.len() as u64, 2 * n);
+    let mut last_ns = 0;
+    for (k, rec) in records.iter().enumerate() {
+        let i = k as u64 % n;
+        let want_op = if (k as u64) < n { Op::Write } else { Op::Read };
+        assert_eq!(rec.op, want_op, "record {k}");
+        assert_eq!(rec.offset_bytes, (i * 7919 % 2048) * 4096, "record {k}");
+        assert_eq!(rec.device, 0);
+        assert!(
+            rec.latency_ns > 0 && rec.latency_ns <= rec.completion_ns,
+            "{rec:?}"
+        );
+        assert!(
+            rec.completion_ns >= last_ns,
+            "QD1: completions in request order"
+        );
+        last_ns = rec.completion_ns;
+    }
+    let csv = ok(Command::new(BIN).arg("log").arg(d.join("serve.lat")));
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines.len() as u64,
+        2 * n + 1,
+        "a header line and one per request"
+    );
+    assert!(lines[1].contains(",vol,"), "{}", lines[1]);
 }

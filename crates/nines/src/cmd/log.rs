@@ -13,7 +13,7 @@ use nines_core::latlog::{LatLogReader, LatRecord};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The log written by `nines profile --lat-log FILE`.
+    /// The log written by `nines profile --lat-log FILE` (or sim's, or serve's).
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Write the CSV here instead of standard output.

@@ -12,13 +12,15 @@ use anyhow::{Context, bail};
 use clap::Args as ClapArgs;
 use nines_array::{Volume, VolumeParams};
 use nines_core::hdrlog::IntervalLog;
+use nines_core::latlog::{self, LatLogHeader};
 use nines_core::op::Op;
-use nines_io::serve::{HdrSink, Members, PAYLOAD_MAX_BYTES, Server, TAGS};
+use nines_core::units::DEFAULT_PERCENTILES;
+use nines_io::serve::{HdrSink, Members, PAYLOAD_MAX_BYTES, ServeLogs, Server, TAGS};
 use nines_io::target::{Target, TargetOptions};
 use nines_nbd::Export;
 
 use super::output::{self, PendingOutput};
-use super::workload_args::{EmuArgs, VolumeArgs, parse_size};
+use super::workload_args::{EmuArgs, PercentileList, VolumeArgs, parse_pct, parse_size};
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -61,6 +63,14 @@ pub struct Args {
     /// Interval of --hdr-log.
     #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = parse_interval)]
     pub hdr_interval: u64,
+    /// Log every served read and write (completion time, latency from the request header's
+    /// arrival to the reply's hand-off, offset, direction) in nines' per-I/O format, as
+    /// profile's --lat-log; decode with `nines log FILE`. Device 0 is the export.
+    #[arg(long, value_name = "FILE")]
+    pub lat_log: Option<PathBuf>,
+    /// Percentiles in the --json report (default 50,90,99,99.9,99.99,99.999,99.9999).
+    #[arg(long, value_parser = parse_pct)]
+    pub percentiles: Option<PercentileList>,
 }
 
 fn parse_interval(s: &str) -> Result<u64, String> {
@@ -85,6 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     output::check_outputs(&[
         ("--json", args.json.as_deref()),
         ("--hdr-log", args.hdr_log.as_deref()),
+        ("--lat-log", args.lat_log.as_deref()),
     ])?;
     let emu = args.emu.context(1)?;
     let members: Vec<Target> = args
@@ -188,6 +199,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some((p, s)) => (Some(p), Some(s)),
         None => (None, None),
     };
+    let (lat_pending, lat_file) = match &args.lat_log {
+        None => (None, None),
+        Some(path) => {
+            let (pending, mut file) = PendingOutput::create("--lat-log", path)?;
+            let start_unix_ns = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            latlog::write_header(
+                &mut file,
+                &LatLogHeader {
+                    devices: vec![args.export.clone()],
+                    start_unix_ns,
+                },
+            )
+            .with_context(|| format!("--lat-log: cannot write {}", path.display()))?;
+            (Some(pending), Some(file))
+        }
+    };
     let mut server = Server::start(
         vol,
         Members {
@@ -201,8 +230,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .collect(),
         },
         export,
-        hdr_sink,
-    );
+        ServeLogs {
+            hdr: hdr_sink,
+            lat: lat_file,
+        },
+    )
+    .context("cannot start the server")?;
     if let nines_array::LayoutSpec::Serial(sp) = spec.base()
         && !sp.persist
     {
@@ -246,7 +279,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(p) = &args.socket {
         let _ = std::fs::remove_file(p);
     }
-    let percentiles = [50.0, 90.0, 99.0, 99.9, 99.99, 99.999, 99.9999];
+    let percentiles = args
+        .percentiles
+        .as_ref()
+        .map_or_else(|| DEFAULT_PERCENTILES.to_vec(), |p| p.0.clone());
     let dir = |op| {
         let d = outcome.recorder.dir(op);
         serde_json::json!({
@@ -312,6 +348,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(e) = outcome.hdr_log_error {
             return Err(e)
                 .with_context(|| format!("--hdr-log: cannot write {}", pending.path().display()));
+        }
+        pending.commit()?;
+    }
+    if let Some(pending) = lat_pending {
+        if let Some(e) = outcome.lat_log_error {
+            return Err(e)
+                .with_context(|| format!("--lat-log: cannot write {}", pending.path().display()));
+        }
+        if outcome.lat_log_stalls > 0 {
+            eprintln!(
+                "nines: warning: the server waited {} times for the --lat-log writer (a slow disk under the log); no record was dropped",
+                outcome.lat_log_stalls
+            );
         }
         pending.commit()?;
     }

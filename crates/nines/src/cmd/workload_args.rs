@@ -578,7 +578,7 @@ fn parse_arrival(s: &str) -> Result<Arrival, String> {
 fn parse_distribution(s: &str) -> Result<Distribution, String> {
     s.parse::<Distribution>().map_err(|e| e.to_string())
 }
-fn parse_pct(s: &str) -> Result<PercentileList, String> {
+pub(crate) fn parse_pct(s: &str) -> Result<PercentileList, String> {
     parse_percentiles(s)
         .map(PercentileList)
         .map_err(|e| e.to_string())
