@@ -7,7 +7,10 @@ use nines_core::op::Op;
 use nines_core::report::Report;
 use serde::{Deserialize, Serialize};
 
-use crate::axis::{Axis, LabelFormat, format_bytes_per_s, format_ns, format_plain};
+use crate::axis::{
+    Axis, LabelFormat, format_bytes_per_s, format_ns, format_percentile, format_plain,
+};
+use nines_core::units::percentile_key;
 use crate::html::{Figure, Page};
 use crate::plot::{Plot, PlotError, Series, SeriesStyle, palette};
 
@@ -86,13 +89,15 @@ impl DirMetrics {
 }
 
 /// The sentence a figure with a tail adds when some points could not resolve it.
-fn unresolved_tail_sentence(points: &[&SweepPoint]) -> &'static str {
-    let any = points
-        .iter()
-        .filter_map(|p| p.metrics.as_ref())
-        .flat_map(|m| [m.read.as_ref(), m.write.as_ref()])
-        .flatten()
-        .any(|d| d.ios > 0 && d.tail_or_nan().is_nan());
+fn unresolved_tail_sentence(points: &[&SweepPoint], tail: &str) -> &'static str {
+    let any = points.iter().any(|p| {
+        Op::ALL.iter().any(|&op| {
+            p.metrics
+                .as_ref()
+                .and_then(|m| m.dir(op))
+                .is_some_and(|d| d.ios > 0 && tail_value(p, op, tail).is_nan())
+        })
+    });
     if any {
         " Tail points whose run had too few I/Os to resolve the percentile (n/r in the table: it would only be the max) are not drawn."
     } else {
@@ -164,15 +169,68 @@ pub fn metrics(r: &Report) -> PointMetrics {
     }
 }
 
+/// The tail percentile the figures and the table show: the points' own (99.999) when every
+/// point resolves it, else the highest recorded percentile, up to it, that every point's I/Os
+/// resolve (short points at a few thousand IOPS resolve p99.9, not p99.999), so that the tail
+/// figure is not empty. Points whose run JSON is not in the sweep keep their own.
 fn tail_label(points: &[&SweepPoint]) -> String {
-    points
+    let own = points
         .iter()
         .filter_map(|p| p.metrics.as_ref())
         .flat_map(|m| [m.read.as_ref(), m.write.as_ref()])
         .flatten()
         .map(|d| d.tail_percentile.clone())
         .next()
-        .unwrap_or_else(|| TAIL_PERCENTILE.into())
+        .unwrap_or_else(|| TAIL_PERCENTILE.into());
+    let Ok(own_p) = own.parse::<f64>() else {
+        return own;
+    };
+    let fewest = points
+        .iter()
+        .filter_map(|p| p.metrics.as_ref())
+        .flat_map(|m| [m.read.as_ref(), m.write.as_ref()])
+        .flatten()
+        .map(|d| d.ios)
+        .filter(|&n| n > 0)
+        .min()
+        .unwrap_or(0);
+    if crate::run::resolves(fewest, own_p) || points.iter().any(|p| p.report.is_none()) {
+        return own;
+    }
+    points
+        .iter()
+        .find_map(|p| p.report.as_ref())
+        .map(|r| r.config.percentiles.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&p| p < 100.0 && p <= own_p && crate::run::resolves(fewest, p))
+        .max_by(f64::total_cmp)
+        .map(format_percentile)
+        .unwrap_or(own)
+}
+
+/// A point's tail latency at `tail` (a key of [`tail_label`]) in direction `op`: from its
+/// metrics when they hold that percentile, else from its run JSON; NaN when the point's I/Os
+/// cannot resolve it or it was not recorded (figures leave NaN undrawn, the table shows n/r).
+fn tail_value(p: &SweepPoint, op: Op, tail: &str) -> f64 {
+    let Some(d) = p.metrics.as_ref().and_then(|m| m.dir(op)) else {
+        return f64::NAN;
+    };
+    if d.tail_percentile == tail {
+        return d.tail_or_nan();
+    }
+    let Ok(pct) = tail.parse::<f64>() else {
+        return f64::NAN;
+    };
+    p.report
+        .as_ref()
+        .and_then(|r| {
+            let a = r.aggregate.dir(op);
+            crate::run::resolves(a.ios, pct)
+                .then(|| a.lat_ns.percentiles.get(&percentile_key(pct)))
+                .flatten()
+        })
+        .map_or(f64::NAN, |v| v as f64)
 }
 
 /// The direction a point's workload is about: writes for write-only workloads, else reads.
@@ -207,16 +265,21 @@ fn qd_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
     }
     let qd_lo = ok.iter().map(|p| p.iodepth).min().unwrap_or(1) as f64;
     let qd_hi = ok.iter().map(|p| p.iodepth).max().unwrap_or(1) as f64;
-    type Pick = fn(&DirMetrics) -> f64;
+    type Pick = fn(&SweepPoint, &DirMetrics, Op, &str) -> f64;
     let specs: [(&str, String, Pick, bool); 3] = [
-        ("qd-mean", "average latency".into(), |d| d.mean_ns, true),
+        ("qd-mean", "average latency".into(), |_, d, _, _| d.mean_ns, true),
         (
             "qd-tail",
             format!("{tail}% latency"),
-            |d| d.tail_or_nan(),
+            |p, _, op, tail| tail_value(p, op, tail),
             true,
         ),
-        ("qd-bandwidth", "bandwidth".into(), |d| d.bw_bytes, false),
+        (
+            "qd-bandwidth",
+            "bandwidth".into(),
+            |_, d, _, _| d.bw_bytes,
+            false,
+        ),
     ];
     let mut figs = Vec::new();
     for (id, what, pick, is_latency) in specs {
@@ -227,7 +290,10 @@ fn qd_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
             let mut pts: Vec<(f64, f64)> = ok
                 .iter()
                 .filter(|p| p.rw == *rw)
-                .filter_map(|p| Some((p.iodepth as f64, pick(p.metrics.as_ref()?.dir(op)?))))
+                .filter_map(|p| {
+                    let d = p.metrics.as_ref()?.dir(op)?;
+                    Some((p.iodepth as f64, pick(p, d, op, tail)))
+                })
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             line.points = pts;
@@ -256,7 +322,7 @@ fn qd_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
                     "where deeper queues stop adding throughput"
                 },
                 if id == "qd-tail" {
-                    unresolved_tail_sentence(ok)
+                    unresolved_tail_sentence(ok, tail)
                 } else {
                     ""
                 }
@@ -276,9 +342,9 @@ fn capitalise(s: &str) -> String {
 }
 
 fn write_fraction_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
-    let mut pts: Vec<(f64, &PointMetrics)> = ok
+    let mut pts: Vec<(f64, &SweepPoint, &PointMetrics)> = ok
         .iter()
-        .filter_map(|p| Some((p.write_pct? as f64, p.metrics.as_ref()?)))
+        .filter_map(|p| Some((p.write_pct? as f64, *p, p.metrics.as_ref()?)))
         .collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
     if pts.is_empty() {
@@ -288,16 +354,19 @@ fn write_fraction_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
     // writes at 0%, no reads at 100%) has no point there.
     let mut series = Vec::new();
     for (name, dir, colours) in [("read", 0usize, (0usize, 3usize)), ("write", 1, (1, 2))] {
-        let of = |m: &PointMetrics| -> Option<(f64, f64)> {
-            let d = if dir == 0 {
-                m.read.as_ref()
+        let of = |p: &SweepPoint, m: &PointMetrics| -> Option<(f64, f64)> {
+            let (d, op) = if dir == 0 {
+                (m.read.as_ref(), Op::Read)
             } else {
-                m.write.as_ref()
-            }?;
-            (d.ios > 0).then_some((d.mean_ns, d.tail_or_nan()))
+                (m.write.as_ref(), Op::Write)
+            };
+            let d = d?;
+            (d.ios > 0).then(|| (d.mean_ns, tail_value(p, op, tail)))
         };
-        let pts: Vec<(f64, (f64, f64))> =
-            pts.iter().filter_map(|(w, m)| Some((*w, of(m)?))).collect();
+        let pts: Vec<(f64, (f64, f64))> = pts
+            .iter()
+            .filter_map(|(w, p, m)| Some((*w, of(p, m)?)))
+            .collect();
         if pts.is_empty() {
             continue;
         }
@@ -332,7 +401,7 @@ fn write_fraction_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
         id: "write-fraction".into(),
         caption: format!(
             "Read and write latency, average and tail, as the share of writes in the mix grows: how much interleaved writes cost the reads.{}",
-            unresolved_tail_sentence(ok)
+            unresolved_tail_sentence(ok, tail)
         ),
         plot,
     }]
@@ -367,7 +436,7 @@ fn engine_figures(all: &[&SweepPoint], tail: &str) -> Vec<Figure> {
         for (i, p) in ok.iter().enumerate() {
             if let Some(d) = p.metrics.as_ref().and_then(|m| m.dir(*op)) {
                 mean.points.push((i as f64, d.mean_ns));
-                t.points.push((i as f64, d.tail_or_nan()));
+                t.points.push((i as f64, tail_value(p, *op, tail)));
             }
         }
         if !mean.points.is_empty() {
@@ -386,7 +455,7 @@ fn engine_figures(all: &[&SweepPoint], tail: &str) -> Vec<Figure> {
         id: "engines-latency".into(),
         caption: format!(
             "Average and tail latency with each engine: what the I/O interface itself adds.{}",
-            unresolved_tail_sentence(all)
+            unresolved_tail_sentence(all, tail)
         ),
         plot,
     });
@@ -469,10 +538,9 @@ pub fn table(s: &Sweep) -> (Vec<String>, Vec<Vec<String>>) {
                         format_plain(d.iops),
                         format_bytes_per_s(d.bw_bytes),
                         format_ns(d.mean_ns),
-                        if d.tail_or_nan().is_nan() {
-                            crate::html::UNRESOLVED.to_string()
-                        } else {
-                            format_ns(d.tail_ns as f64)
+                        match tail_value(p, op, &tail) {
+                            v if v.is_nan() => crate::html::UNRESOLVED.to_string(),
+                            v => format_ns(v),
                         },
                         format_ns(d.max_ns as f64),
                         m.cpu_per_io_ns.map(format_ns).unwrap_or_default(),

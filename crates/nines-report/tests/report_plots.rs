@@ -1206,3 +1206,55 @@ fn compare_marks_unresolved_percentiles_and_gives_them_no_ratio() {
     }
     assert!(merged.caption.contains("n/r"), "{}", merged.caption);
 }
+
+#[test]
+fn a_sweep_of_short_points_plots_the_tail_they_resolve() {
+    use nines_report::sweep::{Sweep, SweepParam, SweepPoint, figures, metrics, table};
+    // 5000 reads a point: p99.9 resolves (1001), p99.999 (the sweep's own tail) does not.
+    let point = |qd: u32, base: u64| {
+        let r = small_report(&[base], 5000, serde_json::json!({}));
+        SweepPoint {
+            rw: "randread".into(),
+            iodepth: qd,
+            write_pct: None,
+            engine: None,
+            error: None,
+            metrics: Some(metrics(&r)),
+            report: Some(r),
+        }
+    };
+    let s = Sweep {
+        schema: "nines-sweep".into(),
+        schema_version: 1,
+        parameter: SweepParam::Qd,
+        driver: "profile".into(),
+        args: Vec::new(),
+        points: vec![point(1, 100_000), point(4, 200_000)],
+        notes: Vec::new(),
+    };
+    let figs = figures(&s);
+    let f = figs.iter().find(|f| f.id == "qd-tail").unwrap();
+    assert_eq!(f.plot.title, "99.9% latency vs queue depth");
+    let pts = &f.plot.series[0].points;
+    let want: Vec<f64> = s
+        .points
+        .iter()
+        .map(|p| p.report.as_ref().unwrap().aggregate.read.lat_ns.percentiles.get("99.9").unwrap() as f64)
+        .collect();
+    assert_eq!(pts.iter().map(|p| p.1).collect::<Vec<_>>(), want);
+    assert!(!f.caption.contains("not drawn"), "{}", f.caption);
+    let (h, rows) = table(&s);
+    let col = h.iter().position(|c| c == "p99.9").expect("p99.9 column");
+    assert_eq!(rows[0][col], nines_report::axis::format_ns(want[0]));
+    // Without the run JSONs the points keep their own tail, which they cannot resolve: nothing
+    // drawn, n/r in the table, and the caption says why.
+    let mut bare = s.clone();
+    bare.points.iter_mut().for_each(|p| p.report = None);
+    let figs = figures(&bare);
+    let f = figs.iter().find(|f| f.id == "qd-tail").unwrap();
+    assert!(f.plot.series[0].points.iter().all(|p| p.1.is_nan()));
+    assert!(f.caption.contains("are not drawn"), "{}", f.caption);
+    let (h, rows) = table(&bare);
+    let col = h.iter().position(|c| c == "p99.999").unwrap();
+    assert_eq!(rows[0][col], "n/r");
+}

@@ -41,7 +41,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         runs.push(Run { label, report });
     }
     for w in differences(&runs) {
-        eprintln!("nines: warning: {w}");
+        if w.ends_with(nines_report::compare::SHOWS_ITS_EFFECT) {
+            eprintln!("nines: {w}");
+        } else {
+            eprintln!("nines: warning: {w}");
+        }
     }
     print!("{}", text_table(&runs));
     let figs = figures(&runs);
