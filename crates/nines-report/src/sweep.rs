@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::axis::{
     Axis, LabelFormat, format_bytes_per_s, format_ns, format_percentile, format_plain,
 };
-use nines_core::units::percentile_key;
 use crate::html::{Figure, Page};
 use crate::plot::{Plot, PlotError, Series, SeriesStyle, palette};
+use nines_core::units::percentile_key;
 
 pub const SWEEP_SCHEMA_NAME: &str = "nines-sweep";
 pub const SWEEP_SCHEMA_VERSION: u32 = 1;
@@ -267,7 +267,12 @@ fn qd_figures(ok: &[&SweepPoint], tail: &str) -> Vec<Figure> {
     let qd_hi = ok.iter().map(|p| p.iodepth).max().unwrap_or(1) as f64;
     type Pick = fn(&SweepPoint, &DirMetrics, Op, &str) -> f64;
     let specs: [(&str, String, Pick, bool); 3] = [
-        ("qd-mean", "average latency".into(), |_, d, _, _| d.mean_ns, true),
+        (
+            "qd-mean",
+            "average latency".into(),
+            |_, d, _, _| d.mean_ns,
+            true,
+        ),
         (
             "qd-tail",
             format!("{tail}% latency"),

@@ -1239,7 +1239,17 @@ fn a_sweep_of_short_points_plots_the_tail_they_resolve() {
     let want: Vec<f64> = s
         .points
         .iter()
-        .map(|p| p.report.as_ref().unwrap().aggregate.read.lat_ns.percentiles.get("99.9").unwrap() as f64)
+        .map(|p| {
+            p.report
+                .as_ref()
+                .unwrap()
+                .aggregate
+                .read
+                .lat_ns
+                .percentiles
+                .get("99.9")
+                .unwrap() as f64
+        })
         .collect();
     assert_eq!(pts.iter().map(|p| p.1).collect::<Vec<_>>(), want);
     assert!(!f.caption.contains("not drawn"), "{}", f.caption);

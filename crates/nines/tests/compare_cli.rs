@@ -76,7 +76,10 @@ fn table_ratios_figures_and_warnings() {
     // Each run differs from the first in one thing: what the comparison is about, not a caveat.
     assert!(html.contains("in iodepth (1 vs 8) only: the comparison shows its effect"));
     assert!(!html.contains("compare with care"));
-    assert!(!html.contains("Warning: qd8 differs"), "a note, not a warning");
+    assert!(
+        !html.contains("Warning: qd8 differs"),
+        "a note, not a warning"
+    );
     assert!(!err.contains("warning: qd8 differs"), "{err}");
     for id in ["compare-read", "compare-mean-read", "compare-stddev-read"] {
         assert!(
