@@ -41,6 +41,24 @@ use crate::sched::{self, ThreadUsage};
 /// again (a bound on a policy that answers synchronous commands with more of them).
 const SYNC_TURN_MAX: usize = 1 << 20;
 
+/// Member command timings waiting to be recorded (see [`PartTiming`]).
+const PARTS_BUF: usize = 256;
+
+/// One member command's submission and completion latency, recorded into the member's slat and
+/// clat histograms later, in batches of [`PARTS_BUF`]: a histogram cell is usually a cache miss
+/// (zram's page copies evict them between I/Os), and a tight loop over independent records
+/// overlaps those misses where one record per I/O between syscalls waits for each.
+#[derive(Clone, Copy)]
+struct PartTiming {
+    vol: u32,
+    member: u32,
+    op: Op,
+    len_bytes: u32,
+    /// `None`: the engine did the I/O inside its call (psync): no submission latency of its own.
+    slat_ns: Option<u64>,
+    clat_ns: u64,
+}
+
 /// The last failed member command of a volume, to name it if the volume fails the I/O.
 #[derive(Clone, Copy)]
 struct MemberFailure {
@@ -105,6 +123,11 @@ struct Worker {
     seen: VecDeque<(Completion, u64)>,
     /// Scratch for the check after each submission.
     peek: Vec<Completion>,
+    /// Member command timings not yet recorded (capacity `PARTS_BUF`, never exceeded).
+    parts: Vec<PartTiming>,
+    /// The clock read the controller issued the current volume I/O at, for the first member
+    /// command it sends (taken by `send`, so follow-up commands read the clock themselves).
+    issue_clock_ns: Option<u64>,
     /// Commands to emulated members, by completion time (CLOCK_MONOTONIC ns) and user data;
     /// at most the volumes' commands in flight (allocated for that many).
     emu_pending: BinaryHeap<Reverse<(u64, u64)>>,
@@ -183,6 +206,7 @@ fn run_inner(mut plan: WorkerPlan, at_gate: &mut bool) -> Result<WorkerResult, D
         w.drain_engine();
     }
     let mut interval_misses = r?;
+    w.record_parts();
 
     // Flush the last, partial interval.
     if plan.intervals.is_some() {
@@ -459,6 +483,8 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         vol_done: VecDeque::with_capacity(tags as usize + 16),
         seen: VecDeque::with_capacity(depth_max.max(1) as usize + emu_cmds),
         peek: vec![Completion::default(); depth_max.max(1) as usize],
+        parts: Vec::with_capacity(PARTS_BUF),
+        issue_clock_ns: None,
         emu_pending: BinaryHeap::with_capacity(emu_cmds),
         vnow: 0,
         record_from_ns: timing.ramp_end_ns(),
@@ -498,7 +524,8 @@ impl Worker {
     /// for a timed event; the controller ends the run, and `abort` stops it early.
     ///
     /// Timing is per I/O: every member command is submitted on its own, its start read just
-    /// before the submit call and its end just after, and the completion ring is checked at once
+    /// before the submit call (for an I/O's first command: the clock read the controller issued
+    /// it at, so slat + clat = lat) and its end just after, and the completion ring is checked at once
     /// (a device that completes inside the call, like zram or the page cache, is timed by the
     /// call); completions found by a reap share that reap's clock read. So a device's latency
     /// does not include its siblings' submissions or completions (issue 14).
@@ -685,6 +712,9 @@ impl Worker {
                 turns <= SYNC_TURN_MAX,
                 "volumes kept completing commands without end"
             );
+            if self.parts.len() == PARTS_BUF {
+                self.record_parts();
+            }
             let v = (c.user_data >> 32) as usize;
             let id = c.user_data as u32;
             assert!(
@@ -731,15 +761,21 @@ impl Worker {
             let emu_nodata = emulated && !vol.cmd_data[i];
             let (t0, t1) = (vol.cmd_t0[i], vol.cmd_t1[i]);
             if t0 >= record_from && !emu_nodata {
-                let m = vol.cmd_member[i] as usize;
-                let (op, len) = (vol.cmd_op[i], vol.cmd_len[i]);
-                if sync_engine && !emulated {
+                let (slat_ns, clat_ns) = if sync_engine && !emulated {
                     // The I/O happened inside the call: all of it is completion latency.
-                    vol.clat[m].record(op, t1 - t0, len);
+                    (None, t1 - t0)
                 } else {
-                    vol.slat[m].record(op, t1 - t0, len);
-                    vol.clat[m].record(op, t.saturating_sub(t1), len);
-                }
+                    (Some(t1 - t0), t.saturating_sub(t1))
+                };
+                // Never beyond PARTS_BUF: recorded above when full.
+                self.parts.push(PartTiming {
+                    vol: v as u32,
+                    member: vol.cmd_member[i],
+                    op: vol.cmd_op[i],
+                    len_bytes: vol.cmd_len[i],
+                    slat_ns,
+                    clat_ns,
+                });
             }
             let mut data = PtrData {
                 client: &self.client,
@@ -749,6 +785,20 @@ impl Worker {
             self.drain(v, vt, plan)?;
         }
         Ok(())
+    }
+
+    /// Records the buffered member command timings into their members' slat and clat
+    /// histograms (bounded by `PARTS_BUF`).
+    fn record_parts(&mut self) {
+        for p in &self.parts {
+            let vol = &mut self.vols[p.vol as usize];
+            let m = p.member as usize;
+            if let Some(slat_ns) = p.slat_ns {
+                vol.slat[m].record(p.op, slat_ns, p.len_bytes);
+            }
+            vol.clat[m].record(p.op, p.clat_ns, p.len_bytes);
+        }
+        self.parts.clear();
     }
 
     /// Issues what stream `s` may issue at `now`; folds its next due time into `next_event_ns`.
@@ -765,7 +815,8 @@ impl Worker {
         let depth = self.ctl.slot_range(s).len();
         for _ in 0..depth {
             // Each I/O is issued at its own time, not at the turn's.
-            let now = self.vtime(clock::now_ns());
+            let clock_ns = clock::now_ns();
+            let now = self.vtime(clock_ns);
             match self.ctl.poll(s, now) {
                 Poll::Issue(is) => {
                     let v = self.ctl.target_of(s) as usize;
@@ -790,8 +841,13 @@ impl Worker {
                         client: &self.client,
                         scratch: &vol.scratch_ptrs,
                     };
+                    // The I/O's first member command starts when the controller issued it (the
+                    // clock read its latency counts from), so slat + clat = lat.
+                    self.issue_clock_ns = Some(clock_ns);
                     vol.host.submit(now, io, &mut data);
-                    self.drain(v, now, plan)?;
+                    let r = self.drain(v, now, plan);
+                    self.issue_clock_ns = None;
+                    r?;
                     self.handle_seen(plan)?;
                     self.harvest_emu(plan)?;
                 }
@@ -866,6 +922,8 @@ impl Worker {
     /// Sends one member command.
     #[inline]
     fn send(&mut self, v: usize, c: &MemberCmd, now: u64) -> Result<(), DriverError> {
+        // The first member command of a freshly issued I/O starts at the issue's clock read.
+        let issue_clock_ns = self.issue_clock_ns.take();
         let vol = &mut self.vols[v];
         let m = c.member as usize;
         assert!(
@@ -910,10 +968,11 @@ impl Worker {
             device: vol.members[m].name.clone(),
             error: source,
         };
-        // Submitted on its own and timed by its own call (psync performs the I/O in `queue`).
-        let t0 = clock::now_ns();
+        // Submitted on its own and timed by its own call (psync performs the I/O in it). Its
+        // start: the issue's clock read for an I/O's first command, else a fresh one.
+        let t0 = issue_clock_ns.unwrap_or_else(clock::now_ns);
         self.engine
-            .queue(IoDesc {
+            .submit_one(IoDesc {
                 target,
                 op,
                 offset_bytes: c.offset_bytes,
@@ -922,7 +981,6 @@ impl Worker {
                 user_data: (v as u64) << 32 | u64::from(c.id),
             })
             .map_err(engine_error)?;
-        self.engine.commit().map_err(engine_error)?;
         let t1 = clock::now_ns();
         vol.cmd_t0[id] = t0;
         vol.cmd_t1[id] = t1;

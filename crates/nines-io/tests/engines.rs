@@ -262,6 +262,66 @@ fn queue_full_is_an_error_not_a_hang() {
     }
 }
 
+/// `submit_one` (the worker's per-I/O submission, fused in libaio) is `queue` then `commit` of
+/// that one I/O: a refused descriptor fails its own I/O and frees its slot, an I/O already
+/// queued goes with it, a full queue is an error and loses nothing.
+#[test]
+fn submit_one_is_queue_then_commit() {
+    let dir = direct_dir();
+    let t = file_target(dir.path(), "one", 1 << 20);
+    for (kind, opts, name) in working_engines() {
+        let mut e = engine::build(kind, 2, opts).expect(name);
+        let bad = e.add_target(-1).unwrap();
+        let good = e.add_target(t.fd()).unwrap();
+        let mut bufs: Vec<AlignedBuf> = (0..3).map(|_| AlignedBuf::new(4096)).collect();
+        let mut io = |target: usize, i: usize, user_data: u64| IoDesc {
+            target,
+            op: Op::Read,
+            offset_bytes: 4096 * i as u64,
+            len_bytes: 4096,
+            buf: bufs[i].as_mut_ptr(),
+            user_data,
+        };
+        let mut out = [Completion::default(); 4];
+        let mut reap_all = |e: &mut dyn engine::Engine, want: usize| {
+            let mut got = Vec::new();
+            for _ in 0..1000 {
+                let n = e.reap(1, &mut out).unwrap();
+                got.extend(out[..n].iter().map(|c| (c.user_data, c.result)));
+                if got.len() >= want {
+                    break;
+                }
+            }
+            got.sort_unstable();
+            got
+        };
+        let ebadf = -(libc::EBADF as i64);
+        // More rounds than slots: every slot, the failed ones too, is freed when reaped.
+        for round in 0..3u64 {
+            e.submit_one(io(bad, 0, round * 10)).unwrap();
+            e.submit_one(io(good, 1, round * 10 + 1)).unwrap();
+            assert_eq!(
+                reap_all(e.as_mut(), 2),
+                vec![(round * 10, ebadf), (round * 10 + 1, 4096)],
+                "{name}: round {round}"
+            );
+        }
+        // One queued, then one submitted: both go.
+        e.queue(io(good, 0, 100)).unwrap();
+        e.submit_one(io(good, 1, 101)).unwrap();
+        // Full: refused, and the two in flight still complete.
+        match e.submit_one(io(good, 2, 102)) {
+            Err(EngineError::QueueFull { depth_max: 2, .. }) => {}
+            other => panic!("{name}: third I/O with depth 2: {other:?}"),
+        }
+        assert_eq!(
+            reap_all(e.as_mut(), 2),
+            vec![(100, 4096), (101, 4096)],
+            "{name}"
+        );
+    }
+}
+
 #[test]
 fn a_bad_descriptor_fails_its_own_io_only() {
     let dir = direct_dir();

@@ -554,6 +554,24 @@ fn zram_devices_sharing_a_worker_are_driven_in_turn() {
                 clat.min_ns <= d.read.lat_ns.min_ns,
                 "{engine}: clat above lat"
             );
+            // Each I/O's parts add up to its latency: slat runs from the clock read the I/O
+            // was issued at (the start lat counts from) to its submit call's return, clat from
+            // there until its completion was seen. Exact per I/O, so the means agree to within
+            // the 1 ns a histogram records for a 0 ns clat (a completion seen right after its
+            // own call) and float rounding.
+            let sum = slat.mean_ns + clat.mean_ns;
+            let lat = d.read.lat_ns.mean_ns;
+            assert!(
+                (sum - lat).abs() <= 1.0 + lat * 1e-9,
+                "{engine} {}: slat {} + clat {} = {sum} ns, lat {lat} ns",
+                d.name,
+                slat.mean_ns,
+                clat.mean_ns
+            );
+            assert!(
+                slat.min_ns > 0 && lat > 0.0,
+                "{engine}: a latency part of 0"
+            );
         }
     }
 }

@@ -200,6 +200,31 @@ impl Libaio {
         }
     }
 
+    /// Takes a free slot and fills its control block for `io`.
+    #[inline]
+    fn fill(&mut self, io: IoDesc) -> Result<*mut Iocb, EngineError> {
+        let Some(slot) = self.free.pop() else {
+            return Err(EngineError::QueueFull {
+                engine: "libaio",
+                depth_max: self.depth_max,
+            });
+        };
+        let iocb = &mut self.iocbs[slot as usize];
+        *iocb = Iocb {
+            aio_data: io.user_data,
+            aio_lio_opcode: match io.op {
+                Op::Read => IOCB_CMD_PREAD,
+                Op::Write => IOCB_CMD_PWRITE,
+            },
+            aio_fildes: self.fds[io.target] as u32,
+            aio_buf: io.buf as u64,
+            aio_nbytes: io.len_bytes as u64,
+            aio_offset: io.offset_bytes as i64,
+            ..Iocb::default()
+        };
+        Ok(iocb as *mut Iocb)
+    }
+
     fn slot_of(&self, iocb: *const Iocb) -> u32 {
         let base = self.iocbs.as_ptr() as usize;
         let idx = (iocb as usize - base) / std::mem::size_of::<Iocb>();
@@ -228,27 +253,52 @@ impl Engine for Libaio {
     }
 
     fn queue(&mut self, io: IoDesc) -> Result<(), EngineError> {
-        let Some(slot) = self.free.pop() else {
-            return Err(EngineError::QueueFull {
-                engine: "libaio",
-                depth_max: self.depth_max,
-            });
-        };
-        let iocb = &mut self.iocbs[slot as usize];
-        *iocb = Iocb {
-            aio_data: io.user_data,
-            aio_lio_opcode: match io.op {
-                Op::Read => IOCB_CMD_PREAD,
-                Op::Write => IOCB_CMD_PWRITE,
-            },
-            aio_fildes: self.fds[io.target] as u32,
-            aio_buf: io.buf as u64,
-            aio_nbytes: io.len_bytes as u64,
-            aio_offset: io.offset_bytes as i64,
-            ..Iocb::default()
-        };
-        self.pending.push(iocb as *mut Iocb);
+        let iocb = self.fill(io)?;
+        self.pending.push(iocb);
         Ok(())
+    }
+
+    /// One iocb, one `io_submit`, without the pending list (the worker's per-I/O path).
+    fn submit_one(&mut self, io: IoDesc) -> Result<(), EngineError> {
+        if !self.pending.is_empty() {
+            self.queue(io)?;
+            return self.commit();
+        }
+        let mut iocb = self.fill(io)?;
+        // Bounded: EINTR is the only retry, and each retry is a new call.
+        loop {
+            // SAFETY: `iocb` points into self.iocbs, valid until the I/O is reaped.
+            let ret = unsafe {
+                libc::syscall(
+                    libc::SYS_io_submit,
+                    self.ctx,
+                    1 as libc::c_long,
+                    &mut iocb as *mut *mut Iocb,
+                )
+            };
+            if ret == 1 {
+                return Ok(());
+            }
+            let errno = if ret < 0 {
+                std::io::Error::last_os_error().raw_os_error()
+            } else {
+                None
+            };
+            let slot = self.slot_of(iocb);
+            match errno {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) | None => {
+                    // Not submitted: the slot is free again.
+                    self.free.push(slot);
+                    return Err(sys_err("io_submit"));
+                }
+                Some(errno) => {
+                    // Refused (bad fd...): the caller sees the error on its I/O, as in commit.
+                    self.failed.push((slot, -(errno as i64)));
+                    return Ok(());
+                }
+            }
+        }
     }
 
     fn commit(&mut self) -> Result<(), EngineError> {

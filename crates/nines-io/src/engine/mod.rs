@@ -7,6 +7,7 @@
 //! - `queue` hands one I/O to the engine. The buffer must stay valid and untouched until the I/O
 //!   with the same `user_data` is reaped. At most `depth_max` I/Os are in flight per engine.
 //! - `commit` submits everything queued since the last commit (psync performs I/O in `queue`).
+//! - `submit_one` is `queue` then `commit` of that one I/O (fused where the engine can).
 //! - `reap` waits for at least `min` completions (0 = do not wait), writes them into `out` and
 //!   returns how many it wrote (never more than `out.len()`).
 //! - Nothing on these paths allocates after construction.
@@ -104,6 +105,14 @@ pub trait Engine: Send {
     fn queue(&mut self, io: IoDesc) -> Result<(), EngineError>;
     fn commit(&mut self) -> Result<(), EngineError>;
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> Result<usize, EngineError>;
+
+    /// Queues one I/O and commits it at once, alone: the worker's per-I/O submission (the same
+    /// as `queue` then `commit` with nothing else queued). Engines may fuse the two to save
+    /// their bookkeeping on the hot path.
+    fn submit_one(&mut self, io: IoDesc) -> Result<(), EngineError> {
+        self.queue(io)?;
+        self.commit()
+    }
 
     /// Optionally registers the I/O buffers (address, length) with the kernel before any I/O,
     /// so I/Os whose buffer lies inside one skip pinning its pages each time (io_uring's fixed
