@@ -266,6 +266,11 @@ pub struct MappingCache {
     /// Bytes a translation read moves over the channel (MQSim: one 512-byte sector).
     #[serde(default = "default_translation_read_bytes")]
     pub translation_read_bytes: u32,
+    /// A write whose entry is not cached reads its translation page first (DFTL, the default).
+    /// `false`: the new entry is only inserted, and the page is read when it is written back
+    /// (MQSim: a write miss reserves a CMT slot and issues no flash read).
+    #[serde(default = "default_true")]
+    pub write_miss_reads: bool,
 }
 
 fn default_entry_bytes() -> u32 {
@@ -285,6 +290,7 @@ impl Default for MappingCache {
             entry_bytes: default_entry_bytes(),
             flash_entry_bytes: default_directory_entry_bytes(),
             translation_read_bytes: default_translation_read_bytes(),
+            write_miss_reads: true,
         }
     }
 }

@@ -466,6 +466,7 @@ pub struct Ssd {
     dram_access_ns: u64,
     gc_copyback: bool,
     translation_read_bytes: u64,
+    write_miss_reads: bool,
     buffer_pages: usize,
     // Timelines.
     pub(crate) units: Vec<DieTime>,
@@ -574,6 +575,7 @@ impl Ssd {
             dram_access_ns: cfg.buffer.dram_access_ns,
             gc_copyback: cfg.ftl.gc_copyback,
             translation_read_bytes: cfg.mapping.translation_read_bytes as u64,
+            write_miss_reads: cfg.mapping.write_miss_reads,
             buffer_pages,
             units: vec![DieTime::default(); units_n as usize],
             ops: if cfg.controller.read_priority {
@@ -974,6 +976,10 @@ impl Ssd {
             }
         }
         match miss_tpage {
+            Some(_) if write && !self.write_miss_reads => {
+                self.counters.map_misses += 1;
+                t
+            }
             Some(tp) => {
                 self.counters.map_misses += 1;
                 let pool = tp % self.pools;

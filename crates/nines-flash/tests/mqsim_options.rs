@@ -166,6 +166,10 @@ fn mqsim_compatible_is_mqsims_default_config_field_by_field() {
     let gtd_entry = (((pages as f64).log2() + sectors as f64) / 8.0).ceil() as u32;
     assert_eq!((cmt_entry, gtd_entry), (9, 6));
     assert_eq!(c.mapping.cache_bytes, 2_097_152, "CMT_Capacity");
+    assert!(
+        !c.mapping.write_miss_reads,
+        "a write miss issues no flash read"
+    );
     assert_eq!(c.mapping.entry_bytes, cmt_entry);
     assert_eq!(c.mapping.flash_entry_bytes, gtd_entry);
     assert_eq!(c.translation_entries_per_page(), 8192 / 6);

@@ -144,6 +144,29 @@ fn a_mapping_cache_miss_costs_a_translation_read_and_a_hit_nothing() {
 }
 
 #[test]
+fn a_write_miss_reads_its_translation_page_unless_told_not_to() {
+    // How long the flash stays busy after one write whose entry is not cached: its page's
+    // program (a page is one unit here), after the translation read when a write miss reads.
+    let busy = |reads: bool| {
+        let mut cfg = small(2, 2, 0.2);
+        cfg.mapping.cache_bytes = 64 * cfg.mapping.entry_bytes as u64;
+        cfg.mapping.write_miss_reads = reads;
+        let mut ssd = filled(&cfg);
+        let t = 1_000_000_000;
+        ssd.submit(t, Op::Write, 700 * 4096, 4096);
+        assert_eq!(ssd.counters().map_misses, 1);
+        ssd.busy_remaining_ns(t)
+    };
+    let (with_read, without) = (busy(true), busy(false));
+    // The program waits for the read (tR 50 us) instead of only for the data to cross the
+    // host link (a few us), so it ends at least 40 us later.
+    assert!(
+        with_read >= without + 40_000,
+        "the program waits for the translation read: {with_read} vs {without}"
+    );
+}
+
+#[test]
 fn firmware_jitter_follows_its_measured_distribution() {
     let mut cfg = small(2, 2, 0.2);
     // Half the reads get no jitter; the other half between 0 and 40 us, uniformly.
