@@ -619,3 +619,140 @@ fn a_corrupt_hdr_log_gets_a_message_not_a_debug_dump() {
     );
     assert!(!d.join("r.html").exists());
 }
+
+/// Runs that would take days, never end, or fill the disk are refused up front with the estimate
+/// (they used to run silently until killed), and nothing is written.
+#[test]
+fn sim_refuses_runs_it_estimates_to_be_absurd() {
+    let dir = disk_dir();
+    let d = dir.path();
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["sim", "--ios", "1000000000000", "--json", "a.json"],
+            "more than an hour; give a smaller --ios or --runtime",
+        ),
+        (
+            &["sim", "--runtime", "1000000s", "--json", "a.json"],
+            "more than an hour",
+        ),
+        (
+            &[
+                "sim",
+                "--device",
+                "null:1g",
+                "--completion",
+                "none",
+                "--runtime",
+                "10ms",
+                "--json",
+                "a.json",
+            ],
+            "this run never ends",
+        ),
+    ];
+    for (args, want) in cases {
+        let start = std::time::Instant::now();
+        let o = Command::new(BIN)
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        assert!(e.contains(want), "{args:?}: {e}");
+        assert!(
+            start.elapsed().as_secs() < 20,
+            "{args:?} was not refused up front"
+        );
+        assert!(!d.join("a.json").exists());
+    }
+    // A per-I/O log larger than its disk: a 1 MiB tmpfs (root only) for 10 s of reads (about
+    // 500,000 records of 24 bytes).
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let small = d.join("small");
+    std::fs::create_dir(&small).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&small)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount tmpfs");
+    let o = Command::new(BIN)
+        .args(["sim", "--quiet", "--runtime", "10s", "--lat-log"])
+        .arg(small.join("x.lat"))
+        .current_dir(d)
+        .output()
+        .unwrap();
+    let left: Vec<_> = std::fs::read_dir(&small).unwrap().collect();
+    let _ = Command::new("umount").arg(&small).status();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("the log may grow to") && e.contains("MiB are free on its disk"),
+        "{e}"
+    );
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Ctrl-C stops a simulation like a measurement: the report covers what was simulated, every
+/// requested file is written, no temporary file is left, and the exit status is 130.
+#[test]
+fn sim_interrupted_reports_what_it_simulated_and_exits_130() {
+    let dir = disk_dir();
+    let d = dir.path();
+    let child = Command::new(BIN)
+        .args([
+            "sim",
+            "--quiet",
+            "--precondition",
+            "none",
+            "--runtime",
+            "1000s",
+            "--json",
+            "i.json",
+            "--lat-log",
+            "i.lat",
+        ])
+        .current_dir(d)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: signals our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let o = child.wait_with_output().unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(130), "{e}");
+    assert!(
+        e.contains("interrupted after") && e.contains("simulated"),
+        "{e}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("i.json")).unwrap()).unwrap();
+    assert_eq!(
+        json["config"]["extra"]["interrupted"],
+        serde_json::Value::Bool(true)
+    );
+    assert!(
+        json["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("interrupted after")),
+        "{}",
+        json["warnings"]
+    );
+    let lat = std::fs::metadata(d.join("i.lat")).unwrap().len();
+    assert!(
+        lat > 24 * 100,
+        "the per-I/O log holds what was simulated: {lat} bytes"
+    );
+    let partial: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("nines-partial"))
+        .collect();
+    assert!(partial.is_empty(), "{partial:?}");
+}

@@ -104,6 +104,74 @@ pub struct Args {
     /// Simulated I/Os per run and fitting round of --calibrate.
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     pub calibrate_ios: u64,
+    /// Run even when the estimate made up front says the run takes over an hour of wall time or
+    /// its --lat-log does not fit on its disk (both are upper bounds).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Exit status of a run stopped by SIGINT/SIGTERM (128 + SIGINT), as `nines profile` exits.
+const EXIT_INTERRUPTED: i32 = 130;
+
+/// Runs estimated to take longer than this in wall time are refused without --force.
+const WALL_S_MAX: f64 = 3600.0;
+
+/// The estimate is printed when the run is expected to take at least this long.
+const WALL_S_SHOW: f64 = 10.0;
+
+/// Estimates the run (see sim_estimate.rs), says it when it is long, and refuses runs that never
+/// end, and (without --force) runs of over an hour or whose --lat-log the disk cannot hold.
+fn check_estimate(args: &Args, e: &super::sim_estimate::Estimate) -> Result<()> {
+    use super::sim_estimate::{count, wall};
+    let (Some(ios), Some(events), Some(wall_s)) = (e.ios, e.events, e.wall_s) else {
+        bail!(
+            "this run never ends: zero-latency devices (--device null:SIZE) with --completion none \
+             take no simulated time, so a --runtime is never reached; give --ios"
+        );
+    };
+    let lat = match (&args.lat_log, e.lat_log_bytes) {
+        (Some(path), Some(bytes)) => Some((path, bytes)),
+        _ => None,
+    };
+    let lat_text = lat.map_or(String::new(), |(_, b)| {
+        format!("; --lat-log at most {} MiB", b.div_ceil(1 << 20))
+    });
+    let text = format!(
+        "at most {} I/Os ({} events), about {} of wall time{lat_text}",
+        count(ios),
+        count(events),
+        wall(wall_s)
+    );
+    if wall_s > WALL_S_MAX && !args.force {
+        bail!(
+            "this run would simulate {text}: more than an hour; give a smaller --ios or --runtime \
+             (or fewer devices), or --force to run it anyway"
+        );
+    }
+    if let Some((path, bytes)) = lat {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let regular = std::fs::metadata(path).map_or(true, |m| m.is_file());
+        if regular
+            && !args.force
+            && let Some(free) = nines_io::scratch::free_bytes(&dir)
+            && bytes > free
+        {
+            bail!(
+                "--lat-log {}: the log may grow to {} MiB but only {} MiB are free on its disk; \
+                 give a smaller --ios or --runtime, another directory, or --force ({text})",
+                path.display(),
+                bytes.div_ceil(1 << 20),
+                free >> 20
+            );
+        }
+    }
+    if wall_s >= WALL_S_SHOW || args.force {
+        eprintln!("nines sim: estimate: {text}");
+    }
+    Ok(())
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -120,10 +188,17 @@ fn parse_service(s: &str) -> Result<ServiceDist, String> {
 }
 
 /// Runs `work`, and while it runs (when `live`) rewrites one status line on stderr twice a
-/// second with `text(wall seconds so far)`; the line is erased when `work` returns.
-fn ticking<T>(live: bool, text: impl Fn(f64) -> String + Sync, work: impl FnOnce() -> T) -> T {
+/// second with `text(wall seconds so far)`; the line is erased when `work` returns. With `stop`,
+/// the same thread turns SIGINT/SIGTERM (nines_io::sched's flag) into the simulation's stop
+/// request.
+fn ticking<T>(
+    live: bool,
+    stop: Option<&nines_sim::SimProgress>,
+    text: impl Fn(f64) -> String + Sync,
+    work: impl FnOnce() -> T,
+) -> T {
     use std::sync::atomic::{AtomicBool, Ordering};
-    if !live {
+    if !live && stop.is_none() {
         return work();
     }
     let done = AtomicBool::new(false);
@@ -134,7 +209,7 @@ fn ticking<T>(live: bool, text: impl Fn(f64) -> String + Sync, work: impl FnOnce
             // The first line at once, then twice a second.
             let mut last: Option<Instant> = None;
             while !done.load(Ordering::Relaxed) {
-                if last.is_none_or(|l| l.elapsed().as_millis() >= 500) {
+                if live && last.is_none_or(|l| l.elapsed().as_millis() >= 500) {
                     last = Some(Instant::now());
                     eprint!(
                         "\r\x1b[2Knines sim: {}",
@@ -143,7 +218,12 @@ fn ticking<T>(live: bool, text: impl Fn(f64) -> String + Sync, work: impl FnOnce
                     let _ = std::io::stderr().flush();
                     shown = true;
                 }
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                if let Some(p) = stop
+                    && nines_io::sched::interrupted()
+                {
+                    p.stop.store(true, Ordering::Relaxed);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
             }
             if shown {
                 let mut e = std::io::stderr().lock();
@@ -296,6 +376,7 @@ fn calibrate(args: &Args) -> Result<()> {
     let live = !args.quiet && std::io::stderr().is_terminal();
     let cal = ticking(
         live,
+        None,
         |wall_s| {
             format!(
                 "calibrating {}: {}",
@@ -449,6 +530,19 @@ pub fn run(mut args: Args) -> Result<()> {
     if args.hdr_interval == 0 {
         bail!("--hdr-interval 0: give a positive interval, e.g. 1s or 100ms");
     }
+    let estimate = super::sim_estimate::estimate(&super::sim_estimate::Inputs {
+        device: &device,
+        null_device: null_device_bytes.is_some(),
+        devices: args.devices,
+        layout: &layout,
+        host: &host,
+        jobs: &jobs,
+        trace_requests: trace.as_ref().map(|t| t.records.len() as u64),
+    });
+    // A device count out of range is refused by prepare, with its own message.
+    if (1..=nines_sim::DEVICES_MAX).contains(&args.devices) {
+        check_estimate(&args, &estimate)?;
+    }
     // Outputs: checked now, created under temporary names only after every option was
     // validated, moved into place only when the run succeeded (cmd/output.rs).
     let outputs = [
@@ -491,6 +585,11 @@ pub fn run(mut args: Args) -> Result<()> {
         trace_depth: args.trace.trace_depth,
         fold_completions: true,
     };
+    // From here on SIGINT/SIGTERM only set a flag: preconditioning is finished (then nothing is
+    // written), the run stops at the next progress check and reports what was simulated. A
+    // second one kills (its temporary files are removed by the next run, by pid).
+    nines_io::sched::install_interrupt_handler()
+        .context("cannot install the SIGINT/SIGTERM handler")?;
     // On a terminal, a live line: preconditioning can take a minute, and the simulation longer.
     let live = !args.quiet && std::io::stderr().is_terminal();
     let wall = Instant::now();
@@ -502,10 +601,18 @@ pub fn run(mut args: Args) -> Result<()> {
     );
     let mut prep = ticking(
         live && args.precondition != "none",
+        None,
         |wall_s| format!("{what}: {}", nines_core::progress::short_s(wall_s)),
         || nines_sim::prepare(&cfg, writes),
     )?;
     let prep_s = wall.elapsed().as_secs_f64();
+    if nines_io::sched::interrupted() {
+        drop(pending);
+        eprintln!(
+            "nines sim: interrupted while preconditioning; nothing was simulated and no file was written"
+        );
+        std::process::exit(EXIT_INTERRUPTED);
+    }
     let mut trace = trace;
     if let Some(t) = trace.as_mut() {
         let policy: FitPolicy = args.trace.fit_policy()?;
@@ -567,6 +674,7 @@ pub fn run(mut args: Args) -> Result<()> {
     let ramp_ns = w.ramp_ns;
     let out = ticking(
         live,
+        Some(&progress),
         |wall_s| {
             use std::sync::atomic::Ordering::Relaxed;
             nines_core::progress::line(&nines_core::progress::ProgressView {
@@ -593,7 +701,22 @@ pub fn run(mut args: Args) -> Result<()> {
         _ => anyhow::Error::new(e),
     })?;
     let run_s = wall.elapsed().as_secs_f64();
+    let interrupted = progress.stopped.load(std::sync::atomic::Ordering::Relaxed);
     let mut report = out.report;
+    if interrupted {
+        let msg = format!(
+            "interrupted after {} simulated: the report covers what was simulated until then",
+            nines_report::axis::format_ns(
+                progress.sim_ns.load(std::sync::atomic::Ordering::Relaxed) as f64
+            )
+        );
+        eprintln!("nines sim: {msg}");
+        report.warnings.push(msg);
+        report
+            .config
+            .extra
+            .insert("interrupted".into(), Value::from(true));
+    }
     report.config.lat_log = args.lat_log.as_ref().map(|p| p.display().to_string());
     report.config.hdr_log = args.hdr_log.as_ref().map(|p| p.display().to_string());
     if let (Some(path), Some(Value::Object(t)), Some(tr)) = (
@@ -668,6 +791,11 @@ pub fn run(mut args: Args) -> Result<()> {
     }
     for p in pending {
         p.commit()?;
+    }
+    if interrupted {
+        // Everything is written; say "interrupted" to the shell.
+        let _ = std::io::stdout().flush();
+        std::process::exit(EXIT_INTERRUPTED);
     }
     Ok(())
 }
