@@ -80,6 +80,11 @@ const TRIM_SLOTS: u32 = 4;
 const ROLE_LOG_MAX: usize = 4096;
 /// Intervals of client write bytes kept for the report.
 const INTERVALS_MAX: usize = 3600;
+/// Why client writes wait (`volume.stats.write_wait_ns`): the next front-end's GC commands and
+/// trims draining, the front-end's next segment being trimmed, no column with room to rotate to.
+const WAIT_DRAIN: u8 = 1;
+const WAIT_TRIM: u8 = 2;
+const WAIT_ROOM: u8 = 3;
 
 /// The options of `--layout serial`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -369,6 +374,12 @@ pub struct SerialStats {
     pub trim_errors: u64,
     /// Client writes that waited for room (GC, a trim, or a rotation draining GC).
     pub write_waits: u64,
+    /// Time the queue of waiting writes was blocked, by cause: the next front-end's GC and
+    /// trims draining before a rotation, the front-end's next segment being trimmed, no room
+    /// to rotate to (GC must clean a segment first).
+    pub write_wait_ns_rotation_drain: u64,
+    pub write_wait_ns_trim: u64,
+    pub write_wait_ns_no_room: u64,
     pub write_errors: u64,
     pub unaligned_ios: u64,
 }
@@ -428,6 +439,10 @@ pub struct Serial {
     /// Ids of metadata commands start here.
     meta_base: u32,
     meta: Option<Box<Meta>>,
+    /// Why the last `open_front` gave no segment; why the waiting writes are blocked since when.
+    last_cause: u8,
+    block_cause: u8,
+    block_since_ns: u64,
 }
 
 impl Serial {
@@ -634,6 +649,9 @@ impl Serial {
                 + if spec.persist { (n + META_DEPTH + tags + 2) as usize } else { 0 },
             meta_base,
             meta,
+            last_cause: 0,
+            block_cause: 0,
+            block_since_ns: 0,
         };
         if spec.start_full_bytes > 0 {
             if spec.start_full_bytes > size_bytes {
@@ -822,6 +840,7 @@ impl Serial {
         for _ in 0..2 {
             if let Some(c) = self.rotate_to {
                 if self.col_gc_inflight[c as usize] > 0 {
+                    self.last_cause = WAIT_DRAIN;
                     return None;
                 }
                 self.rotate_to = None;
@@ -832,7 +851,10 @@ impl Serial {
             }
             let f = self.front;
             if self.col_free[f as usize] > self.spec.rotate_free {
-                let g = self.clean_segment(f)?;
+                let Some(g) = self.clean_segment(f) else {
+                    self.last_cause = WAIT_TRIM;
+                    return None;
+                };
                 self.set_state(g, Seg::Open);
                 return Some(g);
             }
@@ -846,7 +868,10 @@ impl Serial {
                     best = Some(c);
                 }
             }
-            let c = best?;
+            let Some(c) = best else {
+                self.last_cause = WAIT_ROOM;
+                return None;
+            };
             self.rotate_to = Some(c);
             // GC leaves the next front-end.
             if let Some(v) = self.victim
@@ -907,8 +932,34 @@ impl Serial {
         true
     }
 
+    /// The waiting writes are blocked by `cause` from now (0: no longer blocked); the time
+    /// since the last change goes to the previous cause.
+    fn note_block(&mut self, now_ns: u64, cause: u8) {
+        let ns = now_ns.saturating_sub(self.block_since_ns);
+        match self.block_cause {
+            WAIT_DRAIN => self.stats.write_wait_ns_rotation_drain += ns,
+            WAIT_TRIM => self.stats.write_wait_ns_trim += ns,
+            WAIT_ROOM => self.stats.write_wait_ns_no_room += ns,
+            _ => {}
+        }
+        self.block_cause = cause;
+        self.block_since_ns = now_ns;
+    }
+
     /// Places waiting writes, in order, while there is room.
     fn wake_writes(&mut self, now_ns: u64, cx: &mut Cx) {
+        self.wake_writes_inner(now_ns, cx);
+        let cause = if self.waitq.is_empty() {
+            0
+        } else {
+            self.last_cause
+        };
+        if cause != self.block_cause {
+            self.note_block(now_ns, cause);
+        }
+    }
+
+    fn wake_writes_inner(&mut self, now_ns: u64, cx: &mut Cx) {
         while let Some(&tag) = self.waitq.front() {
             if !self.place_write(now_ns, tag, cx) {
                 if self.gc_broken {
@@ -1882,6 +1933,10 @@ impl Volume for Serial {
                         return;
                     }
                     self.stats.write_waits += 1;
+                    if self.waitq.is_empty() {
+                        let cause = self.last_cause;
+                        self.note_block(now_ns, cause);
+                    }
                     self.waitq.push_back(tag);
                     self.gc_pump(cx);
                     return;

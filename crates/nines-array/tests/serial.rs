@@ -195,6 +195,8 @@ proptest! {
 #[test]
 fn serial_rotates_collects_and_trims_under_overwrites() {
     let mut d = driver(spec(1, 2), 4, 128 * 1024, 1);
+    // Each member command takes 1 us, so waits take time.
+    d.cmd_ns = 1000;
     let size = d.host().volume().size_bytes();
     // 3/4 of the volume, overwritten in 8-unit writes at pseudo-random places, 20 times over.
     let region = size / UNIT * 3 / 4;
@@ -224,6 +226,12 @@ fn serial_rotates_collects_and_trims_under_overwrites() {
     assert!(n("rotations") >= 10, "{st}");
     assert!(n("gc_victims") >= 10 && n("gc_units_moved") > 0, "{st}");
     assert!(n("segments_trimmed") >= n("gc_victims"), "{st}");
+    // Writes waited (the first for the trims, later ones for GC), and the time the queue was
+    // blocked is split by cause, within the run's time.
+    let blocked =
+        n("write_wait_ns_rotation_drain") + n("write_wait_ns_trim") + n("write_wait_ns_no_room");
+    assert!(n("write_waits") > 0 && n("write_wait_ns_trim") > 0, "{st}");
+    assert!(blocked > 0 && blocked <= d.now_ns(), "{st}");
     assert_eq!(n("client_write_bytes"), written);
     // Every GC byte read was written (no move failed), and the WAF counts them.
     assert_eq!(n("gc_read_bytes"), n("gc_write_bytes"));
