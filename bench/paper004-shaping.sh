@@ -11,7 +11,7 @@
 #       (QD4, each over its own 30% of the space) and one uniform 4 KiB random stream of 1x
 #       velocity over 5% (QD16), beside 5000 random 4 KiB reads/s (QD16), from a sequentially
 #       filled device; without and with --buffer z-ssd (4 GiB, 256 MiB buckets = the NAND erase
-#       unit, flushes paced at 14 MiB/s): the NAND device's write amplification and the read
+#       unit, 8 velocity classes, flushes paced at 14 MiB/s): the NAND device's write amplification and the read
 #       percentile table, after 1800 s (and 2700 s) of simulated time.
 # NAND: afa-m2-2018 at the smallest scale (19 GB); simulated latencies are deterministic.
 # Paper numbers are Intel P4510/P4500 (1-2 TB sets) with an Optane P4800X buffer; the model is
@@ -125,7 +125,7 @@ buffer_table() {
         --job "rand:rw=randwrite,bs=4k,iodepth=16,rate-iops=$((32 * X)),offset=15g,size=1g"
         --job "reads:rw=randread,bs=4k,iodepth=16,rate-iops=5000")
     sim "${C[@]}" --json "$TMP/c0.json"
-    sim "${C[@]}" --buffer z-ssd --buffer-size 4g --flush-rate 14m --buffer-half-life 3600s \
+    sim "${C[@]}" --buffer z-ssd --buffer-size 4g --flush-rate 14m --buffer-classes 8 --buffer-half-life 3600s \
         --json "$TMP/c1.json"
     waf_base=$(fig "$TMP/c0.json" waf)
     waf_buffer=$(fig "$TMP/c1.json" waf)

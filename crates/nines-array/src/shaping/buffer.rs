@@ -8,11 +8,12 @@
 //! member command per client write. A bucket is opened for one velocity class and filled in
 //! order; every record carries the bucket's generation, so what a bucket holds is self-described.
 //!
-//! **Writes** land in the open bucket of their class and complete there. **Classes**: the volume
-//! is cut into [`RANGES`] LBA ranges; each keeps an exponentially decayed count of the bytes
-//! written to it (half-life `--buffer-half-life`); a write's class is
-//! `floor(log2(range rate / mean rate)) + classes - 1`, clamped, where the mean is the rate an
-//! average written byte sees (Σr²/Σr): data of similar update frequency shares a bucket. **Reads** of buffered blocks are served from the buffer (a read
+//! **Writes** land in the open bucket of their class and complete there. **Classes**
+//! ([`Classifier`]): the volume is cut into [`RANGES`] LBA ranges; each keeps the rate at which
+//! its writes arrive while it is being written; a write's class is
+//! `floor(log2(range rate / mean rate)) + classes - 1`, clamped, where the mean is the
+//! byte-weighted mean rate of recent writes (half-life `--buffer-half-life`): data of similar
+//! update frequency shares a bucket. **Reads** of buffered blocks are served from the buffer (a read
 //! that mixes buffered and unbuffered blocks reads the wrapped volume first, then overlays the
 //! buffered blocks it pinned when it arrived). **Flushing** takes one full bucket at a time,
 //! oldest first: contiguous runs of its live blocks are read into scratch and written to the
@@ -55,6 +56,121 @@ const REC_MAGIC: u64 = 0x4e49_4e45_5342_5546; // "NINESBUF"
 const FREE_MAGIC: u64 = 0x4e49_4e45_5346_5245; // "NINESFRE"
 const REC_BYTES: usize = 64;
 const NONE: u64 = u64::MAX;
+
+/// A pause after which a range's next write starts a new burst: its gap is not averaged in.
+pub const BURST_GAP_NS: u64 = 1_000_000_000;
+/// Weight of one write in a range's running means (gap between writes, write length).
+const RATE_WEIGHT: f64 = 1.0 / 8.0;
+
+/// A range's write rate while it is being written: running means of the gap between its
+/// writes and of their length.
+#[derive(Clone, Copy, Debug, Default)]
+struct RangeRate {
+    at_ns: u64,
+    gap_ns: f64,
+    len_bytes: f64,
+    seen: bool,
+}
+
+impl RangeRate {
+    fn bytes_per_s(&self) -> f64 {
+        self.len_bytes * 1e9 / self.gap_ns.max(1.0)
+    }
+}
+
+/// Assigns writes a velocity class from the write rate of their LBA range.
+///
+/// A range's velocity is the rate at which its writes arrive while it is being written (bytes
+/// over the mean gap between its writes, gaps over [`BURST_GAP_NS`] left out). Sequential
+/// writers of equal-sized regions then differ by their speed, which is their data's velocity
+/// (a writer twice as fast rewrites its region twice as often), whatever part of its region
+/// a writer has reached. A range whose writes resume after a pause takes the rate of the range
+/// below it when that one is being written now (a sequential writer moving on keeps its speed),
+/// else its own from before the pause. Scattered writes give each range a low rate of their
+/// own. A write's class is `floor(log2(rate / mean)) + classes - 1`, clamped, where the mean
+/// is the byte-weighted mean rate of recent writes (half-life `--buffer-half-life`): the
+/// fastest data lands in the top class, each halving of the rate one class lower.
+#[derive(Clone, Debug)]
+pub struct Classifier {
+    range_bytes: u64,
+    ranges: Vec<RangeRate>,
+    /// Decayed sums of the written bytes' rates (Σ len x rate) and of the bytes (Σ len).
+    mean_num: f64,
+    mean_den: f64,
+    mean_at_ns: u64,
+    half_life_ns: f64,
+    classes: u32,
+    /// The update for the write being placed (taken by [`Self::commit`]).
+    pending: (usize, RangeRate, f64, f64, u64),
+}
+
+impl Classifier {
+    /// A classifier of [`RANGES`] ranges of `range_bytes` each into `classes` classes.
+    pub fn new(range_bytes: u64, classes: u32, half_life_ns: u64) -> Classifier {
+        Classifier {
+            range_bytes: range_bytes.max(1),
+            ranges: vec![RangeRate::default(); RANGES as usize],
+            mean_num: 0.0,
+            mean_den: 0.0,
+            mean_at_ns: 0,
+            half_life_ns: half_life_ns.max(1) as f64,
+            classes: classes.max(1),
+            pending: (0, RangeRate::default(), 0.0, 0.0, 0),
+        }
+    }
+
+    /// The class of a write at `now_ns`; counted only when [`Self::commit`] follows (a write
+    /// the full buffer refuses is counted once, when it is finally taken).
+    pub fn classify(&mut self, now_ns: u64, offset_bytes: u64, len_bytes: u32) -> u32 {
+        let r = ((offset_bytes / self.range_bytes) as usize).min(RANGES as usize - 1);
+        let len = f64::from(len_bytes);
+        let cur = self.ranges[r];
+        let active = |x: &RangeRate| x.seen && now_ns.saturating_sub(x.at_ns) <= BURST_GAP_NS;
+        let next = if active(&cur) {
+            let gap = now_ns.saturating_sub(cur.at_ns) as f64;
+            RangeRate {
+                at_ns: now_ns,
+                gap_ns: cur.gap_ns + (gap - cur.gap_ns) * RATE_WEIGHT,
+                len_bytes: cur.len_bytes + (len - cur.len_bytes) * RATE_WEIGHT,
+                seen: true,
+            }
+        } else {
+            let below = r.checked_sub(1).map(|b| self.ranges[b]).filter(active);
+            match below {
+                Some(b) => RangeRate { at_ns: now_ns, ..b },
+                None if cur.seen => RangeRate {
+                    at_ns: now_ns,
+                    ..cur
+                },
+                None => RangeRate {
+                    at_ns: now_ns,
+                    gap_ns: BURST_GAP_NS as f64,
+                    len_bytes: len,
+                    seen: true,
+                },
+            }
+        };
+        let rate = next.bytes_per_s();
+        let dt = now_ns.saturating_sub(self.mean_at_ns);
+        let d = (-(dt as f64) / self.half_life_ns * std::f64::consts::LN_2).exp();
+        let num = self.mean_num * d + len * rate;
+        let den = self.mean_den * d + len;
+        self.pending = (r, next, num, den, now_ns);
+        let mean = num / den.max(f64::MIN_POSITIVE);
+        let ratio = rate / mean.max(f64::MIN_POSITIVE);
+        let c = ratio.log2().floor() as i64 + i64::from(self.classes) - 1;
+        c.clamp(0, i64::from(self.classes) - 1) as u32
+    }
+
+    /// Counts the write last classified.
+    pub fn commit(&mut self) {
+        let (r, next, num, den, now_ns) = self.pending;
+        self.ranges[r] = next;
+        self.mean_num = num;
+        self.mean_den = den;
+        self.mean_at_ns = now_ns.max(self.mean_at_ns);
+    }
+}
 
 /// `--buffer` and its options.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -198,15 +314,7 @@ pub struct WriteBuffer {
     generation: u64,
     seq: u64,
     // Classifier.
-    range_bytes: u64,
-    range_rate: Vec<f64>,
-    range_at_ns: Vec<u64>,
-    total_rate: f64,
-    total_sq: f64,
-    total_at_ns: u64,
-    /// The classifier's update for the write being placed: (range, rate, total, Σr², time).
-    pending_class: (usize, f64, f64, f64, u64),
-    half_life_ns: f64,
+    classifier: Classifier,
     classes: u32,
     // Per tag.
     state: Vec<TagState>,
@@ -372,14 +480,7 @@ impl WriteBuffer {
             retiring: false,
             generation: 1,
             seq: 1,
-            range_bytes,
-            range_rate: vec![0.0; RANGES as usize],
-            range_at_ns: vec![0; RANGES as usize],
-            total_rate: 0.0,
-            total_sq: 0.0,
-            total_at_ns: 0,
-            pending_class: (0, 0.0, 0.0, 0.0, 0),
-            half_life_ns: spec.half_life_ns as f64,
+            classifier: Classifier::new(range_bytes, spec.classes, spec.half_life_ns),
             classes: spec.classes,
             state: vec![idle; tags as usize],
             pins: (0..tags)
@@ -447,44 +548,6 @@ impl WriteBuffer {
             buf,
             fua: false,
         }
-    }
-
-    // ---- classifier ----
-
-    fn decay(&self, v: f64, dt_ns: u64) -> f64 {
-        if dt_ns == 0 {
-            v
-        } else {
-            v * (-(dt_ns as f64) / self.half_life_ns * std::f64::consts::LN_2).exp()
-        }
-    }
-
-    /// A write's class (counted by [`Self::classify_commit`] once it is placed): how its range's write rate compares with the rate
-    /// an average written byte sees (the rate-weighted mean over ranges, Σr²/Σr), in powers of
-    /// two; the mean and above land in the top class, colder data in the ones below.
-    fn classify(&mut self, now_ns: u64, offset_bytes: u64, len_bytes: u32) -> u32 {
-        let r = ((offset_bytes / self.range_bytes) as usize).min(RANGES as usize - 1);
-        let old = self.decay(self.range_rate[r], now_ns - self.range_at_ns[r]);
-        let v = old + f64::from(len_bytes);
-        let d = self.decay(1.0, now_ns - self.total_at_ns);
-        let total = self.total_rate * d + f64::from(len_bytes);
-        let sq = (self.total_sq * d * d - old * old + v * v).max(v * v);
-        // Kept until the write is taken (a write the full buffer refuses is counted once, when
-        // it is finally taken).
-        self.pending_class = (r, v, total, sq, now_ns);
-        let mean = sq / total.max(f64::MIN_POSITIVE);
-        let ratio = v / mean.max(f64::MIN_POSITIVE);
-        let c = ratio.log2().floor() as i64 + i64::from(self.classes) - 1;
-        c.clamp(0, i64::from(self.classes) - 1) as u32
-    }
-
-    fn classify_commit(&mut self) {
-        let (r, v, total, sq, now_ns) = self.pending_class;
-        self.range_rate[r] = v;
-        self.range_at_ns[r] = now_ns;
-        self.total_rate = total;
-        self.total_sq = sq;
-        self.total_at_ns = now_ns;
     }
 
     // ---- mapping ----
@@ -624,12 +687,14 @@ impl WriteBuffer {
             io.len_bytes.is_multiple_of(unit) && io.offset_bytes.is_multiple_of(u64::from(unit))
         );
         let units = io.len_bytes / unit;
-        let c = self.classify(now_ns, io.offset_bytes, io.len_bytes);
+        let c = self
+            .classifier
+            .classify(now_ns, io.offset_bytes, io.len_bytes);
         let Some(s) = self.room(c, units + 1) else {
             // The buffer is full: the write waits for a bucket to be flushed.
             return false;
         };
-        self.classify_commit();
+        self.classifier.commit();
         let first = s * self.units_per_seg + self.segs[s as usize].fill;
         self.segs[s as usize].fill += units + 1;
         let seq = self.seq;
@@ -1609,6 +1674,66 @@ mod tests {
         let classes = stats(&d)["classes"].clone();
         assert!(classes[0]["writes"].as_u64().unwrap() >= 1, "{classes}");
         assert!(classes[1]["writes"].as_u64().unwrap() >= 59, "{classes}");
+    }
+
+    #[test]
+    fn the_classifier_separates_streams_by_velocity() {
+        // A 19 GiB volume (74 MiB ranges) written as in bench (c): three sequential 128 KiB
+        // streams at 4, 28 and 68 writes/s over their own 5 GiB, and 4 KiB random writes at
+        // 128/s over 1 GiB; into 8 classes. Every stream keeps one class from its second
+        // range on, and the four classes differ, fastest highest.
+        let gib = 1u64 << 30;
+        let mut c = Classifier::new((19 * gib).div_ceil(RANGES), 8, 3_600_000_000_000);
+        let streams: [(u64, u64, u32, bool); 4] = [
+            (0, 1_000_000_000 / 4, 128 << 10, false),
+            (5 * gib, 1_000_000_000 / 28, 128 << 10, false),
+            (10 * gib, 1_000_000_000 / 68, 128 << 10, false),
+            (15 * gib, 1_000_000_000 / 128, 4 << 10, true),
+        ];
+        let mut next_ns = [0u64; 4];
+        let mut pos = [0u64; 4];
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        // counts[stream][class], from 300 s on (after every stream has left its first range).
+        let mut counts = [[0u64; 8]; 4];
+        let end_ns = 600 * 1_000_000_000u64;
+        loop {
+            let (s, &t) = next_ns.iter().enumerate().min_by_key(|(_, t)| **t).unwrap();
+            if t >= end_ns {
+                break;
+            }
+            let (base, period, len, random) = streams[s];
+            let off = if random {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                base + (rng % (gib / 4096)) * 4096
+            } else {
+                base + pos[s]
+            };
+            pos[s] = (pos[s] + u64::from(len)) % (5 * gib);
+            let class = c.classify(t, off, len);
+            c.commit();
+            if t >= 300 * 1_000_000_000 {
+                counts[s][class as usize] += 1;
+            }
+            next_ns[s] = t + period;
+        }
+        let main: Vec<usize> = counts
+            .iter()
+            .map(|k| (0..8).max_by_key(|&i| k[i]).unwrap())
+            .collect();
+        for (s, k) in counts.iter().enumerate() {
+            let total: u64 = k.iter().sum();
+            assert!(
+                k[main[s]] * 100 >= total * 99,
+                "stream {s} spread over classes: {counts:?}"
+            );
+        }
+        // Random is the slowest per range, then 1x, 7x, 17x.
+        assert!(
+            main[3] < main[0] && main[0] < main[1] && main[1] < main[2],
+            "classes {main:?}: {counts:?}"
+        );
     }
 
     #[test]

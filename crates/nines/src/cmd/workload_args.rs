@@ -390,8 +390,8 @@ pub struct ShapingArgs {
     /// Velocity classes the buffer is partitioned into.
     #[arg(long, default_value = "4", value_name = "N", requires = "buffer")]
     pub buffer_classes: u32,
-    /// Half-life of the per-range write rates that classify writes: long enough to span a
-    /// range's rewrite period, so the rate measures how often data is rewritten.
+    /// Half-life of the mean write rate that classes are relative to (a write's class is how
+    /// many halvings its range's write rate lies below that mean).
     #[arg(long, default_value = "3600s", value_name = "DURATION", value_parser = parse_duration, requires = "buffer")]
     pub buffer_half_life: u64,
     /// Token bucket pacing the buffer's flushes, bytes per second (default: unpaced).
