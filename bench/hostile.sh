@@ -7,6 +7,7 @@
 # Ends with one line: RESULT tried=N failed=M <class>=failed/tried ...
 set -u
 BIN="$(realpath "${1:-target/debug/nines}")"
+PRESET="$(cd "$(dirname "$0")/.." && pwd)/crates/nines-flash/presets/afa-m2-2018.toml"
 W="$(mktemp -d /var/tmp/nines-hostile.XXXXXX)"
 trap 'rm -rf "$W"' EXIT
 cd "$W"
@@ -58,6 +59,27 @@ for args in "sim --quiet --ios 10 --host-cpus 4294967295" "sim --quiet --ios 10 
   timeout 60 "$BIN" $args >/dev/null 2>&1; rc=$?
   [ $rc = 1 ] || [ $rc = 2 ]; record alloc $? "$args rc=$rc"
 done
+
+# 3b. Sizes inside files, memory beyond MemAvailable, unbounded simulations: refused with exit 1
+# at once (not SIGABRT, not a run of hours), and a simulation stopped by SIGTERM reports (130;
+# SIGTERM because a background job of a script ignores SIGINT).
+if [ -f "$PRESET" ]; then
+  sed 's/^write_buffer_bytes = .*/write_buffer_bytes = 18000000000000000000/' "$PRESET" > wb.toml
+  timeout 60 "$BIN" sim --quiet --ios 10 --device wb.toml >/dev/null 2>&1; rc=$?
+  [ $rc = 1 ]; record bounds $? "device TOML write_buffer_bytes huge rc=$rc"
+fi
+for args in "profile --quiet --ios 10 --memory-budget 1p emu:afa-m2-2018:64m" \
+  "sim --quiet --ios 1000000000000" "sim --quiet --runtime 1000000s" \
+  "sim --quiet --device null:1g --completion none --runtime 10ms"; do
+  timeout 20 "$BIN" $args >/dev/null 2>&1; rc=$?
+  [ $rc = 1 ]; record bounds $? "$args rc=$rc"
+done
+out=$("$BIN" sim --quiet --ios 10 --device null:64k --devices 2 --layout raid0 --stripe 1m 2>&1); rc=$?
+[ $rc = 1 ] && ! grep -q -- "--offset" <<<"$out"; record bounds $? "--stripe larger than a device: $out"
+"$BIN" sim --quiet --precondition none --runtime 1000s --json int.json >/dev/null 2>&1 &
+pid=$!; sleep 3; kill -TERM $pid; wait $pid; rc=$?
+[ $rc = 130 ] && [ -e int.json ]; record bounds $? "SIGTERM to sim rc=$rc"
+kill -9 $pid 2>/dev/null
 
 # 4. Failed runs leave no outputs; the same file twice is refused.
 "$BIN" sim --quiet --ios 100 --json same.json --fio-json same.json >/dev/null 2>&1; rc=$?
