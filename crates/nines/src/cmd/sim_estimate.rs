@@ -120,8 +120,14 @@ pub fn estimate(i: &Inputs<'_>) -> Estimate {
                 rate_per_target * time_ns as f64 / 1e9
             };
             let per_target = if all_have_ios {
-                // The ramp's I/Os come on top of --ios.
-                ios_cap + rate_per_target * ramp_ns as f64 / 1e9
+                // The ramp's I/Os come on top of --ios (none without a ramp: an infinite rate
+                // times a zero ramp would be NaN, which min() below reads as unbounded).
+                let ramp_ios = if ramp_ns == 0 {
+                    0.0
+                } else {
+                    rate_per_target * ramp_ns as f64 / 1e9
+                };
+                ios_cap + ramp_ios
             } else {
                 f64::INFINITY
             }
@@ -231,8 +237,14 @@ mod tests {
         assert_eq!((e.ios, e.measured_ios), (Some(3_200_000), Some(1_600_000)));
         // Zero-latency devices without host costs take no simulated time: never ends.
         w.ramp_ns = 0;
-        let e = est(w, 1, true, &HostConfig::new(CompletionMode::None));
+        let none = HostConfig::new(CompletionMode::None);
+        let e = est(w.clone(), 1, true, &none);
         assert_eq!((e.ios, e.wall_s), (None, None));
+        // ... unless --ios ends it (the volumes_cli null-device comparison runs so).
+        w.ios_max = Some(3000);
+        let e = est(w, 3, true, &none);
+        assert_eq!((e.ios, e.measured_ios), (Some(9000), Some(9000)));
+        assert!(e.wall_s.is_some());
     }
 
     #[test]
