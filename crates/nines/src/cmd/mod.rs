@@ -17,3 +17,7 @@ pub mod sim_estimate;
 pub mod sweep;
 pub mod tune;
 pub mod workload_args;
+
+/// Exit status of a run stopped by SIGINT/SIGTERM (128 + SIGINT, as shells and fio report it);
+/// `profile` and `sim` report what they measured or simulated, then exit with it.
+pub const EXIT_INTERRUPTED: i32 = 130;

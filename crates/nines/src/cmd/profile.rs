@@ -33,8 +33,6 @@ const DEFAULT_FILE_BYTES: u64 = 64 << 20;
 /// Measured time of the embedded default unless --runtime or --ios is given: with the files'
 /// creation, a complete report in about ten seconds.
 const DEFAULT_RUNTIME_NS: u64 = 8_000_000_000;
-/// Exit status of a run stopped by SIGINT/SIGTERM (128 + SIGINT, as shells and fio report it).
-const EXIT_INTERRUPTED: i32 = 130;
 
 #[derive(clap::Args, Debug)]
 #[command(mut_arg("runtime", |a| a.help(
@@ -244,7 +242,7 @@ pub fn run(mut args: Args) -> Result<()> {
             eprintln!(
                 "nines: interrupted while creating the temporary files; they were removed and nothing was measured"
             );
-            std::process::exit(EXIT_INTERRUPTED);
+            std::process::exit(super::EXIT_INTERRUPTED);
         }
         Some(created?)
     } else {
@@ -703,7 +701,7 @@ pub fn run(mut args: Args) -> Result<()> {
     if outcome.interrupted_ns.is_some() {
         // Everything is written and the temporary files are gone; say "interrupted" to the shell.
         crate::stdio::flush_out();
-        std::process::exit(EXIT_INTERRUPTED);
+        std::process::exit(super::EXIT_INTERRUPTED);
     }
     Ok(())
 }

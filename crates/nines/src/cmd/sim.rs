@@ -110,9 +110,6 @@ pub struct Args {
     pub force: bool,
 }
 
-/// Exit status of a run stopped by SIGINT/SIGTERM (128 + SIGINT), as `nines profile` exits.
-const EXIT_INTERRUPTED: i32 = 130;
-
 /// Runs estimated to take longer than this in wall time are refused without --force.
 const WALL_S_MAX: f64 = 3600.0;
 
@@ -611,7 +608,7 @@ pub fn run(mut args: Args) -> Result<()> {
         eprintln!(
             "nines sim: interrupted while preconditioning; nothing was simulated and no file was written"
         );
-        std::process::exit(EXIT_INTERRUPTED);
+        std::process::exit(super::EXIT_INTERRUPTED);
     }
     let mut trace = trace;
     if let Some(t) = trace.as_mut() {
@@ -795,7 +792,7 @@ pub fn run(mut args: Args) -> Result<()> {
     if interrupted {
         // Everything is written; say "interrupted" to the shell.
         let _ = std::io::stdout().flush();
-        std::process::exit(EXIT_INTERRUPTED);
+        std::process::exit(super::EXIT_INTERRUPTED);
     }
     Ok(())
 }
