@@ -288,9 +288,14 @@ impl Engine for Libaio {
             match errno {
                 Some(libc::EINTR) => continue,
                 Some(libc::EAGAIN) | None => {
-                    // Not submitted: the slot is free again.
+                    // Not submitted (EAGAIN, or 0 taken without an error: errno is stale
+                    // then, so say EAGAIN): the slot is free again.
                     self.free.push(slot);
-                    return Err(sys_err("io_submit"));
+                    return Err(EngineError::Sys {
+                        engine: "libaio",
+                        what: "io_submit",
+                        error: std::io::Error::from_raw_os_error(libc::EAGAIN),
+                    });
                 }
                 Some(errno) => {
                     // Refused (bad fd...): the caller sees the error on its I/O, as in commit.
