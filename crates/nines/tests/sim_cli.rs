@@ -537,7 +537,10 @@ fn progress_on_a_terminal_shows_the_total() {
     let script = std::process::Command::new("script")
         .args([
             "-qec",
-            &format!("{bin} sim --precondition none --runtime 150ms --ramp 50ms"),
+            // Long enough in wall time (about a million simulated I/Os, the first half-second
+            // of it in the ramp) that the line drawn at once falls inside the ramp however the
+            // threads are scheduled; a 0.2 s run could end before the first line was drawn.
+            &format!("{bin} sim --precondition none --devices 8 --runtime 2s --ramp 1500ms"),
             "/dev/null",
         ])
         .output()
@@ -545,7 +548,7 @@ fn progress_on_a_terminal_shows_the_total() {
     assert!(script.status.success());
     let out = String::from_utf8_lossy(&script.stdout);
     assert!(
-        out.contains("\r\x1b[2Knines sim: 0.0 of 0.2 s simulated (0%)"),
+        out.contains("\r\x1b[2Knines sim: ") && out.contains(" of 3.5 s simulated ("),
         "{out:?}"
     );
     assert!(out.contains("RAMP (not measured"), "{out:?}");
