@@ -36,10 +36,12 @@ pub enum ArrayError {
     )]
     Stripe { stripe_bytes: u64, block_bytes: u32 },
     #[error(
-        "--stripe {stripe_bytes} is larger than the smallest member ({member_bytes} bytes); use a \
-         smaller --stripe or larger members"
+        "--{option} {stripe_bytes} is larger than the smallest member ({member_bytes} bytes); use a \
+         smaller --{option} or larger members"
     )]
     StripeTooLarge {
+        /// The option that set the unit: `stripe` (raid0) or `chunk` (raid5).
+        option: &'static str,
         stripe_bytes: u64,
         member_bytes: u64,
     },
@@ -616,5 +618,21 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("--stripe 1000"), "{e}");
+    }
+
+    #[test]
+    fn raid5_size_errors_name_chunk() {
+        let e = |chunk: u64, sizes: &[u64]| {
+            Raid5::new(chunk, sizes, 512, 1, Raid5Options::default())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap()
+        };
+        let big = e(1 << 20, &[1 << 19; 3]);
+        assert!(big.starts_with("--chunk 1048576 is larger"), "{big}");
+        assert!(big.contains("smaller --chunk"), "{big}");
+        assert!(!big.contains("--stripe"), "{big}");
+        let odd = e(1000, &[1 << 20; 3]);
+        assert!(odd.starts_with("--chunk 1000 must be"), "{odd}");
     }
 }

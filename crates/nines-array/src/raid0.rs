@@ -148,6 +148,7 @@ impl Raid0 {
         let smallest = member_sizes_bytes.iter().copied().min().unwrap_or(0);
         if smallest < stripe_bytes {
             return Err(ArrayError::StripeTooLarge {
+                option: "stripe",
                 stripe_bytes,
                 member_bytes: smallest,
             });

@@ -369,12 +369,13 @@ impl Raid5 {
         let bb = u64::from(block_bytes.max(1));
         if chunk_bytes == 0 || !chunk_bytes.is_multiple_of(bb) || chunk_bytes > 16 << 20 {
             return Err(ArrayError::Invalid(format!(
-                "raid5 chunk {chunk_bytes} bytes must be a multiple of the members' {block_bytes}-byte block and at most 16 MiB"
+                "--chunk {chunk_bytes} must be a positive multiple of the members' {block_bytes}-byte block and at most 16 MiB"
             )));
         }
         let smallest = member_sizes_bytes.iter().copied().min().unwrap_or(0);
         if smallest < chunk_bytes {
             return Err(ArrayError::StripeTooLarge {
+                option: "chunk",
                 stripe_bytes: chunk_bytes,
                 member_bytes: smallest,
             });

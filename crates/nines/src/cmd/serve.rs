@@ -123,7 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let groups = spec.group(members.len() as u32);
     if groups.len() != 1 {
         bail!(
-            "nines serve serves one volume; {} targets with --layout {} make {} volumes: give one target, or a layout over all of them (--layout raid0 or raid5)",
+            "nines serve serves one volume; {} targets with --layout {} make {} volumes: give one target, or a layout over all of them (--layout raid0, raid5 or serial)",
             members.len(),
             spec.name(),
             groups.len()
