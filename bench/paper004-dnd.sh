@@ -124,10 +124,11 @@ dn = res["dnd"]["st"]
 dd = dn.get("dnd", {})
 print()
 print("costs of raid5 dnd: read fan-out %.2f member reads per read, %d pieces rebuilt, "
-      "parity takes %.0f%% of capacity, write-back buffer %.0f MiB (peak %.1f MiB, %d waits for room), "
-      "%d window turns" % (dn.get("read_fan_out", 0), dn.get("rebuilt_pieces", 0),
+      "parity takes %.0f%% of capacity, write-back buffer %.0f MiB (peak %.1f MiB, %d of %d row entries, "
+      "%d waits for room), %d window turns" % (dn.get("read_fan_out", 0), dn.get("rebuilt_pieces", 0),
                            100 * dn.get("parity_capacity_share", 0), dd.get("write_back_bytes", 0) / 2**20,
-                           dd.get("occupancy_bytes_max", 0) / 2**20, dd.get("buffer_waits", 0),
+                           dd.get("occupancy_bytes_max", 0) / 2**20, dd.get("entries_used_max", 0),
+                           dd.get("entries", 0), dd.get("buffer_waits", 0),
                            dd.get("window_switches", 0)))
 ratio = res["passthrough"]["p9999"] / res["dnd"]["p9999"]
 vs_nogc = res["dnd"]["p99"] / res["nogc"]["p99"]

@@ -348,4 +348,9 @@ pub trait Volume: Send {
     fn stats(&self) -> serde_json::Value {
         serde_json::Value::Object(serde_json::Map::new())
     }
+    /// What the policy's counters say the user should know, one line each, naming what to
+    /// change (asked once, when the run is reported).
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

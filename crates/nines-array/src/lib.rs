@@ -290,6 +290,9 @@ impl Volume for AnyVolume {
     fn gc_free_members(&self) -> Option<std::ops::Range<u32>> {
         each!(self, v => v.gc_free_members())
     }
+    fn warnings(&self) -> Vec<String> {
+        each!(self, v => v.warnings())
+    }
 }
 
 /// Builds the volume of one group of [`LayoutSpec::group`].

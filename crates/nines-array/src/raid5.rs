@@ -204,6 +204,13 @@ struct DndStats {
     guard_skips: u64,
     occupancy_bytes: u64,
     occupancy_bytes_max: u64,
+    /// The buffer holds one entry per row written (each with room for the whole row), so
+    /// scattered small writes can run out of entries while `occupancy_bytes` is low: `entries`
+    /// is how many there are, `entries_used_max` the most ever in use (`buffer_waits` counts
+    /// writes that found none free).
+    entries: u64,
+    entries_used: u64,
+    entries_used_max: u64,
 }
 
 struct Dnd {
@@ -466,6 +473,7 @@ impl Raid5 {
                     flush_waiters: VecDeque::with_capacity(tags as usize),
                     stats: DndStats {
                         write_back_bytes: entries * n as u64 * chunk_bytes,
+                        entries,
                         window_ns: spec.window_ns,
                         plm_windows: spec.plm,
                         ..DndStats::default()
@@ -863,6 +871,8 @@ impl Raid5 {
                     ent.used = true;
                     ent.row = row;
                     entry = Some(e);
+                    d.stats.entries_used = (d.entries.len() - d.free.len()) as u64;
+                    d.stats.entries_used_max = d.stats.entries_used_max.max(d.stats.entries_used);
                 }
                 None => {
                     d.stats.buffer_waits += 1;
@@ -1450,6 +1460,7 @@ impl Raid5 {
             }
         }
         d.stats.occupancy_bytes = d.occupancy_bytes();
+        d.stats.entries_used = (d.entries.len() - d.free.len()) as u64;
         if freed {
             for _ in 0..d.buf_waiters.len() {
                 let Some(t) = self.dnd.as_mut().and_then(|d| d.buf_waiters.pop_front()) else {
@@ -1788,6 +1799,32 @@ impl Volume for Raid5 {
 
     fn write_back(&self) -> bool {
         self.dnd.is_some()
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        let Some(d) = &self.dnd else {
+            return Vec::new();
+        };
+        let st = &d.stats;
+        // Out of entries (one per row written) with most of the bytes unused: scattered small
+        // writes, each taking a whole row's room.
+        if st.buffer_waits > 0
+            && st.entries_used_max >= st.entries
+            && st.occupancy_bytes_max.saturating_mul(2) < st.write_back_bytes
+        {
+            vec![format!(
+                "write-back buffer: {} writes waited for room although at most {:.1} of its \
+                 {:.1} MiB held data: all {} entries (one per row written, each with room for a whole row) \
+                 were in use; scattered small writes need more rows: a larger --write-back or a \
+                 smaller --chunk",
+                st.buffer_waits,
+                st.occupancy_bytes_max as f64 / f64::from(1 << 20),
+                st.write_back_bytes as f64 / f64::from(1 << 20),
+                st.entries
+            )]
+        } else {
+            Vec::new()
+        }
     }
 
     fn stats(&self) -> serde_json::Value {

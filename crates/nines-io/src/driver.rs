@@ -640,6 +640,7 @@ fn run_locked(
         for v in r.volumes {
             devs.push(v.index);
             let g = &volumes[v.index as usize];
+            warnings.extend(v.warnings.iter().map(|w| format!("{}: {w}", g.name)));
             let mut recorder = DeviceRecorder::new();
             for j in &v.per_job {
                 recorder.merge_from(j);

@@ -169,6 +169,8 @@ pub(crate) struct VolumeResult {
     pub issued: u64,
     pub layout: &'static str,
     pub stats: serde_json::Value,
+    /// What the policy's counters say the user should know (`Volume::warnings`).
+    pub warnings: Vec<String>,
     pub member_recs: Vec<DeviceRecorder>,
     pub member_commands: Vec<u64>,
     pub member_errors: Vec<u64>,

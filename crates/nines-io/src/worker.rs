@@ -240,6 +240,7 @@ fn run_inner(mut plan: WorkerPlan, at_gate: &mut bool) -> Result<WorkerResult, D
                 issued: issued[v],
                 layout: vol.host.volume().layout(),
                 stats: vol.host.volume().stats(),
+                warnings: vol.host.volume().warnings(),
                 member_recs: vol.host.member_recorders().to_vec(),
                 member_slat: vol.slat.clone(),
                 member_clat: vol.clat.clone(),

@@ -341,6 +341,9 @@ pub(crate) fn build_report(
                 )
             })
             .collect();
+        for w in vh.volume().warnings() {
+            b.warn(format!("{}: {w}", names[i]));
+        }
         b.device_volume(VolumeReport {
             layout: vh.volume().layout().to_string(),
             options: cfg.layout.options(),

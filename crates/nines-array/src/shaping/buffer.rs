@@ -1504,6 +1504,9 @@ impl Volume for WriteBuffer {
         // The wrapped volume's members keep their numbers (the buffer device is the last one).
         self.inner.gc_free_members()
     }
+    fn warnings(&self) -> Vec<String> {
+        self.inner.warnings()
+    }
 
     fn stats(&self) -> serde_json::Value {
         let st = &self.stats;

@@ -122,6 +122,9 @@ macro_rules! same_as_inner {
             // The members keep their numbers through a wrapper (a buffer device comes last).
             self.inner.gc_free_members()
         }
+        fn warnings(&self) -> Vec<String> {
+            self.inner.warnings()
+        }
     };
 }
 pub(crate) use same_as_inner;
