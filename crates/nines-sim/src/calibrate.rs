@@ -479,8 +479,9 @@ fn fit_jitter(
 ) -> Result<(), CalibrateError> {
     let grids: Vec<Vec<f64>> = qd1
         .iter()
-        .map(|&(op, i)| measured_grid(runs[i].dir(op).expect("chosen for it")))
+        .map(|&(op, i)| fit_grid(runs[i].dir(op).expect("chosen for it")))
         .collect();
+    let n_sim = sim.opts.ios.max(1) as f64;
     let mut best: Option<(f64, DeviceConfig)> = None;
     for round in 0..=rounds {
         let sims = simulate_qd1(sim, dev, runs, qd1)?;
@@ -508,6 +509,25 @@ fn fit_jitter(
                 // quantile, where a steep measured tail turns that into large errors: half
                 // steps, which converge there instead of oscillating.
                 let step = if round == 0 { step } else { step / 2 };
+                // Near a fit percentile, the simulated value there comes from the jitter at
+                // the rank its own draws put at that percentile, which is off by the sampling
+                // noise of a quantile (sd sqrt(p(1-p)/n) in rank: 1e-5 at p99.99 of 1,000,000):
+                // in a cliff, correcting each point by its own error moves the simulated
+                // percentile a few percent a round. Every point within 4 sd of a percentile
+                // that is off moves by that percentile's whole error instead.
+                let step = FIT_PERCENTILES
+                    .iter()
+                    .map(|p| p / 100.0)
+                    .find(|&p| (q - p).abs() <= 4.0 * (p * (1.0 - p) / n_sim).sqrt())
+                    .map_or(step, |p| {
+                        let m = quantile_ns(r, p) as i64;
+                        let e = m - quantile_ns(s, p) as i64;
+                        if e.abs() as f64 > JITTER_TOLERANCE * m.max(1) as f64 {
+                            e
+                        } else {
+                            step
+                        }
+                    });
                 let v = (was + step).max(floor).max(0);
                 floor = v;
                 points.push((q, v as u64));
@@ -556,6 +576,18 @@ pub fn measured_grid(r: &DirRecorder) -> Vec<f64> {
         a = b;
     }
     keep.into_iter().map(|k| pts[k].0).collect()
+}
+
+/// [`measured_grid`] with every fit percentile as a point of its own, so each round corrects
+/// the jitter exactly where the fit is judged. In a tail that is a cliff (host noise: p99.9 at
+/// 10 us, p99.99 at 280 us), the nearest grid points lie on either side of the cliff and the
+/// line between them put the simulated p99.99 35% off however many rounds ran.
+fn fit_grid(r: &DirRecorder) -> Vec<f64> {
+    let mut grid = measured_grid(r);
+    grid.extend(FIT_PERCENTILES.iter().map(|p| p / 100.0));
+    grid.sort_by(f64::total_cmp);
+    grid.dedup();
+    grid
 }
 
 /// Relative value error a thinned grid allows between its points.
