@@ -347,7 +347,8 @@ fn closed_pipe() -> std::os::fd::OwnedFd {
 }
 
 /// Every verb with its stdout (and then also its stderr) on a closed pipe: it ends quietly with
-/// its own exit status (0 here), never a panic (101) or SIGPIPE, and still writes its files.
+/// its own exit status (0 here), never a panic (101) or SIGPIPE, and still writes its files
+/// (profile, sim, log, report, compare, doctor, merge, sweep, tune, rebuild, fleet and serve).
 #[test]
 fn every_verb_into_a_closed_pipe_finishes_and_writes_its_files() {
     let dir = disk_dir();
@@ -355,6 +356,17 @@ fn every_verb_into_a_closed_pipe_finishes_and_writes_its_files() {
     let (json, lat) = sim_run(d);
     let plan_root = d.join("root");
     std::fs::create_dir(&plan_root).unwrap();
+    nines_host::testbed::write_afa_host(
+        &plan_root,
+        nines_host::testbed::AfaOptions { tuned: false },
+    )
+    .unwrap();
+    for m in ["m0", "m1", "m2"] {
+        std::fs::File::create(d.join(m))
+            .unwrap()
+            .set_len(1 << 20)
+            .unwrap();
+    }
     // (verb's arguments, the files it must write)
     let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
         (
@@ -410,6 +422,34 @@ fn every_verb_into_a_closed_pipe_finishes_and_writes_its_files() {
             ],
             vec!["sw/sweep.json", "sw/sweep.html"],
         ),
+        (
+            vec!["tune", "--root", s(&plan_root), "--plan", "-o", "t.json"],
+            vec!["t.json"],
+        ),
+        (
+            vec![
+                "rebuild", "m0", "m1", "m2", "--member", "1", "--json", "rb.json",
+            ],
+            vec!["rb.json"],
+        ),
+        (
+            vec![
+                "fleet",
+                "--engine",
+                "local",
+                "--tasks",
+                "2",
+                "-o",
+                "fl",
+                "--",
+                "sim",
+                "--ios",
+                "200",
+                "--precondition",
+                "none",
+            ],
+            vec!["fl/fleet.json", "fl/merged.json"],
+        ),
     ]
     .into_iter()
     .map(|(a, f)| (a.into_iter().map(String::from).collect(), f))
@@ -420,6 +460,8 @@ fn every_verb_into_a_closed_pipe_finishes_and_writes_its_files() {
                 let p = d.join(f);
                 let _ = std::fs::remove_file(&p);
             }
+            // A fleet's output directory must not hold an earlier fleet.
+            let _ = std::fs::remove_dir_all(d.join("fl"));
             let mut cmd = Command::new(BIN);
             cmd.args(args)
                 .current_dir(d)
@@ -447,6 +489,44 @@ fn every_verb_into_a_closed_pipe_finishes_and_writes_its_files() {
                 assert!(d.join(f).exists(), "{args:?}: {f} was not written");
             }
         }
+        // serve runs until it is told to stop: up, its socket there, then SIGTERM; it ends
+        // cleanly (0) and writes its report.
+        let sock = d.join("n.sock");
+        let _ = std::fs::remove_file(d.join("sv.json"));
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "m0", "--socket", s(&sock), "--json", "sv.json"])
+            .current_dir(d)
+            .stdin(std::process::Stdio::null())
+            .stdout(closed_pipe());
+        if close_stderr {
+            cmd.stderr(closed_pipe());
+        } else {
+            cmd.stderr(std::process::Stdio::piped());
+        }
+        let child = cmd.spawn().unwrap();
+        let t0 = std::time::Instant::now();
+        while !sock.exists() && t0.elapsed() < std::time::Duration::from_secs(30) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            sock.exists(),
+            "serve never listened (stderr closed: {close_stderr})"
+        );
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let o = child.wait_with_output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "serve (stderr closed: {close_stderr}): {:?} {err}",
+            o.status
+        );
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "serve: {err}"
+        );
+        assert!(d.join("sv.json").exists(), "serve: sv.json was not written");
     }
 }
 
