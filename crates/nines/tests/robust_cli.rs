@@ -836,3 +836,73 @@ fn sim_interrupted_reports_what_it_simulated_and_exits_130() {
         .collect();
     assert!(partial.is_empty(), "{partial:?}");
 }
+
+/// A read-only serve writes nothing: layouts whose policy writes its members on its own (a
+/// persisted serial array formats member 0 when it finds no metadata; a rebuild; a write buffer)
+/// are refused with --read-only before anything is opened. (A read-only serve of three files of
+/// data with `--layout serial --persist` used to overwrite member 0's tail with a superblock.)
+#[test]
+fn read_only_serve_never_writes_its_members() {
+    let dir = disk_dir();
+    let d = dir.path();
+    let mut before = Vec::new();
+    for (k, m) in ["r0", "r1", "r2"].iter().enumerate() {
+        let bytes: Vec<u8> = (0..(8u32 << 20))
+            .map(|i| (i * 7 + k as u32) as u8)
+            .collect();
+        std::fs::write(d.join(m), &bytes).unwrap();
+        before.push(bytes);
+    }
+    let sock = d.join("ro.sock");
+    for extra in [
+        &[
+            "--layout",
+            "serial",
+            "--persist",
+            "--segment",
+            "1m",
+            "--gc-start",
+            "2",
+            "--gc-stop",
+            "3",
+        ][..],
+        &["--layout", "raid5", "--rebuild", "1"][..],
+    ] {
+        let mut args = vec!["serve", "--read-only", "--socket", s(&sock)];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["r0", "r1", "r2"]);
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .current_dir(d)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Refused at once; one that serves is stopped after a while (and fails below).
+        let t0 = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none()
+            && t0.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        if child.try_wait().unwrap().is_none() {
+            // SAFETY: signalling our own child, still running (not reaped).
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        }
+        let o = child.wait_with_output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(
+            err.contains("--read-only cannot be combined with") && err.trim().lines().count() == 1,
+            "{extra:?}: {err}"
+        );
+        assert!(!sock.exists(), "{extra:?}: it listened");
+        for (k, m) in ["r0", "r1", "r2"].iter().enumerate() {
+            assert!(
+                std::fs::read(d.join(m)).unwrap() == before[k],
+                "{extra:?}: {m} changed"
+            );
+        }
+    }
+}

@@ -81,6 +81,23 @@ fn parse_interval(s: &str) -> Result<u64, String> {
     }
 }
 
+/// The options of `spec` that make the policy write its members on its own.
+fn writer_options(spec: &nines_array::LayoutSpec) -> String {
+    use nines_array::LayoutSpec;
+    let mut v = Vec::new();
+    match spec.base() {
+        LayoutSpec::Serial(s) if s.persist => v.push("--persist"),
+        LayoutSpec::Raid5 {
+            rebuild: Some(_), ..
+        } => v.push("--rebuild"),
+        _ => {}
+    }
+    if spec.shaping().is_some_and(|s| s.buffer.is_some()) {
+        v.push("--buffer");
+    }
+    v.join(" and ")
+}
+
 enum Listener {
     Unix(UnixListener),
     Tcp(std::net::TcpListener),
@@ -92,6 +109,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--force only applies with --allow-writes; add --allow-writes or drop --force");
     }
     let spec = args.volume.spec();
+    if args.read_only && spec.writes_members() {
+        // The policy itself writes the members whatever the clients do: a persisted serial
+        // array formats members without its metadata and commits its table, a rebuild writes
+        // the replacement, a write buffer flushes. A read-only serve must write nothing.
+        bail!(
+            "--read-only cannot be combined with {}: it writes the members itself (a read-only \
+             serve must write nothing); drop --read-only, or drop that option",
+            writer_options(&spec)
+        );
+    }
     output::check_outputs(&[
         ("--json", args.json.as_deref()),
         ("--hdr-log", args.hdr_log.as_deref()),
