@@ -410,7 +410,10 @@ pub struct Serial {
     col_gc_inflight: Vec<u32>,
     front: u32,
     front_open: Option<(u32, u32)>,
-    gc_open: Option<(u32, u32)>,
+    /// Each column's open GC segment and its next slot.
+    gc_open: Vec<Option<(u32, u32)>>,
+    /// GC writes in flight (or moves whose write is next) to each column.
+    col_gc_writes: Vec<u32>,
     rotate_to: Option<u32>,
     victim: Option<u32>,
     victim_cursor: u32,
@@ -606,7 +609,8 @@ impl Serial {
             col_gc_inflight: vec![0; k as usize],
             front: 0,
             front_open: None,
-            gc_open: None,
+            gc_open: vec![None; k as usize],
+            col_gc_writes: vec![0; k as usize],
             rotate_to: None,
             victim: None,
             victim_cursor: 0,
@@ -836,7 +840,7 @@ impl Serial {
 
     /// Opens the front-end's next segment, rotating when it is down to `rotate_free`. None
     /// when writes must wait (GC draining from the next front-end, a trim, or no room).
-    fn open_front(&mut self, now_ns: u64) -> Option<u32> {
+    fn open_front(&mut self, now_ns: u64) -> Option<(u32, u32)> {
         for _ in 0..2 {
             if let Some(c) = self.rotate_to {
                 if self.col_gc_inflight[c as usize] > 0 {
@@ -845,9 +849,18 @@ impl Serial {
                 }
                 self.rotate_to = None;
                 self.front = c;
+                // The front-end goes on in the GC segment open there, right after GC's data
+                // (a segment left part-written would share the members' flash blocks with the
+                // next one, and their own GC would move what the trim of one left in them).
                 self.stats.rotations += 1;
                 self.victim_none = false;
                 self.note_role(now_ns);
+                if let Some((g, next)) = self.gc_open[c as usize].take() {
+                    if next < self.seg_units {
+                        return Some((g, next));
+                    }
+                    self.set_state(g, Seg::Sealed);
+                }
             }
             let f = self.front;
             if self.col_free[f as usize] > self.spec.rotate_free {
@@ -856,7 +869,7 @@ impl Serial {
                     return None;
                 };
                 self.set_state(g, Seg::Open);
-                return Some(g);
+                return Some((g, 0));
             }
             // Rotate to the back-end column with the most free segments.
             let mut best: Option<u32> = None;
@@ -880,12 +893,6 @@ impl Serial {
                 self.set_state(v, Seg::Sealed);
                 self.victim = None;
             }
-            if let Some((g, _)) = self.gc_open
-                && self.col_of_seg(g) == c
-            {
-                self.set_state(g, Seg::Sealed);
-                self.gc_open = None;
-            }
         }
         None
     }
@@ -904,9 +911,9 @@ impl Serial {
                         self.front_open = None;
                     }
                     match self.open_front(now_ns) {
-                        Some(g) => {
-                            self.front_open = Some((g, 0));
-                            (g, 0)
+                        Some((g, next)) => {
+                            self.front_open = Some((g, next));
+                            (g, next)
                         }
                         None => return false,
                     }
@@ -1081,31 +1088,58 @@ impl Serial {
         best
     }
 
-    /// A GC destination with room: the open one, or a trimmed segment of the back-end column
-    /// with the fewest free segments.
-    fn gc_dest(&mut self) -> Option<(u32, u32)> {
-        if let Some((g, next)) = self.gc_open {
-            if next < self.seg_units && self.gc_may_use(self.col_of_seg(g)) {
-                return Some((g, next));
+    /// A GC destination with room for a move out of column `vcol`: see `gc_dest_col`.
+    fn gc_dest(&mut self, vcol: u32) -> Option<(u32, u32)> {
+        let c = self.gc_dest_col(vcol)?;
+        if let Some((g, next)) = self.gc_open[c as usize] {
+            return Some((g, next));
+        }
+        let g = self.clean_segment(c)?;
+        self.set_state(g, Seg::Open);
+        self.gc_open[c as usize] = Some((g, 0));
+        Some((g, 0))
+    }
+
+    /// Whether column `c` can take a GC write now: GC may use it and it has an open GC segment
+    /// with room or a free segment (sealing a full open one).
+    fn gc_room(&mut self, c: u32) -> bool {
+        if !self.gc_may_use(c) {
+            return false;
+        }
+        if let Some((g, next)) = self.gc_open[c as usize] {
+            if next < self.seg_units {
+                return true;
             }
             self.set_state(g, Seg::Sealed);
             self.victim_none = false;
-            self.gc_open = None;
+            self.gc_open[c as usize] = None;
         }
-        let mut best: Option<u32> = None;
+        self.col_free[c as usize] > 0
+    }
+
+    /// The column a GC move out of column `vcol` writes to: among the back-end columns with
+    /// room, one other than `vcol` where there is one (the victim's reads do not queue behind
+    /// GC's programs there), then the one with the fewest GC writes in flight (GC's writes
+    /// spread over the back-ends: one member's write bandwidth would bound xGC, and with it
+    /// the client), then the fewest free segments (free space gathers where the next
+    /// front-end comes from).
+    fn gc_dest_col(&mut self, vcol: u32) -> Option<u32> {
+        let mut best: Option<(u32, u32, u32, u32)> = None;
         for c in 0..self.k {
-            let free = self.col_free[c as usize];
-            if free > 0
-                && self.gc_may_use(c)
-                && best.is_none_or(|b| free < self.col_free[b as usize])
-            {
-                best = Some(c);
+            if !self.gc_room(c) {
+                continue;
+            }
+            let key = (
+                u32::from(c == vcol),
+                self.col_gc_writes[c as usize],
+                self.col_free[c as usize],
+                c,
+            );
+            if best.is_none_or(|b| key < b) {
+                best = Some(key);
             }
         }
-        let g = self.clean_segment(best?)?;
-        self.set_state(g, Seg::Open);
-        self.gc_open = Some((g, 0));
-        Some((g, 0))
+        best.map(|b| b.3)
     }
 
     /// Starts GC moves while GC is wanted and slots are free; finishes the victim when done.
@@ -1150,7 +1184,7 @@ impl Serial {
             if self.victim_cursor == self.seg_units {
                 break;
             }
-            let Some((dg, dnext)) = self.gc_dest() else {
+            let Some((dg, dnext)) = self.gc_dest(self.col_of_seg(v)) else {
                 break;
             };
             let src = base + self.victim_cursor;
@@ -1166,7 +1200,9 @@ impl Serial {
                 .count() as u32;
             n = run.max(1);
             self.victim_cursor += n;
-            self.gc_open = Some((dg, dnext + n));
+            let dc = self.col_of_seg(dg) as usize;
+            self.gc_open[dc] = Some((dg, dnext + n));
+            self.col_gc_writes[dc] += 1;
             self.seg_reads[v as usize] += 1;
             self.seg_writes[dg as usize] += 1;
             // Both columns count as GC's until the move ends (a rotation waits for them).
@@ -1284,6 +1320,8 @@ impl Serial {
                 } else {
                     let ix = self.seg_of(dst) as usize;
                     self.seg_writes[ix] -= 1;
+                    let dc = self.col_of_seg(ix as u32) as usize;
+                    self.col_gc_writes[dc] -= 1;
                     let ix = self.col_of_seg(self.seg_of(dst)) as usize;
                     self.col_gc_inflight[ix] -= 1;
                     self.moves[slot] = Move::Idle;
@@ -1291,6 +1329,8 @@ impl Serial {
             }
             Move::Write { src, dst, n } => {
                 let dg = self.seg_of(dst);
+                let dc = self.col_of_seg(dg) as usize;
+                self.col_gc_writes[dc] -= 1;
                 self.seg_writes[dg as usize] -= 1;
                 let ix = self.col_of_seg(dg) as usize;
                 self.col_gc_inflight[ix] -= 1;
