@@ -156,6 +156,64 @@ fn front_untouched_by_gc(d: &SyncDriver) -> Result<u32, TestCaseError> {
     Ok(gc_cmds)
 }
 
+/// Every member receives its writes (client and GC alike) one segment at a time: a segment is
+/// written whole before the next segment of that member gets a write. A segment left part-written
+/// (a GC segment sealed when its column became the front-end) shares the members' flash blocks
+/// with the next one, so trimming either leaves the device's own GC data to move, on the
+/// front-end too. Returns the number of segments completed. Segments are 16 KiB per member.
+fn segments_written_whole(d: &SyncDriver) -> Result<u32, TestCaseError> {
+    const SEG: u64 = 16 * 1024;
+    let mut cur: std::collections::HashMap<u32, (u64, u64)> = Default::default();
+    let mut whole = 0;
+    for (c, _) in d.trace.as_ref().unwrap() {
+        if c.op != CmdOp::Write {
+            continue;
+        }
+        let seg = c.offset_bytes / SEG;
+        let e = cur.entry(c.member).or_insert((seg, 0));
+        // A new segment, or the same one again after it was cleaned and trimmed.
+        if e.0 != seg || e.1 == SEG {
+            prop_assert_eq!(
+                e.1,
+                SEG,
+                "member {} segment {} left with {} bytes written when segment {} was started",
+                c.member,
+                e.0,
+                e.1,
+                seg
+            );
+            *e = (seg, 0);
+            whole += 1;
+        }
+        e.1 += u64::from(c.len_bytes);
+    }
+    Ok(whole)
+}
+
+/// GC moves (a scratch read, then the write of that scratch slot): how many wrote to the member
+/// they read from, of how many.
+fn gc_moves_onto_their_source(d: &SyncDriver) -> (u32, u32) {
+    let mut read_from: std::collections::HashMap<u32, u32> = Default::default();
+    let (mut same, mut all) = (0, 0);
+    for (c, _) in d.trace.as_ref().unwrap() {
+        if let BufRef::Scratch { index, .. } = c.buf {
+            match c.op {
+                CmdOp::Read => {
+                    read_from.insert(index, c.member);
+                }
+                CmdOp::Write => {
+                    if let Some(m) = read_from.remove(&index) {
+                        all += 1;
+                        same += u32::from(m == c.member);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    (same, all)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -165,6 +223,7 @@ proptest! {
         let mut d = driver(spec(1, depth), 4, 128 * 1024, tags);
         run(&mut d, tags, &s)?;
         front_untouched_by_gc(&d)?;
+        segments_written_whole(&d)?;
     }
 
     /// Two columns of two members striped (the only back-end is the next front-end, so a
@@ -264,6 +323,18 @@ fn serial_rotates_collects_and_trims_under_overwrites() {
         prev = f;
     }
     assert!(front_untouched_by_gc(&d).unwrap() > 100, "GC ran");
+    // xGC writes to another back-end than the victim's where one has room (two back-ends
+    // besides the victim's here): its reads do not queue behind its programs, and its writes
+    // are not bound by one member. Before, 19 of 27 moves wrote onto their source member.
+    let (same, all) = gc_moves_onto_their_source(&d);
+    assert!(
+        all > 20 && same * 10 <= all,
+        "{same} of {all} GC moves onto their source"
+    );
+    assert!(
+        segments_written_whole(&d).unwrap() > 50,
+        "segments completed"
+    );
 }
 
 /// Unaligned requests are refused with EINVAL (the mapping unit is the volume's block), and
