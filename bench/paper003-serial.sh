@@ -33,7 +33,8 @@
 # p99.99). The ramp (excluded from every figure) lets the serial array's rotation and xGC
 # settle. Printed beside the paper's figures. Simulated time is deterministic.
 #
-# Usage: bench/paper003-serial.sh   (QUICK=1: 15 s ramp + 10 s measured instead of 30 s + 30 s)
+# Usage: bench/paper003-serial.sh   (QUICK=1: 15 s ramp + 10 s measured instead of 30 s + 30 s;
+# about 13 s and 30 s of wall time)
 # Environment: NINES (a prebuilt binary; default cargo build --release), RAMP, RUNTIME.
 # Last line: RESULT frontend_gc_moves=<device GC units moved on the serial front-end while it was
 # the front-end> cov_ratio=<raid0 CoV / serial CoV> write_p9999_ratio=<raid0 / serial write

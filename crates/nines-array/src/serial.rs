@@ -26,16 +26,21 @@
 //! - **Flush** goes to every member.
 //! - **Rotation**: when the front-end needs a new segment and has only `rotate_free` free ones
 //!   left, the back-end column with the most free segments (more than `rotate_free`) becomes the
-//!   front-end; GC leaves that column first (its victim is given up, its open GC segment sealed)
-//!   and writes wait until GC commands still in flight there complete, so GC never touches the
-//!   front-end. Its `rotate_free` remaining segments are left for GC to write into.
+//!   front-end; GC leaves that column first (its victim is given up) and writes wait until GC
+//!   commands still in flight there complete, so GC never touches the front-end. The new
+//!   front-end goes on in GC's open segment there, right after GC's data, so no segment is left
+//!   part-written (the members' FTL fills flash blocks in write order: a part-written segment
+//!   would share blocks with the next one, and trimming either would leave the device's own GC
+//!   data to move). Its `rotate_free` remaining segments are left for GC to write into.
 //! - **xGC**: when fewer than `gc_start` segments are free outside the front-end (or writes
 //!   wait for room), the policy picks a victim among the sealed back-end segments with no write
 //!   in flight, greedily (fewest valid units), and moves its valid units, in runs of at most
-//!   `move_bytes` inside one stripe unit, with a read into a scratch buffer and a write into an
-//!   open GC segment of the back-end column with the fewest free segments (concentrating free
-//!   space where the next front-end comes from), at most `gc_depth` moves in flight (the
-//!   throttle). A move changes the mapping only for units still mapped where it read them (a
+//!   `move_bytes` inside one stripe unit, with a read into a scratch buffer and a write into
+//!   the open GC segment (one per column) of a back-end column: another than the victim's where
+//!   one has room (its reads then do not queue behind GC's programs), the one with the fewest GC
+//!   writes in flight (GC's writes spread over the back-ends, so xGC is not bound by one
+//!   member's write bandwidth), then the fewest free segments; at most `gc_depth` moves in
+//!   flight (the throttle). A move changes the mapping only for units still mapped where it read them (a
 //!   client write that completed meanwhile wins). Once every unit is moved and no read is still
 //!   in flight from it, the victim is TRIMmed on its members and becomes free. GC stops at
 //!   `gc_stop` free segments outside the front-end.
