@@ -199,6 +199,8 @@ if p_ratio < 10:
     notes.append(f"write p99.99 ratio {p_ratio:.2f} < 10")
 if rows["raid0"]["rp9999"] < rows["serial"]["rp9999"]:
     notes.append("raid0 has the lower read p99.99 in the mix")
+if rows["raid0"]["wp9999_mix"] < rows["serial"]["wp9999_mix"]:
+    notes.append("raid0 has the lower write p99.99 in the mix")
 if rows["raid0"]["mean"] > rows["serial"]["mean"]:
     notes.append("raid0 has the higher mean write throughput")
 print("unmet goals / where raid0 is better: " + ("; ".join(notes) if notes else "none"))

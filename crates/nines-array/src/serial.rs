@@ -419,6 +419,8 @@ pub struct Serial {
     gc_open: Vec<Option<(u32, u32)>>,
     /// GC writes in flight (or moves whose write is next) to each column.
     col_gc_writes: Vec<u32>,
+    /// GC writes in flight to one column at most: `gc_depth` over the back-end columns.
+    col_gc_writes_max: u32,
     rotate_to: Option<u32>,
     victim: Option<u32>,
     victim_cursor: u32,
@@ -616,6 +618,7 @@ impl Serial {
             front_open: None,
             gc_open: vec![None; k as usize],
             col_gc_writes: vec![0; k as usize],
+            col_gc_writes_max: spec.gc_depth.div_ceil(k.saturating_sub(1).max(1)),
             rotate_to: None,
             victim: None,
             victim_cursor: 0,
@@ -1123,7 +1126,9 @@ impl Serial {
     }
 
     /// The column a GC move out of column `vcol` writes to: among the back-end columns with
-    /// room, one other than `vcol` where there is one (the victim's reads do not queue behind
+    /// room and fewer than `gc_depth / (columns - 1)` GC writes in flight (GC's queue on one
+    /// member stays short, so a rotation there drains it quickly, and its moves spread over
+    /// every back-end), one other than `vcol` where there is one (the victim's reads do not queue behind
     /// GC's programs there), then the one with the fewest GC writes in flight (GC's writes
     /// spread over the back-ends: one member's write bandwidth would bound xGC, and with it
     /// the client), then the fewest free segments (free space gathers where the next
@@ -1131,7 +1136,7 @@ impl Serial {
     fn gc_dest_col(&mut self, vcol: u32) -> Option<u32> {
         let mut best: Option<(u32, u32, u32, u32)> = None;
         for c in 0..self.k {
-            if !self.gc_room(c) {
+            if !self.gc_room(c) || self.col_gc_writes[c as usize] >= self.col_gc_writes_max {
                 continue;
             }
             let key = (
