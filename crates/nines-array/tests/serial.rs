@@ -214,6 +214,41 @@ fn gc_moves_onto_their_source(d: &SyncDriver) -> (u32, u32) {
     (same, all)
 }
 
+/// The most GC writes in flight to one member at once. A GC write is sent when its read
+/// completes, which the synchronous driver does right after executing the read, so it is in
+/// flight from its read's place in the trace to its own.
+fn gc_writes_in_flight_max(d: &SyncDriver) -> u32 {
+    let trace = d.trace.as_ref().unwrap();
+    let mut read_at: std::collections::HashMap<u32, usize> = Default::default();
+    let mut spans = Vec::new();
+    for (i, (c, _)) in trace.iter().enumerate() {
+        if let BufRef::Scratch { index, .. } = c.buf {
+            match c.op {
+                CmdOp::Read => {
+                    read_at.insert(index, i);
+                }
+                CmdOp::Write => {
+                    if let Some(r) = read_at.remove(&index) {
+                        spans.push((c.member, r, i));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut max = 0;
+    for i in 0..trace.len() {
+        for m in 0..4 {
+            let n = spans
+                .iter()
+                .filter(|&&(mm, r, w)| mm == m && r < i && i <= w)
+                .count() as u32;
+            max = max.max(n);
+        }
+    }
+    max
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
@@ -331,6 +366,9 @@ fn serial_rotates_collects_and_trims_under_overwrites() {
         all > 20 && same * 10 <= all,
         "{same} of {all} GC moves onto their source"
     );
+    // GC writes in flight to one column at most gc_depth / (columns - 1), rounded up: 2 moves
+    // over 3 back-ends, so one per member (before the cap: 2).
+    assert_eq!(gc_writes_in_flight_max(&d), 1);
     assert!(
         segments_written_whole(&d).unwrap() > 50,
         "segments completed"
