@@ -17,8 +17,8 @@
 #            log-structured writer leaves) and the volume started with the footprint mapped in
 #            order (--start-full 18g); segments 144 MiB, SWAN's 1 MiB stripe unit (so a GC move
 #            is 1 MiB: the stripe unit bounds it), rotation with 2 free segments left, GC from 20
-#            to 24 free segments, 64 moves in flight (spread over two back-ends, 16 did not keep
-#            up with the front-end). 144 MiB is the member's block stripe (36 dies x 4 MiB blocks):
+#            to 24 free segments, 64 moves in flight (at most 22 GC writes to one column: spread
+#            over the back-ends; 16 moves did not keep up with the front-end). 144 MiB is the member's block stripe (36 dies x 4 MiB blocks):
 #            the model's FTL stripes a sequential stream page by page over its dies, so only a
 #            segment of a whole number of block stripes fills whole blocks; with 64 MiB segments
 #            each block held pieces of two or three segments, a trimmed segment left its blocks
