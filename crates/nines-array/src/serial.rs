@@ -27,7 +27,9 @@
 //! - **Rotation**: when the front-end needs a new segment and has only `rotate_free` free ones
 //!   left, the back-end column with the most free segments (more than `rotate_free`) becomes the
 //!   front-end; GC leaves that column first (its victim is given up) and writes wait until GC
-//!   commands still in flight there complete, so GC never touches the front-end. The new
+//!   commands still in flight there complete, so GC never touches the front-end. The next
+//!   front-end is chosen when the last segment before the rotation is down to its last eighth,
+//!   so GC's commands there drain while that eighth is written. The new
 //!   front-end goes on in GC's open segment there, right after GC's data, so no segment is left
 //!   part-written (the members' FTL fills flash blocks in write order: a part-written segment
 //!   would share blocks with the next one, and trimming either would leave the device's own GC
@@ -879,30 +881,39 @@ impl Serial {
                 self.set_state(g, Seg::Open);
                 return Some((g, 0));
             }
-            // Rotate to the back-end column with the most free segments.
-            let mut best: Option<u32> = None;
-            for i in 1..self.k {
-                let c = (f + i) % self.k;
-                if self.col_free[c as usize] > self.spec.rotate_free
-                    && best.is_none_or(|b| self.col_free[c as usize] > self.col_free[b as usize])
-                {
-                    best = Some(c);
-                }
-            }
-            let Some(c) = best else {
+            if !self.pick_next_front() {
                 self.last_cause = WAIT_ROOM;
                 return None;
-            };
-            self.rotate_to = Some(c);
-            // GC leaves the next front-end.
-            if let Some(v) = self.victim
-                && self.col_of_seg(v) == c
-            {
-                self.set_state(v, Seg::Sealed);
-                self.victim = None;
             }
         }
         None
+    }
+
+    /// Chooses the next front-end, the back-end column with the most free segments (more than
+    /// `rotate_free`), and makes GC leave it; false when there is none.
+    fn pick_next_front(&mut self) -> bool {
+        let f = self.front;
+        let mut best: Option<u32> = None;
+        for i in 1..self.k {
+            let c = (f + i) % self.k;
+            if self.col_free[c as usize] > self.spec.rotate_free
+                && best.is_none_or(|b| self.col_free[c as usize] > self.col_free[b as usize])
+            {
+                best = Some(c);
+            }
+        }
+        let Some(c) = best else {
+            return false;
+        };
+        self.rotate_to = Some(c);
+        // GC leaves the next front-end.
+        if let Some(v) = self.victim
+            && self.col_of_seg(v) == c
+        {
+            self.set_state(v, Seg::Sealed);
+            self.victim = None;
+        }
+        true
     }
 
     /// Gives request `tag` places for its remaining units and sends them; false when it must
@@ -943,6 +954,15 @@ impl Serial {
             r.runs.push((p0, take));
             r.allocated += take;
             self.front_open = Some((g, next + take));
+            // The front-end's last segment is down to its last eighth: choose the next
+            // front-end now, so that GC's commands there drain while this eighth is written
+            // rather than while client writes wait.
+            if self.rotate_to.is_none()
+                && self.col_free[self.front as usize] <= self.spec.rotate_free
+                && self.seg_units - (next + take) <= self.seg_units / 8
+            {
+                self.pick_next_front();
+            }
         }
         true
     }
