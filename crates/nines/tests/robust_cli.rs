@@ -906,3 +906,38 @@ fn read_only_serve_never_writes_its_members() {
         }
     }
 }
+
+/// A SIGTERM sent the moment serve's socket appears (as a supervisor would) stops it cleanly:
+/// exit 0, its report written, its socket removed. The handler used to be installed after the
+/// socket was bound, so such a signal killed it (143) and left the socket behind.
+#[test]
+fn serve_signalled_as_soon_as_its_socket_appears_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for i in 0..5 {
+        let sock = d.join(format!("s{i}.sock"));
+        let json = d.join(format!("s{i}.json"));
+        let child = Command::new(BIN)
+            .args(["serve", "--size", "1m", "--json"])
+            .arg(&json)
+            .arg("--socket")
+            .arg(&sock)
+            .arg(d.join("member.img"))
+            .current_dir(d)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while std::fs::symlink_metadata(&sock).is_err() {
+            assert!(t0.elapsed().as_secs() < 20, "serve never made its socket");
+            std::hint::spin_loop();
+        }
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{:?} {}", o.status, stderr(&o));
+        assert!(json.exists(), "no report");
+        assert!(!sock.exists(), "the socket was left behind");
+    }
+}

@@ -183,9 +183,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         payload_max_bytes: PAYLOAD_MAX_BYTES,
         read_only: args.read_only,
     };
-    let listener = listen(&args)?;
+    // The handler first: a supervisor may signal as soon as the socket appears, and a SIGTERM
+    // before it would kill serve with no report and the socket file left behind.
     nines_io::sched::install_interrupt_handler()
         .context("cannot install the SIGINT/SIGTERM handler")?;
+    let listener = listen(&args)?;
     let files = members
         .iter()
         .map(|t| t.file().map(std::fs::File::try_clone).transpose())
