@@ -25,7 +25,7 @@ record() { # class ok(0/1) description
 pipe_case() { # file args...
   local f=$1; shift
   for closed_err in 0 1; do
-    rm -f "$f"
+    rm -f "$f"; [ "$(dirname "$f")" = . ] || rm -rf "$(dirname "$f")"
     if [ $closed_err = 1 ]; then
       ( exec 2>&-; "$BIN" "$@" | true; exit "${PIPESTATUS[0]}" ); rc=$?
     else
@@ -41,6 +41,94 @@ pipe_case c.html compare s.json s.json -o c.html
 pipe_case d.json doctor --json d.json
 pipe_case m.json merge s.json -o m.json
 pipe_case sw/sweep.json sweep --sim afa-m2-2018 --qd 1,2 -o sw -- --ios 200 --precondition none
+pipe_case rp.html report s.json -o rp.html
+pipe_case fl/merged.json fleet --engine local --tasks 1 --out fl -- sim --ios 200
+pipe_case tp.json tune --plan -o tp.json loop0
+# serve: stdout (and stderr) closed, SIGTERM; exit 0 and its report written.
+for closed_err in 0 1; do
+  rm -f sv.json nbd.sock
+  if [ $closed_err = 1 ]; then
+    "$BIN" serve --size 1m --json sv.json --socket nbd.sock member.img > >(true) 2>&- &
+  else
+    "$BIN" serve --size 1m --json sv.json --socket nbd.sock member.img > >(true) 2>/dev/null &
+  fi
+  spid=$!
+  # SIGTERM as soon as the socket appears, as a supervisor would.
+  for _ in $(seq 1000); do [ -S nbd.sock ] && break; sleep 0.01; done
+  kill -TERM $spid; wait $spid; rc=$?
+  [ $rc = 0 ] && [ -e sv.json ]; record pipe $? "serve (stderr closed: $closed_err) rc=$rc"
+done
+
+# 1b. tune --apply/--revert on a fixture root (a copy of the files the live plan would change):
+# apply changes them as planned, revert restores them, bad plans and records change nothing.
+if "$BIN" tune --plan -o live.json loop0 >/dev/null 2>&1; then
+  mapfile -t paths < <(python3 -c 'import json,sys;[print(c["path"]) for c in json.load(open(sys.argv[1]))["changes"]]' live.json)
+  for p in "${paths[@]}"; do mkdir -p "fx$(dirname "$p")"; cat "$p" > "fx$p"; done
+  cp -r fx fx.orig
+  "$BIN" tune --root fx --apply live.json --state st.json >/dev/null 2>&1; rc=$?
+  ok=0; for p in "${paths[@]}"; do
+    want=$(python3 -c 'import json,sys;print([c["value"] for c in json.load(open(sys.argv[1]))["changes"] if c["path"]==sys.argv[2]][0])' live.json "$p")
+    [ "$(cat "fx$p")" = "$want" ] || ok=1
+  done
+  [ $rc = 0 ] && [ -e st.json ] && [ ${#paths[@]} -gt 0 ] && [ $ok = 0 ]; record tune $? "apply on the fixture rc=$rc"
+  "$BIN" tune --root fx --revert st.json >/dev/null 2>&1; rc=$?
+  # As the kernel prints it after the write: "none [mq-deadline]" comes back as "mq-deadline".
+  norm() { sed -E 's/.*\[([^]]*)\].*/\1/' "$1"; }
+  ok=0; for p in "${paths[@]}"; do [ "$(norm "fx$p")" = "$(norm "fx.orig$p")" ] || ok=1; done
+  [ $rc = 0 ] && [ $ok = 0 ]; record tune $? "revert on the fixture rc=$rc"
+  rm -rf fx; cp -r fx.orig fx
+  head -c 100 live.json > cut.json
+  sed 's#/sys/block/#/sys/block/nosuch#' live.json > foreign.json
+  for bad in cut.json foreign.json missing.json; do
+    rm -f st2.json
+    out=$("$BIN" tune --root fx --apply $bad --state st2.json 2>&1 >/dev/null); rc=$?
+    [ $rc = 1 ] && [ ! -e st2.json ] && diff -r fx fx.orig >/dev/null && [ "$(wc -l <<<"$out")" = 1 ]
+    record tune $? "apply $bad rc=$rc: $out"
+  done
+  out=$("$BIN" tune --root fx --revert none.json 2>&1 >/dev/null); rc=$?
+  [ $rc = 1 ] && diff -r fx fx.orig >/dev/null; record tune $? "revert of no record rc=$rc: $out"
+fi
+
+# 1c. Fuzzed inputs nines made itself (device TOML, run JSON for report/compare/merge, HDR log,
+# placement plan), mutated (byte flip, truncation, line deletion, hostile number; seeded): exit
+# 0 or 1 within 60 s, a failure prints no debug structure and creates no output.
+N_FUZZ=${HOSTILE_FUZZ:-20}
+"$BIN" tune --plan -o fplan.json loop0 >/dev/null 2>&1
+mutate() { # seed in out
+  python3 - "$@" <<'PY'
+import random, re, sys
+r = random.Random(int(sys.argv[1])); b = bytearray(open(sys.argv[2], 'rb').read())
+k = r.randrange(4)
+if k == 0 and b: b[r.randrange(len(b))] ^= r.randrange(1, 256)
+elif k == 1: b = b[:r.randrange(max(1, len(b)))]
+elif k == 2:
+    ls = b.split(b'\n'); del ls[r.randrange(len(ls))]; b = bytearray(b'\n'.join(ls))
+else:
+    sp = [m.span() for m in re.finditer(rb'[0-9][0-9._]*', bytes(b))]
+    if sp:
+        s, e = r.choice(sp)
+        b[s:e] = r.choice([b'18446744073709551616', b'-1', b'NaN', b'1e308', b'0', b'4294967295'])
+open(sys.argv[3], 'wb').write(b)
+PY
+}
+fuzz_case() { # class input output args... (args use IN for the mutated file)
+  local cls=$1 in=$2 o=$3; shift 3
+  for i in $(seq "$N_FUZZ"); do
+    rm -f "$o" fz.in; mutate "$i" "$in" fz.in
+    out=$(timeout 60 "$BIN" "$@" 2>&1 >/dev/null); rc=$?
+    { [ $rc = 0 ] || { [ $rc = 1 ] && [ ! -e "$o" ] && ! grep -q -e "panicked" -e " { " <<<"$out"; }; }
+    record "$cls" $? "seed $i: $* rc=$rc: $out"
+  done
+}
+[ -f "$PRESET" ] && fuzz_case fuzz-toml "$PRESET" fo.json sim --quiet --ios 50 --precondition none --device fz.in --json fo.json
+fuzz_case fuzz-json s.json fo.html report fz.in -o fo.html
+fuzz_case fuzz-json s.json fo.html compare s.json fz.in -o fo.html
+fuzz_case fuzz-json s.json fo.json merge s.json fz.in -o fo.json
+fuzz_case fuzz-hdr s.hlog fo.html report s.json --hdr-log fz.in -o fo.html
+if [ -s fplan.json ]; then
+  rm -rf fxp; mkdir fxp; cp -r fx/. fxp/ 2>/dev/null
+  fuzz_case fuzz-plan fplan.json fst.json tune --root fxp --apply fz.in --state fst.json
+fi
 
 # 2. Outputs that are not regular files: the node must survive.
 mknod full c 1 7
