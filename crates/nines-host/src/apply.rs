@@ -86,6 +86,11 @@ impl State {
                 msg: format!("not a {STATE_SCHEMA_NAME} v{STATE_SCHEMA_VERSION} file"),
             });
         }
+        for e in &st.entries {
+            if let Some(msg) = crate::plan::change_error(&e.kind, &e.path, &e.previous) {
+                return Err(ApplyError::ReadState { path: p, msg });
+            }
+        }
         Ok(st)
     }
 

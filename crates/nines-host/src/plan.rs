@@ -107,6 +107,49 @@ pub fn target_name(t: &str) -> &str {
 }
 
 /// Desired block-queue settings for low-latency flash: (file, value).
+/// Why a change of `kind` to `path` with `value` is not one a plan makes (None: it is). `tune
+/// --apply` writes plan files as root and `--revert` writes state files back, so a hand-edited
+/// or corrupt file must not name any other file: only an interrupt's affinity, a block queue
+/// setting of [`QUEUE_SETTINGS`] or a CPU's governor, with a one-line value.
+pub fn change_error(kind: &str, path: &str, value: &str) -> Option<String> {
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n != "."
+            && n != ".."
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+    };
+    let digits = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    let ok = match kind {
+        "irq_affinity" => path
+            .strip_prefix("/proc/irq/")
+            .and_then(|r| r.strip_suffix("/smp_affinity_list"))
+            .is_some_and(digits),
+        "block_queue" => path
+            .strip_prefix("/sys/block/")
+            .and_then(|r| r.split_once("/queue/"))
+            .is_some_and(|(dev, file)| {
+                name_ok(dev) && QUEUE_SETTINGS.iter().any(|(f, _)| *f == file)
+            }),
+        "governor" => path
+            .strip_prefix("/sys/devices/system/cpu/cpu")
+            .and_then(|r| r.strip_suffix("/cpufreq/scaling_governor"))
+            .is_some_and(digits),
+        _ => return Some(format!("unknown change kind `{kind}` (for {path})")),
+    };
+    if !ok {
+        return Some(format!(
+            "{path} is not a file a `{kind}` change writes; the plan was edited or is corrupt"
+        ));
+    }
+    if value.len() > 256 || value.contains(['\n', '\0']) {
+        return Some(format!(
+            "{path}: the value is not one line of at most 256 bytes"
+        ));
+    }
+    None
+}
+
 pub const QUEUE_SETTINGS: [(&str, &str); 4] = [
     ("scheduler", "none"),
     ("nomerges", "2"),
@@ -331,10 +374,19 @@ impl Plan {
                 found: ver,
             });
         }
-        serde_json::from_value(v).map_err(|e| PlanError::Format {
+        let plan: Plan = serde_json::from_value(v).map_err(|e| PlanError::Format {
             path: path.into(),
             msg: e.to_string(),
-        })
+        })?;
+        for c in &plan.changes {
+            if let Some(msg) = change_error(&c.kind, &c.path, &c.value) {
+                return Err(PlanError::Format {
+                    path: path.into(),
+                    msg,
+                });
+            }
+        }
+        Ok(plan)
     }
 
     pub fn load(path: &Path) -> Result<Plan, PlanError> {

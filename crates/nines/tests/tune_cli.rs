@@ -172,6 +172,8 @@ fn bad_plans_and_states_are_refused_in_one_line_and_change_nothing() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let good = std::fs::read_to_string(work.join("plan.json")).unwrap();
+    // A file a hostile plan or state below aims at.
+    std::fs::write(root.join("victim"), "keep").unwrap();
     let before = tree(&root);
 
     let refused = |args: &[&str], what: &str| -> String {
@@ -229,6 +231,30 @@ fn bad_plans_and_states_are_refused_in_one_line_and_change_nothing() {
         ],
         "a plan for another host",
     );
+    // A plan (or a state) naming a file no plan change writes: `tune` writes as root, so an
+    // edited file must not reach anything else (here a file beside the fixture's /proc).
+    let first_irq = good
+        .split("\"/proc/irq/")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .map(|r| format!("/proc/irq/{r}"))
+        .expect("the plan moves an interrupt");
+    let evil = good.replacen(&first_irq, "/proc/irq/../../victim", 1);
+    std::fs::write(work.join("evil.json"), evil).unwrap();
+    let e = refused(
+        &[
+            "tune",
+            "--root",
+            s(&root),
+            "--apply",
+            "evil.json",
+            "--state",
+            "state.json",
+        ],
+        "a plan naming another file",
+    );
+    assert!(e.contains("not a file"), "{e}");
+
     // A missing plan, a missing state, a corrupt state.
     refused(
         &[
@@ -252,4 +278,38 @@ fn bad_plans_and_states_are_refused_in_one_line_and_change_nothing() {
         &["tune", "--root", s(&root), "--revert", "bad-state.json"],
         "a corrupt state",
     );
+    // A state naming a file no change writes is refused too, and the good state reverts.
+    let out = nines(
+        &[
+            "tune",
+            "--root",
+            s(&root),
+            "--apply",
+            "plan.json",
+            "--state",
+            "good-state.json",
+        ],
+        &work,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let applied = tree(&root);
+    let state = std::fs::read_to_string(work.join("good-state.json")).unwrap();
+    std::fs::write(
+        work.join("evil-state.json"),
+        state.replacen(&first_irq, "/proc/irq/../../victim", 1),
+    )
+    .unwrap();
+    let o = nines(
+        &["tune", "--root", s(&root), "--revert", "evil-state.json"],
+        &work,
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a file"), "{}", stderr(&o));
+    assert_eq!(tree(&root), applied, "a refused state changed the tree");
+    let o = nines(
+        &["tune", "--root", s(&root), "--revert", "good-state.json"],
+        &work,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(root.join("victim")).unwrap(), b"keep");
 }
