@@ -150,7 +150,7 @@ impl Ssd {
             let u = self.unit_of(pool);
             let d = match pending {
                 Some((pu, dt)) if pu == u => dt,
-                _ => self.units[u as usize],
+                _ => self.die(u as usize),
             };
             let tr = self.page_read_ns(page);
             let (_, start) = read_start(self.suspend, &d, self.ops.get(u as usize), t);
