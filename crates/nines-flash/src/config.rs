@@ -374,6 +374,10 @@ pub struct SlowIo {
     pub extra_ns: u64,
 }
 
+/// The most page types (`timing.*_by_page_type` entries) a device may list: the model keeps
+/// them inline in the device (a heap list was a cache miss on every read of a cold device).
+pub const PAGE_TYPES_MAX: usize = 8;
+
 fn invalid(field: &'static str, rule: impl Into<String>) -> FlashError {
     FlashError::Invalid {
         field,
@@ -531,6 +535,20 @@ impl DeviceConfig {
         ] {
             if v == 0 {
                 return Err(invalid(field, "must be positive"));
+            }
+        }
+        for (field, v) in [
+            ("timing.read_ns_by_page_type", &t.read_ns_by_page_type),
+            ("timing.program_ns_by_page_type", &t.program_ns_by_page_type),
+        ] {
+            if v.len() > PAGE_TYPES_MAX {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "at most {PAGE_TYPES_MAX} page types (SLC 1, MLC 2, TLC 3, QLC 4, PLC 5); got {}",
+                        v.len()
+                    ),
+                ));
             }
         }
         if t.read_ns_by_page_type.contains(&0) || t.program_ns_by_page_type.contains(&0) {

@@ -44,7 +44,7 @@ use nines_core::op::Op;
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::config::{DeviceConfig, PowerState};
+use crate::config::{DeviceConfig, PAGE_TYPES_MAX, PowerState};
 use crate::control::PlmWindow;
 use crate::dist::QuantileDist;
 use crate::ftl::{Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
@@ -492,8 +492,8 @@ pub struct Ssd {
     units_n: u32,
     pools: u32,
     page_bytes: u64,
-    read_ns: Vec<u64>,
-    program_ns: Vec<u64>,
+    read_ns: PageTimes,
+    program_ns: PageTimes,
     read_ns_mean: u64,
     program_ns_mean: u64,
     erase_ns: u64,
@@ -550,9 +550,47 @@ pub struct Ssd {
     pub(crate) window_since_ns: u64,
 }
 
+/// Per-page-type flash times, inline (a device's own heap list was a cold line on every read
+/// with a thousand members): the page index in the block modulo the number of types picks one.
+#[derive(Clone, Copy, Debug)]
+struct PageTimes {
+    n: u32,
+    ns: [u64; PAGE_TYPES_MAX],
+}
+
+impl PageTimes {
+    /// From a validated list (1 to [`PAGE_TYPES_MAX`] times).
+    fn new(times: &[u64]) -> PageTimes {
+        assert!(
+            (1..=PAGE_TYPES_MAX).contains(&times.len()),
+            "page types are validated to 1..={PAGE_TYPES_MAX}"
+        );
+        let mut ns = [0; PAGE_TYPES_MAX];
+        ns[..times.len()].copy_from_slice(times);
+        PageTimes {
+            n: times.len() as u32,
+            ns,
+        }
+    }
+
+    #[inline]
+    fn of(&self, page_in_block: u32) -> u64 {
+        if self.n == 1 {
+            self.ns[0]
+        } else {
+            self.ns[(page_in_block % self.n) as usize]
+        }
+    }
+}
+
 #[inline]
 pub(crate) fn xfer_ns(bytes: u64, bytes_per_s: u64) -> u64 {
-    (bytes as u128 * 1_000_000_000u128).div_ceil(bytes_per_s as u128) as u64
+    // In 64 bits whenever the product fits (any transfer under 18 GB): the same quotient
+    // without a 128-bit division call on every command.
+    match bytes.checked_mul(1_000_000_000) {
+        Some(b) => b.div_ceil(bytes_per_s),
+        None => (bytes as u128 * 1_000_000_000u128).div_ceil(bytes_per_s as u128) as u64,
+    }
 }
 
 /// A probability as a threshold on 64 random bits; 1.0 saturates to always.
@@ -605,8 +643,8 @@ impl Ssd {
             page_bytes: cfg.geometry.page_size_bytes as u64,
             read_ns_mean: read_ns.iter().sum::<u64>() / read_ns.len() as u64,
             program_ns_mean: program_ns.iter().sum::<u64>() / program_ns.len() as u64,
-            read_ns,
-            program_ns,
+            read_ns: PageTimes::new(&read_ns),
+            program_ns: PageTimes::new(&program_ns),
             erase_ns: t.erase_ns,
             channel_bytes_per_s: t.channel_bytes_per_s,
             overhead_ns: cfg.controller.overhead_ns,
@@ -1002,7 +1040,7 @@ impl Ssd {
         let p = pool as usize;
         let start = data_at.max(in_dram).max(self.open_ready[p]);
         self.open_ready[p] = 0;
-        let tp = self.program_ns[(self.ftl.page_in_block(page) as usize) % self.program_ns.len()];
+        let tp = self.program_ns.of(self.ftl.page_in_block(page));
         let end = self.program(start, pool, tp);
         self.buf_release.push(Reverse(end));
         end
@@ -1094,7 +1132,7 @@ impl Ssd {
 
     #[inline]
     pub(crate) fn page_read_ns(&self, page: u32) -> u64 {
-        self.read_ns[(self.ftl.page_in_block(page) as usize) % self.read_ns.len()]
+        self.read_ns.of(self.ftl.page_in_block(page))
     }
 
     /// Read `bytes` of a page of `pool` whose array read takes `tr` (plus retries when `host`
