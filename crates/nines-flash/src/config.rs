@@ -375,8 +375,9 @@ pub struct SlowIo {
 }
 
 /// The most page types (`timing.*_by_page_type` entries) a device may list: the model keeps
-/// them inline in the device (a heap list was a cache miss on every read of a cold device).
-pub const PAGE_TYPES_MAX: usize = 8;
+/// them inline in the device, in one cache line (a heap list was a cache miss on every read of
+/// a cold device).
+pub const PAGE_TYPES_MAX: usize = 7;
 
 fn invalid(field: &'static str, rule: impl Into<String>) -> FlashError {
     FlashError::Invalid {

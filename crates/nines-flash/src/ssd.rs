@@ -105,12 +105,17 @@ impl Precondition {
     }
 }
 
-/// Counters of the timed model since the last reset.
+/// Counters of the timed model since the last reset. `repr(C)`: the ones every command bumps
+/// come first, in one cache line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct SsdCounters {
     pub reads: u64,
     pub writes: u64,
     pub read_buffer_hits: u64,
+    pub die_busy_ns: u64,
+    pub channel_busy_ns: u64,
+    pub buffer_full_waits: u64,
     pub suspensions: u64,
     /// Reads that went in between two page copies of a GC episode.
     pub gc_preemptions: u64,
@@ -118,9 +123,6 @@ pub struct SsdCounters {
     pub gc_soft_episodes: u64,
     pub housekeeping_stalls: u64,
     pub slow_ios: u64,
-    pub buffer_full_waits: u64,
-    pub die_busy_ns: u64,
-    pub channel_busy_ns: u64,
     /// GC episodes forced in a deterministic window because a pool was out of free blocks
     /// (each one breaks the window's promise).
     pub window_violations: u64,
@@ -480,57 +482,77 @@ pub(crate) struct Front {
     stalled: bool,
 }
 
+/// `repr(C)` and the field order are deliberate: with a thousand members every device is cold
+/// when its command comes, and the fields every command reads are kept in the first six cache
+/// lines (the counters a read bumps included) instead of the fourteen lines they spread over
+/// in compiler order (a measured part of the raid0 case of bench/sim-speed.sh).
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub struct Ssd {
+    // Hot: every command.
+    /// The latest `now_ns` any call gave: time must not go backwards.
+    now_ns: u64,
+    logical_bytes: u64,
+    pub(crate) unit_bytes: u64,
     /// Shared between devices until one of them changes it (copy on write): a read-only run of
     /// a thousand preconditioned devices keeps one map.
     pub(crate) ftl: Arc<Ftl>,
-    pub(crate) unit_bytes: u64,
-    logical_bytes: u64,
+    // Timelines.
+    /// Per unit, the hot half of its [`DieTime`] (see [`DieHot`]); `units_cold` the rest.
+    pub(crate) units: Vec<DieHot>,
+    pub(crate) chan: Vec<Timeline>,
+    /// Queued programs per unit, when reads have priority.
+    pub(crate) ops: Vec<LongOps>,
+    pub(crate) overhead_ns: u64,
+    command_ns: u64,
+    pub(crate) ctrl_free: u64,
+    hk_period_ns: u64,
+    hk_duration_ns: u64,
+    hk_phase_ns: u64,
+    pub(crate) channel_bytes_per_s: u64,
+    link_read_bytes_per_s: u64,
+    link_write_bytes_per_s: u64,
+    retry_threshold: u64,
+    slow_threshold: u64,
+    read_ns: PageTimes,
     pub(crate) channels: u32,
     /// Parallel units (dies, or chips) and block pools.
     units_n: u32,
     pools: u32,
+    idle_gc_next: u32,
+    pub(crate) window: PlmWindow,
+    pub(crate) suspend: bool,
+    /// `cmt.is_some()`, `!power.is_empty()`, either jitter table non-empty: fixed at
+    /// construction, kept here so a command need not touch those fields' lines.
+    has_cmt: bool,
+    has_power: bool,
+    has_jitter: bool,
+    /// Until then the device is busy (for power-state entry after idle).
+    active_until: u64,
+    rng: Xoshiro256PlusPlus,
+    pub(crate) counters: SsdCounters,
+    // Warm: writes, GC, variance sources.
+    units_cold: Vec<DieCold>,
     page_bytes: u64,
-    read_ns: PageTimes,
     program_ns: PageTimes,
     read_ns_mean: u64,
     program_ns_mean: u64,
     erase_ns: u64,
-    pub(crate) channel_bytes_per_s: u64,
-    pub(crate) overhead_ns: u64,
-    command_ns: u64,
-    link_read_bytes_per_s: u64,
-    link_write_bytes_per_s: u64,
-    pub(crate) suspend: bool,
     resume_ns: u64,
-    hk_period_ns: u64,
-    hk_duration_ns: u64,
-    hk_phase_ns: u64,
-    slow_threshold: u64,
     slow_extra_ns: u64,
-    retry_threshold: u64,
     retry_steps: u64,
     retry_step_overhead_ns: u64,
     jitter_read: QuantileDist,
     jitter_write: QuantileDist,
     power: Vec<PowerState>,
     volatile_cache: bool,
+    gc_copyback: bool,
+    write_miss_reads: bool,
     flush_ns: u64,
     dram_bytes_per_s: u64,
     dram_access_ns: u64,
-    gc_copyback: bool,
     translation_read_bytes: u64,
-    write_miss_reads: bool,
     buffer_pages: usize,
-    // Timelines.
-    /// Per unit, the hot half of its [`DieTime`] (see [`DieHot`]); `units_cold` the rest.
-    pub(crate) units: Vec<DieHot>,
-    units_cold: Vec<DieCold>,
-    /// Queued programs per unit, when reads have priority.
-    pub(crate) ops: Vec<LongOps>,
-    pub(crate) chan: Vec<Timeline>,
-    pub(crate) ctrl_free: u64,
     dram_free: u64,
     buf_release: BinaryHeap<Reverse<u64>>,
     /// The latest end of any program (a flush waits for it).
@@ -538,15 +560,7 @@ pub struct Ssd {
     /// Per pool: a read its open page's program must wait for (read-modify-write, translation
     /// reads); 0 when none.
     open_ready: Vec<u64>,
-    /// Until then the device is busy (for power-state entry after idle).
-    active_until: u64,
     cmt: Option<MapCache>,
-    idle_gc_next: u32,
-    rng: Xoshiro256PlusPlus,
-    pub(crate) counters: SsdCounters,
-    /// The latest `now_ns` any call gave: time must not go backwards.
-    now_ns: u64,
-    pub(crate) window: PlmWindow,
     pub(crate) window_since_ns: u64,
 }
 
@@ -633,7 +647,10 @@ impl Ssd {
                 cfg.translation_entries_per_page(),
             )
         });
+        let jitter_read = QuantileDist::new(&cfg.firmware_jitter.read).unwrap_or_default();
+        let jitter_write = QuantileDist::new(&cfg.firmware_jitter.write).unwrap_or_default();
         let mut ssd = Ssd {
+            has_jitter: !jitter_read.is_empty() || !jitter_write.is_empty(),
             ftl,
             unit_bytes: cfg.geometry.map_unit_bytes as u64,
             logical_bytes: cfg.logical_bytes(),
@@ -661,8 +678,9 @@ impl Ssd {
             retry_threshold: threshold_of(cfg.read_retry.probability),
             retry_steps: cfg.read_retry.steps as u64,
             retry_step_overhead_ns: cfg.read_retry.step_overhead_ns,
-            jitter_read: QuantileDist::new(&cfg.firmware_jitter.read).unwrap_or_default(),
-            jitter_write: QuantileDist::new(&cfg.firmware_jitter.write).unwrap_or_default(),
+            jitter_read,
+            jitter_write,
+            has_power: !cfg.power.states.is_empty(),
             power: cfg.power.states.clone(),
             volatile_cache: cfg.durability.volatile_write_cache,
             flush_ns: cfg.durability.flush_ns,
@@ -686,6 +704,7 @@ impl Ssd {
             programs_until: 0,
             open_ready: vec![0; pools as usize],
             active_until: 0,
+            has_cmt: cmt.is_some(),
             cmt,
             idle_gc_next: 0,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
@@ -812,7 +831,7 @@ impl Ssd {
     pub(crate) fn front_end(&self, now_ns: u64) -> Front {
         let mut t = now_ns;
         let mut power_exit = false;
-        if !self.power.is_empty() && now_ns > self.active_until {
+        if self.has_power && now_ns > self.active_until {
             let idle = now_ns - self.active_until;
             if let Some(s) = self.power.iter().rev().find(|s| s.idle_ns <= idle) {
                 t += s.exit_ns;
@@ -910,14 +929,16 @@ impl Ssd {
             self.counters.slow_ios += 1;
             done += self.slow_extra_ns;
         }
-        let jitter = match op {
-            Op::Read => &self.jitter_read,
-            Op::Write => &self.jitter_write,
-        };
-        if !jitter.is_empty() {
-            done += jitter.sample(self.rng.next_u64());
+        if self.has_jitter {
+            let jitter = match op {
+                Op::Read => &self.jitter_read,
+                Op::Write => &self.jitter_write,
+            };
+            if !jitter.is_empty() {
+                done += jitter.sample(self.rng.next_u64());
+            }
         }
-        if !self.power.is_empty() {
+        if self.has_power {
             self.active(done.max(self.programs_until));
         }
         done
@@ -934,7 +955,7 @@ impl Ssd {
                 self.dram(t, bytes)
             } else {
                 let mut at = t;
-                if self.cmt.is_some() {
+                if self.has_cmt {
                     at = self.map_lookup(t, lpn, n, false);
                 }
                 let tr = self.page_read_ns(page);
@@ -963,7 +984,7 @@ impl Ssd {
         let mut durable = 0;
         for lpn in first..=last {
             let mut ready = 0;
-            if self.cmt.is_some() {
+            if self.has_cmt {
                 ready = self.map_lookup(admitted, lpn as u32, 1, true);
             }
             if ((lpn == first && partial_first) || (lpn == last && partial_last))
@@ -1284,7 +1305,7 @@ impl Ssd {
             self.counters.channel_busy_ns += (w.page_reads + w.page_programs) as u64
                 * xfer_ns(self.page_bytes, self.channel_bytes_per_s);
         }
-        if !self.power.is_empty() {
+        if self.has_power {
             self.active(self.units[u].free);
         }
     }
