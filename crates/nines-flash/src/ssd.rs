@@ -1341,7 +1341,9 @@ impl Ssd {
     /// of free blocks, reclaim one victim now. Never in a deterministic window.
     fn idle_gc(&mut self, t: u64) {
         let due = self.idle_gc_due(t);
-        self.idle_gc_next = (self.idle_gc_next + 1) % self.pools;
+        // Round robin without a division on every command.
+        let next = self.idle_gc_next + 1;
+        self.idle_gc_next = if next == self.pools { 0 } else { next };
         if let Some(d) = due {
             let w = Arc::make_mut(&mut self.ftl).gc_once(d);
             if w.victims > 0 {
