@@ -424,3 +424,44 @@ fn per_page_type_read_and_program_times_apply() {
     // Program: channel 10240 + tPROG; then the read: tR (page 2: type 0) + 10240 + 2048.
     assert_eq!(r - w, 10_240 + tp + 40_000 + 10_240 + 2_048);
 }
+
+#[test]
+fn page_types_up_to_the_inline_maximum_are_kept_and_more_are_refused() {
+    use nines_flash::config::PAGE_TYPES_MAX;
+    // The largest allowed list: every type's time is used (page i of a block is type i % n).
+    let mut cfg = small(1, 1, 0.2);
+    let times: Vec<u64> = (0..PAGE_TYPES_MAX as u64)
+        .map(|i| 20_000 + 5_000 * i)
+        .collect();
+    cfg.timing.read_ns_by_page_type = times.clone();
+    cfg.validate().unwrap();
+    let mut ssd = Ssd::new(&cfg, 1);
+    ssd.precondition(Precondition::Fill, 1);
+    let mut t = 1_000_000_000;
+    for lpn in 0..PAGE_TYPES_MAX as u64 + 2 {
+        let done = ssd.submit(t, Op::Read, lpn * 4096, 4096);
+        let tr = times[lpn as usize % PAGE_TYPES_MAX];
+        assert_eq!(done - t, 3_000 + tr + 10_240 + 2_048, "unit {lpn}");
+        t = done + 10_000_000;
+    }
+    // One more type is a clear error naming the field and the limit, for reads and programs.
+    for program in [false, true] {
+        let mut cfg = small(1, 1, 0.2);
+        let list = vec![100_000; PAGE_TYPES_MAX + 1];
+        if program {
+            cfg.timing.program_ns_by_page_type = list;
+        } else {
+            cfg.timing.read_ns_by_page_type = list;
+        }
+        let e = cfg.validate().unwrap_err().to_string();
+        let field = if program {
+            "program_ns_by_page_type"
+        } else {
+            "read_ns_by_page_type"
+        };
+        assert!(
+            e.contains(field) && e.contains(&format!("at most {PAGE_TYPES_MAX}")),
+            "{e}"
+        );
+    }
+}
