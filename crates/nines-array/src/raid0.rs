@@ -191,7 +191,7 @@ impl Raid0 {
     /// Pushes one member command of request `tag`. Takes the fields, not a built command: the
     /// command is then written once, in place (a command built by the caller and copied in
     /// stalls the store buffer on this hot path).
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn send(
         &mut self,

@@ -97,8 +97,12 @@ impl Timeline {
         while drop < self.n && self.iv[drop].1 <= now {
             drop += 1;
         }
+        // Moves only when something is left to move: an empty move is still a memmove call,
+        // and the common case (an idle channel) drops everything and appends.
         if drop > 0 {
-            self.iv.copy_within(drop..self.n, 0);
+            if drop < self.n {
+                self.iv.copy_within(drop..self.n, 0);
+            }
             self.n -= drop;
         }
         let (pos, s) = Self::fit(self.iv[..self.n].iter().copied(), earliest, dur);
@@ -111,7 +115,9 @@ impl Timeline {
             self.n -= 1;
             return self.reserve(now, earliest, dur);
         }
-        self.iv.copy_within(pos..self.n, pos + 1);
+        if pos < self.n {
+            self.iv.copy_within(pos..self.n, pos + 1);
+        }
         self.iv[pos] = (s, s + dur);
         self.n += 1;
         s
