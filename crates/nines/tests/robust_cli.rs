@@ -941,3 +941,84 @@ fn serve_signalled_as_soon_as_its_socket_appears_stops_cleanly() {
         assert!(!sock.exists(), "the socket was left behind");
     }
 }
+
+/// A workload that only reads never changes the user's files on its own: a layout whose policy
+/// writes members (a persisted serial volume formats members without its superblock, a raid5
+/// rebuild) needs --allow-writes, refused in one line with the files byte-identical; with the
+/// permission it runs.
+#[test]
+fn read_only_profile_of_a_self_writing_layout_needs_allow_writes() {
+    let dir = disk_dir();
+    let d = dir.path();
+    let mut before = Vec::new();
+    for (k, m) in ["p0", "p1", "p2"].iter().enumerate() {
+        let bytes: Vec<u8> = (0..(8u32 << 20))
+            .map(|i| (i * 13 + k as u32) as u8)
+            .collect();
+        std::fs::write(d.join(m), &bytes).unwrap();
+        before.push(bytes);
+    }
+    let serial: &[&str] = &[
+        "--layout",
+        "serial",
+        "--persist",
+        "--segment",
+        "1m",
+        "--gc-start",
+        "2",
+        "--gc-stop",
+        "3",
+    ];
+    let raid5: &[&str] = &["--layout", "raid5", "--rebuild", "1"];
+    for extra in [serial, raid5] {
+        let mut args = vec![
+            "profile",
+            "--rw",
+            "randread",
+            "--runtime",
+            "200ms",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["p0", "p1", "p2"]);
+        let out = Command::new(BIN)
+            .current_dir(d)
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(
+            err.contains("--allow-writes") && err.trim().lines().count() == 1,
+            "{err}"
+        );
+        for (k, m) in ["p0", "p1", "p2"].iter().enumerate() {
+            assert!(
+                std::fs::read(d.join(m)).unwrap() == before[k],
+                "{extra:?} changed {m}"
+            );
+        }
+    }
+    // With the permission the same command runs (and the persisted volume formats members).
+    let mut args = vec![
+        "profile",
+        "--rw",
+        "randread",
+        "--runtime",
+        "200ms",
+        "--quiet",
+        "--allow-writes",
+    ];
+    args.extend_from_slice(serial);
+    args.extend_from_slice(&["p0", "p1", "p2"]);
+    let out = Command::new(BIN)
+        .current_dir(d)
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -255,11 +255,27 @@ pub fn run(mut args: Args) -> Result<()> {
     let buffer = layout.shaping().and_then(|s| s.buffer.as_ref());
     // A write buffer writes its device, and flushes what it holds to the members even when the
     // workload only reads (after a restart); a rebuild writes its replacement.
-    let writes = layout.writes_members()
-        || match &trace {
-            Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
-            None => jobs.iter().any(|j| j.workload.writes()),
-        };
+    let workload_writes = match &trace {
+        Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
+        None => jobs.iter().any(|j| j.workload.writes()),
+    };
+    // Named files are written by a write workload without --allow-writes (as fio does), but a
+    // workload that only reads must not change the user's files behind their back: a layout
+    // that writes its members on its own (a persisted serial volume formats members without
+    // its superblock, a rebuild, a write buffer's flushes) needs the explicit permission.
+    if layout.writes_members() && !workload_writes && !args.allow_writes && scratch.is_none() {
+        bail!(
+            "this layout writes its members on its own although the workload only reads \
+             (--persist formats members that hold no serial volume, --rebuild writes the \
+             replacement, --buffer flushes); pass --allow-writes to let it write {}",
+            args.targets
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let writes = layout.writes_members() || workload_writes;
     let mut paths: Vec<PathBuf> = match &scratch {
         Some(s) => s.paths().to_vec(),
         None => args.targets.clone(),
