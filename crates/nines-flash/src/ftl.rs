@@ -149,7 +149,7 @@ impl FtlStats {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Frontier {
     block: u32,
     /// Next unit index inside the block (page * units_per_page + slot).
@@ -702,43 +702,48 @@ impl Ftl {
             v => (v, self.gc_cursor[p]),
         };
         let upp = self.units_per_page;
-        let base = victim * self.units_per_block;
+        let upb = self.units_per_block;
+        let base = victim * upb;
         let mut moved = 0u64;
         let mut programs = 0u32;
         let mut page = first_page;
+        // The GC frontier in a local, and its position in its page counted rather than
+        // divided: this loop runs once per moved unit. Blocks are whole pages, so a new block
+        // starts at phase 0 as the full one ended.
+        let mut f = self.gc_open[p];
+        let mut phase = f.next_unit % upp;
         while page < self.pages_per_block {
             if w.page_reads >= max_page_reads {
                 break;
             }
             let mut any = false;
-            for slot in 0..upp {
-                let pu = base + page * upp + slot;
+            let first = base + page * upp;
+            for pu in first..first + upp {
                 let lpn = self.p2l[pu as usize];
                 if lpn == UNMAPPED {
                     continue;
                 }
                 any = true;
                 // Move to the GC frontier of the same pool.
-                if self.gc_open[p].next_unit >= self.units_per_block {
-                    let old = self.gc_open[p].block;
-                    self.state[old as usize] = FULL;
+                if f.next_unit >= upb {
+                    self.state[f.block as usize] = FULL;
                     let b = self.pop_free(pool);
-                    self.gc_open[p] = Frontier {
+                    f = Frontier {
                         block: b,
                         next_unit: 0,
                     };
                 }
-                let f = &mut self.gc_open[p];
-                let dst = f.block * self.units_per_block + f.next_unit;
+                let dst = f.block * upb + f.next_unit;
                 f.next_unit += 1;
-                if f.next_unit.is_multiple_of(upp) {
+                phase += 1;
+                if phase == upp {
+                    phase = 0;
                     programs += 1;
                 }
                 self.p2l[pu as usize] = UNMAPPED;
                 self.p2l[dst as usize] = lpn;
                 self.l2p[lpn as usize] = dst;
-                self.valid[(dst / self.units_per_block) as usize] += 1;
-                self.valid[victim as usize] -= 1;
+                self.valid[f.block as usize] += 1;
                 moved += 1;
             }
             if any {
@@ -746,6 +751,9 @@ impl Ftl {
             }
             page += 1;
         }
+        self.gc_open[p] = f;
+        // Nothing in the loop reads the victim's count (it is neither frontier nor free).
+        self.valid[victim as usize] -= moved as u32;
         // A partly filled GC page is programmed when it fills; count it now so time is charged.
         w.page_programs = programs + u32::from(moved > 0 && programs == 0);
         w.units_moved = moved;
