@@ -308,7 +308,9 @@ impl LongOps {
         let mut s = t.max(read_free);
         for &(a, b) in &self.iv[..self.n] {
             if b > s {
-                if a <= s {
+                // In progress at `s`, unless it was only due to start there after the read
+                // arrived (queued behind earlier reads): then this read goes first too.
+                if a < s || (a == s && a <= t) {
                     s = b;
                 }
                 break;

@@ -76,6 +76,27 @@ fn multi_plane_programs_join_a_queued_program_of_the_other_plane_at_the_same_pag
 }
 
 #[test]
+fn a_prioritised_read_goes_ahead_of_a_program_queued_behind_earlier_reads() {
+    // One die, read priority. At t0 a read R1 (die idle: 3 us controller, tR 50 us, 10.24 us
+    // channel: its flash part ends at t0 + 63.24 us) and a write whose page program queues
+    // right behind R1 (at t0 + 63.24 us). R2 arrives 1 us later: the program has not started,
+    // so R2 goes ahead of it (MQSim's TSU serves the read queue first when the chip frees),
+    // starting at t0 + 63.24 us like the program was due to.
+    let mut cfg = small(1, 1, 0.2);
+    cfg.controller.read_priority = true;
+    cfg.validate().unwrap();
+    let mut ssd = Ssd::new(&cfg, 1);
+    ssd.precondition(Precondition::Fill, 1);
+    let t0 = 1_000_000_000;
+    let r1 = ssd.submit(t0, Op::Read, 0, 4096);
+    assert_eq!(r1 - t0, 3_000 + 50_000 + 10_240 + 2_048);
+    ssd.submit(t0, Op::Write, 8 * 4096, 4096);
+    let r2 = ssd.submit(t0 + 1_000, Op::Read, 4096, 4096);
+    assert_eq!(r2 - t0, 63_240 + 50_000 + 10_240 + 2_048);
+    assert_eq!(ssd.counters().read_priority_jumps, 1);
+}
+
+#[test]
 fn static_allocation_fixes_each_unit_to_its_pool_through_overwrites_and_gc() {
     let mut cfg = small(2, 2, 0.2);
     cfg.ftl.allocation = Allocation::Static;
