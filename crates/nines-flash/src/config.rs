@@ -75,8 +75,8 @@ pub struct Geometry {
     pub channels: u32,
     pub chips_per_channel: u32,
     pub dies_per_chip: u32,
-    /// Planes only set how many blocks a die holds; multi-plane operations are folded into the
-    /// effective per-page program time.
+    /// Planes set how many blocks a die holds; multi-plane operations are folded into the
+    /// effective per-page program time unless `multi_plane` is set.
     pub planes_per_die: u32,
     pub blocks_per_plane: u32,
     pub pages_per_block: u32,
