@@ -11,7 +11,8 @@
 # --completion none: no host costs), their ratio nines / MQSim, and each one's wall time and
 # peak memory. MQSim is not built here and nothing of it is in this repository:
 #
-# Usage: MQSIM=/path/to/MQSim bench/vs-mqsim.sh     (QUICK=1: 0.2 s simulated per workload)
+# Usage: MQSIM=/path/to/MQSim bench/vs-mqsim.sh     (QUICK=1: 0.2 s simulated per workload;
+#        NINES=path: that binary, not a release build; SKIP_PRE=1: no rw7030-pre)
 #        bench/vs-mqsim.sh                          (without MQSim: says how to get it)
 # Last line: RESULT worst_mean_ratio=... (the ratio farthest from 1) and one ratio per workload.
 set -euo pipefail
@@ -47,8 +48,10 @@ TRACES="${NINES_TRACES_DIR:-$PWD/../shared/traces}"
     exit 2
 }
 if [ -n "$QUICK" ]; then SIM_NS=200000000; else SIM_NS=2000000000; fi
-cargo build --release -q -p nines
-NINES="$CARGO_TARGET_DIR/release/nines"
+if [ -z "${NINES:-}" ]; then
+    cargo build --release -q -p nines
+    NINES="$CARGO_TARGET_DIR/release/nines"
+fi
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
@@ -157,8 +160,8 @@ one qd16-read false "mqsim_synthetic 100 16" "$RT --rw randread --bs 4k --iodept
 one rw7030-fresh false "mqsim_synthetic 70 8" "$RT --rw randrw --mix 70 --bs 4k --iodepth 8 --precondition none"
 one write-qd8 false "mqsim_synthetic 0 8" "$RT --rw randwrite --bs 4k --iodepth 8 --precondition none"
 one tpcc false "mqsim_trace" "--trace $TMP/tpcc.trace --trace-format mqsim --trace-fit wrap --precondition none"
-# Last: MQSim takes many minutes to precondition.
-one rw7030-pre true "mqsim_synthetic 70 8" "$RT --rw randrw --mix 70 --bs 4k --iodepth 8 --precondition steady:75"
+# Last: MQSim takes many minutes to precondition (SKIP_PRE=1 leaves it out).
+[ -n "${SKIP_PRE:-}" ] || one rw7030-pre true "mqsim_synthetic 70 8" "$RT --rw randrw --mix 70 --bs 4k --iodepth 8 --precondition steady:75"
 
 worst=$(python3 - "${results[@]}" <<'PY'
 import math, sys

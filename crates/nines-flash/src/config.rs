@@ -75,8 +75,8 @@ pub struct Geometry {
     pub channels: u32,
     pub chips_per_channel: u32,
     pub dies_per_chip: u32,
-    /// Planes only set how many blocks a die holds; multi-plane operations are folded into the
-    /// effective per-page program time.
+    /// Planes set how many blocks a die holds; multi-plane operations are folded into the
+    /// effective per-page program time unless `multi_plane` is set.
     pub planes_per_die: u32,
     pub blocks_per_plane: u32,
     pub pages_per_block: u32,
@@ -89,6 +89,12 @@ pub struct Geometry {
     /// whole chip (its dies take turns, as in MQSim).
     #[serde(default)]
     pub parallel_unit: ParallelUnit,
+    /// Multi-plane programs (MQSim's TSU): a host page program joins one already queued on the
+    /// same die (not yet started when its data is ready) for another plane at the same page
+    /// index in its block; the two take one tPROG after both transfers. Needs
+    /// `ftl.block_pool = "plane"` (a pool per plane). Off: one program per command.
+    #[serde(default)]
+    pub multi_plane: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -271,6 +277,17 @@ pub struct MappingCache {
     /// (MQSim: a write miss reserves a CMT slot and issues no flash read).
     #[serde(default = "default_true")]
     pub write_miss_reads: bool,
+    /// A write-back of a translation page programs it (the default). `false`: the write-back
+    /// only reads the page's unchanged entries; its program takes no flash time (MQSim @ 7ec40e3:
+    /// both of its TSUs queue translation writes in `MappingWriteTRQueue` and never serve that
+    /// queue, so they never reach a chip). For comparison with MQSim only.
+    #[serde(default = "default_true")]
+    pub writeback_programs: bool,
+    /// A miss whose translation page is already being read waits for that read instead of
+    /// reading it again (MQSim: `ArrivingMappingEntries` in `request_mapping_entry`). Off: every
+    /// miss reads the page.
+    #[serde(default)]
+    pub shared_reads: bool,
 }
 
 fn default_entry_bytes() -> u32 {
@@ -291,6 +308,8 @@ impl Default for MappingCache {
             flash_entry_bytes: default_directory_entry_bytes(),
             translation_read_bytes: default_translation_read_bytes(),
             write_miss_reads: true,
+            writeback_programs: true,
+            shared_reads: false,
         }
     }
 }
@@ -454,6 +473,12 @@ impl DeviceConfig {
     /// Check every rule; the first broken one is returned naming its field.
     pub fn validate(&self) -> Result<(), FlashError> {
         let g = &self.geometry;
+        if g.multi_plane && self.ftl.block_pool != BlockPool::Plane {
+            return Err(invalid(
+                "geometry.multi_plane",
+                "needs ftl.block_pool = \"plane\" (a program's plane is its pool's)",
+            ));
+        }
         for (field, v) in [
             ("geometry.channels", g.channels),
             ("geometry.chips_per_channel", g.chips_per_channel),

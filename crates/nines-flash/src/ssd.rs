@@ -116,6 +116,10 @@ pub struct SsdCounters {
     pub die_busy_ns: u64,
     pub channel_busy_ns: u64,
     pub buffer_full_waits: u64,
+    /// Host page programs that joined another plane's program (`geometry.multi_plane`).
+    pub multi_plane_programs: u64,
+    /// Mapping misses served by a translation read already in flight (`mapping.shared_reads`).
+    pub map_shared_reads: u64,
     pub suspensions: u64,
     /// Reads that went in between two page copies of a GC episode.
     pub gc_preemptions: u64,
@@ -361,7 +365,9 @@ impl LongOps {
         let mut s = t.max(read_free);
         for &(a, b) in &self.iv[..self.n] {
             if b > s {
-                if a <= s {
+                // In progress at `s`, unless it was only due to start there after the read
+                // arrived (queued behind earlier reads): then this read goes first too.
+                if a < s || (a == s && a <= t) {
                     s = b;
                 }
                 break;
@@ -370,12 +376,82 @@ impl LongOps {
         Some(s)
     }
 
+    /// The operation starting at `start` (a multi-plane program that another joined) ends
+    /// `by` later.
+    fn extend(&mut self, start: u64, by: u64) {
+        if let Some(iv) = self.iv[..self.n].iter_mut().find(|iv| iv.0 == start) {
+            iv.1 += by;
+        }
+    }
+
     /// Operations starting at or after `from` move back by `by`.
     fn shift(&mut self, from: u64, by: u64) {
         for iv in &mut self.iv[..self.n] {
             if iv.0 >= from {
                 iv.0 += by;
                 iv.1 += by;
+            }
+        }
+    }
+}
+
+/// Host page programs queued or running on one parallel unit, for multi-plane programs
+/// (`geometry.multi_plane`): a later program for another plane of the same die at the same page
+/// index joins one that has not started. Bounded; when full the oldest is forgotten (it can no
+/// longer be joined).
+const MP_CAP: usize = 16;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct MpCmd {
+    start: u64,
+    end: u64,
+    die: u32,
+    page_in_block: u32,
+    /// Planes the command programs (bit per plane).
+    planes: u32,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MpQueue {
+    c: [MpCmd; MP_CAP],
+    n: usize,
+}
+
+impl MpQueue {
+    /// Forget commands that ended by `now`.
+    fn expire(&mut self, now: u64) {
+        let mut w = 0;
+        for r in 0..self.n {
+            if self.c[r].end > now {
+                self.c[w] = self.c[r];
+                w += 1;
+            }
+        }
+        self.n = w;
+    }
+
+    /// A command not started at `t` on `die` at `page_in_block` without plane `bit`.
+    fn joinable(&self, t: u64, die: u32, bit: u32, page_in_block: u32) -> Option<usize> {
+        self.c[..self.n].iter().position(|c| {
+            c.start >= t && c.die == die && c.planes & bit == 0 && c.page_in_block == page_in_block
+        })
+    }
+
+    fn push(&mut self, cmd: MpCmd) {
+        if self.n == MP_CAP {
+            self.c.copy_within(1..MP_CAP, 0);
+            self.n -= 1;
+        }
+        self.c[self.n] = cmd;
+        self.n += 1;
+    }
+
+    /// Commands starting at or after `from` move back by `by`.
+    fn shift(&mut self, from: u64, by: u64) {
+        for c in &mut self.c[..self.n] {
+            if c.start >= from {
+                c.start += by;
+                c.end += by;
             }
         }
     }
@@ -552,7 +628,14 @@ pub struct Ssd {
     dram_bytes_per_s: u64,
     dram_access_ns: u64,
     translation_read_bytes: u64,
+    /// A translation write-back programs the page (false: MQSim's unserved queue).
+    writeback_programs: bool,
+    /// Per translation page, when its latest flash read ends (empty: `shared_reads` off).
+    tpage_read_end: Vec<u64>,
     buffer_pages: usize,
+    /// Per unit, host programs that a multi-plane program can join (empty: multi-plane off).
+    mp: Vec<MpQueue>,
+    dies_n: u32,
     dram_free: u64,
     buf_release: BinaryHeap<Reverse<u64>>,
     /// The latest end of any program (a flush waits for it).
@@ -640,6 +723,15 @@ impl Ssd {
         // Bounded by validation (at most the flash) and by the memory budget
         // (DeviceConfig::device_state_bytes).
         let buffer_pages = cfg.buffer_pages() as usize;
+        let tpage_read_end = if cfg.mapping.shared_reads && cfg.mapping.cache_bytes > 0 {
+            vec![
+                0;
+                ftl.logical_units()
+                    .div_ceil(cfg.translation_entries_per_page()) as usize
+            ]
+        } else {
+            Vec::new()
+        };
         let cmt = (cfg.mapping.cache_bytes > 0).then(|| {
             MapCache::new(
                 cfg.mapping_cache_entries(),
@@ -689,6 +781,8 @@ impl Ssd {
             gc_copyback: cfg.ftl.gc_copyback,
             translation_read_bytes: cfg.mapping.translation_read_bytes as u64,
             write_miss_reads: cfg.mapping.write_miss_reads,
+            writeback_programs: cfg.mapping.writeback_programs,
+            tpage_read_end,
             buffer_pages,
             units: vec![DieTime::default().split().0; units_n as usize],
             units_cold: vec![DieTime::default().split().1; units_n as usize],
@@ -697,6 +791,12 @@ impl Ssd {
             } else {
                 Vec::new()
             },
+            mp: if cfg.geometry.multi_plane && pools > cfg.dies() as u32 {
+                vec![MpQueue::default(); units_n as usize]
+            } else {
+                Vec::new()
+            },
+            dies_n: cfg.dies() as u32,
             chan: vec![Timeline::default(); cfg.geometry.channels as usize],
             ctrl_free: 0,
             dram_free: 0,
@@ -1061,9 +1161,67 @@ impl Ssd {
         let p = pool as usize;
         let start = data_at.max(in_dram).max(self.open_ready[p]);
         self.open_ready[p] = 0;
-        let tp = self.program_ns.of(self.ftl.page_in_block(page));
-        let end = self.program(start, pool, tp);
+        let pib = self.ftl.page_in_block(page);
+        let tp = self.program_ns.of(pib);
+        let end = if self.mp.is_empty() {
+            self.program(start, pool, tp)
+        } else {
+            self.program_multi_plane(start, pool, pib, tp)
+        };
         self.buf_release.push(Reverse(end));
+        end
+    }
+
+    /// A host page program with multi-plane commands: it joins a queued program of another
+    /// plane of its die at the same page index (MQSim's TSU: same die, different plane, same
+    /// page address), or is queued as a new command others can join.
+    fn program_multi_plane(&mut self, t: u64, pool: u32, page_in_block: u32, tp: u64) -> u64 {
+        let u = self.unit_of(pool) as usize;
+        let die = pool % self.dies_n;
+        let bit = 1u32 << ((pool / self.dies_n) & 31);
+        self.mp[u].expire(t);
+        if let Some(i) = self.mp[u].joinable(t, die, bit, page_in_block) {
+            // Both pages cross the channel, then one tPROG: the command ends when the later
+            // transfer's tPROG does; what was queued behind it moves back as much.
+            let cmd = self.mp[u].c[i];
+            let c = (pool % self.channels) as usize;
+            let xfer = xfer_ns(self.page_bytes, self.channel_bytes_per_s);
+            let xe = self.chan[c].reserve(t, cmd.start.max(t), xfer) + xfer;
+            let by = (xe + tp).saturating_sub(cmd.end);
+            if by > 0 {
+                let mut dt = self.die(u);
+                if dt.free >= cmd.end {
+                    dt.free += by;
+                }
+                if dt.long_until >= cmd.end {
+                    dt.long_until += by;
+                }
+                self.set_die(u, dt);
+                if let Some(ops) = self.ops.get_mut(u) {
+                    ops.shift(cmd.end, by);
+                    ops.extend(cmd.start, by);
+                }
+                self.mp[u].shift(cmd.end, by);
+                self.counters.die_busy_ns += by;
+            }
+            let end = cmd.end + by;
+            let m = &mut self.mp[u].c[i];
+            m.end = end;
+            m.planes |= bit;
+            self.programs_until = self.programs_until.max(end);
+            self.counters.channel_busy_ns += xfer;
+            self.counters.multi_plane_programs += 1;
+            return end;
+        }
+        let start = t.max(self.units[u].free);
+        let end = self.program(t, pool, tp);
+        self.mp[u].push(MpCmd {
+            start,
+            end,
+            die,
+            page_in_block,
+            planes: bit,
+        });
         end
     }
 
@@ -1091,16 +1249,11 @@ impl Ssd {
             if let Some(tp) = a.writeback_tpage {
                 self.counters.map_writebacks += 1;
                 // Read the unchanged entries, merge, program the translation page.
-                let pool = tp % self.pools;
-                let r = self.flash_read(
-                    t,
-                    pool,
-                    self.read_ns_mean,
-                    self.translation_read_bytes,
-                    false,
-                );
-                let end = self.program(r, pool, self.program_ns_mean);
-                self.programs_until = self.programs_until.max(end);
+                let r = self.translation_read(t, tp, false);
+                if self.writeback_programs {
+                    let end = self.program(r, tp % self.pools, self.program_ns_mean);
+                    self.programs_until = self.programs_until.max(end);
+                }
             }
         }
         match miss_tpage {
@@ -1110,17 +1263,35 @@ impl Ssd {
             }
             Some(tp) => {
                 self.counters.map_misses += 1;
-                let pool = tp % self.pools;
-                self.flash_read(
-                    t,
-                    pool,
-                    self.read_ns_mean,
-                    self.translation_read_bytes,
-                    false,
-                )
+                self.translation_read(t, tp, true)
             }
             None => t,
         }
+    }
+
+    /// Read translation page `tp` at `t`; with `shared_reads`, a read of it still in flight
+    /// serves a miss (`share`) instead (a write-back always reads: MQSim issues its read).
+    /// Returns when the entries are known.
+    fn translation_read(&mut self, t: u64, tp: u32, share: bool) -> u64 {
+        if share
+            && let Some(&end) = self.tpage_read_end.get(tp as usize)
+            && end > t
+        {
+            self.counters.map_shared_reads += 1;
+            return end;
+        }
+        let pool = tp % self.pools;
+        let end = self.flash_read(
+            t,
+            pool,
+            self.read_ns_mean,
+            self.translation_read_bytes,
+            false,
+        );
+        if let Some(e) = self.tpage_read_end.get_mut(tp as usize) {
+            *e = end;
+        }
+        end
     }
 
     /// Free blocks per pool at or below which a host block opens only after GC: the
@@ -1224,6 +1395,9 @@ impl Ssd {
                 }
                 dt.read_free = xe;
                 self.ops[u].shift(start, pushed);
+                if let Some(mp) = self.mp.get_mut(u) {
+                    mp.shift(start, pushed);
+                }
                 self.counters.read_priority_jumps += 1;
                 self.counters.die_busy_ns += pushed;
             }

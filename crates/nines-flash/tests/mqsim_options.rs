@@ -4,8 +4,8 @@ mod common;
 
 use common::{Lcg, small};
 use nines_core::op::Op;
-use nines_flash::config::{Allocation, ParallelUnit};
-use nines_flash::{Precondition, Ssd};
+use nines_flash::config::{Allocation, BlockPool, ParallelUnit};
+use nines_flash::{DeviceConfig, Precondition, Ssd};
 
 #[test]
 fn a_chip_runs_one_flash_command_at_a_time_when_it_is_the_parallel_unit() {
@@ -27,6 +27,73 @@ fn a_chip_runs_one_flash_command_at_a_time_when_it_is_the_parallel_unit() {
     assert_eq!(done_b[0], 3_000 + 50_000 + 2 * 10_240 + 2_048);
     // Chip: the second die waits until the first has read and drained its register.
     assert_eq!(done_b[1], 3_000 + 2 * (50_000 + 10_240) + 2_048);
+}
+
+/// One die with two planes, a pool per plane, unit u fixed to plane u % 2 (CWDP).
+fn two_planes(multi_plane: bool) -> DeviceConfig {
+    let mut cfg = small(1, 1, 0.2);
+    cfg.geometry.planes_per_die = 2;
+    cfg.ftl.block_pool = BlockPool::Plane;
+    cfg.ftl.allocation = Allocation::Static;
+    cfg.geometry.multi_plane = multi_plane;
+    cfg.validate().unwrap();
+    cfg
+}
+
+#[test]
+fn multi_plane_programs_join_a_queued_program_of_the_other_plane_at_the_same_page() {
+    // Four 4 KiB writes at once (a page each): units 0, 2 on plane 0 at pages 0, 1 of its
+    // block; units 1, 3 on plane 1 at pages 0, 1. Each page is ready 3 us (controller) +
+    // 4.096 us (link) after t; a program is its 10.24 us channel transfer, then tPROG 500 us.
+    let t = 1_000_000_000;
+    // (unit, ns after t), in time order.
+    let run = |mp: bool, writes: [(u64, u64); 4]| {
+        let mut ssd = Ssd::new(&two_planes(mp), 1);
+        let mut last = t;
+        for (u, dt) in writes {
+            last = t + dt;
+            ssd.submit(last, Op::Write, u * 4096, 4096);
+        }
+        (
+            ssd.busy_remaining_ns(last) + (last - t),
+            ssd.counters().multi_plane_programs,
+        )
+    };
+    // Single-plane commands: four programs one after another.
+    let at_once = [(0, 0), (1, 0), (2, 0), (3, 0)];
+    assert_eq!(run(false, at_once), (7_096 + 4 * 510_240, 0));
+    // Multi-plane: units 1 and 3 join the programs of units 0 and 2 (same page index, not
+    // started when their data is ready): two commands, each two transfers and one tPROG.
+    assert_eq!(run(true, at_once), (7_096 + 2 * (2 * 10_240 + 500_000), 2));
+    // Unit 1 arrives once unit 0's program has started: it cannot join and nothing else is at
+    // its page index, so it is a command of its own; unit 3 joins unit 2's queued program.
+    let (_, joined) = run(true, [(0, 0), (2, 0), (1, 100_000), (3, 100_000)]);
+    assert_eq!(joined, 1);
+    // Needs a pool per plane.
+    let mut cfg = two_planes(true);
+    cfg.ftl.block_pool = BlockPool::Die;
+    assert!(cfg.validate().is_err());
+}
+
+#[test]
+fn a_prioritised_read_goes_ahead_of_a_program_queued_behind_earlier_reads() {
+    // One die, read priority. At t0 a read R1 (die idle: 3 us controller, tR 50 us, 10.24 us
+    // channel: its flash part ends at t0 + 63.24 us) and a write whose page program queues
+    // right behind R1 (at t0 + 63.24 us). R2 arrives 1 us later: the program has not started,
+    // so R2 goes ahead of it (MQSim's TSU serves the read queue first when the chip frees),
+    // starting at t0 + 63.24 us like the program was due to.
+    let mut cfg = small(1, 1, 0.2);
+    cfg.controller.read_priority = true;
+    cfg.validate().unwrap();
+    let mut ssd = Ssd::new(&cfg, 1);
+    ssd.precondition(Precondition::Fill, 1);
+    let t0 = 1_000_000_000;
+    let r1 = ssd.submit(t0, Op::Read, 0, 4096);
+    assert_eq!(r1 - t0, 3_000 + 50_000 + 10_240 + 2_048);
+    ssd.submit(t0, Op::Write, 8 * 4096, 4096);
+    let r2 = ssd.submit(t0 + 1_000, Op::Read, 4096, 4096);
+    assert_eq!(r2 - t0, 63_240 + 50_000 + 10_240 + 2_048);
+    assert_eq!(ssd.counters().read_priority_jumps, 1);
 }
 
 #[test]
@@ -169,6 +236,18 @@ fn mqsim_compatible_is_mqsims_default_config_field_by_field() {
     assert!(
         !c.mapping.write_miss_reads,
         "a write miss issues no flash read"
+    );
+    assert!(
+        c.mapping.shared_reads,
+        "a miss joins a read in ArrivingMappingEntries"
+    );
+    assert!(
+        c.geometry.multi_plane,
+        "issue_command_to_chip: same die and PageID"
+    );
+    assert!(
+        !c.mapping.writeback_programs,
+        "TSU_Priority_OutOfOrder never serves MappingWriteTRQueue"
     );
     assert_eq!(c.mapping.entry_bytes, cmt_entry);
     assert_eq!(c.mapping.flash_entry_bytes, gtd_entry);

@@ -167,6 +167,65 @@ fn a_write_miss_reads_its_translation_page_unless_told_not_to() {
 }
 
 #[test]
+fn a_writeback_programs_its_translation_page_unless_told_not_to() {
+    // A 4-entry cache, 1024 entries per translation page (4096 B / 4 B): writes to units 0..4
+    // (one translation page) fill it dirty; a read of unit 2048 (another page) evicts unit 0,
+    // whose page goes back: one translation read, and with programs a translation program on
+    // the same pool, which the next write's program there queues behind.
+    let run = |programs: bool| {
+        let mut cfg = small(1, 1, 0.2);
+        cfg.mapping.cache_bytes = 4 * cfg.mapping.entry_bytes as u64;
+        cfg.mapping.write_miss_reads = false;
+        cfg.mapping.writeback_programs = programs;
+        let mut ssd = filled(&cfg);
+        let mut t = 1_000_000_000;
+        for u in 0..4 {
+            ssd.submit(t, Op::Write, u * 4096, 4096);
+            t += 10_000_000;
+        }
+        ssd.submit(t, Op::Read, 2048 * 4096, 4096);
+        assert_eq!(ssd.counters().map_writebacks, 1);
+        ssd.busy_remaining_ns(t)
+    };
+    let (with, without) = (run(true), run(false));
+    // One die: the translation program (500 us tPROG) keeps it busy after the reads end.
+    assert!(
+        with >= without + 500_000,
+        "the translation program takes the die: {with} vs {without}"
+    );
+    assert!(
+        without < 500_000,
+        "no program is left after the reads: {without}"
+    );
+}
+
+#[test]
+fn a_miss_on_a_translation_page_being_read_waits_for_that_read_when_shared() {
+    // Two reads at once of units 500 and 501 (one translation page: 1024 entries of 4 B),
+    // neither cached: without sharing each reads the translation page (on the same die, one
+    // after the other); shared, the second waits for the first one's read.
+    let second = |shared: bool| {
+        let mut cfg = small(2, 2, 0.2);
+        cfg.mapping.cache_bytes = 64 * cfg.mapping.entry_bytes as u64;
+        cfg.mapping.shared_reads = shared;
+        let mut ssd = filled(&cfg);
+        let t = 1_000_000_000;
+        ssd.submit(t, Op::Read, 500 * 4096, 4096);
+        let done = ssd.submit(t, Op::Read, 501 * 4096, 4096);
+        assert_eq!(ssd.counters().map_misses, 2);
+        (done - t, ssd.counters().map_shared_reads)
+    };
+    let (alone, none) = second(false);
+    let (shared, one) = second(true);
+    assert_eq!((none, one), (0, 1));
+    // Not shared, the second translation read queues behind the first: one tR (50 us) more.
+    assert!(
+        alone >= shared + 50_000,
+        "the second miss waits for the first read: {alone} vs {shared}"
+    );
+}
+
+#[test]
 fn firmware_jitter_follows_its_measured_distribution() {
     let mut cfg = small(2, 2, 0.2);
     // Half the reads get no jitter; the other half between 0 and 40 us, uniformly.

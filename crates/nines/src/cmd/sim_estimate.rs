@@ -84,12 +84,21 @@ pub fn estimate(i: &Inputs<'_>) -> Estimate {
         let w = &j.workload;
         let reads_only = matches!(w.rw, RwMode::Read | RwMode::RandRead)
             || (w.rw == RwMode::RandRw && w.read_mix_pct == 100);
+        // A command ends no earlier than its data crossed the host link (a device with no
+        // per-command overhead, e.g. mqsim-compatible, still takes time per write).
+        let link_ns = |bytes_per_s: u64| {
+            if bytes_per_s == 0 {
+                0
+            } else {
+                (u128::from(w.block_size_bytes) * 1_000_000_000 / u128::from(bytes_per_s)) as u64
+            }
+        };
         let device_ns = if i.null_device {
             0
         } else if reads_only {
-            c.overhead_ns + read_ns
+            c.overhead_ns + read_ns + link_ns(c.read_bytes_per_s)
         } else {
-            c.overhead_ns
+            c.overhead_ns + link_ns(c.write_bytes_per_s)
         };
         let cycle_ns = (device_ns + host_ns + w.thinktime_ns) as f64;
         let mut rate = f64::from(w.iodepth) * 1e9 / cycle_ns;
@@ -221,11 +230,13 @@ mod tests {
         assert_eq!(e.events, Some(4_000_000_000_000));
         assert!(e.wall_s.unwrap() > 3600.0);
         assert_eq!(e.lat_log_bytes, Some(2_000_000_000_000 * 24 + 65_536));
-        // 10 s of QD1 4 KiB random reads: 1 / (overhead 2 us + read 14 us + host) per second.
+        // 10 s of QD1 4 KiB random reads: 1 / (overhead 2 us + read 14 us + 4 KiB over the
+        // 1.7 GB/s link + host) per second.
         w.ios_max = None;
         w.runtime_ns = Some(10_000_000_000);
         let e = est(w.clone(), 1, false, &host);
-        let want = 10.0 * 1e9 / (2_000.0 + 14_000.0 + host_ns);
+        let link_ns = (4096u64 * 1_000_000_000 / 1_700_000_000) as f64;
+        let want = 10.0 * 1e9 / (2_000.0 + 14_000.0 + link_ns + host_ns);
         assert_eq!(e.ios, Some(want as u64));
         // QD 4096: capped by the controller's command rate (command_ns 6250: 160 k/s).
         w.iodepth = 4096;
@@ -245,6 +256,33 @@ mod tests {
         let e = est(w, 3, true, &none);
         assert_eq!((e.ios, e.measured_ios), (Some(9000), Some(9000)));
         assert!(e.wall_s.is_some());
+    }
+
+    #[test]
+    fn writes_to_a_device_without_command_overhead_end() {
+        // mqsim-compatible charges no per-command time (overhead_ns = 0): a write still takes
+        // its link transfer, so a --runtime of writes with --completion none ends.
+        let device = DeviceConfig::preset("mqsim-compatible").unwrap();
+        assert_eq!(device.controller.overhead_ns, 0);
+        let w = WorkloadSpec {
+            rw: nines_core::workload::RwMode::RandWrite,
+            iodepth: 8,
+            ios_max: None,
+            runtime_ns: Some(200_000_000),
+            ..Default::default()
+        };
+        let jobs = job(w);
+        let e = estimate(&Inputs {
+            device: &device,
+            null_device: false,
+            devices: 1,
+            layout: &Layout::Independent,
+            host: &HostConfig::new(CompletionMode::None),
+            jobs: &jobs,
+            trace_requests: None,
+        });
+        // 8 x 0.2 s / (4 KiB over 4 GB/s = 1024 ns).
+        assert_eq!(e.ios, Some(8 * 200_000_000 / 1024));
     }
 
     #[test]
