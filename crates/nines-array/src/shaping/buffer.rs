@@ -13,12 +13,14 @@
 //! its writes arrive while it is being written; a write's class is
 //! `floor(log2(range rate / mean rate)) + classes - 1`, clamped, where the mean is the
 //! byte-weighted mean rate of recent writes (half-life `--buffer-half-life`): data of similar
-//! update frequency shares a bucket. **Reads** of buffered blocks are served from the buffer (a read
+//! update frequency shares a bucket. A block written again while buffered keeps its buffered
+//! copy's class. **Reads** of buffered blocks are served from the buffer (a read
 //! that mixes buffered and unbuffered blocks reads the wrapped volume first, then overlays the
-//! buffered blocks it pinned when it arrived). **Flushing** takes one full bucket at a time,
-//! oldest first: contiguous runs of its live blocks are read into scratch and written to the
-//! wrapped volume, each run paid for by a token bucket (`--flush-rate`); when the bucket is
-//! done the wrapped volume is flushed and the bucket's header marks it free. A bucket whose
+//! buffered blocks it pinned when it arrived). **Flushing** starts when no more than
+//! [`FLUSH_LOW_FREE`] buckets are free (or a write waits for room) and takes one full bucket
+//! at a time, oldest first: contiguous runs of its live blocks are read into scratch and
+//! written to the wrapped volume, each run paid for by a token bucket (`--flush-rate`); when
+//! the bucket is done the wrapped volume is flushed and the bucket's header marks it free. A bucket whose
 //! blocks were all overwritten while buffered is retired without flushing (absorbed writes).
 //!
 //! **Restarts.** When the driver has bytes (real targets), the volume first scans the buffer
