@@ -11,8 +11,9 @@
 #       (QD4, each over its own 30% of the space) and one uniform 4 KiB random stream of 1x
 #       velocity over 5% (QD16), beside 5000 random 4 KiB reads/s (QD16), from a sequentially
 #       filled device; without and with --buffer z-ssd (4 GiB, 256 MiB buckets = the NAND erase
-#       unit, 8 velocity classes, flushes paced at 14 MiB/s): the NAND device's write amplification and the read
-#       percentile table, after 1800 s (and 2700 s) of simulated time.
+#       unit, 8 velocity classes, flushes paced at 14 MiB/s, started when 2 buckets are left
+#       free): the NAND device's write amplification and the read percentile table, after
+#       1800 s (and 2700 s) of simulated time.
 # NAND: afa-m2-2018 at the smallest scale (19 GB); simulated latencies are deterministic.
 # Paper numbers are Intel P4510/P4500 (1-2 TB sets) with an Optane P4800X buffer; the model is
 # another drive, so compare directions and ratios, not milliseconds.
@@ -68,9 +69,11 @@ elif what == "waits":
                     for c in ("gc_forced", "gc_requested", "gc_idle", "programs", "reads")))
 elif what == "buf":
     b = dev["volume"]["stats"]["buffer"]
-    print("hit rate %.3f, flushed %.1f GB in %d buckets at %.1f MB/s, absorbed %.2f GB" % (
+    print("hit rate %.3f, flushed %.1f GB in %d buckets at %.1f MB/s, absorbed %.2f GB, "
+          "writes held for room %d, writes per class %s" % (
         b["read_hit_rate"], b["flushed_bytes"] / 1e9, b["buckets_flushed"],
-        b["flush_bytes_per_s"] / 1e6, b["absorbed_bytes"] / 1e9))
+        b["flush_bytes_per_s"] / 1e6, b["absorbed_bytes"] / 1e9, b["held_writes"],
+        "/".join(str(c["writes"]) for c in b["classes"])))
 PY
 }
 
