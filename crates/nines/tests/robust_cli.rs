@@ -970,7 +970,7 @@ fn read_only_profile_of_a_self_writing_layout_needs_allow_writes() {
         "3",
     ];
     let raid5: &[&str] = &["--layout", "raid5", "--rebuild", "1"];
-    for extra in [serial, raid5] {
+    let profile = |extra: &[&str], allow: bool| {
         let mut args = vec![
             "profile",
             "--rw",
@@ -979,13 +979,19 @@ fn read_only_profile_of_a_self_writing_layout_needs_allow_writes() {
             "200ms",
             "--quiet",
         ];
+        if allow {
+            args.push("--allow-writes");
+        }
         args.extend_from_slice(extra);
         args.extend_from_slice(&["p0", "p1", "p2"]);
-        let out = Command::new(BIN)
+        Command::new(BIN)
             .current_dir(d)
             .args(&args)
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    for extra in [serial, raid5] {
+        let out = profile(extra, false);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
         assert!(
@@ -1000,22 +1006,7 @@ fn read_only_profile_of_a_self_writing_layout_needs_allow_writes() {
         }
     }
     // With the permission the same command runs (and the persisted volume formats members).
-    let mut args = vec![
-        "profile",
-        "--rw",
-        "randread",
-        "--runtime",
-        "200ms",
-        "--quiet",
-        "--allow-writes",
-    ];
-    args.extend_from_slice(serial);
-    args.extend_from_slice(&["p0", "p1", "p2"]);
-    let out = Command::new(BIN)
-        .current_dir(d)
-        .args(&args)
-        .output()
-        .unwrap();
+    let out = profile(serial, true);
     assert!(
         out.status.success(),
         "{}",
