@@ -501,7 +501,10 @@ fn shaping_wrappers_forward_the_gc_free_members() {
     for shaping in [throttle, buffer] {
         let extra = shaping.extra_members() as usize;
         let mut sizes = vec![8 * 16 * 1024u64; MEMBERS];
-        sizes.extend(std::iter::repeat_n(1u64 << 20, extra));
+        // A buffer smaller than the data written (four 64 KiB buckets): a buffer that holds the
+        // whole working set keeps full buckets buffered and never flushes, so the front-end
+        // would never fill.
+        sizes.extend(std::iter::repeat_n(256 << 10, extra));
         let layout = LayoutSpec::Shaped {
             inner: Box::new(LayoutSpec::Serial(sp)),
             shaping: shaping.clone(),
