@@ -241,9 +241,9 @@ impl Default for DieTime {
     }
 }
 
-/// The half of a die's state every read touches: with a thousand members the dies' hot
-/// halves (16 bytes each) stay in the CPU's L2 where whole 56-byte states did not (the raid0
-/// case of bench/sim-speed.sh ran at half the pre-Volumes speed, most of it this one miss).
+/// The half of a die's state every read touches: a read of an idle die loads one 16-byte
+/// value instead of a 56-byte state that straddled lines (with a thousand members every die is
+/// cold; this load was the largest share of the raid0 case of bench/sim-speed.sh).
 /// Invariant: `read_free <= free`, so a die with `free <= t` is idle for a read at `t`.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct DieHot {

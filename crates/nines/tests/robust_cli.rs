@@ -837,6 +837,35 @@ fn sim_interrupted_reports_what_it_simulated_and_exits_130() {
     assert!(partial.is_empty(), "{partial:?}");
 }
 
+/// A persisted serial volume over three small members: its policy formats members that hold no
+/// serial volume, so it writes them on its own.
+const SERIAL_PERSIST: &[&str] = &[
+    "--layout",
+    "serial",
+    "--persist",
+    "--segment",
+    "1m",
+    "--gc-start",
+    "2",
+    "--gc-stop",
+    "3",
+];
+
+/// Writes 8 MiB of distinct non-zero data into each of `names` under `d`; returns the bytes.
+fn data_members(d: &Path, names: &[&str]) -> Vec<Vec<u8>> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(k, m)| {
+            let bytes: Vec<u8> = (0..(8u32 << 20))
+                .map(|i| (i * 7 + k as u32) as u8)
+                .collect();
+            std::fs::write(d.join(m), &bytes).unwrap();
+            bytes
+        })
+        .collect()
+}
+
 /// A read-only serve writes nothing: layouts whose policy writes its members on its own (a
 /// persisted serial array formats member 0 when it finds no metadata; a rebuild; a write buffer)
 /// are refused with --read-only before anything is opened. (A read-only serve of three files of
@@ -845,29 +874,9 @@ fn sim_interrupted_reports_what_it_simulated_and_exits_130() {
 fn read_only_serve_never_writes_its_members() {
     let dir = disk_dir();
     let d = dir.path();
-    let mut before = Vec::new();
-    for (k, m) in ["r0", "r1", "r2"].iter().enumerate() {
-        let bytes: Vec<u8> = (0..(8u32 << 20))
-            .map(|i| (i * 7 + k as u32) as u8)
-            .collect();
-        std::fs::write(d.join(m), &bytes).unwrap();
-        before.push(bytes);
-    }
+    let before = data_members(d, &["r0", "r1", "r2"]);
     let sock = d.join("ro.sock");
-    for extra in [
-        &[
-            "--layout",
-            "serial",
-            "--persist",
-            "--segment",
-            "1m",
-            "--gc-start",
-            "2",
-            "--gc-stop",
-            "3",
-        ][..],
-        &["--layout", "raid5", "--rebuild", "1"][..],
-    ] {
+    for extra in [SERIAL_PERSIST, &["--layout", "raid5", "--rebuild", "1"][..]] {
         let mut args = vec!["serve", "--read-only", "--socket", s(&sock)];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["r0", "r1", "r2"]);
@@ -950,25 +959,8 @@ fn serve_signalled_as_soon_as_its_socket_appears_stops_cleanly() {
 fn read_only_profile_of_a_self_writing_layout_needs_allow_writes() {
     let dir = disk_dir();
     let d = dir.path();
-    let mut before = Vec::new();
-    for (k, m) in ["p0", "p1", "p2"].iter().enumerate() {
-        let bytes: Vec<u8> = (0..(8u32 << 20))
-            .map(|i| (i * 13 + k as u32) as u8)
-            .collect();
-        std::fs::write(d.join(m), &bytes).unwrap();
-        before.push(bytes);
-    }
-    let serial: &[&str] = &[
-        "--layout",
-        "serial",
-        "--persist",
-        "--segment",
-        "1m",
-        "--gc-start",
-        "2",
-        "--gc-stop",
-        "3",
-    ];
+    let before = data_members(d, &["p0", "p1", "p2"]);
+    let serial = SERIAL_PERSIST;
     let raid5: &[&str] = &["--layout", "raid5", "--rebuild", "1"];
     let profile = |extra: &[&str], allow: bool| {
         let mut args = vec![
