@@ -309,19 +309,13 @@ pub trait Volume: Send {
     fn submit(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx);
     /// A member command completed.
     fn member_done(&mut self, now_ns: u64, done: CmdDone, cx: &mut Cx);
-    /// Several member commands completed, delivered together (see
-    /// [`Volume::folds_completions`]). Default: one [`Volume::member_done`] each, in order.
-    fn members_done(&mut self, now_ns: u64, done: &[CmdDone], cx: &mut Cx) {
-        for d in done {
-            self.member_done(now_ns, *d, cx);
-        }
-    }
     /// Whether the member commands one [`Volume::submit`] pushes matter only together: until
     /// the last of them completes the volume does nothing with their completions but count
-    /// them, and it pushes nothing else in that submit. A driver may then deliver all of them
-    /// at the time of the last one through [`Volume::members_done`] (recording each command's
-    /// own latency), which is all raid0 needs and saves the simulator an event and a call per
-    /// stripe unit. Default: no.
+    /// them, and it pushes nothing else in that submit. A simulator, which knows each
+    /// command's outcome when it sends it, may then send them all at once and complete the
+    /// request at the last one's completion, recording each command's own latency
+    /// ([`crate::VolumeHost::submit_folded`], raid0's path): an event and the output queue
+    /// saved per stripe unit. Default: no.
     fn folds_completions(&self) -> bool {
         false
     }

@@ -258,10 +258,6 @@ impl Volume for AnyVolume {
     fn folds_completions(&self) -> bool {
         each!(self, v => v.folds_completions())
     }
-    #[inline]
-    fn members_done(&mut self, now_ns: u64, done: &[CmdDone], cx: &mut Cx) {
-        each!(self, v => v.members_done(now_ns, done, cx))
-    }
     fn outputs_max(&self) -> usize {
         each!(self, v => v.outputs_max())
     }
@@ -349,6 +345,14 @@ pub fn build(spec: &LayoutSpec, p: &VolumeParams) -> Result<AnyVolume, ArrayErro
 /// Most members whose command latencies are kept as distributions (each costs two histograms);
 /// larger volumes report member command counts only.
 pub const MEMBER_HISTOGRAMS_MAX: u32 = 256;
+
+/// What [`VolumeHost::submit_folded`] sent: when its last command completes, and the first
+/// result other than Ok in send order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FoldedIo {
+    pub done_ns_max: u64,
+    pub first_err: Option<CmdResult>,
+}
 
 /// What a driver holds for one volume: the policy, its output queue, the check that time never
 /// goes backwards, and each member command's send time, so every member's command latencies are
@@ -448,33 +452,79 @@ impl VolumeHost {
         self.vol.member_done(now_ns, done, &mut cx);
     }
 
-    /// For a driver that knows a command's outcome when it sends it (the simulator): records
-    /// the member command sent at `sent_ns` that completes at `done_ns`, instead of
-    /// [`VolumeHost::sent`] and the bookkeeping of [`VolumeHost::member_done`]. Deliver the
-    /// completion later with [`VolumeHost::members_done_folded`].
+    /// The simulator's fast path for a volume whose commands of one request matter only
+    /// together (raid0; see [`Volume::folds_completions`]): maps read or write `io` and sends
+    /// each member command at once through `send`, which returns when it was sent, when it
+    /// completes and how; each is recorded as [`VolumeHost::member_done`] records a command. Returns
+    /// `None` (and does nothing) when the volume has no such path or the request sends no
+    /// command: use [`VolumeHost::submit`] then. Deliver the completion at `done_ns_max` with
+    /// [`VolumeHost::complete_folded`]. The same commands, in the same order, as
+    /// [`VolumeHost::submit`] pushes: the mapping is the volume's one code.
     #[inline]
-    pub fn record_member(&mut self, cmd: &MemberCmd, sent_ns: u64, done_ns: u64, ok: bool) {
-        if !self.track || sent_ns < self.record_from_ns {
-            return;
+    pub fn submit_folded(
+        &mut self,
+        now_ns: u64,
+        io: VolIo,
+        mut send: impl FnMut(&MemberCmd) -> (u64, u64, CmdResult),
+    ) -> Option<FoldedIo> {
+        if !matches!(self.vol, AnyVolume::Raid0(_))
+            || io.len_bytes == 0
+            || !matches!(io.op, VolOp::Read | VolOp::Write)
+        {
+            return None;
         }
-        let m = cmd.member as usize;
-        self.member_cmds[m] += 1;
-        self.member_errors[m] += u64::from(!ok);
-        if let (Some(op), Some(rec)) = (cmd.op.data_op(), self.member_recs.get_mut(m)) {
-            rec.record(op, done_ns.saturating_sub(sent_ns), cmd.len_bytes);
-        }
+        self.tick(now_ns);
+        let AnyVolume::Raid0(r) = &mut self.vol else {
+            return None;
+        };
+        let data_op = if io.op == VolOp::Read {
+            nines_core::op::Op::Read
+        } else {
+            nines_core::op::Op::Write
+        };
+        let track = self.track;
+        let from_ns = self.record_from_ns;
+        let (cmds, errors, recs) = (
+            &mut self.member_cmds,
+            &mut self.member_errors,
+            &mut self.member_recs,
+        );
+        let mut folded = FoldedIo {
+            done_ns_max: now_ns,
+            first_err: None,
+        };
+        r.map_io(io, |c| {
+            let (sent_ns, done_ns, result) = send(&c);
+            folded.done_ns_max = folded.done_ns_max.max(done_ns);
+            let ok = result == CmdResult::Ok;
+            if !ok && folded.first_err.is_none() {
+                folded.first_err = Some(result);
+            }
+            if track && sent_ns >= from_ns {
+                let m = c.member as usize;
+                cmds[m] += 1;
+                errors[m] += u64::from(!ok);
+                if let Some(rec) = recs.get_mut(m) {
+                    rec.record(data_op, done_ns.saturating_sub(sent_ns), c.len_bytes);
+                }
+            }
+        });
+        Some(folded)
     }
 
-    /// Completions of commands recorded with [`VolumeHost::record_member`], delivered together
-    /// at `now` (a volume that folds completions).
+    /// Every member command of request `tag` sent by [`VolumeHost::submit_folded`] completed
+    /// (at the latest of their completions): the volume completes the request.
     #[inline]
-    pub fn members_done_folded(&mut self, now_ns: u64, done: &[CmdDone], data: &mut dyn DataPlane) {
+    pub fn complete_folded(&mut self, now_ns: u64, tag: u32, folded: FoldedIo) {
         self.tick(now_ns);
+        let AnyVolume::Raid0(r) = &mut self.vol else {
+            unreachable!("complete_folded on a volume that submit_folded refuses")
+        };
         let mut cx = Cx {
             out: &mut self.out,
-            data,
+            data: &mut NoData,
         };
-        self.vol.members_done(now_ns, done, &mut cx);
+        r.complete_all(tag, folded.first_err, &mut cx);
     }
 
     /// When the volume's timer is due.
@@ -542,6 +592,99 @@ impl VolumeHost {
 mod tests {
     use super::*;
     use crate::testing::SyncDriver;
+
+    /// raid0's folded path sends exactly the commands its queued path pushes, records them the
+    /// same way, and completes the request once, with the first error in send order.
+    #[test]
+    fn raid0_folded_submit_sends_what_submit_pushes_and_completes_once() {
+        let sizes = [1u64 << 20; 5];
+        let spec = LayoutSpec::Raid0 { stripe_bytes: 8192 };
+        let params = VolumeParams {
+            member_sizes_bytes: &sizes,
+            block_bytes: 512,
+            tags: 4,
+            len_bytes_max: 128 * 1024,
+        };
+        let host = || VolumeHost::new(build(&spec, &params).unwrap(), 0, true);
+        // Unaligned at both ends, wrapping past the last member more than once.
+        for (op, offset_bytes, len_bytes) in [
+            (VolOp::Read, 3 * 8192 + 1024, 100 * 1024),
+            (VolOp::Write, 0, 8192),
+            (VolOp::Write, 4096, 512),
+        ] {
+            let io = VolIo {
+                tag: 2,
+                op,
+                offset_bytes,
+                len_bytes,
+                fua: false,
+            };
+            let mut queued = host();
+            queued.submit(10, io, &mut NoData);
+            let mut pushed = Vec::new();
+            while let Some(o) = queued.pop() {
+                match o {
+                    Output::Cmd(c) => pushed.push(c),
+                    Output::Done(d) => panic!("done before any completion: {d:?}"),
+                }
+            }
+            let mut folded = host();
+            let mut sent = Vec::new();
+            let f = folded
+                .submit_folded(10, io, |c| {
+                    sent.push(*c);
+                    // Command k completes at 100 + 10 k; the second and third fail.
+                    let k = sent.len() as u64 - 1;
+                    let result = match k {
+                        1 => CmdResult::Err(61),
+                        2 => CmdResult::Err(62),
+                        _ => CmdResult::Ok,
+                    };
+                    (20, 100 + 10 * k, result)
+                })
+                .expect("raid0 has a folded path");
+            assert_eq!(sent, pushed, "{op:?} {offset_bytes}+{len_bytes}");
+            let n = sent.len() as u64;
+            assert_eq!(f.done_ns_max, 100 + 10 * (n - 1));
+            let first_err = (n > 1).then_some(CmdResult::Err(61));
+            assert_eq!(f.first_err, first_err);
+            // Every command counted on its member, failures too.
+            let (cmds, errors) = folded.member_counts();
+            let mut want = [0u64; 5];
+            for c in &sent {
+                want[c.member as usize] += 1;
+            }
+            assert_eq!(cmds, want);
+            assert_eq!(errors.iter().sum::<u64>(), n.min(3) - 1);
+            assert!(folded.pop().is_none());
+            folded.complete_folded(f.done_ns_max, 2, f);
+            let result = if n > 1 {
+                IoResult::Err(61)
+            } else {
+                IoResult::Ok
+            };
+            assert_eq!(folded.pop(), Some(Output::Done(VolDone { tag: 2, result })));
+            assert!(folded.pop().is_none());
+            // The tag is free again.
+            assert!(
+                folded
+                    .submit_folded(f.done_ns_max, io, |_| (0, 0, CmdResult::Ok))
+                    .is_some()
+            );
+        }
+        // A flush (every member) and a zero-length request take the queued path.
+        let mut h = host();
+        for (op, len_bytes) in [(VolOp::Flush, 0), (VolOp::Read, 0)] {
+            let io = VolIo {
+                tag: 0,
+                op,
+                offset_bytes: 0,
+                len_bytes,
+                fua: false,
+            };
+            assert!(h.submit_folded(0, io, |_| unreachable!()).is_none());
+        }
+    }
 
     #[test]
     fn raid0_maps_like_the_formula_and_round_trips_bytes() {

@@ -188,39 +188,95 @@ impl Raid0 {
         )
     }
 
-    /// Pushes one member command of request `tag`. Takes the fields, not a built command: the
-    /// command is then written once, in place (a command built by the caller and copied in
-    /// stalls the store buffer on this hot path).
+    /// Maps read or write request `io` onto its member commands, in ascending volume order,
+    /// calling `emit` with each; marks them in flight and returns how many there were. The one
+    /// place raid0's mapping lives: [`Volume::submit`] pushes what it emits into the output
+    /// queue, and a simulator that knows each command's outcome when it sends it
+    /// ([`crate::VolumeHost::submit_folded`]) sends them at once.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn send(
-        &mut self,
-        tag: u32,
-        member: u32,
-        op: CmdOp,
-        offset_bytes: u64,
-        len_bytes: u32,
-        buf: BufRef,
-        fua: bool,
-        cx: &mut Cx,
-    ) {
-        let k = self.pending[tag as usize];
+    pub(crate) fn map_io(&mut self, io: VolIo, mut emit: impl FnMut(MemberCmd)) -> u32 {
+        let tag = io.tag;
         assert!(
-            k < self.per_io,
-            "raid0 sent more commands for one request than its bound"
+            self.pending[tag as usize] == 0,
+            "tag {tag} submitted while in flight"
         );
-        let id = tag * self.per_io + k;
-        self.pending[tag as usize] += 1;
-        self.commands += 1;
-        cx.out.cmd(MemberCmd {
-            id,
-            member,
-            op,
-            offset_bytes,
-            len_bytes,
-            buf,
-            fua,
-        });
+        self.result[tag as usize] = IoResult::Ok;
+        let op = cmd_op(io.op);
+        let first_id = tag * self.per_io;
+        let mut k = 0u32;
+        if io.op == VolOp::Flush {
+            for member in 0..self.n as u32 {
+                emit(MemberCmd {
+                    id: first_id + k,
+                    member,
+                    op,
+                    offset_bytes: 0,
+                    len_bytes: 0,
+                    buf: BufRef::None,
+                    fua: false,
+                });
+                k += 1;
+            }
+        } else {
+            let with_buf = has_buf(io.op);
+            let end = io.offset_bytes + u64::from(io.len_bytes);
+            let mut pos = io.offset_bytes;
+            // The first unit by division, the next ones by stepping member and row.
+            let unit = pos / self.stripe_bytes;
+            let mut member = (unit % self.n) as u32;
+            let mut row_off = (unit / self.n) * self.stripe_bytes;
+            let mut inner = pos - unit * self.stripe_bytes;
+            // Bounded by the request's stripe units (at most len / stripe + 2, asserted).
+            while pos < end {
+                assert!(
+                    k < self.per_io,
+                    "raid0 sent more commands for one request than its bound"
+                );
+                let chunk = (self.stripe_bytes - inner).min(end - pos);
+                emit(MemberCmd {
+                    id: first_id + k,
+                    member,
+                    op,
+                    offset_bytes: row_off + inner,
+                    len_bytes: chunk as u32,
+                    buf: if with_buf {
+                        BufRef::Client {
+                            tag,
+                            offset: (pos - io.offset_bytes) as u32,
+                        }
+                    } else {
+                        BufRef::None
+                    },
+                    fua: io.fua,
+                });
+                k += 1;
+                pos += chunk;
+                inner = 0;
+                member += 1;
+                if u64::from(member) == self.n {
+                    member = 0;
+                    row_off += self.stripe_bytes;
+                }
+            }
+        }
+        self.pending[tag as usize] = k;
+        self.commands += u64::from(k);
+        k
+    }
+
+    /// Every member command of request `tag` completed, `first_err` the first result other
+    /// than Ok in send order (the folded form of [`Volume::members_done`]).
+    #[inline]
+    pub(crate) fn complete_all(&mut self, tag: u32, first_err: Option<CmdResult>, cx: &mut Cx) {
+        let t = tag as usize;
+        assert!(
+            self.pending[t] > 0,
+            "completion of a request not in flight (tag {tag})"
+        );
+        self.pending[t] = 0;
+        let result = first_err.map_or(IoResult::Ok, result_of);
+        self.result[t] = result;
+        cx.out.done(tag, result);
     }
 }
 
@@ -248,58 +304,9 @@ impl Volume for Raid0 {
     }
 
     fn submit(&mut self, _now_ns: u64, io: VolIo, cx: &mut Cx) {
-        let tag = io.tag;
-        assert!(
-            self.pending[tag as usize] == 0,
-            "tag {tag} submitted while in flight"
-        );
-        self.result[tag as usize] = IoResult::Ok;
-        let op = cmd_op(io.op);
-        if io.op == VolOp::Flush {
-            for m in 0..self.n as u32 {
-                self.send(tag, m, op, 0, 0, BufRef::None, false, cx);
-            }
-            return;
-        }
-        let end = io.offset_bytes + u64::from(io.len_bytes);
-        let mut pos = io.offset_bytes;
-        // The first unit by division, the next ones by stepping member and row.
-        let unit = pos / self.stripe_bytes;
-        let mut member = (unit % self.n) as u32;
-        let mut row_off = (unit / self.n) * self.stripe_bytes;
-        let mut inner = pos - unit * self.stripe_bytes;
-        // Bounded by the request's stripe units (at most len / stripe + 2).
-        while pos < end {
-            let chunk = (self.stripe_bytes - inner).min(end - pos);
-            let buf = if has_buf(io.op) {
-                BufRef::Client {
-                    tag,
-                    offset: (pos - io.offset_bytes) as u32,
-                }
-            } else {
-                BufRef::None
-            };
-            self.send(
-                tag,
-                member,
-                op,
-                row_off + inner,
-                chunk as u32,
-                buf,
-                io.fua,
-                cx,
-            );
-            pos += chunk;
-            inner = 0;
-            member += 1;
-            if u64::from(member) == self.n {
-                member = 0;
-                row_off += self.stripe_bytes;
-            }
-        }
-        if self.pending[tag as usize] == 0 {
+        if self.map_io(io, |c| cx.out.cmd(c)) == 0 {
             // A zero-length request.
-            cx.out.done(tag, IoResult::Ok);
+            cx.out.done(io.tag, IoResult::Ok);
         }
     }
 
@@ -316,37 +323,6 @@ impl Volume for Raid0 {
             self.result[t] = result_of(done.result);
         }
         self.pending[t] -= 1;
-        if self.pending[t] == 0 {
-            cx.out.done(tag, self.result[t]);
-        }
-    }
-
-    /// Completions of one request come together when the driver folds them: one division for
-    /// all of them. Mixed requests (a driver that batches otherwise) take the general path.
-    #[inline]
-    fn members_done(&mut self, now_ns: u64, done: &[CmdDone], cx: &mut Cx) {
-        let Some(first) = done.first() else {
-            return;
-        };
-        let tag = first.id / self.per_io;
-        let (lo, hi) = (tag * self.per_io, (tag + 1) * self.per_io);
-        if done.iter().any(|d| d.id < lo || d.id >= hi) {
-            for d in done {
-                self.member_done(now_ns, *d, cx);
-            }
-            return;
-        }
-        let t = tag as usize;
-        assert!(
-            self.pending[t] as usize >= done.len(),
-            "completion of commands of a request not in flight"
-        );
-        if self.result[t] == IoResult::Ok
-            && let Some(d) = done.iter().find(|d| d.result != CmdResult::Ok)
-        {
-            self.result[t] = result_of(d.result);
-        }
-        self.pending[t] -= done.len() as u32;
         if self.pending[t] == 0 {
             cx.out.done(tag, self.result[t]);
         }

@@ -23,7 +23,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
 
 use nines_array::{
-    CmdDone, CmdResult, IoResult, NoData, Output, VolIo, Volume, VolumeHost, VolumeParams,
+    CmdDone, CmdResult, FoldedIo, IoResult, NoData, Output, VolIo, Volume, VolumeHost, VolumeParams,
 };
 use nines_core::hdrlog::IntervalLog;
 use nines_core::latlog::{LatLogHeader, LatRecord, write_header};
@@ -45,7 +45,8 @@ const WAKE: u8 = 0;
 const CMD_DONE: u8 = 1;
 const VOL_TIMER: u8 = 2;
 const COMPLETE: u8 = 3;
-/// Every member command of one volume I/O of a volume that folds completions, at the last one.
+/// Every member command of one volume I/O sent by [`VolumeHost::submit_folded`], at the last
+/// one's completion.
 const CMD_BATCH: u8 = 4;
 const KIND_BITS: u32 = 3;
 
@@ -133,9 +134,6 @@ struct Vol {
     fold: bool,
 }
 
-/// A member command of a folded volume I/O, delivered at the last one's completion.
-type Folded = CmdDone;
-
 struct Loop<'a, 'w> {
     lat: Option<LatSink<'w>>,
     hdr: Option<HdrSink<'w>>,
@@ -149,8 +147,8 @@ struct Loop<'a, 'w> {
     seq: u64,
     /// Pending WAKE time per stream (u64::MAX: none).
     wake_at_ns: Vec<u64>,
-    /// Per slot: the member commands of its volume I/O when its volume folds completions.
-    batches: Vec<Vec<Folded>>,
+    /// Per slot: its volume I/O when sent by [`VolumeHost::submit_folded`] (raid0).
+    folds: Vec<FoldedIo>,
     in_flight: u64,
     stats: RunStats,
     progress: Option<&'a SimProgress>,
@@ -212,9 +210,32 @@ impl Loop<'_, '_> {
                         len_bytes: is.req.len_bytes,
                         fua: false,
                     };
+                    if self.vols[v].fold {
+                        // raid0: every member command sent here, its outcome known at once.
+                        let first = self.vols[v].first_member as usize;
+                        let (members, last_ns, chunks) = (
+                            &mut *self.members,
+                            &mut self.member_last_ns,
+                            &mut self.stats.chunks,
+                        );
+                        let folded = self.vols[v].host.submit_folded(now, io, |c| {
+                            let g = first + c.member as usize;
+                            let at = at_device.max(last_ns[g]);
+                            last_ns[g] = at;
+                            let oc = members[g].send(at, c);
+                            *chunks += 1;
+                            (at, oc.done_ns, oc.result)
+                        });
+                        if let Some(f) = folded {
+                            self.folds[is.slot as usize] = f;
+                            self.push(f.done_ns_max, CMD_BATCH, v as u32, is.slot);
+                            self.schedule_timer(v, now);
+                            self.host.hold_until(cpu, f.done_ns_max);
+                            continue;
+                        }
+                    }
                     self.vols[v].host.submit(now, io, &mut NoData);
-                    let fold = self.vols[v].fold.then_some(is.slot);
-                    let done_max = self.drain(v, now, at_device, fold);
+                    let done_max = self.drain(v, now, at_device);
                     self.host.hold_until(cpu, done_max);
                 }
                 Poll::WaitUntil(t) => {
@@ -232,7 +253,7 @@ impl Loop<'_, '_> {
     /// Carries out volume `v`'s outputs: member commands are sent at `send_ns` or later;
     /// completed volume I/Os go to the host. Returns the latest member completion scheduled.
     #[inline]
-    fn drain(&mut self, v: usize, now: u64, send_ns: u64, fold: Option<u32>) -> u64 {
+    fn drain(&mut self, v: usize, now: u64, send_ns: u64) -> u64 {
         let mut done_max = send_ns;
         // Read in place (copying whole outputs out of the queue stalls on store forwarding).
         let out = self.vols[v].host.take_outputs();
@@ -252,15 +273,6 @@ impl Loop<'_, '_> {
                     }
                     done_max = done_max.max(oc.done_ns);
                     self.stats.chunks += 1;
-                    if let Some(tag) = fold {
-                        let ok = oc.result == CmdResult::Ok;
-                        self.vols[v].host.record_member(c, at, oc.done_ns, ok);
-                        self.batches[tag as usize].push(CmdDone {
-                            id: c.id,
-                            result: oc.result,
-                        });
-                        continue;
-                    }
                     self.vols[v].host.sent(c, at);
                     let b = if oc.result == CmdResult::Ok {
                         c.id
@@ -279,11 +291,6 @@ impl Loop<'_, '_> {
             }
         }
         self.vols[v].host.put_outputs(out);
-        if let Some(tag) = fold
-            && !self.batches[tag as usize].is_empty()
-        {
-            self.push(done_max, CMD_BATCH, v as u32, tag);
-        }
         self.schedule_timer(v, now);
         done_max
     }
@@ -333,18 +340,13 @@ impl Loop<'_, '_> {
                     };
                     let done = CmdDone { id, result };
                     self.vols[v].host.member_done(now, done, &mut NoData);
-                    self.drain(v, now, now, None);
+                    self.drain(v, now, now);
                 }
                 CMD_BATCH => {
                     let (v, tag) = (e.a as usize, e.b as usize);
-                    let mut batch = std::mem::take(&mut self.batches[tag]);
-                    // In the order they were sent; each was recorded at its own completion time.
-                    self.vols[v]
-                        .host
-                        .members_done_folded(now, &batch, &mut NoData);
-                    batch.clear();
-                    self.batches[tag] = batch;
-                    self.drain(v, now, now, None);
+                    let f = self.folds[tag];
+                    self.vols[v].host.complete_folded(now, tag as u32, f);
+                    self.drain(v, now, now);
                 }
                 VOL_TIMER => {
                     let v = e.a as usize;
@@ -358,7 +360,7 @@ impl Loop<'_, '_> {
                     if self.vols[v].host.next_timer_ns().is_some_and(|t| t <= now) {
                         self.vols[v].host.on_timer(now, &mut NoData);
                     }
-                    self.drain(v, now, now, None);
+                    self.drain(v, now, now);
                 }
                 COMPLETE => {
                     let slot = e.a;
@@ -585,16 +587,6 @@ pub fn run_logged(
         )?),
         None => None,
     };
-    let batches: Vec<Vec<Folded>> = (0..tags)
-        .map(|slot| {
-            let v = &vols[ctl.target_of(ctl.stream_of(slot)) as usize];
-            if v.fold {
-                Vec::with_capacity(v.host.volume().outputs_max())
-            } else {
-                Vec::new()
-            }
-        })
-        .collect();
     let heap_cap = tags as usize + cmds_total + n_streams + groups.len() + 16;
     let n_members = prep.members.len();
     let gc_last: Vec<u64> = prep
@@ -613,7 +605,13 @@ pub fn run_logged(
         heap: RadixQueue::with_capacity(heap_cap),
         seq: 0,
         wake_at_ns: vec![u64::MAX; n_streams],
-        batches,
+        folds: vec![
+            FoldedIo {
+                done_ns_max: 0,
+                first_err: None,
+            };
+            tags as usize
+        ],
         in_flight: 0,
         stats: RunStats::default(),
         progress,

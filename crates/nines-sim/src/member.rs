@@ -39,8 +39,25 @@ impl SimMember {
     }
 
     /// Sends `cmd` at `at_ns`; returns when it completes and how.
-    #[inline]
+    #[inline(always)]
     pub fn send(&mut self, at_ns: u64, cmd: &MemberCmd) -> MemberOutcome {
+        // Reads and writes on a model, the commands of every run, inline; the rest out of line.
+        if let SimMember::Model(ssd) = self {
+            let op = match cmd.op {
+                CmdOp::Read => Op::Read,
+                CmdOp::Write => Op::Write,
+                _ => return self.send_other(at_ns, cmd),
+            };
+            return MemberOutcome {
+                done_ns: ssd.submit(at_ns, op, cmd.offset_bytes, u64::from(cmd.len_bytes)),
+                result: CmdResult::Ok,
+            };
+        }
+        self.send_other(at_ns, cmd)
+    }
+
+    #[inline(never)]
+    fn send_other(&mut self, at_ns: u64, cmd: &MemberCmd) -> MemberOutcome {
         let ok = |done_ns| MemberOutcome {
             done_ns,
             result: CmdResult::Ok,
