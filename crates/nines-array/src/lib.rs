@@ -453,7 +453,8 @@ impl VolumeHost {
     }
 
     /// The simulator's fast path for a volume whose commands of one request matter only
-    /// together (raid0; see [`Volume::folds_completions`]): maps read or write `io` and sends
+    /// together (raid0 and passthrough; see [`Volume::folds_completions`]): maps read or write
+    /// `io` and sends
     /// each member command at once through `send`, which returns when it was sent, when it
     /// completes and how; each is recorded as [`VolumeHost::member_done`] records a command. Returns
     /// `None` (and does nothing) when the volume has no such path or the request sends no
@@ -467,15 +468,16 @@ impl VolumeHost {
         io: VolIo,
         mut send: impl FnMut(&MemberCmd) -> (u64, u64, CmdResult),
     ) -> Option<FoldedIo> {
-        if !matches!(self.vol, AnyVolume::Raid0(_))
+        if !matches!(self.vol, AnyVolume::Raid0(_) | AnyVolume::Passthrough(_))
             || io.len_bytes == 0
             || !matches!(io.op, VolOp::Read | VolOp::Write)
         {
             return None;
         }
         self.tick(now_ns);
-        let AnyVolume::Raid0(r) = &mut self.vol else {
-            return None;
+        let mut folded = FoldedIo {
+            done_ns_max: now_ns,
+            first_err: None,
         };
         let data_op = if io.op == VolOp::Read {
             nines_core::op::Op::Read
@@ -489,11 +491,7 @@ impl VolumeHost {
             &mut self.member_errors,
             &mut self.member_recs,
         );
-        let mut folded = FoldedIo {
-            done_ns_max: now_ns,
-            first_err: None,
-        };
-        r.map_io(io, |c| {
+        let mut each = |c: MemberCmd| {
             let (sent_ns, done_ns, result) = send(&c);
             folded.done_ns_max = folded.done_ns_max.max(done_ns);
             let ok = result == CmdResult::Ok;
@@ -508,7 +506,14 @@ impl VolumeHost {
                     rec.record(data_op, done_ns.saturating_sub(sent_ns), c.len_bytes);
                 }
             }
-        });
+        };
+        match &mut self.vol {
+            AnyVolume::Raid0(r) => {
+                r.map_io(io, each);
+            }
+            AnyVolume::Passthrough(p) => each(p.cmd_of(io)),
+            AnyVolume::Other(_) => unreachable!("checked above"),
+        }
         Some(folded)
     }
 
@@ -517,14 +522,17 @@ impl VolumeHost {
     #[inline]
     pub fn complete_folded(&mut self, now_ns: u64, tag: u32, folded: FoldedIo) {
         self.tick(now_ns);
-        let AnyVolume::Raid0(r) = &mut self.vol else {
-            unreachable!("complete_folded on a volume that submit_folded refuses")
-        };
         let mut cx = Cx {
             out: &mut self.out,
             data: &mut NoData,
         };
-        r.complete_all(tag, folded.first_err, &mut cx);
+        match &mut self.vol {
+            AnyVolume::Raid0(r) => r.complete_all(tag, folded.first_err, &mut cx),
+            AnyVolume::Passthrough(p) => p.complete(tag, folded.first_err, &mut cx),
+            AnyVolume::Other(_) => {
+                unreachable!("complete_folded on a volume that submit_folded refuses")
+            }
+        }
     }
 
     /// When the volume's timer is due.

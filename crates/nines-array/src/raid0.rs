@@ -55,6 +55,34 @@ impl Passthrough {
             tags,
         }
     }
+
+    /// The one member command of `io` (its id is the request's tag).
+    #[inline(always)]
+    pub(crate) fn cmd_of(&self, io: VolIo) -> MemberCmd {
+        debug_assert!(io.tag < self.tags);
+        MemberCmd {
+            id: io.tag,
+            member: 0,
+            op: cmd_op(io.op),
+            offset_bytes: io.offset_bytes,
+            len_bytes: io.len_bytes,
+            buf: if has_buf(io.op) {
+                BufRef::Client {
+                    tag: io.tag,
+                    offset: 0,
+                }
+            } else {
+                BufRef::None
+            },
+            fua: io.fua,
+        }
+    }
+
+    /// The command of request `tag` completed with `first_err` (None: Ok).
+    #[inline]
+    pub(crate) fn complete(&mut self, tag: u32, first_err: Option<CmdResult>, cx: &mut Cx) {
+        cx.out.done(tag, first_err.map_or(IoResult::Ok, result_of));
+    }
 }
 
 impl Volume for Passthrough {
@@ -77,25 +105,13 @@ impl Volume for Passthrough {
         1
     }
 
+    fn folds_completions(&self) -> bool {
+        true
+    }
+
     #[inline]
     fn submit(&mut self, _now_ns: u64, io: VolIo, cx: &mut Cx) {
-        debug_assert!(io.tag < self.tags);
-        cx.out.cmd(MemberCmd {
-            id: io.tag,
-            member: 0,
-            op: cmd_op(io.op),
-            offset_bytes: io.offset_bytes,
-            len_bytes: io.len_bytes,
-            buf: if has_buf(io.op) {
-                BufRef::Client {
-                    tag: io.tag,
-                    offset: 0,
-                }
-            } else {
-                BufRef::None
-            },
-            fua: io.fua,
-        });
+        cx.out.cmd(self.cmd_of(io));
     }
 
     #[inline]

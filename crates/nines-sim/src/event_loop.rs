@@ -295,7 +295,7 @@ impl Loop<'_, '_> {
         done_max
     }
 
-    #[inline]
+    #[inline(always)]
     fn schedule_timer(&mut self, v: usize, now: u64) {
         if let Some(t) = self.vols[v].host.next_timer_ns() {
             let t = t.max(now);

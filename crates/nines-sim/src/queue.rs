@@ -24,6 +24,8 @@ pub(crate) struct RadixQueue<T: Keyed> {
     now: VecDeque<T>,
     /// Bucket i (1..=64): items whose time differs from `last_ns` first in bit i-1.
     buckets: Vec<Vec<T>>,
+    /// Bit i-1 set: bucket i is not empty (the lowest found without a scan).
+    nonempty: u64,
     len: usize,
 }
 
@@ -38,6 +40,7 @@ impl<T: Keyed> RadixQueue<T> {
             last_ns: 0,
             now: VecDeque::with_capacity(cap.min(1 << 16)),
             buckets: (0..=64).map(|_| Vec::new()).collect(),
+            nonempty: 0,
             len: 0,
         }
     }
@@ -58,6 +61,7 @@ impl<T: Keyed> RadixQueue<T> {
             self.now.push_back(item);
         } else {
             self.buckets[b].push(item);
+            self.nonempty |= 1 << (b - 1);
         }
         self.len += 1;
     }
@@ -74,9 +78,12 @@ impl<T: Keyed> RadixQueue<T> {
 
     /// Moves the lowest non-empty bucket's items down; those at its minimum time become `now`.
     fn refill(&mut self) -> bool {
-        let Some(i) = (1..=64).find(|&i| !self.buckets[i].is_empty()) else {
+        if self.nonempty == 0 {
             return false;
-        };
+        }
+        let i = self.nonempty.trailing_zeros() as usize + 1;
+        debug_assert!(!self.buckets[i].is_empty());
+        self.nonempty &= !(1 << (i - 1));
         let mut items = std::mem::take(&mut self.buckets[i]);
         let min = items
             .iter()
@@ -91,11 +98,14 @@ impl<T: Keyed> RadixQueue<T> {
                 self.now.push_back(it);
             } else {
                 self.buckets[b].push(it);
+                self.nonempty |= 1 << (b - 1);
             }
         }
         // Items that met at one time came from one bucket in push order per source, not in key
-        // order overall: sort them (usually a handful).
-        self.now.make_contiguous().sort_unstable_by_key(Keyed::key);
+        // order overall: sort them (usually a handful, often one).
+        if self.now.len() > 1 {
+            self.now.make_contiguous().sort_unstable_by_key(Keyed::key);
+        }
         items.clear();
         self.buckets[i] = items;
         true
