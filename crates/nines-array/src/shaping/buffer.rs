@@ -19,7 +19,9 @@
 //! buffered blocks it pinned when it arrived). **Flushing** starts when no more than
 //! [`FLUSH_LOW_FREE`] buckets are free (or a write waits for room) and takes one full bucket
 //! at a time, oldest first: contiguous runs of its live blocks are read into scratch and
-//! written to the wrapped volume, each run paid for by a token bucket (`--flush-rate`); when
+//! written to the wrapped volume, each run paid for by a token bucket (`--flush-rate`) and
+//! held while a data member says it stays busy over [`FLUSH_YIELD_BUSY_NS`] (its GC, an erase,
+//! queued programs: the run's pages would queue behind that work, and reads after them); when
 //! the bucket is done the wrapped volume is flushed and the bucket's header marks it free. A bucket whose
 //! blocks were all overwritten while buffered is retired without flushing (absorbed writes).
 //!
