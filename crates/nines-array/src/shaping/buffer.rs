@@ -1043,6 +1043,7 @@ impl WriteBuffer {
     /// for the busy time they gave to pass) and says false.
     fn members_quiet(&mut self, now_ns: u64, cx: &mut Cx) -> bool {
         if self.busy_unsupported
+            || self.member == 0
             || !self.held.is_empty()
             || self.free.len() < FLUSH_LOW_FREE
             || self.busy_clear_at_ns == Some(now_ns)
