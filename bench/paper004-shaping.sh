@@ -12,8 +12,9 @@
 #       velocity over 5% (QD16), beside 5000 random 4 KiB reads/s (QD16), from a sequentially
 #       filled device; without and with --buffer z-ssd (4 GiB, 256 MiB buckets = the NAND erase
 #       unit, 8 velocity classes, flushes paced at 14 MiB/s, started when 2 buckets are left
-#       free): the NAND device's write amplification and the read percentile table, after
-#       1800 s (and 2700 s) of simulated time.
+#       free, each run held while the NAND says it stays busy over 2 ms): the NAND device's
+#       write amplification and the read percentile table, after 1800 s (and 2700 s) of
+#       simulated time.
 # NAND: afa-m2-2018 at the smallest scale (19 GB); simulated latencies are deterministic.
 # Paper numbers are Intel P4510/P4500 (1-2 TB sets) with an Optane P4800X buffer; the model is
 # another drive, so compare directions and ratios, not milliseconds.

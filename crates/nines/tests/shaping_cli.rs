@@ -513,7 +513,7 @@ fn sim_throttle_in_front_of_a_paced_buffer_costs_a_few_events_per_io() {
 #[test]
 fn sim_buffer_cuts_the_nand_write_amplification_of_mixed_lifetime_streams() {
     // bench/paper004-shaping.sh (c), 1800 s: streams of 1x, 7x and 17x velocity and a random
-    // one, without and with the buffer (measured: WAF 3.57 -> 1.58, read p99.99 6.95 -> 2.91 ms).
+    // one, without and with the buffer (measured: WAF 3.57 -> 1.58, read p99.99 6.95 -> 2.48 ms).
     let dir = disk_dir();
     let run = |name: &str, buffer: &[&str]| -> (f64, u64) {
         let json = dir.path().join(name);
