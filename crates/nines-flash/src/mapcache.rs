@@ -69,7 +69,9 @@ impl MapCache {
         let mut index = huge_vec(table);
         index.resize(table, EMPTY);
         MapCache {
-            slots: huge_vec(cap as usize),
+            // Not on huge pages: slots are filled in the timed loop, and a first touch of a
+            // huge page zeroes 2 MiB there (measured 3% slower on 1 s of 64 devices).
+            slots: Vec::with_capacity(cap as usize),
             cap,
             used: 0,
             head: NIL,
@@ -242,7 +244,8 @@ impl MapCache {
 
 /// An empty Vec of capacity `n` whose whole 2 MiB pages are backed by transparent huge pages
 /// where the kernel offers them (as the FTL's maps): index positions are random over MiBs per
-/// device, and with 4 KiB pages nearly every probe would also miss the TLB. A hint only.
+/// device, and with 4 KiB pages nearly every probe would also miss the TLB. A hint only. The
+/// index is filled at construction, so its pages are faulted in before the timed loop.
 fn huge_vec<T>(n: usize) -> Vec<T> {
     let v: Vec<T> = Vec::with_capacity(n);
     #[cfg(target_os = "linux")]
