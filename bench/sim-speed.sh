@@ -4,22 +4,29 @@
 #   1. 64 independent afa-m2-2018 devices, QD1 4 KiB random reads;
 #   2. the same with a 70/30 read/write mix from steady state (GC active);
 #   3. a 1000-device raid0 array (4 KiB stripe, 64 KiB random reads, QD32 on the volume);
-#   4. preconditioning each preset to steady state (fill + 2x random overwrite + GC settle).
+#   4. preconditioning each preset to steady state (fill + 2x random overwrite + GC settle);
+#   1v, 2v. cases 1 and 2 with every variance source of issue 17 on (afa-m2-2018 plus a 64 MiB
+#      mapping cache, 64-point firmware jitter, 1% read retry, two page types, APST, a volatile
+#      write cache: bench/variance-devices.sh writes the TOML under a temp dir), with their
+#      ratio to cases 1 and 2 of the same run (issue 17's goal: no lower speed). VARIANCE=0 skips.
 # Targets (issue 3): >= 1,000,000 sim I/O/s for case 1, >= 300,000 for case 2, <= 64 MiB per
 # device at the default scale, preconditioning <= 10 s.
 #
 # Usage: bench/sim-speed.sh            (REPEATS=1 bench/sim-speed.sh for a quick look)
 #        BASE=/path/to/other/nines bench/sim-speed.sh   runs every case on both binaries, in turn
 #        (A B A B ...), and prints this build's speed as a ratio of BASE's (medians).
-#        QUICK=1: one run of each case, shorter simulated times, no preconditioning table.
-# Last line: RESULT reads_iops=... mixed_iops=... raid0_iops=... [and *_vs_base=... with BASE].
+#        QUICK=1: one run of each case (unless REPEATS is given), shorter simulated times, no
+#        preconditioning table.
+# Last line: RESULT reads_iops=... mixed_iops=... raid0_iops=... [reads_var_iops=...
+# reads_var_ratio=... mixed_var_iops=... mixed_var_ratio=...] [and *_vs_base=... with BASE].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
-REPEATS="${REPEATS:-3}"
 QUICK="${QUICK:-}"
-[ -n "$QUICK" ] && REPEATS=1
+[ -n "$QUICK" ] && REPEATS="${REPEATS:-1}"
+REPEATS="${REPEATS:-3}"
 BASE="${BASE:-}"
+VARIANCE="${VARIANCE:-1}"
 if [ -n "$BASE" ] && [ ! -x "$BASE" ]; then
     echo "BASE=$BASE is not an executable nines binary" >&2
     exit 2
@@ -33,6 +40,9 @@ cargo build --release -q -p nines
 NINES="$CARGO_TARGET_DIR/release/nines"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
+# shellcheck source=bench/variance-devices.sh
+. bench/variance-devices.sh
+variance_devices "$TMP/dev"
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else print v[int((NR + 1) / 2)] }'; }
 
@@ -98,6 +108,18 @@ R_MIXED="$LAST_IOPS"; V_MIXED="$LAST_VS"
 gc_runs="$(grep -o '"gc_runs": [0-9]*' "$TMP/gc.json" | awk '{ s += $2 } END { print s }')"
 moved="$(grep -o '"gc_units_moved": [0-9]*' "$TMP/gc.json" | awk '{ s += $2 } END { print s }')"
 echo "    (GC active in the 70/30 case: $gc_runs victim blocks reclaimed, $moved units moved, over 64 devices)"
+if [ "$VARIANCE" != 0 ]; then
+    run_case "case 1, every variance source on" 64 \
+        --device "$TMP/dev/all.toml" --rw randread --bs 4k --iodepth 1 --runtime "$SIM_READS"
+    R_READS_VAR="$LAST_IOPS"; V_READS_VAR="$LAST_VS"
+    run_case "case 2, every variance source on" 64 \
+        --device "$TMP/dev/all.toml" --rw randrw --mix 70 --bs 4k --iodepth 1 --runtime "$SIM_MIXED"
+    R_MIXED_VAR="$LAST_IOPS"; V_MIXED_VAR="$LAST_VS"
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+    Q_READS_VAR="$(ratio "$R_READS_VAR" "$R_READS")"
+    Q_MIXED_VAR="$(ratio "$R_MIXED_VAR" "$R_MIXED")"
+    echo "    (sources on / off, this build: reads $Q_READS_VAR, 70/30 $Q_MIXED_VAR; device: bench/variance-devices.sh all.toml)"
+fi
 run_case "raid0 1000 x afa-m2-2018 64k/4k-stripe QD32" 1000 \
     --device afa-m2-2018 --layout raid0 --stripe 4k --rw randread --bs 64k --iodepth 32 --runtime "$SIM_RAID"
 R_RAID="$LAST_IOPS"; V_RAID="$LAST_VS"
@@ -113,5 +135,7 @@ echo "MQSim (CMU-SAFARI/MQSim), quoted from issue 3, not measured here (no netwo
 echo "  about 28,000 simulated requests/s for writes and 57,000 for reads; 2.3 GB of memory for one"
 echo "  512 GiB SSD; one SSD per process; a GC-heavy 512 GiB run preconditioned for 14 minutes."
 result="RESULT reads_iops=$R_READS mixed_iops=$R_MIXED raid0_iops=$R_RAID"
+[ "$VARIANCE" != 0 ] && result="$result reads_var_iops=$R_READS_VAR reads_var_ratio=$Q_READS_VAR mixed_var_iops=$R_MIXED_VAR mixed_var_ratio=$Q_MIXED_VAR"
 [ -n "$BASE" ] && result="$result reads_vs_base=$V_READS mixed_vs_base=$V_MIXED raid0_vs_base=$V_RAID"
+[ -n "$BASE" ] && [ "$VARIANCE" != 0 ] && result="$result reads_var_vs_base=$V_READS_VAR mixed_var_vs_base=$V_MIXED_VAR"
 echo "$result"

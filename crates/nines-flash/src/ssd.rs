@@ -652,8 +652,16 @@ pub struct Ssd {
 #[derive(Clone, Copy, Debug)]
 struct PageTimes {
     n: u32,
+    /// `n - 1` when `n` is a power of two (the type is then a mask of the page index, not a
+    /// division), else `u32::MAX`. In the padding before `ns`: the line stays one.
+    mask: u32,
     ns: [u64; PAGE_TYPES_MAX],
 }
+
+const _: () = assert!(
+    std::mem::size_of::<PageTimes>() == 64,
+    "PageTimes is one cache line"
+);
 
 impl PageTimes {
     /// From a validated list (1 to [`PAGE_TYPES_MAX`] times).
@@ -664,16 +672,18 @@ impl PageTimes {
         );
         let mut ns = [0; PAGE_TYPES_MAX];
         ns[..times.len()].copy_from_slice(times);
+        let n = times.len() as u32;
         PageTimes {
-            n: times.len() as u32,
+            n,
+            mask: if n.is_power_of_two() { n - 1 } else { u32::MAX },
             ns,
         }
     }
 
     #[inline]
     fn of(&self, page_in_block: u32) -> u64 {
-        if self.n == 1 {
-            self.ns[0]
+        if self.mask != u32::MAX {
+            self.ns[(page_in_block & self.mask) as usize]
         } else {
             self.ns[(page_in_block % self.n) as usize]
         }
@@ -1324,7 +1334,12 @@ impl Ssd {
 
     #[inline]
     pub(crate) fn page_read_ns(&self, page: u32) -> u64 {
-        self.read_ns.of(self.ftl.page_in_block(page))
+        // One page type (the default): not even the division for the page's place in its block.
+        if self.read_ns.n == 1 {
+            self.read_ns.ns[0]
+        } else {
+            self.read_ns.of(self.ftl.page_in_block(page))
+        }
     }
 
     /// Read `bytes` of a page of `pool` whose array read takes `tr` (plus retries when `host`
