@@ -1228,14 +1228,26 @@ impl Ssd {
         if let Some(i) = joinable
             && self.die_gaps
         {
-            // With gaps the joined command grows only into free die time after it.
+            // With gaps the joined command grows into the die time after it.
             let cmd = self.mp[u].c[i];
             let c = (pool % self.channels) as usize;
             let xfer = xfer_ns(self.page_bytes, self.channel_bytes_per_s);
             let now = self.now_ns;
             let xe = self.chan[c].peek(now, cmd.start.max(t), xfer) + xfer;
             let by = (xe + tp).saturating_sub(cmd.end);
-            if by == 0 || self.slots[u].extend(cmd.start, cmd.end, by) {
+            // The programs, erases and GC queued behind it move back, as without gaps; a read
+            // in the way (reserved, its completion returned) refuses the join.
+            let ok = if by == 0 {
+                true
+            } else if let Some(moves) = self.slots[u].extend_pushing(cmd.start, cmd.end, by) {
+                let mut dt = self.die(u);
+                self.apply_moves(&mut dt, u, &moves);
+                self.set_die(u, dt);
+                true
+            } else {
+                false
+            };
+            if ok {
                 self.chan[c].reserve(now, cmd.start.max(t), xfer);
                 let end = cmd.end + by;
                 let hot = &mut self.units[u];
@@ -1548,7 +1560,9 @@ impl Ssd {
             w.wait_ns_total += wait;
             w.wait_ns_max = w.wait_ns_max.max(wait);
         }
-        self.apply_moves(&mut dt, u, &moves);
+        let (gc, long) = self.apply_moves(&mut dt, u, &moves);
+        self.counters.gc_preemptions += u64::from(gc);
+        self.counters.read_priority_jumps += u64::from(long);
         dt.free = dt.free.max(xe);
         self.set_die(u, dt);
         self.counters.die_busy_ns += xe - s;
@@ -1556,8 +1570,9 @@ impl Ssd {
         xe
     }
 
-    /// What moving programs, erases and GC back for a read changes beyond the die's slots.
-    fn apply_moves(&mut self, dt: &mut DieTime, u: usize, moves: &SlotMoves) {
+    /// What moving programs, erases and GC back changes beyond the die's slots. Returns
+    /// whether GC and whether programs or erases moved.
+    fn apply_moves(&mut self, dt: &mut DieTime, u: usize, moves: &SlotMoves) -> (bool, bool) {
         let (mut gc, mut long) = (false, false);
         for m in &moves.0[..moves.1] {
             let by = m.to - m.from;
@@ -1574,8 +1589,7 @@ impl Ssd {
                 }
             }
         }
-        self.counters.gc_preemptions += u64::from(gc);
-        self.counters.read_priority_jumps += u64::from(long);
+        (gc, long)
     }
 
     /// A program on unit `u` with `controller.die_gaps`: in the earliest gap at or after `t`

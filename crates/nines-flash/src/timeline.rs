@@ -304,12 +304,18 @@ impl DieSlots {
     /// start that meets nothing fixed; what they meet there moves in turn (an interval moves at
     /// most once, so this ends). Returns the moves, in the order made. Needs one free slot.
     pub(crate) fn place_read(&mut self, s: u64, e: u64, r: u64, priority: bool) -> SlotMoves {
+        self.place(s, e, SLOT_READ, r, priority)
+    }
+
+    /// Reserve `[s, e)` as `kind`, moving back the movable intervals (for a ready time `r`)
+    /// it meets, as [`DieSlots::place_read`] does.
+    fn place(&mut self, s: u64, e: u64, kind_new: u8, r: u64, priority: bool) -> SlotMoves {
         let mut moves: SlotMoves = ([SlotMove::default(); DIE_SLOTS_CAP], 0);
         // Pending: intervals taken out to be placed again, in order of their old start.
         let mut pending = [((0u64, 0u64), 0u8); DIE_SLOTS_CAP];
         let mut np = 0;
         self.take(s, e, r, priority, &mut pending, &mut np, 0);
-        self.insert(s, e, SLOT_READ);
+        self.insert(s, e, kind_new | SLOT_PINNED);
         let mut next = 0;
         while next < np {
             let ((a, b), kind) = pending[next];
@@ -387,17 +393,20 @@ impl DieSlots {
         }
     }
 
-    /// Lengthen the interval `[a, end)` to `[a, end + by)` if that meets nothing (a program
-    /// another plane joins); false and nothing changed otherwise.
-    pub(crate) fn extend(&mut self, a: u64, end: u64, by: u64) -> bool {
-        let Some(i) = (0..self.n).find(|&i| self.iv[i].0 <= a && end <= self.iv[i].1) else {
-            return false;
-        };
-        if self.iv[i].1 != end || (i + 1 < self.n && self.iv[i + 1].0 < end + by) {
-            return false;
+    /// Lengthen the program `[a, end)` to `[a, end + by)` (another plane joins it): the
+    /// programs, erases and GC queued behind it move back (as for a read); None and nothing
+    /// changed when a read is in the way.
+    pub(crate) fn extend_pushing(&mut self, a: u64, end: u64, by: u64) -> Option<SlotMoves> {
+        let i = (0..self.n).find(|&i| self.iv[i].0 <= a && end <= self.iv[i].1)?;
+        if self.iv[i].1 != end || self.kind[i] == SLOT_READ {
+            return None;
         }
-        self.iv[i].1 = end + by;
-        true
+        let (iv, kind) = self.remove(i);
+        if self.fit(iv.0, end, true, |_| end + by - iv.0) != iv.0 {
+            self.insert(iv.0, iv.1, kind);
+            return None;
+        }
+        Some(self.place(iv.0, end + by, kind, end, true))
     }
 }
 

@@ -45,30 +45,42 @@ fn multi_plane_programs_join_a_queued_program_of_the_other_plane_at_the_same_pag
     // Four 4 KiB writes at once (a page each): units 0, 2 on plane 0 at pages 0, 1 of its
     // block; units 1, 3 on plane 1 at pages 0, 1. Each page is ready 3 us (controller) +
     // 4.096 us (link) after t; a program is its 10.24 us channel transfer, then tPROG 500 us.
+    // The same with `die_gaps`: a join moves the programs queued behind it back there too
+    // (without that, in the last case unit 3 could not join unit 2's program: unit 1's own
+    // program is queued right behind it).
     let t = 1_000_000_000;
-    // (unit, ns after t), in time order.
-    let run = |mp: bool, writes: [(u64, u64); 4]| {
-        let mut ssd = Ssd::new(&two_planes(mp), 1);
-        let mut last = t;
-        for (u, dt) in writes {
-            last = t + dt;
-            ssd.submit(last, Op::Write, u * 4096, 4096);
-        }
-        (
-            ssd.busy_remaining_ns(last) + (last - t),
-            ssd.counters().multi_plane_programs,
-        )
-    };
-    // Single-plane commands: four programs one after another.
-    let at_once = [(0, 0), (1, 0), (2, 0), (3, 0)];
-    assert_eq!(run(false, at_once), (7_096 + 4 * 510_240, 0));
-    // Multi-plane: units 1 and 3 join the programs of units 0 and 2 (same page index, not
-    // started when their data is ready): two commands, each two transfers and one tPROG.
-    assert_eq!(run(true, at_once), (7_096 + 2 * (2 * 10_240 + 500_000), 2));
-    // Unit 1 arrives once unit 0's program has started: it cannot join and nothing else is at
-    // its page index, so it is a command of its own; unit 3 joins unit 2's queued program.
-    let (_, joined) = run(true, [(0, 0), (2, 0), (1, 100_000), (3, 100_000)]);
-    assert_eq!(joined, 1);
+    for gaps in [false, true] {
+        // (unit, ns after t), in time order.
+        let run = |mp: bool, writes: [(u64, u64); 4]| {
+            let mut cfg = two_planes(mp);
+            cfg.controller.die_gaps = gaps;
+            let mut ssd = Ssd::new(&cfg, 1);
+            let mut last = t;
+            for (u, dt) in writes {
+                last = t + dt;
+                ssd.submit(last, Op::Write, u * 4096, 4096);
+            }
+            (
+                ssd.busy_remaining_ns(last) + (last - t),
+                ssd.counters().multi_plane_programs,
+            )
+        };
+        // Single-plane commands: four programs one after another.
+        let at_once = [(0, 0), (1, 0), (2, 0), (3, 0)];
+        assert_eq!(run(false, at_once), (7_096 + 4 * 510_240, 0), "gaps {gaps}");
+        // Multi-plane: units 1 and 3 join the programs of units 0 and 2 (same page index, not
+        // started when their data is ready): two commands, each two transfers and one tPROG.
+        assert_eq!(
+            run(true, at_once),
+            (7_096 + 2 * (2 * 10_240 + 500_000), 2),
+            "gaps {gaps}"
+        );
+        // Unit 1 arrives once unit 0's program has started: it cannot join and nothing else is
+        // at its page index, so it is a command of its own; unit 3 joins unit 2's queued
+        // program.
+        let (_, joined) = run(true, [(0, 0), (2, 0), (1, 100_000), (3, 100_000)]);
+        assert_eq!(joined, 1, "gaps {gaps}");
+    }
     // Needs a pool per plane.
     let mut cfg = two_planes(true);
     cfg.ftl.block_pool = BlockPool::Die;
