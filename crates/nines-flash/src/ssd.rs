@@ -25,6 +25,9 @@
 //!   pushes the program/erase back by the read's time plus `resume_overhead_ns`.
 //! - read priority (when enabled): a read waits only for the program or erase in progress, and
 //!   goes ahead of those queued behind it.
+//! - `controller.die_gaps` (MQSim's chips serve what is ready): a die is a timeline with gaps
+//!   ([`DieSlots`]) instead of FIFO pointers; an operation goes in the earliest gap at or after
+//!   its ready time that holds it (docs/arch-sim.md, "Reservation order").
 //! - variance sources (each off unless the description turns it on; docs/arch-sim.md cites
 //!   each): per-page-type tR/tPROG, read retries, mapping-cache misses (a translation-page read
 //!   first; dirty evictions write translation pages back), power-state exit after idle (APST),
