@@ -13,6 +13,8 @@
 #
 # Usage: MQSIM=/path/to/MQSim bench/vs-mqsim.sh     (QUICK=1: 0.2 s simulated per workload;
 #        NINES=path: that binary, not a release build; SKIP_PRE=1: no rw7030-pre)
+#        MQSIM=recorded bench/vs-mqsim.sh           (nines only, against the MQSim @ 7ec40e3
+#                                                    means recorded in docs/arch-sim.md)
 #        bench/vs-mqsim.sh                          (without MQSim: says how to get it)
 # Last line: RESULT worst_mean_ratio=... (the ratio farthest from 1) and one ratio per workload.
 set -euo pipefail
@@ -20,7 +22,11 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 QUICK="${QUICK:-}"
 MQSIM="${MQSIM:-}"
-if [ -z "$MQSIM" ] || [ ! -x "$MQSIM" ]; then
+# MQSim @ 7ec40e3's mean device response times (us) on these workloads, measured with QUICK=1
+# (docs/arch-sim.md, the vs-mqsim tables): a comparison without MQSim at hand is QUICK too.
+declare -A RECORDED=([qd1-read]=165 [qd16-read]=218 [rw7030-fresh]=262 [write-qd8]=199
+    [tpcc]=3458 [rw7030-pre]=262)
+if [ "$MQSIM" != recorded ] && { [ -z "$MQSIM" ] || [ ! -x "$MQSIM" ]; }; then
     cat <<'EOF'
 MQSim is not given (MQSIM=path to its binary). Build it outside this repository, e.g.:
     git clone https://github.com/CMU-SAFARI/MQSim /tmp/mqsim
@@ -32,12 +38,14 @@ EOF
     echo "RESULT worst_mean_ratio=unmeasured mqsim=missing"
     exit 0
 fi
+if [ "$MQSIM" != recorded ]; then
 MQSIM="$(realpath "$MQSIM")"
 MQSIM_DIR="$(dirname "$MQSIM")"
 [ -f "$MQSIM_DIR/ssdconfig.xml" ] || {
     echo "no ssdconfig.xml beside $MQSIM (the bench edits a copy of MQSim's own)" >&2
     exit 2
 }
+fi
 [ -x /usr/bin/time ] || {
     echo "GNU time (/usr/bin/time) is needed for wall time and peak memory: apt-get install time" >&2
     exit 2
@@ -102,6 +110,10 @@ cp "$TRACES/mqsim-tpcc-small.trace" "$TMP/tpcc.trace"
 run_mqsim() {
     local name="$1" pre="$2"
     shift 2
+    if [ "$MQSIM" = recorded ]; then
+        mq_mean_us=${RECORDED[$name]} mq_wall_s=- mq_rss_mib=-
+        return 0
+    fi
     mqsim_config "$pre" >"$TMP/$name-ssd.xml"
     "$@" >"$TMP/$name.xml"
     (cd "$TMP" && /usr/bin/time -f "%e %M" -o "$TMP/$name.mqtime" "$MQSIM" -i "$name-ssd.xml" \

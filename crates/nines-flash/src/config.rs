@@ -206,6 +206,16 @@ pub struct Controller {
     /// PRIORITY_OUT_OF_ORDER scheduling); they still wait for the operation in progress.
     #[serde(default)]
     pub read_priority: bool,
+    /// Each die (or chip) keeps its reservations as a timeline with gaps instead of a
+    /// first-come-first-served queue: a flash operation goes in the earliest gap at or after
+    /// its ready time that holds it, so a read due later (after its translation read on
+    /// another die, say) does not hold back one that can run now (MQSim's chips serve what is
+    /// ready; nines reserves a command's flash work when it is submitted). With
+    /// `read_priority`, a read also takes the place of programs and erases not started when it
+    /// is ready, which move back. At most 64 reservations per die; when full, the two with the
+    /// smallest gap between them merge. Not with `suspend.enabled`.
+    #[serde(default)]
+    pub die_gaps: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -473,6 +483,12 @@ impl DeviceConfig {
     /// Check every rule; the first broken one is returned naming its field.
     pub fn validate(&self) -> Result<(), FlashError> {
         let g = &self.geometry;
+        if self.controller.die_gaps && self.suspend.enabled {
+            return Err(invalid(
+                "controller.die_gaps",
+                "is not modelled with suspend.enabled (turn one off)",
+            ));
+        }
         if g.multi_plane && self.ftl.block_pool != BlockPool::Plane {
             return Err(invalid(
                 "geometry.multi_plane",
@@ -859,9 +875,17 @@ impl DeviceConfig {
 
     /// Bytes of state every device allocates for itself, beyond the maps of
     /// [`DeviceConfig::model_bytes`] (which devices that only read share): the write buffer's
-    /// page release times (8 bytes a page).
+    /// page release times (8 bytes a page), and with `controller.die_gaps` each parallel unit's
+    /// reservations (17 bytes each, at most 64 a unit).
     pub fn device_state_bytes(&self) -> u64 {
-        (self.buffer_pages() + 1).saturating_mul(8)
+        let gaps = if self.controller.die_gaps {
+            self.parallel_units().saturating_mul(64 * 17 + 8)
+        } else {
+            0
+        };
+        (self.buffer_pages() + 1)
+            .saturating_mul(8)
+            .saturating_add(gaps)
     }
 
     /// Mapping entries one translation page holds.

@@ -153,10 +153,17 @@ impl Ssd {
                 _ => self.die(u as usize),
             };
             let tr = self.page_read_ns(page);
-            let (_, start) = read_start(self.suspend, &d, self.ops.get(u as usize), t);
             let xfer = xfer_ns(bytes, self.channel_bytes_per_s);
             let c = (pool % self.channels) as usize;
-            let xs = self.chan[c].peek(t, start + tr, xfer);
+            let start = if self.die_gaps {
+                let gc = pending.filter(|&(pu, _)| pu == u).map(|(_, dt)| dt);
+                self.gap_read_start(now_ns, u as usize, c, t, tr, xfer, gc)
+            } else {
+                read_start(self.suspend, &d, self.ops.get(u as usize), t).1
+            };
+            // With gaps a read forgets what ended by its command's arrival (`now`).
+            let live = if self.die_gaps { now_ns } else { t };
+            let xs = self.chan[c].peek(live, start + tr, xfer);
             wait = wait.max(xs - (t + tr));
         }
         wait

@@ -25,6 +25,9 @@
 //!   pushes the program/erase back by the read's time plus `resume_overhead_ns`.
 //! - read priority (when enabled): a read waits only for the program or erase in progress, and
 //!   goes ahead of those queued behind it.
+//! - `controller.die_gaps` (MQSim's chips serve what is ready): a die is a timeline with gaps
+//!   ([`DieSlots`]) instead of FIFO pointers; an operation goes in the earliest gap at or after
+//!   its ready time that holds it (docs/arch-sim.md, "Reservation order").
 //! - variance sources (each off unless the description turns it on; docs/arch-sim.md cites
 //!   each): per-page-type tR/tPROG, read retries, mapping-cache misses (a translation-page read
 //!   first; dirty evictions write translation pages back), power-state exit after idle (APST),
@@ -49,7 +52,7 @@ use crate::control::PlmWindow;
 use crate::dist::QuantileDist;
 use crate::ftl::{Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
 use crate::mapcache::MapCache;
-use crate::timeline::Timeline;
+use crate::timeline::{DieSlots, SLOT_GC, SLOT_LONG, SlotMoves, Timeline};
 
 /// How to bring a fresh device to a realistic state before timing starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -446,6 +449,17 @@ impl MpQueue {
         self.n += 1;
     }
 
+    /// Commands starting in `[from, until)` move back by `by` (with `controller.die_gaps`, a
+    /// die interval a read moved).
+    fn move_within(&mut self, from: u64, until: u64, by: u64) {
+        for c in &mut self.c[..self.n] {
+            if c.start >= from && c.start < until {
+                c.start += by;
+                c.end += by;
+            }
+        }
+    }
+
     /// Commands starting at or after `from` move back by `by`.
     fn shift(&mut self, from: u64, by: u64) {
         for c in &mut self.c[..self.n] {
@@ -500,6 +514,26 @@ pub(crate) fn read_start(
         return (ReadPath::Priority, start);
     }
     (ReadPath::Fcfs, t.max(die.free))
+}
+
+/// Where a read ready at `t` starts on a die's gap timeline (`controller.die_gaps`): room
+/// made, the GC episode in progress split at its next page copy, then the earliest start
+/// whose tR and transfer (where channel `chan` can take it) meet nothing that stays.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(crate) fn gap_read_fit(
+    slots: &mut DieSlots,
+    chan: &Timeline,
+    now: u64,
+    t: u64,
+    tr: u64,
+    xfer: u64,
+    gc_step: u64,
+    priority: bool,
+) -> u64 {
+    slots.make_room(now, 2);
+    slots.split_gc(t, gc_step);
+    slots.fit(t, t, priority, |s| chan.peek(now, s + tr, xfer) + xfer - s)
 }
 
 /// The flash pages a read touches, grouped: consecutive units in the same page are one page
@@ -598,6 +632,8 @@ pub struct Ssd {
     idle_gc_next: u32,
     pub(crate) window: PlmWindow,
     pub(crate) suspend: bool,
+    /// `controller.die_gaps`: dies are gap timelines (`slots`), not FIFO pointers.
+    pub(crate) die_gaps: bool,
     /// `cmt.is_some()`, `!power.is_empty()`, either jitter table non-empty: fixed at
     /// construction, kept here so a command need not touch those fields' lines.
     has_cmt: bool,
@@ -609,6 +645,10 @@ pub struct Ssd {
     pub(crate) counters: SsdCounters,
     // Warm: writes, GC, variance sources.
     units_cold: Vec<DieCold>,
+    /// Per unit, its reservations with gaps (empty: `controller.die_gaps` off).
+    pub(crate) slots: Vec<DieSlots>,
+    /// Reads go ahead of programs and erases in the gap timelines (`read_priority`).
+    gap_priority: bool,
     page_bytes: u64,
     program_ns: PageTimes,
     read_ns_mean: u64,
@@ -796,7 +836,14 @@ impl Ssd {
             buffer_pages,
             units: vec![DieTime::default().split().0; units_n as usize],
             units_cold: vec![DieTime::default().split().1; units_n as usize],
-            ops: if cfg.controller.read_priority {
+            die_gaps: cfg.controller.die_gaps,
+            gap_priority: cfg.controller.read_priority,
+            slots: if cfg.controller.die_gaps {
+                vec![DieSlots::default(); units_n as usize]
+            } else {
+                Vec::new()
+            },
+            ops: if cfg.controller.read_priority && !cfg.controller.die_gaps {
                 vec![LongOps::default(); units_n as usize]
             } else {
                 Vec::new()
@@ -1190,7 +1237,46 @@ impl Ssd {
         let die = pool % self.dies_n;
         let bit = 1u32 << ((pool / self.dies_n) & 31);
         self.mp[u].expire(t);
-        if let Some(i) = self.mp[u].joinable(t, die, bit, page_in_block) {
+        let joinable = self.mp[u].joinable(t, die, bit, page_in_block);
+        if let Some(i) = joinable
+            && self.die_gaps
+        {
+            // With gaps the joined command grows into the die time after it.
+            let cmd = self.mp[u].c[i];
+            let c = (pool % self.channels) as usize;
+            let xfer = xfer_ns(self.page_bytes, self.channel_bytes_per_s);
+            let now = self.now_ns;
+            let xe = self.chan[c].peek(now, cmd.start.max(t), xfer) + xfer;
+            let by = (xe + tp).saturating_sub(cmd.end);
+            // The programs, erases and GC queued behind it move back, as without gaps; a read
+            // in the way (reserved, its completion returned) refuses the join.
+            let ok = if by == 0 {
+                true
+            } else if let Some(moves) = self.slots[u].extend_pushing(cmd.start, cmd.end, by) {
+                let mut dt = self.die(u);
+                self.apply_moves(&mut dt, u, &moves);
+                self.set_die(u, dt);
+                true
+            } else {
+                false
+            };
+            if ok {
+                self.chan[c].reserve(now, cmd.start.max(t), xfer);
+                let end = cmd.end + by;
+                let hot = &mut self.units[u];
+                hot.free = hot.free.max(end);
+                let cold = &mut self.units_cold[u];
+                cold.long_until = cold.long_until.max(end);
+                let m = &mut self.mp[u].c[i];
+                m.end = end;
+                m.planes |= bit;
+                self.programs_until = self.programs_until.max(end);
+                self.counters.die_busy_ns += by;
+                self.counters.channel_busy_ns += xfer;
+                self.counters.multi_plane_programs += 1;
+                return end;
+            }
+        } else if let Some(i) = joinable {
             // Both pages cross the channel, then one tPROG: the command ends when the later
             // transfer's tPROG does; what was queued behind it moves back as much.
             let cmd = self.mp[u].c[i];
@@ -1223,8 +1309,7 @@ impl Ssd {
             self.counters.multi_plane_programs += 1;
             return end;
         }
-        let start = t.max(self.units[u].free);
-        let end = self.program(t, pool, tp);
+        let (start, end) = self.program_at(t, pool, tp);
         self.mp[u].push(MpCmd {
             start,
             end,
@@ -1353,6 +1438,9 @@ impl Ssd {
             tr += self.retry_steps * (tr + self.retry_step_overhead_ns);
         }
         let xfer = xfer_ns(bytes, self.channel_bytes_per_s);
+        if self.die_gaps {
+            return self.flash_read_gaps(t, u, c, tr, xfer, host);
+        }
         if self.units[u].free <= t {
             // The die is idle (and so are its reads, `read_free <= free`): the read starts
             // now, first come first served, touching only the die's hot half.
@@ -1429,9 +1517,17 @@ impl Ssd {
 
     /// A page program of `tp` on `pool` whose data is ready at `t`: transfer, then tPROG.
     fn program(&mut self, t: u64, pool: u32, tp: u64) -> u64 {
+        self.program_at(t, pool, tp).1
+    }
+
+    /// [`Ssd::program`], returning when it starts on its die too.
+    fn program_at(&mut self, t: u64, pool: u32, tp: u64) -> (u64, u64) {
         let u = self.unit_of(pool) as usize;
         let c = (pool % self.channels) as usize;
         let xfer = xfer_ns(self.page_bytes, self.channel_bytes_per_s);
+        if self.die_gaps {
+            return self.program_gaps(t, u, c, tp, xfer);
+        }
         let start = t.max(self.units[u].free);
         let xe = self.chan[c].reserve(t, start, xfer) + xfer;
         let end = xe + tp;
@@ -1443,7 +1539,133 @@ impl Ssd {
         self.programs_until = self.programs_until.max(end);
         self.counters.die_busy_ns += end - start;
         self.counters.channel_busy_ns += xfer;
-        end
+        (start, end)
+    }
+
+    /// A read on unit `u` with `controller.die_gaps`: in the earliest gap at or after `t`
+    /// that holds its tR and its transfer (where the channel can take it), or, in place of
+    /// programs, erases (with read priority) and GC page copies not started by `t`, which move
+    /// back. Returns when its bytes are off the channel.
+    fn flash_read_gaps(
+        &mut self,
+        t: u64,
+        u: usize,
+        c: usize,
+        tr: u64,
+        xfer: u64,
+        host: bool,
+    ) -> u64 {
+        let now = self.now_ns;
+        let step = self.units_cold[u].gc_step;
+        let s = gap_read_fit(
+            &mut self.slots[u],
+            &self.chan[c],
+            now,
+            t,
+            tr,
+            xfer,
+            step,
+            self.gap_priority,
+        );
+        let xe = self.chan[c].reserve(now, s + tr, xfer) + xfer;
+        let moves = self.slots[u].place_read(s, xe, t, self.gap_priority);
+        let mut dt = self.die(u);
+        if host && let Some(cause) = dt.wait_cause(t, s) {
+            let w = &mut self.counters.read_waits[cause as usize];
+            let wait = s - t;
+            w.reads += 1;
+            w.slow_reads += u64::from(wait > READ_WAIT_SLOW_NS);
+            w.wait_ns_total += wait;
+            w.wait_ns_max = w.wait_ns_max.max(wait);
+        }
+        let (gc, long) = self.apply_moves(&mut dt, u, &moves);
+        self.counters.gc_preemptions += u64::from(gc);
+        self.counters.read_priority_jumps += u64::from(long);
+        dt.free = dt.free.max(xe);
+        self.set_die(u, dt);
+        self.counters.die_busy_ns += xe - s;
+        self.counters.channel_busy_ns += xfer;
+        xe
+    }
+
+    /// What moving programs, erases and GC back changes beyond the die's slots. Returns
+    /// whether GC and whether programs or erases moved.
+    fn apply_moves(&mut self, dt: &mut DieTime, u: usize, moves: &SlotMoves) -> (bool, bool) {
+        let (mut gc, mut long) = (false, false);
+        for m in &moves.0[..moves.1] {
+            let by = m.to - m.from;
+            dt.free = dt.free.max(m.end);
+            dt.long_until = dt.long_until.max(m.end);
+            if m.kind == SLOT_GC {
+                gc = true;
+                dt.gc_until = dt.gc_until.max(m.end);
+            } else {
+                long = true;
+                self.programs_until = self.programs_until.max(m.end);
+                if let Some(mp) = self.mp.get_mut(u) {
+                    mp.move_within(m.from, m.end - by, by);
+                }
+            }
+        }
+        (gc, long)
+    }
+
+    /// A program on unit `u` with `controller.die_gaps`: in the earliest gap at or after `t`
+    /// that holds its transfer (where the channel can take it) and tPROG.
+    fn program_gaps(&mut self, t: u64, u: usize, c: usize, tp: u64, xfer: u64) -> (u64, u64) {
+        let now = self.now_ns;
+        let slots = &mut self.slots[u];
+        slots.make_room(now, 1);
+        let chan = &self.chan[c];
+        let start = slots.fit(t, u64::MAX, false, |s| {
+            chan.peek(now, s, xfer) + xfer + tp - s
+        });
+        let xe = self.chan[c].reserve(now, start, xfer) + xfer;
+        let end = xe + tp;
+        self.slots[u].put(start, end - start, SLOT_LONG);
+        let hot = &mut self.units[u];
+        hot.free = hot.free.max(end);
+        let cold = &mut self.units_cold[u];
+        cold.long_until = cold.long_until.max(end);
+        self.programs_until = self.programs_until.max(end);
+        self.counters.die_busy_ns += end - start;
+        self.counters.channel_busy_ns += xfer;
+        (start, end)
+    }
+
+    /// Where a read on unit `u` ready at `t` would start with `controller.die_gaps`, reserving
+    /// nothing (the same code as the read, on a copy of the die's slots); `pending_gc`: a GC
+    /// episode the read's own command would queue first.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gap_read_start(
+        &self,
+        now: u64,
+        u: usize,
+        c: usize,
+        t: u64,
+        tr: u64,
+        xfer: u64,
+        pending_gc: Option<DieTime>,
+    ) -> u64 {
+        let mut slots = self.slots[u].clone();
+        let mut step = self.units_cold[u].gc_step;
+        if let Some(g) = pending_gc {
+            slots.make_room(now, 1);
+            if g.gc_until > g.gc_from {
+                slots.put(g.gc_from, g.gc_until - g.gc_from, SLOT_GC);
+            }
+            step = g.gc_step;
+        }
+        gap_read_fit(
+            &mut slots,
+            &self.chan[c],
+            now,
+            t,
+            tr,
+            xfer,
+            step,
+            self.gap_priority,
+        )
     }
 
     /// Die time of a GC episode's work: page reads, programs and erases, and with no copy-back
@@ -1488,6 +1710,11 @@ impl Ssd {
         let u = self.unit_of(w.pool) as usize;
         let dt = self.with_gc(self.die(u), t, w, cause);
         self.set_die(u, dt);
+        if self.die_gaps && dt.gc_until > dt.gc_from {
+            // Queued behind everything the die has, like without gaps.
+            self.slots[u].make_room(self.now_ns, 1);
+            self.slots[u].put(dt.gc_from, dt.gc_until - dt.gc_from, SLOT_GC);
+        }
         let dur = self.gc_duration(w);
         self.counters.die_busy_ns += dur;
         if !self.gc_copyback {

@@ -45,30 +45,42 @@ fn multi_plane_programs_join_a_queued_program_of_the_other_plane_at_the_same_pag
     // Four 4 KiB writes at once (a page each): units 0, 2 on plane 0 at pages 0, 1 of its
     // block; units 1, 3 on plane 1 at pages 0, 1. Each page is ready 3 us (controller) +
     // 4.096 us (link) after t; a program is its 10.24 us channel transfer, then tPROG 500 us.
+    // The same with `die_gaps`: a join moves the programs queued behind it back there too
+    // (without that, in the last case unit 3 could not join unit 2's program: unit 1's own
+    // program is queued right behind it).
     let t = 1_000_000_000;
-    // (unit, ns after t), in time order.
-    let run = |mp: bool, writes: [(u64, u64); 4]| {
-        let mut ssd = Ssd::new(&two_planes(mp), 1);
-        let mut last = t;
-        for (u, dt) in writes {
-            last = t + dt;
-            ssd.submit(last, Op::Write, u * 4096, 4096);
-        }
-        (
-            ssd.busy_remaining_ns(last) + (last - t),
-            ssd.counters().multi_plane_programs,
-        )
-    };
-    // Single-plane commands: four programs one after another.
-    let at_once = [(0, 0), (1, 0), (2, 0), (3, 0)];
-    assert_eq!(run(false, at_once), (7_096 + 4 * 510_240, 0));
-    // Multi-plane: units 1 and 3 join the programs of units 0 and 2 (same page index, not
-    // started when their data is ready): two commands, each two transfers and one tPROG.
-    assert_eq!(run(true, at_once), (7_096 + 2 * (2 * 10_240 + 500_000), 2));
-    // Unit 1 arrives once unit 0's program has started: it cannot join and nothing else is at
-    // its page index, so it is a command of its own; unit 3 joins unit 2's queued program.
-    let (_, joined) = run(true, [(0, 0), (2, 0), (1, 100_000), (3, 100_000)]);
-    assert_eq!(joined, 1);
+    for gaps in [false, true] {
+        // (unit, ns after t), in time order.
+        let run = |mp: bool, writes: [(u64, u64); 4]| {
+            let mut cfg = two_planes(mp);
+            cfg.controller.die_gaps = gaps;
+            let mut ssd = Ssd::new(&cfg, 1);
+            let mut last = t;
+            for (u, dt) in writes {
+                last = t + dt;
+                ssd.submit(last, Op::Write, u * 4096, 4096);
+            }
+            (
+                ssd.busy_remaining_ns(last) + (last - t),
+                ssd.counters().multi_plane_programs,
+            )
+        };
+        // Single-plane commands: four programs one after another.
+        let at_once = [(0, 0), (1, 0), (2, 0), (3, 0)];
+        assert_eq!(run(false, at_once), (7_096 + 4 * 510_240, 0), "gaps {gaps}");
+        // Multi-plane: units 1 and 3 join the programs of units 0 and 2 (same page index, not
+        // started when their data is ready): two commands, each two transfers and one tPROG.
+        assert_eq!(
+            run(true, at_once),
+            (7_096 + 2 * (2 * 10_240 + 500_000), 2),
+            "gaps {gaps}"
+        );
+        // Unit 1 arrives once unit 0's program has started: it cannot join and nothing else is
+        // at its page index, so it is a command of its own; unit 3 joins unit 2's queued
+        // program.
+        let (_, joined) = run(true, [(0, 0), (2, 0), (1, 100_000), (3, 100_000)]);
+        assert_eq!(joined, 1, "gaps {gaps}");
+    }
     // Needs a pool per plane.
     let mut cfg = two_planes(true);
     cfg.ftl.block_pool = BlockPool::Die;
@@ -216,6 +228,10 @@ fn mqsim_compatible_is_mqsims_default_config_field_by_field() {
     assert_eq!(f.gc_candidates, (2048f64).log2() as u32, "rga_set_size");
     assert!(!f.gc_copyback, "Use_Copyback_for_GC false");
     assert!(c.controller.read_priority, "PRIORITY_OUT_OF_ORDER");
+    assert!(
+        c.controller.die_gaps,
+        "a chip serves whatever transaction is ready, not in reservation order"
+    );
     assert_eq!(c.controller.overhead_ns, 0);
     assert_eq!(
         (
@@ -285,4 +301,155 @@ fn mqsim_compatible_idle_read_pays_one_translation_read_then_the_data() {
         ssd.submit(t2, Op::Read, 0, 4096) - t2,
         75_000 + chan(4096) + link
     );
+}
+
+/// One die: a 4 KiB write whose data reaches the buffer DRAM only 1 ms later (4.096 MB/s)
+/// has its page program reserved from then on; a read that arrives meanwhile (1 us after the
+/// write) with `die_gaps`, case by case of (die_gaps, read_priority). Returns the read's
+/// latency, when the die is free again, and the reads that went ahead of programs.
+fn read_before_a_later_program(gaps: bool, priority: bool) -> (u64, u64, u64) {
+    let mut cfg = small(1, 1, 0.2);
+    cfg.buffer.dram_bytes_per_s = 4_096_000;
+    cfg.controller.read_priority = priority;
+    cfg.controller.die_gaps = gaps;
+    cfg.validate().unwrap();
+    let mut ssd = Ssd::new(&cfg, 1);
+    ssd.precondition(Precondition::Fill, 1);
+    let t0 = 1_000_000_000;
+    // Controller 3 us, link 4.096 us, DRAM 1 ms: the program (10.24 us transfer, 500 us tPROG)
+    // is reserved at t0 + 1_007_096 ns.
+    assert_eq!(ssd.submit(t0, Op::Write, 8 * 4096, 4096) - t0, 1_007_096);
+    let r = ssd.submit(t0 + 1_000, Op::Read, 0, 4096) - (t0 + 1_000);
+    let now = t0 + 1_000;
+    (
+        r,
+        now + ssd.busy_remaining_ns(now),
+        ssd.counters().read_priority_jumps,
+    )
+}
+
+#[test]
+fn with_die_gaps_a_read_goes_in_the_gap_before_a_later_reserved_program() {
+    let t0 = 1_000_000_000;
+    let read = 3_000 + 50_000 + 10_240 + 2_048;
+    let program_end = t0 + 1_007_096 + 10_240 + 500_000;
+    // First come first served: the read waits behind the program reserved before it.
+    assert_eq!(
+        read_before_a_later_program(false, false),
+        (
+            program_end - (t0 + 1_000 + 3_000) + read,
+            program_end + 50_000 + 10_240,
+            0
+        )
+    );
+    // With gaps the die is idle until the program starts: the read runs at once and the
+    // program stays where it was.
+    assert_eq!(
+        read_before_a_later_program(true, false),
+        (read, program_end, 0)
+    );
+    // Read priority without gaps gets the read in too, but pushes the program back by it.
+    assert_eq!(
+        read_before_a_later_program(false, true),
+        (read, program_end + 50_000 + 10_240, 1)
+    );
+    // With both, the read fits the gap: nothing moves.
+    assert_eq!(
+        read_before_a_later_program(true, true),
+        (read, program_end, 0)
+    );
+    // Not modelled with suspend.
+    let mut cfg = small(1, 1, 0.2);
+    cfg.controller.die_gaps = true;
+    cfg.suspend.enabled = true;
+    let e = cfg.validate().unwrap_err().to_string();
+    assert!(e.contains("controller.die_gaps"), "{e}");
+}
+
+/// The cause found on tpcc: a data read due after its translation read (on a busy die) is
+/// reserved in the future on its own die; a read arriving later on that die but able to run
+/// at once must not queue behind it. Two dies on one channel, a mapping cache of two entries
+/// per translation page (units 0, 1: page 0 on die 0; units 2, 3: page 1 on die 1); units
+/// 0..4 sit on dies 0, 1, 0, 1 after a fill.
+fn read_behind_a_future_read(gaps: bool) -> (u64, u64) {
+    let mut cfg = small(1, 2, 0.2);
+    cfg.controller.read_priority = true;
+    cfg.controller.die_gaps = gaps;
+    cfg.mapping.cache_bytes = 8 * 16;
+    cfg.mapping.entry_bytes = 8;
+    cfg.mapping.flash_entry_bytes = 2048;
+    cfg.mapping.translation_read_bytes = 512;
+    cfg.validate().unwrap();
+    let mut ssd = Ssd::new(&cfg, 1);
+    ssd.precondition(Precondition::Fill, 1);
+    // Cache unit 3's entry long before.
+    ssd.submit(1_000_000, Op::Read, 3 * 4096, 4096);
+    let t0 = 1_000_000_000;
+    // R0 (unit 0): translation read on die 0 then the data on die 0 (until t0 + 114_520).
+    let r0 = ssd.submit(t0, Op::Read, 0, 4096) - t0;
+    // R1 (unit 1): its translation read queues on die 0 behind R0's (to t0 + 165_800); its
+    // data read is then reserved on die 1 from t0 + 165_800 on.
+    let r1 = ssd.submit(t0, Op::Read, 4096, 4096) - t0;
+    assert_eq!((r0, r1), (114_520 + 2_048, 165_800 + 60_240 + 2_048));
+    // R2 (unit 3, entry cached) at t0 + 1 us on die 1, idle until t0 + 165_800.
+    let r2 = ssd.submit(t0 + 1_000, Op::Read, 3 * 4096, 4096) - (t0 + 1_000);
+    (r2, ssd.counters().map_misses)
+}
+
+#[test]
+fn with_die_gaps_a_read_does_not_queue_behind_a_read_reserved_in_the_future() {
+    // With gaps R2 starts at once (t0 + 4 us); its transfer waits for the channel, busy with
+    // R0's translation bytes until t0 + 54_280: it ends at t0 + 64_520, + 2_048 on the link.
+    assert_eq!(read_behind_a_future_read(true), (64_520 + 2_048 - 1_000, 3));
+    // Without, it queues behind R1's data read (until t0 + 226_040), though its die is idle.
+    assert_eq!(
+        read_behind_a_future_read(false),
+        (226_040 + 60_240 + 2_048 - 1_000, 3)
+    );
+}
+
+/// With `die_gaps`, before every read of a mixed workload on a small steady-state device
+/// (programs, soft and hard GC, read priority, multi-plane programs), `read_wait_ns` is the
+/// read's extra latency exactly; dies hold at most their 64 reservations (merged when full).
+#[test]
+fn with_die_gaps_read_wait_query_equals_the_actual_wait() {
+    let mut cfg = small(2, 2, 0.2);
+    cfg.geometry.planes_per_die = 2;
+    cfg.ftl.block_pool = BlockPool::Plane;
+    cfg.geometry.multi_plane = true;
+    cfg.controller.read_priority = true;
+    cfg.controller.die_gaps = true;
+    cfg.validate().unwrap();
+    let mut ssd = Ssd::new(&cfg, 1);
+    ssd.precondition(Precondition::Steady, 3);
+    let idle_read = 3_000 + 50_000 + 10_240 + 2_048;
+    let mut rng = Lcg(21);
+    let mut t = 0u64;
+    let mut waited = 0;
+    for i in 0..30_000u64 {
+        t += rng.next() % 60_000;
+        let off = rng.offset_4k(ssd.logical_bytes());
+        if i % 3 == 0 {
+            ssd.submit(t, Op::Write, off, 4096);
+            continue;
+        }
+        let predicted = ssd.read_wait_ns(t, off, 4096);
+        let latency = ssd.submit(t, Op::Read, off, 4096) - t;
+        if latency != 2_048 + 3_000 {
+            // (not served from the write buffer)
+            assert_eq!(latency, idle_read + predicted, "read {i} at {t} ns");
+        }
+        waited += u64::from(predicted > 0);
+    }
+    let c = ssd.counters();
+    assert!(waited > 1_000, "{waited} reads waited");
+    assert!(
+        c.gc_hard_episodes + c.gc_soft_episodes > 100 && c.gc_preemptions > 10,
+        "{c:?}"
+    );
+    assert!(
+        c.read_priority_jumps > 100 && c.multi_plane_programs > 100,
+        "{c:?}"
+    );
+    ssd.ftl().check_consistency().unwrap();
 }
