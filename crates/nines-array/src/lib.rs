@@ -518,21 +518,19 @@ impl VolumeHost {
     }
 
     /// Every member command of request `tag` sent by [`VolumeHost::submit_folded`] completed
-    /// (at the latest of their completions): the volume completes the request.
+    /// (at the latest of their completions): the request's completion, returned rather than
+    /// queued (the driver carries it out as it would the output [`Output::Done`]).
     #[inline]
-    pub fn complete_folded(&mut self, now_ns: u64, tag: u32, folded: FoldedIo) {
+    pub fn complete_folded(&mut self, now_ns: u64, tag: u32, folded: FoldedIo) -> VolDone {
         self.tick(now_ns);
-        let mut cx = Cx {
-            out: &mut self.out,
-            data: &mut NoData,
-        };
-        match &mut self.vol {
-            AnyVolume::Raid0(r) => r.complete_all(tag, folded.first_err, &mut cx),
-            AnyVolume::Passthrough(p) => p.complete(tag, folded.first_err, &mut cx),
+        let result = match &mut self.vol {
+            AnyVolume::Raid0(r) => r.complete_all(tag, folded.first_err),
+            AnyVolume::Passthrough(p) => p.complete(folded.first_err),
             AnyVolume::Other(_) => {
                 unreachable!("complete_folded on a volume that submit_folded refuses")
             }
-        }
+        };
+        VolDone { tag, result }
     }
 
     /// When the volume's timer is due.
@@ -665,13 +663,13 @@ mod tests {
             assert_eq!(cmds, want);
             assert_eq!(errors.iter().sum::<u64>(), n.min(3) - 1);
             assert!(folded.pop().is_none());
-            folded.complete_folded(f.done_ns_max, 2, f);
             let result = if n > 1 {
                 IoResult::Err(61)
             } else {
                 IoResult::Ok
             };
-            assert_eq!(folded.pop(), Some(Output::Done(VolDone { tag: 2, result })));
+            let done = folded.complete_folded(f.done_ns_max, 2, f);
+            assert_eq!(done, VolDone { tag: 2, result });
             assert!(folded.pop().is_none());
             // The tag is free again.
             assert!(

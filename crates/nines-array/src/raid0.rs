@@ -78,10 +78,11 @@ impl Passthrough {
         }
     }
 
-    /// The command of request `tag` completed with `first_err` (None: Ok).
+    /// The command of request `tag` completed with `first_err` (None: Ok): the request's
+    /// result.
     #[inline]
-    pub(crate) fn complete(&mut self, tag: u32, first_err: Option<CmdResult>, cx: &mut Cx) {
-        cx.out.done(tag, first_err.map_or(IoResult::Ok, result_of));
+    pub(crate) fn complete(&self, first_err: Option<CmdResult>) -> IoResult {
+        first_err.map_or(IoResult::Ok, result_of)
     }
 }
 
@@ -281,9 +282,9 @@ impl Raid0 {
     }
 
     /// Every member command of request `tag` completed, `first_err` the first result other
-    /// than Ok in send order (the folded form of [`Volume::members_done`]).
+    /// than Ok in send order: the request's result.
     #[inline]
-    pub(crate) fn complete_all(&mut self, tag: u32, first_err: Option<CmdResult>, cx: &mut Cx) {
+    pub(crate) fn complete_all(&mut self, tag: u32, first_err: Option<CmdResult>) -> IoResult {
         let t = tag as usize;
         assert!(
             self.pending[t] > 0,
@@ -292,7 +293,7 @@ impl Raid0 {
         self.pending[t] = 0;
         let result = first_err.map_or(IoResult::Ok, result_of);
         self.result[t] = result;
-        cx.out.done(tag, result);
+        result
     }
 }
 

@@ -345,8 +345,13 @@ impl Loop<'_, '_> {
                 CMD_BATCH => {
                     let (v, tag) = (e.a as usize, e.b as usize);
                     let f = self.folds[tag];
-                    self.vols[v].host.complete_folded(now, tag as u32, f);
-                    self.drain(v, now, now);
+                    let d = self.vols[v].host.complete_folded(now, tag as u32, f);
+                    // As drain carries out an Output::Done.
+                    let cpu = self.vols[v].cpu;
+                    let t = self.host.complete(cpu, now);
+                    let failed = u32::from(d.result != IoResult::Ok);
+                    self.push(t, COMPLETE, d.tag, failed);
+                    self.schedule_timer(v, now);
                 }
                 VOL_TIMER => {
                     let v = e.a as usize;
