@@ -24,6 +24,34 @@ use crate::config::{Allocation, DeviceConfig, GcVictim};
 
 const UNMAPPED: u32 = u32::MAX;
 
+/// An empty Vec of capacity `n` whose whole 2 MiB pages are backed by transparent huge pages
+/// where the kernel offers them: for tables read at random over MiBs (the FTL's maps, the mapping
+/// cache's index), where with 4 KiB pages nearly every access would also miss the TLB. A hint
+/// only: if madvise fails, the Vec works the same.
+pub(crate) fn huge_vec<T>(n: usize) -> Vec<T> {
+    let v: Vec<T> = Vec::with_capacity(n);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = v.as_ptr() as usize;
+        let end = start + n * std::mem::size_of::<T>();
+        let first = start.div_ceil(HUGE) * HUGE;
+        let last = end / HUGE * HUGE;
+        if last > first {
+            // SAFETY: the range lies inside this Vec's own allocation; MADV_HUGEPAGE changes
+            // no contents, only how the kernel backs the pages.
+            unsafe {
+                libc::madvise(
+                    first as *mut libc::c_void,
+                    last - first,
+                    libc::MADV_HUGEPAGE,
+                );
+            }
+        }
+    }
+    v
+}
+
 /// A large map (one u32 per mapping unit) backed by transparent huge pages where the kernel
 /// offers them: lookups are random over tens of MiB, and with 4 KiB pages nearly every one
 /// would also miss the TLB. A hint only: if madvise fails, the map works the same.
@@ -32,27 +60,7 @@ struct BigVec(Vec<u32>);
 
 impl BigVec {
     fn with_capacity(n: usize) -> Vec<u32> {
-        let v: Vec<u32> = Vec::with_capacity(n);
-        #[cfg(target_os = "linux")]
-        {
-            const HUGE: usize = 2 << 20;
-            let start = v.as_ptr() as usize;
-            let end = start + n * std::mem::size_of::<u32>();
-            let first = start.div_ceil(HUGE) * HUGE;
-            let last = end / HUGE * HUGE;
-            if last > first {
-                // SAFETY: the range lies inside this Vec's own allocation; MADV_HUGEPAGE changes
-                // no contents, only how the kernel backs the pages.
-                unsafe {
-                    libc::madvise(
-                        first as *mut libc::c_void,
-                        last - first,
-                        libc::MADV_HUGEPAGE,
-                    );
-                }
-            }
-        }
-        v
+        huge_vec(n)
     }
 
     fn filled(n: usize, value: u32) -> BigVec {

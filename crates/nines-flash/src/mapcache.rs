@@ -12,6 +12,8 @@
 //! writing the page back bumps the epoch, which cleans every entry of that page at once (MQSim
 //! writes back all dirty entries of a translation page together) without visiting them.
 
+use crate::ftl::huge_vec;
+
 const NIL: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
@@ -240,34 +242,6 @@ impl MapCache {
         self.index[pos] = IndexEntry { key: lpn, slot: s };
         out
     }
-}
-
-/// An empty Vec of capacity `n` whose whole 2 MiB pages are backed by transparent huge pages
-/// where the kernel offers them (as the FTL's maps): index positions are random over MiBs per
-/// device, and with 4 KiB pages nearly every probe would also miss the TLB. A hint only. The
-/// index is filled at construction, so its pages are faulted in before the timed loop.
-fn huge_vec<T>(n: usize) -> Vec<T> {
-    let v: Vec<T> = Vec::with_capacity(n);
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let start = v.as_ptr() as usize;
-        let end = start + n * std::mem::size_of::<T>();
-        let first = start.div_ceil(HUGE) * HUGE;
-        let last = end / HUGE * HUGE;
-        if last > first {
-            // SAFETY: the range lies inside this Vec's own allocation; MADV_HUGEPAGE changes
-            // no contents, only how the kernel backs the pages.
-            unsafe {
-                libc::madvise(
-                    first as *mut libc::c_void,
-                    last - first,
-                    libc::MADV_HUGEPAGE,
-                );
-            }
-        }
-    }
-    v
 }
 
 /// `ceil(2^64 / d)` (`u64::MAX / d + 1`), or 0 for `d == 1` (where it does not fit: the

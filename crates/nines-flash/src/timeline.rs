@@ -237,7 +237,8 @@ impl DieSlots {
     }
 
     /// Whether interval `i` may be moved back by a read ready at `r`: a program, erase or GC
-    /// not started by `r` (programs and erases only with `priority`), not already moved.
+    /// not started by `r` (programs and erases only with `priority`), not already moved (a
+    /// moved interval's kind carries `SLOT_PINNED`, so it equals neither kind below).
     #[inline]
     fn movable(&self, i: usize, r: u64, priority: bool) -> bool {
         let k = self.kind[i];
@@ -322,7 +323,7 @@ impl DieSlots {
             next += 1;
             let dur = b - a;
             // Moved (pinned) intervals are fixed; the others may be met and move in turn.
-            let to = self.fit_pinned(a, r, priority, dur);
+            let to = self.fit(a, r, priority, |_| dur);
             self.take(to, to + dur, r, priority, &mut pending, &mut np, next);
             self.insert(to, to + dur, kind | SLOT_PINNED);
             moves.0[moves.1] = SlotMove {
@@ -358,7 +359,7 @@ impl DieSlots {
             if a >= hi {
                 break;
             }
-            if b > lo && self.kind[i] & SLOT_PINNED == 0 && self.movable(i, r, priority) {
+            if b > lo && self.movable(i, r, priority) {
                 let x = self.remove(i);
                 let at = first + pending[first..*np].partition_point(|p| p.0.0 < x.0.0);
                 pending.copy_within(at..*np, at + 1);
@@ -367,29 +368,6 @@ impl DieSlots {
             } else {
                 i += 1;
             }
-        }
-    }
-
-    /// [`DieSlots::fit`] of a fixed length where moved (pinned) intervals do not move again.
-    fn fit_pinned(&self, from: u64, r: u64, priority: bool, dur: u64) -> u64 {
-        let mut s = from;
-        'next: loop {
-            let e = s + dur;
-            for i in 0..self.n {
-                let (a, b) = self.iv[i];
-                if b <= s {
-                    continue;
-                }
-                if a >= e {
-                    break;
-                }
-                if self.kind[i] & SLOT_PINNED == 0 && self.movable(i, r, priority) {
-                    continue;
-                }
-                s = b;
-                continue 'next;
-            }
-            return s;
         }
     }
 
