@@ -210,6 +210,16 @@ impl Raid0 {
     /// place raid0's mapping lives: [`Volume::submit`] pushes what it emits into the output
     /// queue, and a simulator that knows each command's outcome when it sends it
     /// ([`crate::VolumeHost::submit_folded`]) sends them at once.
+    /// The member and member offset of volume offset `offset_bytes` (the first stripe unit
+    /// of a request there), by the same arithmetic as [`Raid0::map_io`].
+    #[inline]
+    pub(crate) fn member_at(&self, offset_bytes: u64) -> (u32, u64) {
+        let unit = offset_bytes / self.stripe_bytes;
+        let member = (unit % self.n) as u32;
+        let inner = offset_bytes - unit * self.stripe_bytes;
+        (member, (unit / self.n) * self.stripe_bytes + inner)
+    }
+
     #[inline(always)]
     pub(crate) fn map_io(&mut self, io: VolIo, mut emit: impl FnMut(MemberCmd)) -> u32 {
         let tag = io.tag;

@@ -234,6 +234,13 @@ impl Controller {
         self.streams[stream as usize].target
     }
 
+    /// Where stream `stream`'s next request will go, when its source can say (see
+    /// [`Source::peek_offset_bytes`]): a hint for warming caches, never an issue.
+    #[inline]
+    pub fn peek_offset_bytes(&mut self, stream: u32) -> Option<u64> {
+        self.streams[stream as usize].source.peek_offset_bytes()
+    }
+
     pub fn job_of(&self, stream: u32) -> u32 {
         self.streams[stream as usize].job
     }

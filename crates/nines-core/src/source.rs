@@ -88,6 +88,16 @@ impl Source {
         }
     }
 
+    /// Where the next request will go, when the source can say without changing its stream
+    /// (the generator draws it ahead); `None` otherwise. A hint only.
+    #[inline]
+    pub fn peek_offset_bytes(&mut self) -> Option<u64> {
+        match self {
+            Source::Generator(g) => Some(g.peek_offset_bytes()),
+            Source::Other(_) => None,
+        }
+    }
+
     pub fn len_bytes_max(&self) -> u32 {
         match self {
             Source::Generator(g) => g.block_size_bytes(),

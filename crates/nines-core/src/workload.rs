@@ -391,6 +391,9 @@ pub struct Generator {
     /// Multiplier of the permutation that scatters zipf ranks over the region (coprime with it).
     zipf_scatter: u64,
     pacer: Option<Pacer>,
+    /// The next request's direction and block when drawn ahead by
+    /// [`Generator::peek_offset_bytes`].
+    ahead: Option<(Op, u64)>,
 }
 
 impl Generator {
@@ -480,6 +483,7 @@ impl Generator {
             zipf,
             zipf_scatter: scatter_multiplier(region_blocks),
             pacer,
+            ahead: None,
         })
     }
 
@@ -512,6 +516,43 @@ impl Generator {
             }
             None => now_ns,
         };
+        let (op, block) = match self.ahead.take() {
+            Some(d) => d,
+            None => self.draw(),
+        };
+        Request {
+            op,
+            offset_bytes: self.offset_of(block),
+            len_bytes: self.block_size_bytes as u32,
+            intended_ns,
+        }
+    }
+
+    /// The offset of the next request, drawn now and kept for [`Generator::next_request`], so the
+    /// stream of requests is exactly the one without looking ahead. A driver uses it to warm
+    /// what that request will touch (the simulator prefetches the model's mapping entry) long
+    /// before it goes.
+    #[inline]
+    pub fn peek_offset_bytes(&mut self) -> u64 {
+        let (_, block) = match self.ahead {
+            Some(d) => d,
+            None => {
+                let d = self.draw();
+                self.ahead = Some(d);
+                d
+            }
+        };
+        self.offset_of(block)
+    }
+
+    #[inline]
+    fn offset_of(&self, block: u64) -> u64 {
+        self.region_offset_bytes + block * self.block_size_bytes
+    }
+
+    /// The random (or sequential) part of the next request: its direction and block.
+    #[inline]
+    fn draw(&mut self) -> (Op, u64) {
         let op = match self.rw {
             RwMode::Read | RwMode::RandRead => Op::Read,
             RwMode::Write | RwMode::RandWrite => Op::Write,
@@ -542,12 +583,7 @@ impl Generator {
             b
         };
         debug_assert!(block < self.region_blocks);
-        Request {
-            op,
-            offset_bytes: self.region_offset_bytes + block * self.block_size_bytes,
-            len_bytes: self.block_size_bytes as u32,
-            intended_ns,
-        }
+        (op, block)
     }
 }
 
@@ -776,6 +812,45 @@ mod tests {
                     }
                 }
                 Err(e) => prop_assert!(bs_blocks > size_blocks, "{e}"),
+            }
+        }
+
+        /// Looking ahead changes nothing: with peeks at random points the requests are exactly
+        /// those of a stream never peeked, and each peek names the next request's offset.
+        #[test]
+        fn peeking_ahead_leaves_the_stream_unchanged(
+            seed in any::<u64>(),
+            rw in prop::sample::select(vec![RwMode::RandRw, RwMode::RandRead, RwMode::Write]),
+            zipf in any::<bool>(),
+            rate in any::<bool>(),
+            peeks in prop::collection::vec(0u8..3, 1..300),
+        ) {
+            let s = WorkloadSpec {
+                rw,
+                block_size_bytes: 4096,
+                region_size_bytes: Some(1 << 24),
+                distribution: if zipf { Distribution::Zipf { theta: 0.9 } } else { Distribution::Uniform },
+                rate_iops: rate.then_some(1000),
+                arrival: Arrival::Poisson,
+                seed,
+                ..spec()
+            };
+            let mut plain = Generator::new(&s, 1 << 30, 512, 3, 0).unwrap();
+            let mut peeked = Generator::new(&s, 1 << 30, 512, 3, 0).unwrap();
+            for (i, &n) in peeks.iter().enumerate() {
+                let mut seen = None;
+                for _ in 0..n {
+                    let o = peeked.peek_offset_bytes();
+                    prop_assert!(seen.is_none_or(|x| x == o), "a second peek moved on");
+                    seen = Some(o);
+                }
+                let now = i as u64 * 1000;
+                let a = plain.next_request(now);
+                let b = peeked.next_request(now);
+                prop_assert_eq!(a, b);
+                if let Some(o) = seen {
+                    prop_assert_eq!(o, b.offset_bytes);
+                }
             }
         }
 

@@ -28,6 +28,9 @@ const UNMAPPED: u32 = u32::MAX;
 /// where the kernel offers them: for tables read at random over MiBs (the FTL's maps, the mapping
 /// cache's index), where with 4 KiB pages nearly every access would also miss the TLB. A hint
 /// only: if madvise fails, the Vec works the same.
+/// How far ahead GC's move loop warms the mapping entries it will update.
+const GC_PREFETCH_UNITS: u32 = 8;
+
 pub(crate) fn huge_vec<T>(n: usize) -> Vec<T> {
     let v: Vec<T> = Vec::with_capacity(n);
     #[cfg(target_os = "linux")]
@@ -50,6 +53,24 @@ pub(crate) fn huge_vec<T>(n: usize) -> Vec<T> {
         }
     }
     v
+}
+
+/// Asks the CPU to bring `v[i]`'s cache line in: a hint, nothing happens past `v`'s end or on
+/// other architectures. The maps are tens of MiB per device and read at random, so a lookup
+/// known ahead (the next request of a stream, the next unit GC moves) is worth warming.
+#[inline(always)]
+pub(crate) fn prefetch(v: &[u32], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if i < v.len() {
+        // SAFETY: the address is inside `v`; a prefetch changes no state a program can
+        // observe and never faults.
+        unsafe {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            _mm_prefetch::<_MM_HINT_T0>(v.as_ptr().add(i).cast());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (v, i);
 }
 
 /// A large map (one u32 per mapping unit) backed by transparent huge pages where the kernel
@@ -365,6 +386,12 @@ impl Ftl {
         self.free[(pool * self.blocks_per_pool + n) as usize] = block;
         self.free_count[pool as usize] = n + 1;
         self.state[block as usize] = FREE;
+    }
+
+    /// Warms the mapping entry of logical unit `lpn` for a lookup coming soon (a hint).
+    #[inline]
+    pub fn prefetch_unit(&self, lpn: u32) {
+        prefetch(&self.l2p, lpn as usize);
     }
 
     /// Where a logical unit lives: (pool, global page). An unmapped unit (never written or
@@ -727,6 +754,11 @@ impl Ftl {
             let mut any = false;
             let first = base + page * upp;
             for pu in first..first + upp {
+                // The unit a few ahead in the victim (its p2l entry is on a line read anyway)
+                // will update its own l2p entry, a random line: warm it now.
+                if let Some(&ahead) = self.p2l.get((pu + GC_PREFETCH_UNITS) as usize) {
+                    prefetch(&self.l2p, ahead as usize);
+                }
                 let lpn = self.p2l[pu as usize];
                 if lpn == UNMAPPED {
                     continue;

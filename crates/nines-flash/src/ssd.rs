@@ -1057,6 +1057,14 @@ impl Ssd {
 
     /// Submit a command at `now_ns`; returns the time it completes. Calls must come in
     /// non-decreasing `now_ns` (asserted). The range must lie inside [`Ssd::logical_bytes`].
+    /// Warms what a request at `offset_bytes` will look up first (its mapping entry): a hint
+    /// for a request known ahead of time, which changes nothing simulated.
+    #[inline]
+    pub fn prefetch(&self, offset_bytes: u64) {
+        self.ftl
+            .prefetch_unit((offset_bytes / self.unit_bytes) as u32);
+    }
+
     #[inline]
     pub fn submit(&mut self, now_ns: u64, op: Op, offset_bytes: u64, len_bytes: u64) -> u64 {
         self.submit_with(now_ns, op, offset_bytes, len_bytes, false)

@@ -198,6 +198,14 @@ impl Loop<'_, '_> {
             match self.ctl.poll(s, now) {
                 Poll::Issue(is) => {
                     let v = self.ctl.target_of(s) as usize;
+                    // The stream's next request is known now (the generator draws it ahead):
+                    // warm its member's mapping entry, a cache miss that would otherwise stall
+                    // when it is sent a device latency from now.
+                    if let Some(off) = self.ctl.peek_offset_bytes(s)
+                        && let Some((m, at)) = self.vols[v].host.member_at(off)
+                    {
+                        self.members[(self.vols[v].first_member + m) as usize].prefetch(at);
+                    }
                     let cpu = self.vols[v].cpu;
                     let at_device = self.host.submit(cpu, now);
                     self.stats.ios += 1;

@@ -38,6 +38,15 @@ impl SimMember {
         }
     }
 
+    /// Warms what a command at `offset_bytes` will look up first (a hint; changes nothing
+    /// simulated).
+    #[inline]
+    pub fn prefetch(&self, offset_bytes: u64) {
+        if let SimMember::Model(ssd) = self {
+            ssd.prefetch(offset_bytes);
+        }
+    }
+
     /// Sends `cmd` at `at_ns`; returns when it completes and how.
     #[inline(always)]
     pub fn send(&mut self, at_ns: u64, cmd: &MemberCmd) -> MemberOutcome {
