@@ -59,7 +59,7 @@ pub(crate) fn huge_vec<T>(n: usize) -> Vec<T> {
 /// other architectures. The maps are tens of MiB per device and read at random, so a lookup
 /// known ahead (the next request of a stream, the next unit GC moves) is worth warming.
 #[inline(always)]
-pub(crate) fn prefetch(v: &[u32], i: usize) {
+pub(crate) fn prefetch<T>(v: &[T], i: usize) {
     #[cfg(target_arch = "x86_64")]
     if i < v.len() {
         // SAFETY: the address is inside `v`; a prefetch changes no state a program can

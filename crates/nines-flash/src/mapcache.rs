@@ -127,6 +127,12 @@ impl MapCache {
         }
     }
 
+    /// Warms the index line where a lookup of `lpn` starts (a hint for an access known ahead).
+    #[inline]
+    pub fn prefetch(&self, lpn: u32) {
+        crate::ftl::prefetch(&self.index, self.home(lpn));
+    }
+
     /// Whether `lpn`'s entry is cached (changes nothing).
     #[inline]
     pub fn contains(&self, lpn: u32) -> bool {

@@ -1061,8 +1061,13 @@ impl Ssd {
     /// for a request known ahead of time, which changes nothing simulated.
     #[inline]
     pub fn prefetch(&self, offset_bytes: u64) {
-        self.ftl
-            .prefetch_unit((offset_bytes / self.unit_bytes) as u32);
+        let lpn = (offset_bytes / self.unit_bytes) as u32;
+        self.ftl.prefetch_unit(lpn);
+        if self.has_cmt
+            && let Some(c) = &self.cmt
+        {
+            c.prefetch(lpn);
+        }
     }
 
     #[inline]
