@@ -8,7 +8,9 @@
 #   1v, 2v. cases 1 and 2 with every variance source of issue 17 on (afa-m2-2018 plus a 64 MiB
 #      mapping cache, 64-point firmware jitter, 1% read retry, two page types, APST, a volatile
 #      write cache: bench/variance-devices.sh writes the TOML under a temp dir), with their
-#      ratio to cases 1 and 2 of the same run (issue 17's goal: no lower speed). VARIANCE=0 skips.
+#      ratio to cases 1 and 2 of the same run, and with a BASE from before the sources, to
+#      BASE's cases 1 and 2 (*_var_vs_base_off: issue 17's goal, no lower speed than before the
+#      sources). VARIANCE=0 skips.
 # Targets (issue 3): >= 1,000,000 sim I/O/s for case 1, >= 300,000 for case 2, <= 64 MiB per
 # device at the default scale, preconditioning <= 10 s.
 #
@@ -101,10 +103,10 @@ SIM_READS=2s; SIM_MIXED=10s; SIM_RAID=1s
 [ -n "$QUICK" ] && { SIM_READS=1s; SIM_MIXED=2s; SIM_RAID=500ms; }
 run_case "64 x afa-m2-2018 randread 4k QD1 ($SIM_READS sim)" 64 \
     --device afa-m2-2018 --rw randread --bs 4k --iodepth 1 --runtime "$SIM_READS"
-R_READS="$LAST_IOPS"; V_READS="$LAST_VS"
+R_READS="$LAST_IOPS"; V_READS="$LAST_VS"; B_READS="${LAST_BASE:-}"
 run_case "64 x afa-m2-2018 randrw 70/30 QD1 steady" 64 \
     --device afa-m2-2018 --rw randrw --mix 70 --bs 4k --iodepth 1 --runtime "$SIM_MIXED" --json "$TMP/gc.json"
-R_MIXED="$LAST_IOPS"; V_MIXED="$LAST_VS"
+R_MIXED="$LAST_IOPS"; V_MIXED="$LAST_VS"; B_MIXED="${LAST_BASE:-}"
 gc_runs="$(grep -o '"gc_runs": [0-9]*' "$TMP/gc.json" | awk '{ s += $2 } END { print s }')"
 moved="$(grep -o '"gc_units_moved": [0-9]*' "$TMP/gc.json" | awk '{ s += $2 } END { print s }')"
 echo "    (GC active in the 70/30 case: $gc_runs victim blocks reclaimed, $moved units moved, over 64 devices)"
@@ -128,6 +130,13 @@ if [ "$VARIANCE" != 0 ]; then
     Q_READS_VAR="$(ratio "$R_READS_VAR" "$R_READS")"
     Q_MIXED_VAR="$(ratio "$R_MIXED_VAR" "$R_MIXED")"
     echo "    (sources on / off, this build: reads $Q_READS_VAR, 70/30 $Q_MIXED_VAR; device: bench/variance-devices.sh all.toml)"
+    # Issue 17's goal read against a BASE from before the sources (the figures when it was
+    # filed): this build with every source on / BASE with none.
+    if [ -n "$B_READS" ] && [ -n "$B_MIXED" ]; then
+        W_READS_VAR="$(ratio "$R_READS_VAR" "$B_READS")"
+        W_MIXED_VAR="$(ratio "$R_MIXED_VAR" "$B_MIXED")"
+        echo "    (sources on, this build / sources off, base: reads $W_READS_VAR, 70/30 $W_MIXED_VAR)"
+    fi
 fi
 run_case "raid0 1000 x afa-m2-2018 64k/4k-stripe QD32" 1000 \
     --device afa-m2-2018 --layout raid0 --stripe 4k --rw randread --bs 64k --iodepth 32 --runtime "$SIM_RAID"
@@ -147,4 +156,5 @@ result="RESULT reads_iops=$R_READS mixed_iops=$R_MIXED raid0_iops=$R_RAID"
 [ "$VARIANCE" != 0 ] && result="$result reads_var_iops=$R_READS_VAR reads_var_ratio=$Q_READS_VAR mixed_var_iops=$R_MIXED_VAR mixed_var_ratio=$Q_MIXED_VAR"
 [ -n "$BASE" ] && result="$result reads_vs_base=$V_READS mixed_vs_base=$V_MIXED raid0_vs_base=$V_RAID"
 [ -n "$BASE" ] && [ "$VARIANCE" != 0 ] && result="$result reads_var_vs_base=${V_READS_VAR:-n/a} mixed_var_vs_base=${V_MIXED_VAR:-n/a}"
+[ -n "${W_READS_VAR:-}" ] && result="$result reads_var_vs_base_off=$W_READS_VAR mixed_var_vs_base_off=$W_MIXED_VAR"
 echo "$result"

@@ -24,35 +24,119 @@ use crate::config::{Allocation, DeviceConfig, GcVictim};
 
 const UNMAPPED: u32 = u32::MAX;
 
-/// An empty Vec of capacity `n` whose whole 2 MiB pages are backed by transparent huge pages
-/// where the kernel offers them: for tables read at random over MiBs (the FTL's maps, the mapping
-/// cache's index), where with 4 KiB pages nearly every access would also miss the TLB. A hint
-/// only: if madvise fails, the Vec works the same.
 /// How far ahead GC's move loop warms the mapping entries it will update.
 const GC_PREFETCH_UNITS: u32 = 8;
 
-pub(crate) fn huge_vec<T>(n: usize) -> Vec<T> {
-    let v: Vec<T> = Vec::with_capacity(n);
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let start = v.as_ptr() as usize;
-        let end = start + n * std::mem::size_of::<T>();
-        let first = start.div_ceil(HUGE) * HUGE;
-        let last = end / HUGE * HUGE;
-        if last > first {
-            // SAFETY: the range lies inside this Vec's own allocation; MADV_HUGEPAGE changes
-            // no contents, only how the kernel backs the pages.
+/// A fixed-length buffer for tables read at random over MiBs (the FTL's maps, the mapping
+/// cache's index). From 2 MiB up it is allocated 2 MiB-aligned, a whole number of 2 MiB pages
+/// long, and marked for transparent huge pages, so every access of it can be served by a huge
+/// page. A Vec's allocation starts wherever malloc put it, so only its aligned interior could
+/// be: up to 2 MiB at each end stayed on 4 KiB pages, about half of a 4 MiB mapping-cache index,
+/// and those accesses missed the TLB (measured below in docs/arch-sim.md "Speed"). Hand-written:
+/// the alignment is the point, and no maintained crate offers a fixed, aligned, cloneable slice.
+pub(crate) struct HugeBuf<T: Copy> {
+    ptr: std::ptr::NonNull<T>,
+    len: usize,
+}
+
+// SAFETY: a HugeBuf owns its elements like a Box<[T]> does.
+unsafe impl<T: Copy + Send> Send for HugeBuf<T> {}
+// SAFETY: shared access only reads, as for a Box<[T]>.
+unsafe impl<T: Copy + Sync> Sync for HugeBuf<T> {}
+
+impl<T: Copy> HugeBuf<T> {
+    const HUGE_BYTES: usize = 2 << 20;
+
+    /// `len` copies of `value`.
+    pub(crate) fn filled(len: usize, value: T) -> HugeBuf<T> {
+        let buf = HugeBuf::<T>::alloc(len);
+        for i in 0..len {
+            // SAFETY: `i < len`, inside the allocation of `len` elements; writing
+            // initialises it.
+            unsafe { buf.ptr.as_ptr().add(i).write(value) };
+        }
+        buf
+    }
+
+    /// The allocation of `len` elements, and whether it is huge-page sized (a function of
+    /// `len` alone, so a buffer keeps only its pointer and length).
+    fn layout(len: usize) -> (std::alloc::Layout, bool) {
+        assert!(size_of::<T>() > 0, "HugeBuf of a zero-sized type");
+        let bytes = len
+            .checked_mul(size_of::<T>())
+            .expect("table size overflows usize")
+            .max(1);
+        let huge = bytes >= Self::HUGE_BYTES;
+        let layout = if huge {
+            std::alloc::Layout::from_size_align(
+                bytes.next_multiple_of(Self::HUGE_BYTES),
+                Self::HUGE_BYTES,
+            )
+        } else {
+            std::alloc::Layout::from_size_align(bytes, align_of::<T>())
+        };
+        (layout.expect("table layout"), huge)
+    }
+
+    /// Room for `len` elements, not initialised: every caller writes all of them.
+    fn alloc(len: usize) -> HugeBuf<T> {
+        let (layout, huge) = Self::layout(len);
+        // SAFETY: the layout's size is not zero.
+        let raw = unsafe { std::alloc::alloc(layout) }.cast::<T>();
+        let Some(ptr) = std::ptr::NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        #[cfg(target_os = "linux")]
+        if huge {
+            // SAFETY: the range is exactly this allocation; MADV_HUGEPAGE changes no contents,
+            // only how the kernel backs the pages (a hint: if it fails, nothing else changes).
             unsafe {
-                libc::madvise(
-                    first as *mut libc::c_void,
-                    last - first,
-                    libc::MADV_HUGEPAGE,
-                );
+                libc::madvise(ptr.as_ptr().cast(), layout.size(), libc::MADV_HUGEPAGE);
             }
         }
+        HugeBuf { ptr, len }
     }
-    v
+}
+
+impl<T: Copy> std::ops::Deref for HugeBuf<T> {
+    type Target = [T];
+    #[inline]
+    fn deref(&self) -> &[T] {
+        // SAFETY: `len` initialised elements live at `ptr` for as long as self does.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: Copy> std::ops::DerefMut for HugeBuf<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in deref, and `&mut self` is the only access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: Copy> Clone for HugeBuf<T> {
+    fn clone(&self) -> Self {
+        let buf = HugeBuf::<T>::alloc(self.len);
+        // SAFETY: both hold `len` elements and are distinct allocations; this initialises all
+        // of the new one.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr(), buf.ptr.as_ptr(), self.len) };
+        buf
+    }
+}
+
+impl<T: Copy> Drop for HugeBuf<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated with exactly this layout (the same function of the same length);
+        // T is Copy, so nothing to drop first.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), Self::layout(self.len).0) };
+    }
+}
+
+impl<T: Copy> std::fmt::Debug for HugeBuf<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HugeBuf({} elements)", self.len)
+    }
 }
 
 /// Asks the CPU to bring `v[i]`'s cache line in: a hint, nothing happens past `v`'s end or on
@@ -73,44 +157,6 @@ pub(crate) fn prefetch<T>(v: &[T], i: usize) {
     let _ = (v, i);
 }
 
-/// A large map (one u32 per mapping unit) backed by transparent huge pages where the kernel
-/// offers them: lookups are random over tens of MiB, and with 4 KiB pages nearly every one
-/// would also miss the TLB. A hint only: if madvise fails, the map works the same.
-#[derive(Debug)]
-struct BigVec(Vec<u32>);
-
-impl BigVec {
-    fn with_capacity(n: usize) -> Vec<u32> {
-        huge_vec(n)
-    }
-
-    fn filled(n: usize, value: u32) -> BigVec {
-        let mut v = BigVec::with_capacity(n);
-        v.resize(n, value);
-        BigVec(v)
-    }
-}
-
-impl Clone for BigVec {
-    fn clone(&self) -> Self {
-        let mut v = BigVec::with_capacity(self.0.len());
-        v.extend_from_slice(&self.0);
-        BigVec(v)
-    }
-}
-
-impl std::ops::Deref for BigVec {
-    type Target = Vec<u32>;
-    fn deref(&self) -> &Vec<u32> {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for BigVec {
-    fn deref_mut(&mut self) -> &mut Vec<u32> {
-        &mut self.0
-    }
-}
 const NONE: u32 = u32::MAX;
 
 /// The fewest free blocks per pool at which a host block may still open without GC: one for the
@@ -198,8 +244,8 @@ pub struct Ftl {
     gc_soft_blocks: u32,
     gc_hard_blocks: u32,
     logical_units: u32,
-    l2p: BigVec,
-    p2l: BigVec,
+    l2p: HugeBuf<u32>,
+    p2l: HugeBuf<u32>,
     valid: Vec<u32>,
     state: Vec<u8>,
     /// Per-pool stacks of free blocks, pool `d` in `free[d*bpd .. d*bpd + free_count[d]]`.
@@ -257,8 +303,8 @@ impl Ftl {
             gc_soft_blocks: soft,
             gc_hard_blocks: hard,
             logical_units,
-            l2p: BigVec::filled(logical_units as usize, UNMAPPED),
-            p2l: BigVec::filled(physical_units, UNMAPPED),
+            l2p: HugeBuf::filled(logical_units as usize, UNMAPPED),
+            p2l: HugeBuf::filled(physical_units, UNMAPPED),
             valid: vec![0; blocks],
             state: vec![FREE; blocks],
             free,
@@ -893,5 +939,39 @@ impl Ftl {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table holds what it was filled with and what is written to it, clones into an equal
+    /// and independent copy, and from 2 MiB up starts on a 2 MiB boundary (so all of it can be
+    /// a huge page); small ones are ordinary allocations.
+    #[test]
+    fn huge_buffers_are_aligned_filled_and_clone_independently() {
+        for len in [0usize, 1, 1000, (2 << 20) / 4 - 1, (2 << 20) / 4, 3 << 20] {
+            let mut a = HugeBuf::filled(len, 7u32);
+            assert_eq!(a.len(), len);
+            assert!(a.iter().all(|&x| x == 7));
+            if len * 4 >= 2 << 20 {
+                assert_eq!(a.as_ptr() as usize % (2 << 20), 0, "len {len}");
+            }
+            if len > 0 {
+                a[len - 1] = 9;
+                a[len / 2] = 8;
+            }
+            let mut b = a.clone();
+            assert_eq!(&a[..], &b[..]);
+            if len > 0 {
+                b[0] = 1;
+                assert_eq!(a[0], if len == 1 { 8 } else { 7 });
+                assert_eq!(b[len / 2], if len == 1 { 1 } else { 8 });
+            }
+        }
+        // Elements wider than a word too (the mapping cache's index entries are 8 bytes).
+        let c = HugeBuf::filled(5, (1u32, 2u32));
+        assert_eq!(c.clone()[4], (1, 2));
     }
 }
