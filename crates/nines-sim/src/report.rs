@@ -48,8 +48,31 @@ pub(crate) fn device_internals(ssd: &Ssd, span_ns: u64) -> Map<String, Value> {
     );
     m.insert("window_violations".into(), json!(c.window_violations));
     m.insert("gc_now_victims".into(), json!(c.gc_now_victims));
+    // What the model's optional mechanisms did (docs/arch-sim.md: variance sources, MQSim
+    // options): each 0 when its mechanism is off.
+    for (key, n) in mechanism_counters(&c) {
+        m.insert(key.into(), json!(n));
+    }
     m.insert("read_waits".into(), read_waits_json(&c.read_waits));
     m
+}
+
+/// The counters of the model's optional mechanisms, by their report names.
+fn mechanism_counters(c: &nines_flash::SsdCounters) -> [(&'static str, u64); 12] {
+    [
+        ("read_retries", c.read_retries),
+        ("map_misses", c.map_misses),
+        ("map_writebacks", c.map_writebacks),
+        ("map_shared_reads", c.map_shared_reads),
+        ("rmw_reads", c.rmw_reads),
+        ("read_priority_jumps", c.read_priority_jumps),
+        ("multi_plane_programs", c.multi_plane_programs),
+        ("power_exits", c.power_exits),
+        ("flushes", c.flushes),
+        ("fua_writes", c.fua_writes),
+        ("trims", c.trims),
+        ("fast_fail_busy", c.fast_fail_busy),
+    ]
 }
 
 /// The per-cause read waits of a device (or their sums over a volume's members).
@@ -147,7 +170,10 @@ fn volume_internals(members: &[Map<String, Value>]) -> Map<String, Value> {
         "slow_ios",
         "window_violations",
         "gc_now_victims",
-    ] {
+    ]
+    .into_iter()
+    .chain(mechanism_counters(&Default::default()).map(|(k, _)| k))
+    {
         let sum: u64 = members.iter().map(|x| x[key].as_u64().unwrap_or(0)).sum();
         m.insert(key.into(), json!(sum));
     }

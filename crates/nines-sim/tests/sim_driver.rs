@@ -421,3 +421,59 @@ fn folding_independent_devices_changes_nothing_at_all() {
     assert!(folded.report.to_json().to_string().contains("\"write\""));
     assert_eq!(folded.report.to_json(), each.report.to_json());
 }
+
+/// The report counts what the model's optional mechanisms did, per device and summed over a
+/// volume's members: read retries, mapping-cache misses and power-state exits appear when their
+/// sources are on and are 0 when off.
+#[test]
+fn the_report_counts_what_the_variance_sources_did() {
+    let mut dev = DeviceConfig::preset("afa-m2-2018").unwrap();
+    dev.read_retry.probability = 0.05;
+    dev.read_retry.steps = 2;
+    dev.mapping.cache_bytes = 1 << 20;
+    dev.power.states = vec![nines_flash::config::PowerState {
+        idle_ns: 100_000,
+        exit_ns: 20_000,
+    }];
+    // Think time longer than the idle entry: every read after the first wakes the device.
+    let spec = WorkloadSpec {
+        thinktime_ns: 300_000,
+        ..reads(400)
+    };
+    let mut cfg = config(dev, 2, spec.clone());
+    cfg.scale = None;
+    let on = simulate(&cfg).report;
+    for d in &on.devices {
+        let i = d.internals.as_ref().unwrap();
+        let n = |k: &str| i[k].as_u64().unwrap_or_else(|| panic!("{k} missing: {i}"));
+        assert!(n("read_retries") > 0, "{i}");
+        assert!(n("map_misses") > 0, "{i}");
+        assert_eq!(n("power_exits"), 399, "{i}");
+        assert_eq!(n("fua_writes"), 0, "{i}");
+    }
+    let mut off = config(DeviceConfig::preset("afa-m2-2018").unwrap(), 2, spec);
+    off.scale = None;
+    for d in &simulate(&off).report.devices {
+        let i = d.internals.as_ref().unwrap();
+        for k in ["read_retries", "map_misses", "power_exits"] {
+            assert_eq!(i[k], 0, "{k}: {i}");
+        }
+    }
+    // A volume's row sums its members'.
+    cfg.layout = nines_sim::Layout::Raid0 { stripe_bytes: 4096 };
+    let vol = simulate(&cfg).report;
+    let members = &vol.devices[0].volume.as_ref().unwrap().members;
+    let sum: u64 = members
+        .iter()
+        .map(|m| {
+            m.internals.as_ref().unwrap()["map_misses"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    assert!(sum > 0);
+    assert_eq!(
+        vol.devices[0].internals.as_ref().unwrap()["map_misses"],
+        sum
+    );
+}
