@@ -916,6 +916,18 @@ impl Ssd {
     pub fn shared_ftl(&self) -> Arc<Ftl> {
         Arc::clone(&self.ftl)
     }
+
+    /// Draws from `other`'s read-only tables (its firmware-jitter distributions) instead of
+    /// this device's own copies: devices built from one description then share one copy, which
+    /// stays in cache. Changes nothing drawn (asserted: the tables must be equal).
+    pub fn share_tables_from(&mut self, other: &Ssd) {
+        assert!(
+            self.jitter_read == other.jitter_read && self.jitter_write == other.jitter_write,
+            "sharing the tables of a device with another description"
+        );
+        self.jitter_read = other.jitter_read.clone();
+        self.jitter_write = other.jitter_write.clone();
+    }
     /// Exported capacity.
     pub fn logical_bytes(&self) -> u64 {
         self.logical_bytes

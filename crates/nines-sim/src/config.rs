@@ -250,6 +250,7 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
             .wrapping_mul(0x2545_f491_4f6c_dd1d)
             .wrapping_add(i as u64 + 1);
         let mut ssd = Ssd::with_ftl(&scaled, shared.clone(), dev_seed);
+        ssd.share_tables_from(&first);
         if writes && i > 0 {
             // Each writing device needs its own maps: copy them now, as part of preparation,
             // rather than on the first write in the middle of the timed loop.
