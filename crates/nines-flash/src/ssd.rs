@@ -52,7 +52,9 @@ use crate::control::PlmWindow;
 use crate::dist::QuantileDist;
 use crate::ftl::{Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
 use crate::mapcache::MapCache;
-use crate::timeline::{DieSlots, SLOT_GC, SLOT_LONG, SlotMoves, Timeline};
+use crate::timeline::{
+    DieSlots, SLOT_GC, SLOT_LONG, SlotMoves, TIMELINE_CAP, TIMELINE_CAP_FIFO, Timeline,
+};
 
 /// How to bring a fresh device to a realistic state before timing starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -145,6 +147,8 @@ pub struct SsdCounters {
     pub map_writebacks: u64,
     /// Old data read to merge a write that covers part of a mapping unit.
     pub rmw_reads: u64,
+    /// Units never written that a read mapped to a new page (`ftl.reads_map_unwritten`).
+    pub reads_mapped: u64,
     /// Reads that went ahead of queued programs or erases (read priority).
     pub read_priority_jumps: u64,
     /// Commands that first woke the device from a low-power state.
@@ -639,6 +643,8 @@ pub struct Ssd {
     has_cmt: bool,
     has_power: bool,
     has_jitter: bool,
+    /// `ftl.reads_map_unwritten` (every read checks it).
+    reads_map_unwritten: bool,
     /// Until then the device is busy (for power-state entry after idle).
     active_until: u64,
     rng: Xoshiro256PlusPlus,
@@ -673,6 +679,14 @@ pub struct Ssd {
     /// Per translation page, when its latest flash read ends (empty: `shared_reads` off).
     tpage_read_end: Vec<u64>,
     buffer_pages: usize,
+    /// `buffer.count_sectors`: the buffer holds `buf_sectors_cap` sectors; `buf_sectors_held`
+    /// are held by the programs in `buf_release_sectors` (end, sectors) and the open pages
+    /// (`open_sectors` per pool). Empty and 0 when off.
+    count_sectors: bool,
+    buf_sectors_cap: u64,
+    buf_sectors_held: u64,
+    open_sectors: Vec<u64>,
+    buf_release_sectors: BinaryHeap<Reverse<(u64, u64)>>,
     /// Per unit, host programs that a multi-plane program can join (empty: multi-plane off).
     mp: Vec<MpQueue>,
     dies_n: u32,
@@ -829,6 +843,7 @@ impl Ssd {
             dram_bytes_per_s: cfg.buffer.dram_bytes_per_s,
             dram_access_ns: cfg.buffer.dram_access_ns,
             gc_copyback: cfg.ftl.gc_copyback,
+            reads_map_unwritten: cfg.ftl.reads_map_unwritten,
             translation_read_bytes: cfg.mapping.translation_read_bytes as u64,
             write_miss_reads: cfg.mapping.write_miss_reads,
             writeback_programs: cfg.mapping.writeback_programs,
@@ -854,10 +869,33 @@ impl Ssd {
                 Vec::new()
             },
             dies_n: cfg.dies() as u32,
-            chan: vec![Timeline::default(); cfg.geometry.channels as usize],
+            // With gaps, programs are reserved on their channel ahead of the reads that go
+            // before them: a channel of four chips, each with a program queue, held more than
+            // 64 intervals on tpcc, and merged ones walled reads off for milliseconds.
+            chan: vec![
+                Timeline::with_cap(if cfg.controller.die_gaps {
+                    TIMELINE_CAP
+                } else {
+                    TIMELINE_CAP_FIFO
+                });
+                cfg.geometry.channels as usize
+            ],
             ctrl_free: 0,
             dram_free: 0,
             buf_release: BinaryHeap::with_capacity(buffer_pages + 1),
+            count_sectors: cfg.buffer.count_sectors,
+            buf_sectors_cap: if cfg.buffer.count_sectors {
+                cfg.buffer.write_buffer_bytes / 512
+            } else {
+                0
+            },
+            buf_sectors_held: 0,
+            open_sectors: if cfg.buffer.count_sectors {
+                vec![0; pools as usize]
+            } else {
+                Vec::new()
+            },
+            buf_release_sectors: BinaryHeap::with_capacity(cfg.buffer_sector_entries() as usize),
             programs_until: 0,
             open_ready: vec![0; pools as usize],
             active_until: 0,
@@ -1104,6 +1142,9 @@ impl Ssd {
     #[inline]
     fn read(&mut self, t: u64, offset_bytes: u64, len_bytes: u64) -> u64 {
         self.counters.reads += 1;
+        if self.reads_map_unwritten {
+            self.map_unwritten(t, offset_bytes, len_bytes);
+        }
         let mut ready = t;
         let mut pages = ReadPages::new(self.unit_bytes, offset_bytes, len_bytes);
         while let Some((pool, page, bytes, lpn, n)) = pages.next_units(&self.ftl) {
@@ -1121,6 +1162,30 @@ impl Ssd {
             ready = ready.max(end);
         }
         ready + xfer_ns(len_bytes, self.link_read_bytes_per_s)
+    }
+
+    /// `ftl.reads_map_unwritten`: the units of a read never written are mapped to new pages of
+    /// their pools, without programs (the pages are only allocated), before the read.
+    #[cold]
+    fn map_unwritten(&mut self, t: u64, offset_bytes: u64, len_bytes: u64) {
+        let first = offset_bytes / self.unit_bytes;
+        let last = (offset_bytes + len_bytes - 1) / self.unit_bytes;
+        let hard = self.hard_blocks();
+        for lpn in first..=last {
+            if self.ftl.is_mapped(lpn as u32) {
+                continue;
+            }
+            let mut gc = GcWork::default();
+            Arc::make_mut(&mut self.ftl).write_unit_with(lpn as u32, &mut gc, hard);
+            self.counters.reads_mapped += 1;
+            if gc.victims > 0 {
+                self.counters.gc_hard_episodes += 1;
+                if self.window == PlmWindow::Deterministic {
+                    self.counters.window_violations += 1;
+                }
+                self.schedule_gc(t, &gc, ReadWaitCause::GcForced);
+            }
+        }
     }
 
     fn write(&mut self, t: u64, offset_bytes: u64, len_bytes: u64, fua: bool) -> u64 {
@@ -1166,7 +1231,11 @@ impl Ssd {
             }
             let p = place.pool as usize;
             self.open_ready[p] = self.open_ready[p].max(ready);
-            if place.page_opened {
+            if self.count_sectors {
+                let lo = (lpn * self.unit_bytes).max(offset_bytes);
+                let hi = ((lpn + 1) * self.unit_bytes).min(offset_bytes + len_bytes);
+                admitted = self.admit_sectors(admitted, p, (hi - lo).div_ceil(512));
+            } else if place.page_opened {
                 admitted = self.admit_page(admitted);
             }
             if place.page_full {
@@ -1225,7 +1294,14 @@ impl Ssd {
         } else {
             self.program_multi_plane(start, pool, pib, tp)
         };
-        self.buf_release.push(Reverse(end));
+        if self.count_sectors {
+            let sectors = std::mem::take(&mut self.open_sectors[p]);
+            if sectors > 0 {
+                self.buf_release_sectors.push(Reverse((end, sectors)));
+            }
+        } else {
+            self.buf_release.push(Reverse(end));
+        }
         end
     }
 
@@ -1414,6 +1490,33 @@ impl Ssd {
             let Reverse(r) = self.buf_release.pop().expect("buffer holds pages");
             return t.max(r);
         }
+        t
+    }
+
+    /// With `buffer.count_sectors`: wait until fewer sectors than the buffer holds wait for
+    /// their programs (MQSim admits a write-back transaction while its back-pressure depth is
+    /// below the limit), then hold `sectors` more in pool `p`'s open page.
+    fn admit_sectors(&mut self, t: u64, p: usize, sectors: u64) -> u64 {
+        let mut t = t;
+        while let Some(&Reverse((r, n))) = self.buf_release_sectors.peek() {
+            if r > t {
+                break;
+            }
+            self.buf_release_sectors.pop();
+            self.buf_sectors_held -= n;
+        }
+        if self.buf_sectors_held >= self.buf_sectors_cap {
+            self.counters.buffer_full_waits += 1;
+            // Open pages hold the rest when nothing is being programmed: nothing to wait for.
+            while self.buf_sectors_held >= self.buf_sectors_cap
+                && let Some(Reverse((r, n))) = self.buf_release_sectors.pop()
+            {
+                self.buf_sectors_held -= n;
+                t = t.max(r);
+            }
+        }
+        self.buf_sectors_held += sectors;
+        self.open_sectors[p] += sectors;
         t
     }
 

@@ -1,28 +1,44 @@
 //! The reserved intervals of one channel: a tiny fixed-size interval scheduler.
 
-/// Reserved intervals of one channel, sorted and disjoint, at most `TIMELINE_CAP` of them.
-/// Written by hand: it is a tiny fixed-size interval scheduler on the simulator's hot path.
-pub(crate) const TIMELINE_CAP: usize = 64;
+/// Reserved intervals of one channel, sorted and disjoint, at most `cap` of them (64, or
+/// [`TIMELINE_CAP`] with `controller.die_gaps`). Written by hand: it is a tiny fixed-size
+/// interval scheduler on the simulator's hot path.
+pub(crate) const TIMELINE_CAP: usize = 128;
+/// The bound of a channel without `controller.die_gaps`.
+pub(crate) const TIMELINE_CAP_FIFO: usize = 64;
 
-/// `n` first and `repr(C)`: an idle channel's reservation reads `n` and the first interval,
-/// one cache line (with a thousand members every channel's line is cold when its read comes).
+/// `n` and `cap` first and `repr(C)`: an idle channel's reservation reads them and the first
+/// interval, one cache line (with a thousand members every channel's line is cold when its
+/// read comes).
 #[derive(Clone, Debug)]
 #[repr(C)]
 pub(crate) struct Timeline {
     n: usize,
+    /// At most this many intervals (<= [`TIMELINE_CAP`]); when full, two merge.
+    cap: usize,
     iv: [(u64, u64); TIMELINE_CAP],
 }
 
 impl Default for Timeline {
     fn default() -> Self {
-        Timeline {
-            iv: [(0, 0); TIMELINE_CAP],
-            n: 0,
-        }
+        Timeline::with_cap(TIMELINE_CAP_FIFO)
     }
 }
 
 impl Timeline {
+    /// An empty channel holding at most `cap` (<= [`TIMELINE_CAP`]) intervals.
+    pub(crate) fn with_cap(cap: usize) -> Timeline {
+        assert!(
+            (3..=TIMELINE_CAP).contains(&cap),
+            "a channel holds 3 to {TIMELINE_CAP} intervals"
+        );
+        Timeline {
+            n: 0,
+            cap,
+            iv: [(0, 0); TIMELINE_CAP],
+        }
+    }
+
     /// The first gap at or after `earliest` in `intervals` (sorted, disjoint) that holds
     /// `dur`: (insert position, start).
     #[inline]
@@ -61,7 +77,7 @@ impl Timeline {
             live += 1;
         }
         let iv = &self.iv[live..self.n];
-        if iv.len() < TIMELINE_CAP {
+        if iv.len() < self.cap {
             return Self::fit(iv.iter().copied(), earliest, dur).1;
         }
         // `reserve` would merge first: place it in the merged list.
@@ -106,7 +122,7 @@ impl Timeline {
             self.n -= drop;
         }
         let (pos, s) = Self::fit(self.iv[..self.n].iter().copied(), earliest, dur);
-        if self.n == TIMELINE_CAP {
+        if self.n == self.cap {
             // Full: merge the two neighbours with the smallest gap between them (the least
             // channel time given up), then place the transfer again.
             let best = Self::merge_point(&self.iv[..self.n]);
