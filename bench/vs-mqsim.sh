@@ -12,7 +12,8 @@
 # peak memory. MQSim is not built here and nothing of it is in this repository:
 #
 # Usage: MQSIM=/path/to/MQSim bench/vs-mqsim.sh     (QUICK=1: 0.2 s simulated per workload;
-#        NINES=path: that binary, not a release build; SKIP_PRE=1: no rw7030-pre)
+#        NINES=path: that binary, not a release build; SKIP_PRE=1: no rw7030-pre;
+#        DEVICE=file.toml: that description instead of mqsim-compatible, e.g. one option off)
 #        MQSIM=recorded bench/vs-mqsim.sh           (nines only, against the MQSim @ 7ec40e3
 #                                                    means recorded in docs/arch-sim.md)
 #        bench/vs-mqsim.sh                          (without MQSim: says how to get it)
@@ -134,7 +135,7 @@ run_mqsim() {
 run_nines() {
     local name="$1"
     shift
-    /usr/bin/time -f "%e %M" -o "$TMP/$name.nntime" "$NINES" sim --quiet --device mqsim-compatible \
+    /usr/bin/time -f "%e %M" -o "$TMP/$name.nntime" "$NINES" sim --quiet --device "${DEVICE:-mqsim-compatible}" \
         --completion none --json "$TMP/$name.json" "$@" 2>"$TMP/$name.nnlog" || {
         cat "$TMP/$name.nnlog" >&2
         exit 1
