@@ -908,11 +908,17 @@ impl DeviceConfig {
     /// Bytes of state every device allocates for itself, beyond the maps of
     /// [`DeviceConfig::model_bytes`] (which devices that only read share): the write buffer's
     /// page release times (8 bytes a page), and with `controller.die_gaps` each parallel unit's
-    /// reservations (17 bytes each, at most 64 a unit); with `buffer.count_sectors` its
+    /// reservations (17 bytes each, at most 64 a unit) and each channel's second timeline
+    /// (16 bytes a reservation, at most 128); with `buffer.count_sectors` its
     /// programs' (release time, sectors) (16 bytes each) and each pool's open-page sectors.
     pub fn device_state_bytes(&self) -> u64 {
         let gaps = if self.controller.die_gaps {
-            self.parallel_units().saturating_mul(64 * 17 + 8)
+            self.parallel_units()
+                .saturating_mul(64 * 17 + 8)
+                .saturating_add(
+                    (self.geometry.channels as u64)
+                        .saturating_mul(crate::timeline::TIMELINE_CAP as u64 * 16 + 8),
+                )
         } else {
             0
         };

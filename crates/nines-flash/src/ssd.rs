@@ -52,9 +52,7 @@ use crate::control::PlmWindow;
 use crate::dist::QuantileDist;
 use crate::ftl::{Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
 use crate::mapcache::MapCache;
-use crate::timeline::{
-    DieSlots, SLOT_GC, SLOT_LONG, SlotMoves, TIMELINE_CAP, TIMELINE_CAP_FIFO, Timeline,
-};
+use crate::timeline::{DieSlots, SLOT_GC, SLOT_LONG, SlotMoves, TIMELINE_CAP, Timeline};
 
 /// How to bring a fresh device to a realistic state before timing starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -527,7 +525,7 @@ pub(crate) fn read_start(
 #[inline]
 pub(crate) fn gap_read_fit(
     slots: &mut DieSlots,
-    chan: &Timeline,
+    chan: &Timeline<TIMELINE_CAP>,
     now: u64,
     t: u64,
     tr: u64,
@@ -653,6 +651,9 @@ pub struct Ssd {
     units_cold: Vec<DieCold>,
     /// Per unit, its reservations with gaps (empty: `controller.die_gaps` off).
     pub(crate) slots: Vec<DieSlots>,
+    /// With `controller.die_gaps`, the channels used instead of `chan` (a larger bound);
+    /// empty otherwise.
+    pub(crate) chan_gap: Vec<Timeline<TIMELINE_CAP>>,
     /// Reads go ahead of programs and erases in the gap timelines (`read_priority`).
     gap_priority: bool,
     page_bytes: u64,
@@ -869,17 +870,15 @@ impl Ssd {
                 Vec::new()
             },
             dies_n: cfg.dies() as u32,
+            chan: vec![Timeline::default(); cfg.geometry.channels as usize],
             // With gaps, programs are reserved on their channel ahead of the reads that go
             // before them: a channel of four chips, each with a program queue, held more than
             // 64 intervals on tpcc, and merged ones walled reads off for milliseconds.
-            chan: vec![
-                Timeline::with_cap(if cfg.controller.die_gaps {
-                    TIMELINE_CAP
-                } else {
-                    TIMELINE_CAP_FIFO
-                });
-                cfg.geometry.channels as usize
-            ],
+            chan_gap: if cfg.controller.die_gaps {
+                vec![Timeline::default(); cfg.geometry.channels as usize]
+            } else {
+                Vec::new()
+            },
             ctrl_free: 0,
             dram_free: 0,
             buf_release: BinaryHeap::with_capacity(buffer_pages + 1),
@@ -1322,7 +1321,7 @@ impl Ssd {
             let c = (pool % self.channels) as usize;
             let xfer = xfer_ns(self.page_bytes, self.channel_bytes_per_s);
             let now = self.now_ns;
-            let xe = self.chan[c].peek(now, cmd.start.max(t), xfer) + xfer;
+            let xe = self.chan_gap[c].peek(now, cmd.start.max(t), xfer) + xfer;
             let by = (xe + tp).saturating_sub(cmd.end);
             // The programs, erases and GC queued behind it move back, as without gaps; a read
             // in the way (reserved, its completion returned) refuses the join.
@@ -1337,7 +1336,7 @@ impl Ssd {
                 false
             };
             if ok {
-                self.chan[c].reserve(now, cmd.start.max(t), xfer);
+                self.chan_gap[c].reserve(now, cmd.start.max(t), xfer);
                 let end = cmd.end + by;
                 let hot = &mut self.units[u];
                 hot.free = hot.free.max(end);
@@ -1662,7 +1661,7 @@ impl Ssd {
         let step = self.units_cold[u].gc_step;
         let s = gap_read_fit(
             &mut self.slots[u],
-            &self.chan[c],
+            &self.chan_gap[c],
             now,
             t,
             tr,
@@ -1670,7 +1669,7 @@ impl Ssd {
             step,
             self.gap_priority,
         );
-        let xe = self.chan[c].reserve(now, s + tr, xfer) + xfer;
+        let xe = self.chan_gap[c].reserve(now, s + tr, xfer) + xfer;
         let moves = self.slots[u].place_read(s, xe, t, self.gap_priority);
         let mut dt = self.die(u);
         if host && let Some(cause) = dt.wait_cause(t, s) {
@@ -1719,11 +1718,11 @@ impl Ssd {
         let now = self.now_ns;
         let slots = &mut self.slots[u];
         slots.make_room(now, 1);
-        let chan = &self.chan[c];
+        let chan = &self.chan_gap[c];
         let start = slots.fit(t, u64::MAX, false, |s| {
             chan.peek(now, s, xfer) + xfer + tp - s
         });
-        let xe = self.chan[c].reserve(now, start, xfer) + xfer;
+        let xe = self.chan_gap[c].reserve(now, start, xfer) + xfer;
         let end = xe + tp;
         self.slots[u].put(start, end - start, SLOT_LONG);
         let hot = &mut self.units[u];
@@ -1761,7 +1760,7 @@ impl Ssd {
         }
         gap_read_fit(
             &mut slots,
-            &self.chan[c],
+            &self.chan_gap[c],
             now,
             t,
             tr,

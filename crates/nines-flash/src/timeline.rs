@@ -1,44 +1,32 @@
 //! The reserved intervals of one channel: a tiny fixed-size interval scheduler.
 
-/// Reserved intervals of one channel, sorted and disjoint, at most `cap` of them (64, or
-/// [`TIMELINE_CAP`] with `controller.die_gaps`). Written by hand: it is a tiny fixed-size
-/// interval scheduler on the simulator's hot path.
-pub(crate) const TIMELINE_CAP: usize = 128;
-/// The bound of a channel without `controller.die_gaps`.
+/// Reserved intervals of one channel, sorted and disjoint, at most `N` of them
+/// ([`TIMELINE_CAP_FIFO`], or [`TIMELINE_CAP`] with `controller.die_gaps`). Written by hand: it
+/// is a tiny fixed-size interval scheduler on the simulator's hot path.
 pub(crate) const TIMELINE_CAP_FIFO: usize = 64;
+/// The bound of a channel with `controller.die_gaps` (programs are reserved on their channel
+/// ahead of the reads that go before them).
+pub(crate) const TIMELINE_CAP: usize = 128;
 
-/// `n` and `cap` first and `repr(C)`: an idle channel's reservation reads them and the first
-/// interval, one cache line (with a thousand members every channel's line is cold when its
-/// read comes).
+/// `n` first and `repr(C)`: an idle channel's reservation reads `n` and the first interval,
+/// one cache line (with a thousand members every channel's line is cold when its read comes).
 #[derive(Clone, Debug)]
 #[repr(C)]
-pub(crate) struct Timeline {
+pub(crate) struct Timeline<const N: usize = TIMELINE_CAP_FIFO> {
     n: usize,
-    /// At most this many intervals (<= [`TIMELINE_CAP`]); when full, two merge.
-    cap: usize,
-    iv: [(u64, u64); TIMELINE_CAP],
+    iv: [(u64, u64); N],
 }
 
-impl Default for Timeline {
+impl<const N: usize> Default for Timeline<N> {
     fn default() -> Self {
-        Timeline::with_cap(TIMELINE_CAP_FIFO)
-    }
-}
-
-impl Timeline {
-    /// An empty channel holding at most `cap` (<= [`TIMELINE_CAP`]) intervals.
-    pub(crate) fn with_cap(cap: usize) -> Timeline {
-        assert!(
-            (3..=TIMELINE_CAP).contains(&cap),
-            "a channel holds 3 to {TIMELINE_CAP} intervals"
-        );
         Timeline {
+            iv: [(0, 0); N],
             n: 0,
-            cap,
-            iv: [(0, 0); TIMELINE_CAP],
         }
     }
+}
 
+impl<const N: usize> Timeline<N> {
     /// The first gap at or after `earliest` in `intervals` (sorted, disjoint) that holds
     /// `dur`: (insert position, start).
     #[inline]
@@ -77,7 +65,7 @@ impl Timeline {
             live += 1;
         }
         let iv = &self.iv[live..self.n];
-        if iv.len() < self.cap {
+        if iv.len() < N {
             return Self::fit(iv.iter().copied(), earliest, dur).1;
         }
         // `reserve` would merge first: place it in the merged list.
@@ -122,7 +110,7 @@ impl Timeline {
             self.n -= drop;
         }
         let (pos, s) = Self::fit(self.iv[..self.n].iter().copied(), earliest, dur);
-        if self.n == self.cap {
+        if self.n == N {
             // Full: merge the two neighbours with the smallest gap between them (the least
             // channel time given up), then place the transfer again.
             let best = Self::merge_point(&self.iv[..self.n]);
@@ -410,7 +398,7 @@ mod tests {
 
     #[test]
     fn timeline_backfills_gaps_and_stays_disjoint() {
-        let mut t = Timeline::default();
+        let mut t: Timeline = Timeline::default();
         assert_eq!(t.reserve(0, 100, 10), 100);
         assert_eq!(t.reserve(0, 0, 10), 0);
         assert_eq!(t.reserve(0, 95, 10), 110);
