@@ -159,6 +159,13 @@ pub struct FtlConfig {
     /// controller and back (MQSim's default `Use_Copyback_for_GC = false`).
     #[serde(default = "default_true")]
     pub gc_copyback: bool,
+    /// A read of a unit never written maps it to a newly allocated page of its pool, which is
+    /// never programmed (MQSim's `online_create_entry_for_reads` on a device not preconditioned):
+    /// the pool's write frontier moves on a page, and a later partial write of the unit reads
+    /// it first. Needs `geometry.map_unit_bytes` = the page size. Off: such a read changes
+    /// nothing.
+    #[serde(default)]
+    pub reads_map_unwritten: bool,
 }
 
 fn default_true() -> bool {
@@ -230,6 +237,13 @@ pub struct BufferConfig {
     pub dram_bytes_per_s: u64,
     #[serde(default)]
     pub dram_access_ns: u64,
+    /// The write buffer counts the 512-byte sectors each write brings into a mapping unit
+    /// (rounded up), not whole pages: a write is admitted while fewer than
+    /// `write_buffer_bytes / 512` sectors wait for their programs, so a 4 KiB write into an
+    /// 8 KiB unit holds half what a whole page would (MQSim's `back_pressure_buffer_depth`,
+    /// which counts each write-back transaction's sectors). Off: whole pages.
+    #[serde(default)]
+    pub count_sectors: bool,
 }
 
 fn default_write_buffer_bytes() -> u64 {
@@ -242,6 +256,7 @@ impl Default for BufferConfig {
             write_buffer_bytes: default_write_buffer_bytes(),
             dram_bytes_per_s: 0,
             dram_access_ns: 0,
+            count_sectors: false,
         }
     }
 }
@@ -487,6 +502,12 @@ impl DeviceConfig {
             return Err(invalid(
                 "controller.die_gaps",
                 "is not modelled with suspend.enabled (turn one off)",
+            ));
+        }
+        if self.ftl.reads_map_unwritten && g.map_unit_bytes != g.page_size_bytes {
+            return Err(invalid(
+                "ftl.reads_map_unwritten",
+                "needs geometry.map_unit_bytes = page_size_bytes (a read maps a whole page)",
             ));
         }
         if g.multi_plane && self.ftl.block_pool != BlockPool::Plane {
@@ -873,19 +894,43 @@ impl DeviceConfig {
         (self.buffer.write_buffer_bytes / self.geometry.page_size_bytes as u64).max(2)
     }
 
+    /// With `buffer.count_sectors`, the most programs the write buffer can wait for at once:
+    /// each holds at least one sector, and a write is admitted only while fewer than
+    /// `write_buffer_bytes / 512` sectors are held (so at most a unit's sectors beyond); 0 off.
+    pub fn buffer_sector_entries(&self) -> u64 {
+        if self.buffer.count_sectors {
+            (self.buffer.write_buffer_bytes + self.geometry.map_unit_bytes as u64) / 512 + 1
+        } else {
+            0
+        }
+    }
+
     /// Bytes of state every device allocates for itself, beyond the maps of
     /// [`DeviceConfig::model_bytes`] (which devices that only read share): the write buffer's
     /// page release times (8 bytes a page), and with `controller.die_gaps` each parallel unit's
-    /// reservations (17 bytes each, at most 64 a unit).
+    /// reservations (17 bytes each, at most 64 a unit) and each channel's second timeline
+    /// (16 bytes a reservation, at most 128); with `buffer.count_sectors` its
+    /// programs' (release time, sectors) (16 bytes each) and each pool's open-page sectors.
     pub fn device_state_bytes(&self) -> u64 {
         let gaps = if self.controller.die_gaps {
-            self.parallel_units().saturating_mul(64 * 17 + 8)
+            self.parallel_units()
+                .saturating_mul(64 * 17 + 8)
+                .saturating_add(
+                    (self.geometry.channels as u64)
+                        .saturating_mul(crate::timeline::TIMELINE_CAP as u64 * 16 + 8),
+                )
         } else {
             0
         };
         (self.buffer_pages() + 1)
             .saturating_mul(8)
             .saturating_add(gaps)
+            .saturating_add(self.buffer_sector_entries().saturating_mul(16))
+            .saturating_add(if self.buffer.count_sectors {
+                self.pools().saturating_mul(8)
+            } else {
+                0
+            })
     }
 
     /// Mapping entries one translation page holds.

@@ -163,7 +163,11 @@ impl Ssd {
             };
             // With gaps a read forgets what ended by its command's arrival (`now`).
             let live = if self.die_gaps { now_ns } else { t };
-            let xs = self.chan[c].peek(live, start + tr, xfer);
+            let xs = if self.die_gaps {
+                self.chan_gap[c].peek(live, start + tr, xfer)
+            } else {
+                self.chan[c].peek(live, start + tr, xfer)
+            };
             wait = wait.max(xs - (t + tr));
         }
         wait
@@ -173,7 +177,13 @@ impl Ssd {
     pub fn busy_remaining_ns(&self, now_ns: u64) -> u64 {
         self.check_time(now_ns);
         let units = self.units.iter().map(|d| d.free).max().unwrap_or(0);
-        let chans = self.chan.iter().map(Timeline::end).max().unwrap_or(0);
+        let chans = self
+            .chan
+            .iter()
+            .map(Timeline::end)
+            .chain(self.chan_gap.iter().map(Timeline::end))
+            .max()
+            .unwrap_or(0);
         units.max(chans).max(self.ctrl_free).saturating_sub(now_ns)
     }
 

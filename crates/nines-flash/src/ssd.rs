@@ -52,7 +52,7 @@ use crate::control::PlmWindow;
 use crate::dist::QuantileDist;
 use crate::ftl::{Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
 use crate::mapcache::MapCache;
-use crate::timeline::{DieSlots, SLOT_GC, SLOT_LONG, SlotMoves, Timeline};
+use crate::timeline::{DieSlots, SLOT_GC, SLOT_LONG, SlotMoves, TIMELINE_CAP, Timeline};
 
 /// How to bring a fresh device to a realistic state before timing starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -145,6 +145,8 @@ pub struct SsdCounters {
     pub map_writebacks: u64,
     /// Old data read to merge a write that covers part of a mapping unit.
     pub rmw_reads: u64,
+    /// Units never written that a read mapped to a new page (`ftl.reads_map_unwritten`).
+    pub reads_mapped: u64,
     /// Reads that went ahead of queued programs or erases (read priority).
     pub read_priority_jumps: u64,
     /// Commands that first woke the device from a low-power state.
@@ -523,7 +525,7 @@ pub(crate) fn read_start(
 #[inline]
 pub(crate) fn gap_read_fit(
     slots: &mut DieSlots,
-    chan: &Timeline,
+    chan: &Timeline<TIMELINE_CAP>,
     now: u64,
     t: u64,
     tr: u64,
@@ -639,6 +641,8 @@ pub struct Ssd {
     has_cmt: bool,
     has_power: bool,
     has_jitter: bool,
+    /// `ftl.reads_map_unwritten` (every read checks it).
+    reads_map_unwritten: bool,
     /// Until then the device is busy (for power-state entry after idle).
     active_until: u64,
     rng: Xoshiro256PlusPlus,
@@ -647,6 +651,9 @@ pub struct Ssd {
     units_cold: Vec<DieCold>,
     /// Per unit, its reservations with gaps (empty: `controller.die_gaps` off).
     pub(crate) slots: Vec<DieSlots>,
+    /// With `controller.die_gaps`, the channels used instead of `chan` (a larger bound);
+    /// empty otherwise.
+    pub(crate) chan_gap: Vec<Timeline<TIMELINE_CAP>>,
     /// Reads go ahead of programs and erases in the gap timelines (`read_priority`).
     gap_priority: bool,
     page_bytes: u64,
@@ -673,6 +680,14 @@ pub struct Ssd {
     /// Per translation page, when its latest flash read ends (empty: `shared_reads` off).
     tpage_read_end: Vec<u64>,
     buffer_pages: usize,
+    /// `buffer.count_sectors`: the buffer holds `buf_sectors_cap` sectors; `buf_sectors_held`
+    /// are held by the programs in `buf_release_sectors` (end, sectors) and the open pages
+    /// (`open_sectors` per pool). Empty and 0 when off.
+    count_sectors: bool,
+    buf_sectors_cap: u64,
+    buf_sectors_held: u64,
+    open_sectors: Vec<u64>,
+    buf_release_sectors: BinaryHeap<Reverse<(u64, u64)>>,
     /// Per unit, host programs that a multi-plane program can join (empty: multi-plane off).
     mp: Vec<MpQueue>,
     dies_n: u32,
@@ -829,6 +844,7 @@ impl Ssd {
             dram_bytes_per_s: cfg.buffer.dram_bytes_per_s,
             dram_access_ns: cfg.buffer.dram_access_ns,
             gc_copyback: cfg.ftl.gc_copyback,
+            reads_map_unwritten: cfg.ftl.reads_map_unwritten,
             translation_read_bytes: cfg.mapping.translation_read_bytes as u64,
             write_miss_reads: cfg.mapping.write_miss_reads,
             writeback_programs: cfg.mapping.writeback_programs,
@@ -855,9 +871,30 @@ impl Ssd {
             },
             dies_n: cfg.dies() as u32,
             chan: vec![Timeline::default(); cfg.geometry.channels as usize],
+            // With gaps, programs are reserved on their channel ahead of the reads that go
+            // before them: a channel of four chips, each with a program queue, held more than
+            // 64 intervals on tpcc, and merged ones walled reads off for milliseconds.
+            chan_gap: if cfg.controller.die_gaps {
+                vec![Timeline::default(); cfg.geometry.channels as usize]
+            } else {
+                Vec::new()
+            },
             ctrl_free: 0,
             dram_free: 0,
             buf_release: BinaryHeap::with_capacity(buffer_pages + 1),
+            count_sectors: cfg.buffer.count_sectors,
+            buf_sectors_cap: if cfg.buffer.count_sectors {
+                cfg.buffer.write_buffer_bytes / 512
+            } else {
+                0
+            },
+            buf_sectors_held: 0,
+            open_sectors: if cfg.buffer.count_sectors {
+                vec![0; pools as usize]
+            } else {
+                Vec::new()
+            },
+            buf_release_sectors: BinaryHeap::with_capacity(cfg.buffer_sector_entries() as usize),
             programs_until: 0,
             open_ready: vec![0; pools as usize],
             active_until: 0,
@@ -1129,6 +1166,9 @@ impl Ssd {
     #[inline]
     fn read(&mut self, t: u64, offset_bytes: u64, len_bytes: u64) -> u64 {
         self.counters.reads += 1;
+        if self.reads_map_unwritten {
+            self.map_unwritten(t, offset_bytes, len_bytes);
+        }
         let mut ready = t;
         let mut pages = ReadPages::new(self.unit_bytes, offset_bytes, len_bytes);
         while let Some((pool, page, bytes, lpn, n)) = pages.next_units(&self.ftl) {
@@ -1146,6 +1186,30 @@ impl Ssd {
             ready = ready.max(end);
         }
         ready + xfer_ns(len_bytes, self.link_read_bytes_per_s)
+    }
+
+    /// `ftl.reads_map_unwritten`: the units of a read never written are mapped to new pages of
+    /// their pools, without programs (the pages are only allocated), before the read.
+    #[cold]
+    fn map_unwritten(&mut self, t: u64, offset_bytes: u64, len_bytes: u64) {
+        let first = offset_bytes / self.unit_bytes;
+        let last = (offset_bytes + len_bytes - 1) / self.unit_bytes;
+        let hard = self.hard_blocks();
+        for lpn in first..=last {
+            if self.ftl.is_mapped(lpn as u32) {
+                continue;
+            }
+            let mut gc = GcWork::default();
+            Arc::make_mut(&mut self.ftl).write_unit_with(lpn as u32, &mut gc, hard);
+            self.counters.reads_mapped += 1;
+            if gc.victims > 0 {
+                self.counters.gc_hard_episodes += 1;
+                if self.window == PlmWindow::Deterministic {
+                    self.counters.window_violations += 1;
+                }
+                self.schedule_gc(t, &gc, ReadWaitCause::GcForced);
+            }
+        }
     }
 
     fn write(&mut self, t: u64, offset_bytes: u64, len_bytes: u64, fua: bool) -> u64 {
@@ -1191,7 +1255,11 @@ impl Ssd {
             }
             let p = place.pool as usize;
             self.open_ready[p] = self.open_ready[p].max(ready);
-            if place.page_opened {
+            if self.count_sectors {
+                let lo = (lpn * self.unit_bytes).max(offset_bytes);
+                let hi = ((lpn + 1) * self.unit_bytes).min(offset_bytes + len_bytes);
+                admitted = self.admit_sectors(admitted, p, (hi - lo).div_ceil(512));
+            } else if place.page_opened {
                 admitted = self.admit_page(admitted);
             }
             if place.page_full {
@@ -1250,7 +1318,14 @@ impl Ssd {
         } else {
             self.program_multi_plane(start, pool, pib, tp)
         };
-        self.buf_release.push(Reverse(end));
+        if self.count_sectors {
+            let sectors = std::mem::take(&mut self.open_sectors[p]);
+            if sectors > 0 {
+                self.buf_release_sectors.push(Reverse((end, sectors)));
+            }
+        } else {
+            self.buf_release.push(Reverse(end));
+        }
         end
     }
 
@@ -1271,7 +1346,7 @@ impl Ssd {
             let c = (pool % self.channels) as usize;
             let xfer = xfer_ns(self.page_bytes, self.channel_bytes_per_s);
             let now = self.now_ns;
-            let xe = self.chan[c].peek(now, cmd.start.max(t), xfer) + xfer;
+            let xe = self.chan_gap[c].peek(now, cmd.start.max(t), xfer) + xfer;
             let by = (xe + tp).saturating_sub(cmd.end);
             // The programs, erases and GC queued behind it move back, as without gaps; a read
             // in the way (reserved, its completion returned) refuses the join.
@@ -1286,7 +1361,7 @@ impl Ssd {
                 false
             };
             if ok {
-                self.chan[c].reserve(now, cmd.start.max(t), xfer);
+                self.chan_gap[c].reserve(now, cmd.start.max(t), xfer);
                 let end = cmd.end + by;
                 let hot = &mut self.units[u];
                 hot.free = hot.free.max(end);
@@ -1442,6 +1517,33 @@ impl Ssd {
         t
     }
 
+    /// With `buffer.count_sectors`: wait until fewer sectors than the buffer holds wait for
+    /// their programs (MQSim admits a write-back transaction while its back-pressure depth is
+    /// below the limit), then hold `sectors` more in pool `p`'s open page.
+    fn admit_sectors(&mut self, t: u64, p: usize, sectors: u64) -> u64 {
+        let mut t = t;
+        while let Some(&Reverse((r, n))) = self.buf_release_sectors.peek() {
+            if r > t {
+                break;
+            }
+            self.buf_release_sectors.pop();
+            self.buf_sectors_held -= n;
+        }
+        if self.buf_sectors_held >= self.buf_sectors_cap {
+            self.counters.buffer_full_waits += 1;
+            // Open pages hold the rest when nothing is being programmed: nothing to wait for.
+            while self.buf_sectors_held >= self.buf_sectors_cap
+                && let Some(Reverse((r, n))) = self.buf_release_sectors.pop()
+            {
+                self.buf_sectors_held -= n;
+                t = t.max(r);
+            }
+        }
+        self.buf_sectors_held += sectors;
+        self.open_sectors[p] += sectors;
+        t
+    }
+
     #[inline]
     pub(crate) fn page_read_ns(&self, page: u32) -> u64 {
         // One page type (the default): not even the division for the page's place in its block.
@@ -1584,7 +1686,7 @@ impl Ssd {
         let step = self.units_cold[u].gc_step;
         let s = gap_read_fit(
             &mut self.slots[u],
-            &self.chan[c],
+            &self.chan_gap[c],
             now,
             t,
             tr,
@@ -1592,7 +1694,7 @@ impl Ssd {
             step,
             self.gap_priority,
         );
-        let xe = self.chan[c].reserve(now, s + tr, xfer) + xfer;
+        let xe = self.chan_gap[c].reserve(now, s + tr, xfer) + xfer;
         let moves = self.slots[u].place_read(s, xe, t, self.gap_priority);
         let mut dt = self.die(u);
         if host && let Some(cause) = dt.wait_cause(t, s) {
@@ -1641,11 +1743,11 @@ impl Ssd {
         let now = self.now_ns;
         let slots = &mut self.slots[u];
         slots.make_room(now, 1);
-        let chan = &self.chan[c];
+        let chan = &self.chan_gap[c];
         let start = slots.fit(t, u64::MAX, false, |s| {
             chan.peek(now, s, xfer) + xfer + tp - s
         });
-        let xe = self.chan[c].reserve(now, start, xfer) + xfer;
+        let xe = self.chan_gap[c].reserve(now, start, xfer) + xfer;
         let end = xe + tp;
         self.slots[u].put(start, end - start, SLOT_LONG);
         let hot = &mut self.units[u];
@@ -1683,7 +1785,7 @@ impl Ssd {
         }
         gap_read_fit(
             &mut slots,
-            &self.chan[c],
+            &self.chan_gap[c],
             now,
             t,
             tr,

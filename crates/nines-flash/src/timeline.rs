@@ -1,28 +1,32 @@
 //! The reserved intervals of one channel: a tiny fixed-size interval scheduler.
 
-/// Reserved intervals of one channel, sorted and disjoint, at most `TIMELINE_CAP` of them.
-/// Written by hand: it is a tiny fixed-size interval scheduler on the simulator's hot path.
-pub(crate) const TIMELINE_CAP: usize = 64;
+/// Reserved intervals of one channel, sorted and disjoint, at most `N` of them
+/// ([`TIMELINE_CAP_FIFO`], or [`TIMELINE_CAP`] with `controller.die_gaps`). Written by hand: it
+/// is a tiny fixed-size interval scheduler on the simulator's hot path.
+pub(crate) const TIMELINE_CAP_FIFO: usize = 64;
+/// The bound of a channel with `controller.die_gaps` (programs are reserved on their channel
+/// ahead of the reads that go before them).
+pub(crate) const TIMELINE_CAP: usize = 128;
 
 /// `n` first and `repr(C)`: an idle channel's reservation reads `n` and the first interval,
 /// one cache line (with a thousand members every channel's line is cold when its read comes).
 #[derive(Clone, Debug)]
 #[repr(C)]
-pub(crate) struct Timeline {
+pub(crate) struct Timeline<const N: usize = TIMELINE_CAP_FIFO> {
     n: usize,
-    iv: [(u64, u64); TIMELINE_CAP],
+    iv: [(u64, u64); N],
 }
 
-impl Default for Timeline {
+impl<const N: usize> Default for Timeline<N> {
     fn default() -> Self {
         Timeline {
-            iv: [(0, 0); TIMELINE_CAP],
+            iv: [(0, 0); N],
             n: 0,
         }
     }
 }
 
-impl Timeline {
+impl<const N: usize> Timeline<N> {
     /// The first gap at or after `earliest` in `intervals` (sorted, disjoint) that holds
     /// `dur`: (insert position, start).
     #[inline]
@@ -61,7 +65,7 @@ impl Timeline {
             live += 1;
         }
         let iv = &self.iv[live..self.n];
-        if iv.len() < TIMELINE_CAP {
+        if iv.len() < N {
             return Self::fit(iv.iter().copied(), earliest, dur).1;
         }
         // `reserve` would merge first: place it in the merged list.
@@ -106,7 +110,7 @@ impl Timeline {
             self.n -= drop;
         }
         let (pos, s) = Self::fit(self.iv[..self.n].iter().copied(), earliest, dur);
-        if self.n == TIMELINE_CAP {
+        if self.n == N {
             // Full: merge the two neighbours with the smallest gap between them (the least
             // channel time given up), then place the transfer again.
             let best = Self::merge_point(&self.iv[..self.n]);
@@ -394,7 +398,7 @@ mod tests {
 
     #[test]
     fn timeline_backfills_gaps_and_stays_disjoint() {
-        let mut t = Timeline::default();
+        let mut t: Timeline = Timeline::default();
         assert_eq!(t.reserve(0, 100, 10), 100);
         assert_eq!(t.reserve(0, 0, 10), 0);
         assert_eq!(t.reserve(0, 95, 10), 110);

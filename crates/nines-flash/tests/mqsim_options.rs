@@ -265,6 +265,14 @@ fn mqsim_compatible_is_mqsims_default_config_field_by_field() {
         !c.mapping.writeback_programs,
         "TSU_Priority_OutOfOrder never serves MappingWriteTRQueue"
     );
+    assert!(
+        c.ftl.reads_map_unwritten,
+        "online_create_entry_for_reads allocates a page for a read of an unwritten LPA"
+    );
+    assert!(
+        c.buffer.count_sectors,
+        "back_pressure_buffer_depth counts each write-back transaction's sectors"
+    );
     assert_eq!(c.mapping.entry_bytes, cmt_entry);
     assert_eq!(c.mapping.flash_entry_bytes, gtd_entry);
     assert_eq!(c.translation_entries_per_page(), 8192 / 6);
@@ -452,4 +460,121 @@ fn with_die_gaps_read_wait_query_equals_the_actual_wait() {
         "{c:?}"
     );
     ssd.ftl().check_consistency().unwrap();
+}
+
+/// One die, 4 KiB pages and units, a write buffer of two pages (8 KiB): 1 KiB writes to
+/// fresh units, all submitted at t, and then two 4 KiB writes. Returns each write's latency.
+fn small_writes_into_a_two_page_buffer(count_sectors: bool) -> Vec<u64> {
+    let mut cfg = small(1, 1, 0.2);
+    cfg.buffer.write_buffer_bytes = 8192;
+    cfg.buffer.count_sectors = count_sectors;
+    cfg.validate().unwrap();
+    let mut ssd = Ssd::new(&cfg, 1);
+    let t = 1_000_000_000;
+    let mut lat: Vec<u64> = (0..4)
+        .map(|u| ssd.submit(t, Op::Write, u * 4096, 1024) - t)
+        .collect();
+    for u in 4..6 {
+        lat.push(ssd.submit(t, Op::Write, u * 4096, 4096) - t);
+    }
+    lat
+}
+
+#[test]
+fn counting_sectors_a_write_holds_only_its_own_sectors_of_the_buffer() {
+    // Each 1 KiB write fills (pads) a page of its own: controller 3 us, link 1.024 us; its
+    // program (10.24 us transfer, 500 us tPROG) queues on the one die from t + 4_024 on, so
+    // program k ends at t + 4_024 + (k + 1) x 510_240. A 4 KiB write takes 4.096 us on the
+    // link.
+    let end = |k: u64| 4_024 + (k + 1) * 510_240;
+    // Whole pages: the buffer holds two; the third write waits for the first program, the
+    // fourth for the second, the fifth and sixth for the third and fourth.
+    assert_eq!(
+        small_writes_into_a_two_page_buffer(false),
+        vec![
+            4_024,
+            4_024,
+            end(0) + 1_024,
+            end(1) + 1_024,
+            end(2) + 4_096,
+            end(3) + 4_096
+        ]
+    );
+    // Sectors (MQSim's back-pressure depth): 16 sectors; the four 1 KiB writes hold 2 each,
+    // the first 4 KiB write is admitted at 8 < 16 (then 16 are held), the second waits until
+    // the first program frees its 2 sectors.
+    assert_eq!(
+        small_writes_into_a_two_page_buffer(true),
+        vec![4_024, 4_024, 4_024, 4_024, 3_000 + 4_096, end(0) + 4_096]
+    );
+}
+
+/// One die of two planes (a pool each, static allocation, multi-plane programs): a read of
+/// never-written unit 0 (on plane 0) at t, then 4 KiB writes of units 2 (on plane 0) and 1
+/// (on plane 1) at once. Returns the read's latency, the joined programs, whether unit 0 is
+/// mapped, the read-modify-write reads of a later 1 KiB write of unit 0, and the units reads
+/// mapped.
+fn read_unwritten_then_write(reads_map: bool) -> (u64, u64, bool, u64, u64) {
+    let mut cfg = two_planes(true);
+    cfg.ftl.reads_map_unwritten = reads_map;
+    cfg.validate().unwrap();
+    let mut ssd = Ssd::new(&cfg, 1);
+    let t = 1_000_000_000;
+    let read = ssd.submit(t, Op::Read, 0, 4096) - t;
+    let mapped = ssd.ftl().is_mapped(0);
+    let t2 = t + 10_000_000;
+    ssd.submit(t2, Op::Write, 2 * 4096, 4096);
+    ssd.submit(t2, Op::Write, 4096, 4096);
+    let joined = ssd.counters().multi_plane_programs;
+    ssd.submit(t2 + 10_000_000, Op::Write, 0, 1024);
+    let c = ssd.counters();
+    (read, joined, mapped, c.rmw_reads, c.reads_mapped)
+}
+
+#[test]
+fn a_read_of_an_unwritten_unit_maps_it_to_a_new_page_when_reads_map_unwritten() {
+    // The read itself costs the same (an allocation is no flash work): controller 3 us, tR
+    // 50 us, 10.24 us transfer, 2.048 us link.
+    let read = 3_000 + 50_000 + 10_240 + 2_048;
+    // Off: nothing changes; units 2 and 1 go to page 0 of their planes and program together,
+    // and unit 0 is still unwritten when 1 KiB of it is written (nothing to merge).
+    assert_eq!(read_unwritten_then_write(false), (read, 1, false, 0, 0));
+    // On (MQSim's online_create_entry_for_reads): the read took page 0 of plane 0, so unit 2
+    // goes to page 1 there and cannot join unit 1's program at page 0; a partial write of
+    // unit 0 now reads its old page first.
+    assert_eq!(read_unwritten_then_write(true), (read, 0, true, 1, 1));
+    // A read maps whole pages only.
+    let mut cfg = small(1, 1, 0.2);
+    cfg.geometry.page_size_bytes = 8192;
+    cfg.ftl.reads_map_unwritten = true;
+    let e = cfg.validate().unwrap_err().to_string();
+    assert!(e.contains("ftl.reads_map_unwritten"), "{e}");
+}
+
+/// Two dies on one channel, die gaps, static allocation (even units on die 0): 100 page
+/// programs queued on die 0 at t reserve 100 transfers on the channel, 510.24 us apart;
+/// then a read on idle die 1. Returns the read's latency.
+fn read_beside_a_long_program_queue() -> u64 {
+    let mut cfg = small(1, 2, 0.2);
+    cfg.ftl.allocation = Allocation::Static;
+    cfg.controller.die_gaps = true;
+    cfg.validate().unwrap();
+    let mut ssd = Ssd::new(&cfg, 1);
+    let t = 1_000_000_000;
+    for k in 0..100u64 {
+        ssd.submit(t, Op::Write, 2 * k * 4096, 4096);
+    }
+    ssd.submit(t + 1_000, Op::Read, 4096, 4096) - (t + 1_000)
+}
+
+#[test]
+fn with_die_gaps_a_channel_keeps_the_transfers_of_a_long_program_queue_apart() {
+    // The read's transfer (after tR, from t + 54 us) fits between the first two programs'
+    // (t + 7.096 us and t + 517.336 us): the idle latency. With 64 intervals a channel
+    // merged the queue's transfers into a wall from t + 7.096 us on, and the read took
+    // 18.9 ms.
+    assert_eq!(
+        read_beside_a_long_program_queue(),
+        3_000 + 50_000 + 10_240 + 2_048
+    );
 }
