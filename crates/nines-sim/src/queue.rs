@@ -9,21 +9,24 @@
 //! order), exactly the order of a binary heap on (time, key). Hand-written because it is the
 //! simulator's inner loop and no maintained crate offers a min-queue with this tie order.
 
-use std::collections::VecDeque;
-
 /// An item of the queue: its time and a unique, increasing tie-break key.
 pub(crate) trait Keyed: Copy {
     fn time_ns(&self) -> u64;
     fn key(&self) -> u64;
 }
 
+/// Bucket 0 (`now`) and buckets 1..=64.
+const BUCKETS: usize = 65;
+
 pub(crate) struct RadixQueue<T: Keyed> {
     /// The time of the last pop: every item is at or after it.
     last_ns: u64,
-    /// Items at `last_ns`, in key order.
-    now: VecDeque<T>,
+    /// Items at `last_ns`, in key order, from `head` on (those before it were popped). A Vec and
+    /// an index rather than a deque: emptied at once when a refill starts.
+    now: Vec<T>,
+    head: usize,
     /// Bucket i (1..=64): items whose time differs from `last_ns` first in bit i-1.
-    buckets: Vec<Vec<T>>,
+    buckets: [Vec<T>; BUCKETS],
     /// Bit i-1 set: bucket i is not empty (the lowest found without a scan).
     nonempty: u64,
     len: usize,
@@ -38,11 +41,17 @@ impl<T: Keyed> RadixQueue<T> {
     pub(crate) fn with_capacity(cap: usize) -> Self {
         RadixQueue {
             last_ns: 0,
-            now: VecDeque::with_capacity(cap.min(1 << 16)),
-            buckets: (0..=64).map(|_| Vec::new()).collect(),
+            now: Vec::with_capacity(cap.min(1 << 16)),
+            head: 0,
+            buckets: std::array::from_fn(|_| Vec::new()),
             nonempty: 0,
             len: 0,
         }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len
     }
 
     /// Adds an item at or after the last popped time, with a key larger than every key pushed
@@ -57,8 +66,8 @@ impl<T: Keyed> RadixQueue<T> {
         );
         let b = bucket(self.last_ns, t);
         if b == 0 {
-            debug_assert!(self.now.back().is_none_or(|x| x.key() < item.key()));
-            self.now.push_back(item);
+            debug_assert!(self.now.last().is_none_or(|x| x.key() < item.key()));
+            self.now.push(item);
         } else {
             self.buckets[b].push(item);
             self.nonempty |= 1 << (b - 1);
@@ -69,33 +78,48 @@ impl<T: Keyed> RadixQueue<T> {
     /// The earliest item (lowest key among equal times).
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<T> {
-        if self.now.is_empty() && !self.refill() {
+        if let Some(&x) = self.now.get(self.head) {
+            self.head += 1;
+            self.len -= 1;
+            return Some(x);
+        }
+        if self.nonempty == 0 {
             return None;
         }
+        self.now.clear();
+        self.head = 0;
+        let i = self.nonempty.trailing_zeros() as usize + 1;
         self.len -= 1;
-        self.now.pop_front()
+        if self.buckets[i].len() == 1 {
+            // The lowest bucket's only item is the earliest, and alone at its time (an item
+            // at the same time would be in the same bucket). The higher buckets stay right
+            // for it as the new current time: it agrees with the old one above bit i-1.
+            self.nonempty &= !(1 << (i - 1));
+            let x = self.buckets[i].pop()?;
+            self.last_ns = x.time_ns();
+            return Some(x);
+        }
+        self.refill(i);
+        self.head = 1;
+        Some(self.now[0])
     }
 
-    /// Moves the lowest non-empty bucket's items down; those at its minimum time become `now`.
-    fn refill(&mut self) -> bool {
-        if self.nonempty == 0 {
-            return false;
-        }
-        let i = self.nonempty.trailing_zeros() as usize + 1;
-        debug_assert!(!self.buckets[i].is_empty());
+    /// Moves bucket `i`'s items (at least two) down; those at its minimum time become `now`.
+    fn refill(&mut self, i: usize) {
+        debug_assert!(self.buckets[i].len() > 1 && self.now.is_empty());
         self.nonempty &= !(1 << (i - 1));
         let mut items = std::mem::take(&mut self.buckets[i]);
         let min = items
             .iter()
             .map(Keyed::time_ns)
             .min()
-            .expect("bucket is not empty");
+            .unwrap_or(self.last_ns);
         self.last_ns = min;
         for &it in &items {
             let b = bucket(min, it.time_ns());
             debug_assert!(b < i, "a refilled item moves to a lower bucket");
             if b == 0 {
-                self.now.push_back(it);
+                self.now.push(it);
             } else {
                 self.buckets[b].push(it);
                 self.nonempty |= 1 << (b - 1);
@@ -104,11 +128,10 @@ impl<T: Keyed> RadixQueue<T> {
         // Items that met at one time came from one bucket in push order per source, not in key
         // order overall: sort them (usually a handful, often one).
         if self.now.len() > 1 {
-            self.now.make_contiguous().sort_unstable_by_key(Keyed::key);
+            self.now.sort_unstable_by_key(Keyed::key);
         }
         items.clear();
         self.buckets[i] = items;
-        true
     }
 }
 
@@ -151,7 +174,7 @@ mod tests {
                     h.push(Reverse((t, key)));
                     key += 1;
                 }
-                prop_assert_eq!(q.len, h.len());
+                prop_assert_eq!(q.len(), h.len());
             }
             while let Some(Reverse((t, k))) = h.pop() {
                 prop_assert_eq!(q.pop(), Some(E(t, k)));
