@@ -1,13 +1,29 @@
-//! The event queue: a monotone radix heap (Ahuja, Mehlhorn, Orlin, Tarjan, "Faster algorithms
-//! for the shortest path problem", JACM 1990), which fits a discrete-event simulation exactly:
-//! nothing is ever scheduled before the event being handled, so every key pushed is at least
-//! the last key popped. Pushing is a bucket append; popping refills from the lowest non-empty
-//! bucket only when the current time's bucket is empty, and each item moves down at most 64
-//! times in its life, so both are O(1) amortised, against O(log n) sifts of a binary heap.
+//! The event queue: a monotone radix heap (Ahuja, Mehlhorn, Orlin, Tarjan, "Faster algorithms for
+//! the shortest path problem", JACM 1990), which fits a discrete-event simulation exactly: nothing
+//! is ever scheduled before the event being handled, so every key pushed is at least the last key
+//! popped. Pushing is a bucket append; popping refills from the lowest non-empty bucket only when
+//! the run (the earliest items, sorted) is empty, and each item moves down at most 64 times in its
+//! life, so both are O(1) amortised, against O(log n) sifts of a binary heap.
 //!
-//! Order is total and deterministic: by time, then by the caller's sequence key (creation
-//! order), exactly the order of a binary heap on (time, key). Hand-written because it is the
-//! simulator's inner loop and no maintained crate offers a min-queue with this tie order.
+//! Two shapes of load, both common: with every device's latency the same (the variance sources
+//! off), the devices' completions fall on the same nanosecond and a refill takes a whole batch at
+//! once (cheap per event); once latencies vary (issue 17's sources), every completion has its own
+//! time, and a plain radix heap refills, redistributes and sorts per event. So: a lowest bucket
+//! holding one item is popped without a refill (half the refills of case 1 with every source on);
+//! one of at most `SORT_MAX` (16) items is sorted whole into the run instead of being spread over
+//! the buckets below it (its items would move down again and again), and later pushes that fall
+//! among them are inserted into it (a run longer than `RUN_MAX` (64) spills back to the buckets, so
+//! an insertion costs at most that many moves). Measured instead, with every source on (cachegrind,
+//! `bench/sim-instructions.sh`, case 1, instructions per I/O): a 4-ary heap of (time, key) items
+//! with the current time's items in a deque beside it cost more than the radix heap it replaced
+//! (2388-2472 against 2320 on the same build; 1839-1886 against 1454 with the sources off: a batch
+//! of 64 at one time costs a sift-down each), and so did choosing between the two per run from the
+//! recent batch sizes (the dispatch and its counters alone cost 64 instructions per I/O). Sorted
+//! runs of at most 8 and 32 items: 2088 and 2096 against 2074 for 16.
+//!
+//! Order is total and deterministic: by time, then by the caller's sequence key (creation order),
+//! exactly the order of a binary heap on (time, key). Hand-written because it is the simulator's
+//! inner loop and no maintained crate offers a min-queue with this tie order.
 
 /// An item of the queue: its time and a unique, increasing tie-break key.
 pub(crate) trait Keyed: Copy {
