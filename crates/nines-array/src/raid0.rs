@@ -205,21 +205,32 @@ impl Raid0 {
         )
     }
 
+    /// Where volume offset `offset_bytes` lies: its stripe unit's member, the member offset
+    /// of that unit's row, and the offset inside the unit.
+    #[inline(always)]
+    fn unit_at(&self, offset_bytes: u64) -> (u32, u64, u64) {
+        let unit = offset_bytes / self.stripe_bytes;
+        let member = (unit % self.n) as u32;
+        (
+            member,
+            (unit / self.n) * self.stripe_bytes,
+            offset_bytes - unit * self.stripe_bytes,
+        )
+    }
+
+    /// The member and member offset of volume offset `offset_bytes`: where the first command
+    /// of a request starting there goes ([`Raid0::map_io`]'s own mapping).
+    #[inline]
+    pub(crate) fn member_at(&self, offset_bytes: u64) -> (u32, u64) {
+        let (member, row_off, inner) = self.unit_at(offset_bytes);
+        (member, row_off + inner)
+    }
+
     /// Maps read or write request `io` onto its member commands, in ascending volume order,
     /// calling `emit` with each; marks them in flight and returns how many there were. The one
     /// place raid0's mapping lives: [`Volume::submit`] pushes what it emits into the output
     /// queue, and a simulator that knows each command's outcome when it sends it
     /// ([`crate::VolumeHost::submit_folded`]) sends them at once.
-    /// The member and member offset of volume offset `offset_bytes` (the first stripe unit
-    /// of a request there), by the same arithmetic as [`Raid0::map_io`].
-    #[inline]
-    pub(crate) fn member_at(&self, offset_bytes: u64) -> (u32, u64) {
-        let unit = offset_bytes / self.stripe_bytes;
-        let member = (unit % self.n) as u32;
-        let inner = offset_bytes - unit * self.stripe_bytes;
-        (member, (unit / self.n) * self.stripe_bytes + inner)
-    }
-
     #[inline(always)]
     pub(crate) fn map_io(&mut self, io: VolIo, mut emit: impl FnMut(MemberCmd)) -> u32 {
         let tag = io.tag;
@@ -249,10 +260,7 @@ impl Raid0 {
             let end = io.offset_bytes + u64::from(io.len_bytes);
             let mut pos = io.offset_bytes;
             // The first unit by division, the next ones by stepping member and row.
-            let unit = pos / self.stripe_bytes;
-            let mut member = (unit % self.n) as u32;
-            let mut row_off = (unit / self.n) * self.stripe_bytes;
-            let mut inner = pos - unit * self.stripe_bytes;
+            let (mut member, mut row_off, mut inner) = self.unit_at(pos);
             // Bounded by the request's stripe units (at most len / stripe + 2, asserted).
             while pos < end {
                 assert!(

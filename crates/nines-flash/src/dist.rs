@@ -15,7 +15,7 @@ use std::sync::Arc;
 /// range ([`QuantileDist::at`]), not a binary search of every point: a calibrated jitter has
 /// hundreds of points, and this is on every simulated command. Each point's quantile and value
 /// lie side by side, so the two points of a draw are one cache line (or two), not four lines
-/// of two arrays; with many devices each has its own copy and they are rarely in L1.
+/// of two arrays; the devices of one description share one copy ([`crate::Ssd::share_tables_from`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct QuantileDist {
     /// (quantile, value) of each point. Shared: devices of one description draw from one copy
