@@ -5,7 +5,7 @@
 #   qd16-read    4 KiB random reads, QD16, fresh device
 #   rw7030-fresh 70/30 random read/write, 4 KiB, QD8, fresh device
 #   write-qd8    4 KiB random writes, QD8, fresh device
-#   tpcc         MQSim's own tpcc trace (shared/traces/mqsim-tpcc-small.trace)
+#   tpcc         MQSim's own tpcc trace (traces/mqsim-tpcc-small.trace)
 #   rw7030-pre   70/30 from a device preconditioned to 75% occupancy (MQSim: many minutes)
 # For each: the mean device response time of both (MQSim's Device_Response_Time, nines with
 # --completion none: no host costs), their ratio nines / MQSim, and each one's wall time and
@@ -51,7 +51,7 @@ fi
     echo "GNU time (/usr/bin/time) is needed for wall time and peak memory: apt-get install time" >&2
     exit 2
 }
-TRACES="${NINES_TRACES_DIR:-$PWD/../shared/traces}"
+TRACES="${NINES_TRACES_DIR:-traces}"
 [ -f "$TRACES/mqsim-tpcc-small.trace" ] || {
     echo "no $TRACES/mqsim-tpcc-small.trace (set NINES_TRACES_DIR)" >&2
     exit 2

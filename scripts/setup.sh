@@ -46,6 +46,16 @@ if ! cmp -s "$root/scripts/python-tools.txt" "$venv/python-tools.txt" 2>/dev/nul
   cp "$root/scripts/python-tools.txt" "$venv/python-tools.txt"
 fi
 
+# The tests run many libaio profiles at once (cargo runs test threads in parallel) and other
+# processes on the host (fio, databases) hold AIO contexts too: fs.aio-max-nr is a host-wide
+# budget, and at the default 65536 the tests failed "io_setup(1) exceeds the system's AIO limit" on
+# a busy host. Raise it (never lower it) so the suite does not depend on what others consume.
+aio_max=$(cat /proc/sys/fs/aio-max-nr 2>/dev/null || echo 0)
+if [ "$aio_max" -lt 1048576 ]; then
+  echo "setup: raising fs.aio-max-nr from $aio_max to 1048576 (host-wide AIO budget for the tests)"
+  echo 1048576 > /proc/sys/fs/aio-max-nr || echo "setup: could not raise fs.aio-max-nr; libaio tests may fail on a busy host" >&2
+fi
+
 # zram backs the block-device tests; load the module where it is not built in.
 if [ ! -e /sys/class/zram-control ]; then
   modprobe zram num_devices=0 2>/dev/null || echo "setup: zram is unavailable; block-device tests will be skipped"

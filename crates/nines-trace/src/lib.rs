@@ -49,19 +49,21 @@ use serde::{Deserialize, Serialize};
 pub use replay::TraceReplay;
 pub use write::write_trace;
 
-/// The shared real traces used by tests and benchmarks: `$NINES_TRACES_DIR`, else
-/// `../shared/traces` beside the repository at `repo_root`. An error (never a silent skip) when
-/// the directory has no README.md.
+/// The real traces used by tests and benchmarks: `traces/` in the repository at `repo_root` (they
+/// are part of the repository, with their origins in its README.md), or `$NINES_TRACES_DIR` where
+/// set (a relative value is taken from `repo_root`). An error (never a silent skip) when the
+/// directory has no README.md.
 pub fn shared_traces_dir(repo_root: &std::path::Path) -> Result<std::path::PathBuf, String> {
     let dir = match std::env::var_os("NINES_TRACES_DIR") {
-        Some(d) => std::path::PathBuf::from(d),
-        None => repo_root.join("../shared/traces"),
+        Some(d) => repo_root.join(d),
+        None => repo_root.join("traces"),
     };
     if dir.join("README.md").is_file() {
         Ok(dir)
     } else {
         Err(format!(
-            "cannot find the shared traces in {}; set NINES_TRACES_DIR to their directory",
+            "cannot find the traces in {}: they are in the repository's traces/ (a checkout \
+             without them is incomplete), or set NINES_TRACES_DIR to a directory that holds them",
             dir.display()
         ))
     }

@@ -1,4 +1,4 @@
-//! Fuzz-style property tests: real trace lines from ../shared/traces with random mutations (bytes
+//! Fuzz-style property tests: real trace lines from the repository's traces/ with random mutations (bytes
 //! deleted, inserted, replaced, fields swapped or dropped, lines cut). Every result is either a
 //! well-formed trace or a one-line error naming a line in range; for single mqsim lines an
 //! independent reference parser decides what must be accepted, and the values must agree.

@@ -1,5 +1,5 @@
-//! The real traces of /work/shared/traces (located through ../shared/traces from the repository,
-//! or $NINES_TRACES_DIR): every file parses, with exactly the counts of its README, and the
+//! The real traces of the repository's traces/ (or $NINES_TRACES_DIR, relative to the repository's
+//! root): every file parses, with exactly the counts of its README, and the
 //! readers agree with an independent count of the raw columns.
 
 use std::fs;
@@ -56,7 +56,7 @@ struct Expect {
     writes: u64,
 }
 
-// Counts from /work/shared/traces/README.md. One disagreement: the README gives mqsim-wsrch-small
+// Counts from traces/README.md. One disagreement: the README gives mqsim-wsrch-small
 // 24,782 lines, but its 24,779 reads + 4 writes make 24,783 requests, and the file does hold
 // 24,783 lines (`wc -l` says 24,782 because the last line has no newline). The reads and writes
 // are checked exactly; the request count is the true 24,783.

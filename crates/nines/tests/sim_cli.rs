@@ -93,7 +93,7 @@ fn replays_a_real_mqsim_trace() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let r = nines_core::report::Report::from_json(&std::fs::read_to_string(json).unwrap()).unwrap();
-    // The file's own counts (shared/traces/README.md): 4,381 reads and 2,618 writes.
+    // The file's own counts (traces/README.md): 4,381 reads and 2,618 writes.
     assert_eq!(r.aggregate.read.ios, 4381);
     assert_eq!(r.aggregate.write.ios, 2618);
     // The report describes the replay, not the default workload: the trace's read share and

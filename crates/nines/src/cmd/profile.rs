@@ -712,6 +712,13 @@ pub fn run(mut args: Args) -> Result<()> {
     for out in pending {
         out.commit()?;
     }
+    if args.json.is_none() && !args.quiet {
+        // A first run writes nothing: say how to keep it and look at it (a new user's next step).
+        eprintln!(
+            "next: add --json run.json to keep this run, then `nines report run.json -o run.html` \
+             for its plots, or `nines compare` two runs"
+        );
+    }
     drop(targets);
     drop(scratch);
     if outcome.interrupted_ns.is_some() {

@@ -66,20 +66,12 @@ pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// The shared real traces: $NINES_TRACES_DIR, else `../shared/traces` beside the repository.
-/// Panics when neither exists: a test that needs them must fail, never pass without them.
+/// The real traces: the repository's `traces/`, or `$NINES_TRACES_DIR` (relative to the
+/// repository's root). Panics when missing: a test that needs them must fail, never pass without
+/// them.
 pub fn traces_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("NINES_TRACES_DIR") {
-        return PathBuf::from(dir);
-    }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = repo.join("../shared/traces");
-    assert!(
-        dir.join("README.md").exists(),
-        "cannot find the shared traces in {}; set NINES_TRACES_DIR",
-        dir.display()
-    );
-    dir
+    nines_trace::shared_traces_dir(&repo).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A program of the Python tools scripts/setup.sh installs (fio-plot, python with hdrh and six):
