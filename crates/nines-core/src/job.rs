@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::{ParseError, parse_duration_ns, parse_size_bytes};
+use crate::units::{ParseError, parse_size_bytes, parse_thinktime_ns};
 use crate::workload::{WorkloadError, WorkloadSpec};
 
 /// The most jobs one run holds.
@@ -108,7 +108,7 @@ impl JobSpec {
                 w.iodepth = u32::try_from(v).map_err(|_| bad("too large".into()))?;
             }
             "thinktime" => {
-                w.thinktime_ns = parse_duration_ns(value).map_err(|e| bad(e.to_string()))?
+                w.thinktime_ns = parse_thinktime_ns(value).map_err(|e| bad(e.to_string()))?
             }
             "rate-iops" => w.rate_iops = Some(parse_u64(value).map_err(bad)?),
             "arrival" => w.arrival = value.parse().map_err(|e: ParseError| bad(e.to_string()))?,

@@ -172,6 +172,26 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, ParseError> {
         .ok_or_else(|| ParseError::new(WHAT, s, "too long (at most 584 years)"))
 }
 
+/// Parses a think time to nanoseconds: a duration with its unit (`100us`, `2.56s`), or `0`.
+///
+/// A bare non-zero number is refused: fio's `thinktime=100` counts microseconds while every other
+/// duration of nines (and fio's `runtime`) counts seconds, so `--thinktime 100` would mean 100 s to
+/// one reader and 100 µs to another. fio job files, which mean microseconds, are converted by the
+/// job-file reader before they get here.
+pub fn parse_thinktime_ns(s: &str) -> Result<u64, ParseError> {
+    let t = s.trim();
+    let (num, suffix) = split_number(t);
+    if !num.is_empty() && suffix.is_empty() && num.chars().any(|c| matches!(c, '1'..='9')) {
+        return Err(ParseError::new(
+            "think time",
+            s,
+            "a bare number is ambiguous (fio's thinktime counts microseconds, nines' durations \
+             seconds); give a unit, e.g. 100us or 2.5ms",
+        ));
+    }
+    parse_duration_ns(s)
+}
+
 /// The largest CPU number accepted in a list; Linux's NR_CPUS maximum is 8192.
 pub const CPU_INDEX_MAX: usize = 8191;
 
@@ -380,6 +400,25 @@ mod tests {
     }
 
     proptest! {
+        /// A bare non-zero think time is refused whatever its digits; with a unit (or zero) it is
+        /// exactly the duration parser's value.
+        #[test]
+        fn thinktime_needs_a_unit_unless_zero(n in 0u64..10_000_000, unit in 0usize..5) {
+            let bare = parse_thinktime_ns(&n.to_string());
+            if n == 0 {
+                prop_assert_eq!(bare.unwrap(), 0);
+            } else {
+                let e = bare.unwrap_err().to_string();
+                prop_assert!(e.contains("give a unit"), "{}", e);
+            }
+            let u = ["ns", "us", "ms", "s", "µs"][unit];
+            let with_unit = format!("{n}{u}");
+            prop_assert_eq!(
+                parse_thinktime_ns(&with_unit).unwrap(),
+                parse_duration_ns(&with_unit).unwrap()
+            );
+        }
+
         #[test]
         fn size_parser_never_panics(s in "\\PC{0,24}") {
             let _ = parse_size_bytes(&s);

@@ -403,6 +403,50 @@ impl Target {
     pub fn file(&self) -> Option<&File> {
         self.file.as_ref()
     }
+
+    /// Bytes of `[offset_bytes, offset_bytes + len_bytes)` that are holes of a regular file
+    /// (SEEK_DATA/SEEK_HOLE): reads of a hole never reach storage, so a read workload over one
+    /// measures the filesystem, not the device. Some(0) for a block device or an emulated one;
+    /// None when the filesystem cannot say. At most `EXTENTS_MAX` extents are walked (a bound
+    /// on a file fragmented into millions of pieces); the count is a lower bound past that.
+    pub fn hole_bytes(&self, offset_bytes: u64, len_bytes: u64) -> Option<u64> {
+        const EXTENTS_MAX: u32 = 1 << 16;
+        let Some(f) = self.file.as_ref().filter(|_| !self.block) else {
+            return Some(0);
+        };
+        let fd = f.as_raw_fd();
+        let end = offset_bytes.saturating_add(len_bytes).min(self.size_bytes);
+        let mut pos = offset_bytes;
+        let mut holes = 0u64;
+        for _ in 0..EXTENTS_MAX {
+            if pos >= end {
+                break;
+            }
+            let off = i64::try_from(pos).ok()?;
+            // SAFETY: lseek on a descriptor this target owns; it only moves the file offset,
+            // which no I/O of nines uses (every I/O is positioned).
+            let data = unsafe { libc::lseek(fd, off, libc::SEEK_DATA) };
+            if data < 0 {
+                match std::io::Error::last_os_error().raw_os_error() {
+                    // No data at or after pos: the rest is a hole.
+                    Some(libc::ENXIO) => return Some(holes + (end - pos)),
+                    _ => return None,
+                }
+            }
+            let data = (data as u64).min(end);
+            holes += data - pos;
+            if data >= end {
+                break;
+            }
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(fd, data as i64, libc::SEEK_HOLE) };
+            if hole < 0 {
+                return None;
+            }
+            pos = hole as u64;
+        }
+        Some(holes)
+    }
 }
 
 /// Checks a workload region against a target: block size and offset aligned to the logical

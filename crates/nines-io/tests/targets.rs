@@ -606,3 +606,33 @@ fn block_devices_are_written_exclusively_and_the_holder_is_named() {
     assert!(matches!(e, TargetError::Busy { .. }), "{e:?}");
     drop(t);
 }
+
+/// Holes are counted exactly over the region asked (SEEK_DATA/SEEK_HOLE on ext4, 4 KiB blocks):
+/// a file with 1 MiB of data at 1 MiB and the rest a hole.
+#[test]
+fn holes_of_a_sparse_file_are_counted_over_the_region() {
+    let dir = direct_dir();
+    let p = dir.path().join("sparse.dat");
+    let mib = 1u64 << 20;
+    {
+        let f = std::fs::File::create(&p).unwrap();
+        f.set_len(8 * mib).unwrap();
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&vec![0xa5u8; mib as usize], mib).unwrap();
+        f.sync_all().unwrap();
+    }
+    let t = Target::open(&p, &read_opts()).unwrap();
+    assert_eq!(t.hole_bytes(0, 8 * mib), Some(7 * mib));
+    assert_eq!(t.hole_bytes(mib, mib), Some(0), "the data extent alone");
+    assert_eq!(t.hole_bytes(0, 2 * mib), Some(mib));
+    assert_eq!(
+        t.hole_bytes(2 * mib, 100 * mib),
+        Some(6 * mib),
+        "clipped at the end"
+    );
+    // A filled file has none.
+    let full = dir.path().join("full.dat");
+    std::fs::write(&full, vec![1u8; 2 * mib as usize]).unwrap();
+    let t = Target::open(&full, &read_opts()).unwrap();
+    assert_eq!(t.hole_bytes(0, 2 * mib), Some(0));
+}

@@ -356,3 +356,69 @@ fn job_file_mistakes_are_one_line_each() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
 }
+
+/// One meaning for a think time: a fio job file's bare `thinktime=100` is 100 µs (fio's unit), and
+/// the command line and `--job` refuse a bare number instead of reading it as 100 seconds.
+#[test]
+fn a_bare_thinktime_means_fio_microseconds_in_a_job_file_and_is_refused_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["sim", "--thinktime", "100", "--ios", "10"][..],
+        &["sim", "--job", "j:rw=randread,thinktime=100", "--ios", "10"][..],
+    ] {
+        let out = nines(args, dir.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} ran: {stderr}");
+        assert!(stderr.contains("give a unit"), "{args:?}: {stderr}");
+    }
+    std::fs::write(
+        dir.path().join("t.fio"),
+        "[global]\nrw=randread\nbs=4k\nnumber_ios=20\n[t]\nthinktime=100\n",
+    )
+    .unwrap();
+    let out = nines(
+        &[
+            "sim",
+            "--job",
+            "t.fio",
+            "--precondition",
+            "none",
+            "--quiet",
+            "--json",
+            "t.json",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("t.json")).unwrap()).unwrap();
+    assert_eq!(r["jobs"][0]["workload"]["thinktime_ns"], 100_000);
+    // With a unit, the command line means what it says.
+    let out = nines(
+        &[
+            "sim",
+            "--thinktime",
+            "100us",
+            "--ios",
+            "20",
+            "--precondition",
+            "none",
+            "--quiet",
+            "--json",
+            "c.json",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("c.json")).unwrap()).unwrap();
+    assert_eq!(r["jobs"][0]["workload"]["thinktime_ns"], 100_000);
+}

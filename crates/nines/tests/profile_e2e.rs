@@ -1101,3 +1101,54 @@ fn live_line_shows_total_ramp_and_worst_device() {
         "{lines:?}"
     );
 }
+
+/// A read run over a sparse file says that it measured holes (they never reach storage), with the
+/// share; the same run over the file once filled says nothing of the kind.
+#[test]
+fn a_read_run_over_a_sparse_file_warns_that_it_measured_holes() {
+    let dir = disk_dir();
+    let p = dir.path().join("s.img");
+    std::fs::File::create(&p)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let run = |json: &str| {
+        let out = common::nines(
+            &[
+                "profile",
+                "s.img",
+                "--ios",
+                "200",
+                "--no-mlock",
+                "--quiet",
+                "--json",
+                json,
+            ],
+            dir.path(),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(json)).unwrap()).unwrap();
+        let w: Vec<String> = r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w.as_str())
+            .filter(|w| w.contains("sparse file"))
+            .map(String::from)
+            .collect();
+        w
+    };
+    let w = run("sparse.json");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("100.0%") && w[0].contains("16 MiB of 16 MiB"),
+        "{w:?}"
+    );
+    std::fs::write(&p, vec![7u8; 16 << 20]).unwrap();
+    assert!(run("filled.json").is_empty());
+}

@@ -14,6 +14,7 @@ pub mod report;
 pub mod serve;
 pub mod sim;
 pub mod sim_estimate;
+pub mod sparse;
 pub mod sweep;
 pub mod tune;
 pub mod workload_args;

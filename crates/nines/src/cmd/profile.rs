@@ -330,6 +330,15 @@ pub fn run(mut args: Args) -> Result<()> {
         }
     }
     let names = unique_names(&targets, scratch.is_some());
+    let sparse = super::sparse::sparse_read_warnings(
+        &targets,
+        &names,
+        &jobs,
+        trace
+            .as_ref()
+            .map(|t| t.records.iter().any(|r| r.op == nines_core::op::Op::Read)),
+        *layout.base() != LayoutSpec::Independent || layout.extra_members() > 0,
+    );
 
     // 3. Outputs, under temporary names until the run succeeds.
     let mut pending = Vec::new();
@@ -403,6 +412,8 @@ pub fn run(mut args: Args) -> Result<()> {
     }
     let volume_names: Vec<String> = volumes.iter().map(|v| v.name.clone()).collect();
     let mut run_warnings = Vec::new();
+    // Printed once, with the table's other warnings, and kept in the report.
+    run_warnings.extend(sparse);
     let _mlock = if args.no_mlock {
         None
     } else {

@@ -55,8 +55,9 @@ pub struct WorkloadArgs {
     /// How --rate-iops spaces I/Os: fixed (even) or poisson (exponential gaps).
     #[arg(long, default_value = "fixed", value_parser = parse_arrival)]
     pub arrival: Arrival,
-    /// Pause after each completion before that slot issues again (e.g. 100us).
-    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    /// Pause after each completion before that slot issues again, with its unit (e.g. 100us; a
+    /// bare number is refused: fio counts it in µs, nines' other durations in seconds).
+    #[arg(long, default_value = "0s", value_parser = parse_thinktime)]
     pub thinktime: u64,
     /// Offset distribution for random patterns: uniform or zipf:THETA.
     #[arg(long, default_value = "uniform", value_parser = parse_distribution)]
@@ -571,6 +572,9 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
 }
 fn parse_duration(s: &str) -> Result<u64, String> {
     parse_duration_ns(s).map_err(|e| e.to_string())
+}
+fn parse_thinktime(s: &str) -> Result<u64, String> {
+    nines_core::units::parse_thinktime_ns(s).map_err(|e| e.to_string())
 }
 fn parse_arrival(s: &str) -> Result<Arrival, String> {
     s.parse::<Arrival>().map_err(|e| e.to_string())
