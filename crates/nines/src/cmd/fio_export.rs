@@ -12,6 +12,7 @@ use nines_report::fio::{FioFlavor, FioSource};
 use nines_report::intervals::IntervalSeries;
 
 #[derive(clap::Args, Debug, Default, Clone)]
+#[command(next_help_heading = "Outputs")]
 pub struct FioArgs {
     /// Write fio-compatible JSON (fio 3.33's --output-format=json, one job per target), for
     /// fio-plot and other fio tooling; latency is fio's `lat` (docs/report-schema.md).

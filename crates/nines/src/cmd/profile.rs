@@ -58,62 +58,78 @@ pub struct Args {
     pub emu: EmuArgs,
     /// Writes carry a pattern of their offset and the seed, and every read is checked against
     /// it (a region written with --verify reads back byte for byte, through any layout).
+    #[arg(help_heading = "Workload")]
     #[arg(long)]
     pub verify: bool,
     /// Give these targets (comma-separated, as named on the command line) a worker of their own,
     /// so their slow submissions cannot delay the devices that would share their worker; on a
     /// CPU of their own when --cpus has one to spare (the last CPUs of the list)
+    #[arg(help_heading = "Host: engine, CPUs, scheduling")]
     #[arg(long, value_name = "TARGETS", value_delimiter = ',')]
     pub isolate: Vec<PathBuf>,
     /// I/O engine: psync, libaio (the default), io_uring, io_uring-poll or null (no I/O: the
     /// driver's own cost).
+    #[arg(help_heading = "Host: engine, CPUs, scheduling")]
     #[arg(long = "engine", value_name = "ENGINE", value_parser = parse_engine)]
     pub engine_arg: Option<EngineKind>,
     /// The engine the run uses: --engine, else a job file's ioengine, else libaio.
     #[arg(skip = EngineKind::Libaio)]
     pub engine: EngineKind,
     /// io_uring: a kernel thread polls the submission queue (IORING_SETUP_SQPOLL).
+    #[arg(help_heading = "Host: engine, CPUs, scheduling")]
     #[arg(long)]
     pub sqpoll: bool,
     /// CPUs for the workers, e.g. 4-19,24-39; devices are assigned round-robin over them.
     /// Default: every CPU this process may use.
+    #[arg(help_heading = "Host: engine, CPUs, scheduling")]
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     /// Place each target's worker on the CPU a placement plan gives it (from
     /// `nines tune --plan ... -o FILE`); instead of --cpus.
+    #[arg(help_heading = "Host: engine, CPUs, scheduling")]
     #[arg(long, value_name = "FILE", conflicts_with = "cpus")]
     pub plan: Option<PathBuf>,
     /// Run the workers under SCHED_FIFO at this priority (1-99; needs root or CAP_SYS_NICE).
+    #[arg(help_heading = "Host: engine, CPUs, scheduling")]
     #[arg(long, value_name = "N")]
     pub rt_priority: Option<u32>,
     /// Do not lock memory (mlockall); use when RLIMIT_MEMLOCK is small and you cannot raise it.
+    #[arg(help_heading = "Host: engine, CPUs, scheduling")]
     #[arg(long)]
     pub no_mlock: bool,
     /// Allow writes to block devices (never needed for regular files).
+    #[arg(help_heading = "Targets: writes and safety")]
     #[arg(long)]
     pub allow_writes: bool,
     /// With --allow-writes: write even to a device that is mounted or holds a filesystem or
     /// partition-table signature. Destroys its data.
+    #[arg(help_heading = "Targets: writes and safety")]
     #[arg(long)]
     pub force: bool,
     /// No O_DIRECT: go through the page cache (measures the cache, not the device).
+    #[arg(help_heading = "Targets: writes and safety")]
     #[arg(long)]
     pub buffered: bool,
     /// Write the report as JSON (schema: docs/report-schema.md).
+    #[arg(help_heading = "Outputs")]
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     #[command(flatten)]
     pub fio: FioArgs,
     /// Write interval histograms in the HdrHistogram log format, one tag per device and direction.
+    #[arg(help_heading = "Outputs")]
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
     /// Interval of --hdr-log.
+    #[arg(help_heading = "Outputs")]
     #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = parse_duration)]
     pub hdr_interval: u64,
     /// Log every I/O in nines' compact binary format (decode with `nines log FILE`).
+    #[arg(help_heading = "Outputs")]
     #[arg(long, value_name = "FILE")]
     pub lat_log: Option<PathBuf>,
     /// No live status line.
+    #[arg(help_heading = "Outputs")]
     #[arg(long, short)]
     pub quiet: bool,
 }

@@ -28,10 +28,12 @@ pub struct Args {
     /// Device model: a preset (afa-m2-2018, intel-750, z-ssd, mqsim-default, mqsim-compatible,
     /// ttflash-fast17, p4600), a TOML file, or null:SIZE (zero-latency devices of SIZE, e.g. null:1g: the loop and the
     /// policies without any model).
+    #[arg(help_heading = "Simulated devices")]
     #[arg(long, default_value = "afa-m2-2018")]
     pub device: String,
     /// Number of simulated devices (1 to 1000; with a job file, default one per file of its
     /// filename=).
+    #[arg(help_heading = "Simulated devices")]
     #[arg(long, default_value_t = 1)]
     pub devices: u32,
     #[command(flatten)]
@@ -40,72 +42,91 @@ pub struct Args {
     pub jobs: JobArgs,
     /// Blocks-per-plane scale in (0, 1], or auto (the largest that keeps each device's model
     /// under 32 MiB and all of them under --memory-budget).
+    #[arg(help_heading = "Simulated devices")]
     #[arg(long, default_value = "auto")]
     pub scale: String,
     /// auto (steady when the workload writes, fill when it only reads), none, fill or steady
     /// (fill, one capacity of random overwrites, GC settled).
+    #[arg(help_heading = "Simulated devices")]
     #[arg(long, default_value = "auto")]
     pub precondition: String,
     /// How completions reach the host: interrupt, polled or none (no host costs).
+    #[arg(help_heading = "Simulated host")]
     #[arg(long, default_value = "interrupt", value_parser = parse_completion)]
     pub completion: CompletionMode,
     /// Host CPUs the I/O workers share (default: one per worker).
+    #[arg(help_heading = "Simulated host")]
     #[arg(long)]
     pub host_cpus: Option<u32>,
     /// CPU time to submit one I/O (default 1.5us).
+    #[arg(help_heading = "Simulated host")]
     #[arg(long, value_parser = parse_duration)]
     pub submit_cost: Option<u64>,
     /// CPU time to complete one I/O (default 2.5us interrupt, 1.4us polled).
+    #[arg(help_heading = "Simulated host")]
     #[arg(long, value_parser = parse_duration)]
     pub complete_cost: Option<u64>,
     /// Background tasks per second on every host CPU (Poisson), delaying I/O workers.
+    #[arg(help_heading = "Simulated host")]
     #[arg(long)]
     pub bg_rate: Option<f64>,
     /// Mean service time of a background task.
+    #[arg(help_heading = "Simulated host")]
     #[arg(long, default_value = "100us", value_parser = parse_duration)]
     pub bg_service: u64,
     /// Service-time distribution of background tasks: fixed or exponential.
+    #[arg(help_heading = "Simulated host")]
     #[arg(long, default_value = "exponential", value_parser = parse_service)]
     pub bg_dist: ServiceDist,
     /// Memory for all device models together [default: 8g, or less where the host has less: half
     /// its memory, or what is available]; refused above the memory available now.
+    #[arg(help_heading = "Simulated devices")]
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub memory_budget: Option<u64>,
     #[command(flatten)]
     pub trace: TraceArgs,
     /// Write the report (nines JSON schema) to this file.
+    #[arg(help_heading = "Outputs")]
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write every measured I/O to this per-I/O log (virtual completion time, latency, offset,
     /// device, direction; read it with `nines log` or `nines report`).
+    #[arg(help_heading = "Outputs")]
     #[arg(long, value_name = "FILE")]
     pub lat_log: Option<PathBuf>,
     /// Write interval latency histograms (HdrHistogram interval log, one tag per device and
     /// direction) to this file.
+    #[arg(help_heading = "Outputs")]
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
     /// Interval of --hdr-log, in simulated time.
+    #[arg(help_heading = "Outputs")]
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub hdr_interval: u64,
     #[command(flatten)]
     pub fio: super::fio_export::FioArgs,
     /// Print no table.
+    #[arg(help_heading = "Outputs")]
     #[arg(long)]
     pub quiet: bool,
     /// Calibrate instead of simulating: fit --device (the starting description) to this
     /// measured run of one real device (`nines profile --json`); give it again for a deeper run
     /// (e.g. QD1 and QD16). Fits the floor, the firmware jitter and the controller's serial time,
     /// prints the fit error per percentile and writes the description to --calibrate-out.
+    #[arg(help_heading = "Calibration (fit a device to your profiles)")]
     #[arg(long, value_name = "RUN.json")]
     pub calibrate: Vec<PathBuf>,
     /// Where --calibrate writes the fitted device TOML (then: --device FILE.toml).
+    #[arg(help_heading = "Calibration (fit a device to your profiles)")]
     #[arg(long, value_name = "FILE.toml")]
     pub calibrate_out: Option<PathBuf>,
     /// Simulated I/Os per run and fitting round of --calibrate.
+    #[arg(help_heading = "Calibration (fit a device to your profiles)")]
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     pub calibrate_ios: u64,
     /// Run even when the estimate made up front says the run takes over an hour of wall time or
     /// its --lat-log does not fit on its disk (both are upper bounds).
+    #[arg(help_heading = "Simulated devices")]
     #[arg(long)]
     pub force: bool,
 }

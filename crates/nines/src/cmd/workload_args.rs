@@ -21,6 +21,7 @@ use nines_trace::{FitPolicy, Trace, TraceFormat, TraceOptions, TraceUnit, read_t
 pub const RUNTIME_DEFAULT: &str = "10s";
 
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Workload")]
 pub struct WorkloadArgs {
     /// Access pattern: read, write, randread, randwrite or randrw.
     #[arg(long, default_value = "randread", value_parser = parse_rw)]
@@ -73,6 +74,7 @@ pub struct WorkloadArgs {
 /// The jobs of a run (`--job NAME:key=value,...`, repeatable): each starts from the workload
 /// options. Shared by every verb that runs a workload.
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Workload")]
 pub struct JobArgs {
     /// A named stream with its own options, e.g. `--job reads:rw=randread,iodepth=10 --job
     /// burst:rw=randwrite,bs=512k,thinktime=2.56s`; keys: rw, mix, bs, iodepth, thinktime,
@@ -185,6 +187,7 @@ impl JobArgs {
 
 /// How targets form volumes: shared by every verb that takes targets.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Layout: targets as an array volume")]
 pub struct VolumeArgs {
     /// independent (each target on its own), raid0 (one volume striped over every target),
     /// raid5 (one volume over every target, a rotating parity chunk per row; at least 3) or
@@ -364,6 +367,7 @@ impl VolumeArgs {
 
 /// Write shaping around any layout (paper 004): throttling and chopping.
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Layout: write shaping (paper 004)")]
 pub struct ShapingArgs {
     /// Token bucket on writes: RATE bytes per second, optionally a BURST (default: the largest
     /// request), sizes with k/m/g suffixes (powers of 1024): `--throttle 20m` or `20m,4m`.
@@ -478,6 +482,7 @@ fn parse_chop(s: &str) -> Result<u32, String> {
 
 /// Trace replay options, shared by `profile` and `sim`.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Trace replay")]
 pub struct TraceArgs {
     /// Replay a block trace instead of the workload options (which cannot be combined with it:
     /// the trace decides the pattern, sizes, directions and arrival times), open loop at the
@@ -838,6 +843,7 @@ mod tests {
 
 /// Options of emulated SSD targets (`emu:PRESET[:SIZE]`, issue 12).
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Emulated SSDs (emu: targets)")]
 pub struct EmuArgs {
     /// Memory for all emulated devices (emu: targets) together: their models, block indexes
     /// and the data the workload may write (a run that would not fit is refused before it starts)
