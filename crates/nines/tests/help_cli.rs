@@ -12,10 +12,10 @@ fn headings(verb: &str) -> Vec<(String, usize)> {
     for line in text.lines() {
         if line.ends_with(':') && !line.starts_with(' ') && !line.contains("Usage") {
             heads.push((line.trim_end_matches(':').to_string(), 0));
-        } else if line.trim_start().starts_with("--") || line.trim_start().starts_with("-q") {
-            if let Some(h) = heads.last_mut() {
-                h.1 += 1;
-            }
+        } else if (line.trim_start().starts_with("--") || line.trim_start().starts_with("-q"))
+            && let Some(h) = heads.last_mut()
+        {
+            h.1 += 1;
         }
     }
     heads
