@@ -179,6 +179,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             rate_bytes_per_s: args.rate,
         }),
         fast_fail_ns: None,
+        bitmap_region_rows: None,
     };
     let vol = nines_array::build(
         &spec,
