@@ -829,6 +829,20 @@ fn raid5_member_removed_under_load_keeps_every_block_served() {
     assert_eq!(f[0]["errno"], 5, "EIO");
     assert_eq!(f[0]["released"], true);
     assert!(r["member_errors"][1].as_u64().unwrap() >= 1);
+    // The survivors' superblocks say member 1 is out, at a later event than it holds: the
+    // next start would refuse it as stale.
+    for k in [0, 2] {
+        let mut dev = std::fs::File::open(&paths[k]).unwrap();
+        let size = std::io::Seek::seek(&mut dev, std::io::SeekFrom::End(0)).unwrap();
+        let mut page = vec![0u8; 4096];
+        std::os::unix::fs::FileExt::read_exact_at(&dev, &mut page, size - 4096).unwrap();
+        let sb = nines_array::meta::Superblock::decode(&page).unwrap();
+        assert_eq!(
+            (sb.role, sb.failed_mask, sb.clean),
+            (k as u32, 1 << 1, true)
+        );
+        assert!(sb.events >= 3, "start, failure, stop: {}", sb.events);
+    }
 }
 
 /// CAN_MULTI_CONN: a FLUSH on one connection makes durable every write another connection had

@@ -514,8 +514,23 @@ fn stale_blank_truncated_and_foreign_members_are_refused_and_left_untouched() {
     assert!(buf.iter().all(|&b| b == 0xb2));
     drop(c);
     s.stop();
-    // Rebuilt, member 1 is current again and the array serves whole.
-    let out = nines(&[&["rebuild", "--member", "1"][..], &m[..]].concat());
+    // A replacement rebuilt by serve --rebuild joins once the rebuild reached the end (here
+    // 64 rows, at once) and the server stopped cleanly; member 0 is then left out and rebuilt
+    // by nines rebuild.
+    let mut rb = args.clone();
+    rb.extend(["--rebuild", "1"]);
+    let s = Serving::start(d, &rb);
+    std::thread::sleep(Duration::from_millis(300));
+    s.stop();
+    let s = Serving::start(d, &args);
+    s.stop();
+    let mut deg0 = args.clone();
+    deg0.extend(["--failed", "0"]);
+    serve_write(d, &deg0, 65536, 0xb3);
+    let e = refused(d, &args);
+    assert!(e.contains("member 0") && e.contains("stale"), "{e}");
+    // Rebuilt, member 0 is current again and the array serves whole.
+    let out = nines(&[&["rebuild", "--member", "0"][..], &m[..]].concat());
     assert!(
         out.status.success(),
         "{}",
@@ -525,6 +540,8 @@ fn stale_blank_truncated_and_foreign_members_are_refused_and_left_untouched() {
     let (mut c, _) = handshake(&s.socket);
     read(&mut c, 0, &mut buf);
     assert!(buf.iter().all(|&b| b == 0xb2));
+    read(&mut c, 65536, &mut buf);
+    assert!(buf.iter().all(|&b| b == 0xb3));
     drop(c);
     s.stop();
 }
