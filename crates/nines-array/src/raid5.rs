@@ -322,6 +322,13 @@ const BITMAP_CLEAR_NS: u64 = 500_000_000;
 /// The write-intent bitmap page as written to the members: header and one bit per region.
 pub fn bitmap_page(region_rows: u64, bits: &[bool]) -> Vec<u8> {
     let mut page = vec![0u8; BITMAP_PAGE_BYTES as usize];
+    fill_bitmap_page(&mut page, region_rows, bits);
+    page
+}
+
+/// Writes the bitmap page into `page` (of [`BITMAP_PAGE_BYTES`]) in place.
+fn fill_bitmap_page(page: &mut [u8], region_rows: u64, bits: &[bool]) {
+    page.fill(0);
     page[..8].copy_from_slice(BITMAP_MAGIC);
     page[8..16].copy_from_slice(&region_rows.to_le_bytes());
     page[16..24].copy_from_slice(&(bits.len() as u64).to_le_bytes());
@@ -330,7 +337,6 @@ pub fn bitmap_page(region_rows: u64, bits: &[bool]) -> Vec<u8> {
             page[BITMAP_HEADER_BYTES + i / 8] |= 1 << (i % 8);
         }
     }
-    page
 }
 
 /// The regions set in a bitmap page written with `region_rows` and `regions`; `None` when the
@@ -387,6 +393,10 @@ struct Bitmap {
     hot: Vec<bool>,
     /// Candidates of the clearing pass in progress.
     clear: Vec<bool>,
+    /// Regions a write in flight touches (filled at each pass).
+    busy: Vec<bool>,
+    /// The page's bytes, built here before each write.
+    page: Vec<u8>,
     /// What the page being written holds.
     image: Vec<bool>,
     phase: BmPhase,
@@ -559,6 +569,8 @@ impl Raid5 {
                     durable: vec![false; r],
                     hot: vec![false; r],
                     clear: vec![false; r],
+                    busy: vec![false; r],
+                    page: vec![0; BITMAP_PAGE_BYTES as usize],
                     image: vec![false; r],
                     phase: BmPhase::Idle,
                     pending: 0,
@@ -976,24 +988,27 @@ impl Raid5 {
         ((q.row / rr) as usize, (q.row_last / rr) as usize)
     }
 
-    /// Whether a client write in flight (or one waiting) touches region `r`, or the write-back
-    /// buffer holds anything.
-    fn region_busy(&self, r: usize) -> bool {
-        if self
+    /// Marks in `busy` the regions a client write in flight (or waiting) touches; every region
+    /// while the write-back buffer holds anything. No allocation: the vector is the bitmap's.
+    fn mark_busy(&mut self) {
+        let Some(mut busy) = self.bitmap.as_mut().map(|b| std::mem::take(&mut b.busy)) else {
+            return;
+        };
+        let buffered = self
             .dnd
             .as_ref()
-            .is_some_and(|d| d.entries.iter().any(|e| e.used))
-        {
-            return true;
-        }
-        (0..self.tags).any(|t| {
+            .is_some_and(|d| d.entries.iter().any(|e| e.used));
+        busy.fill(buffered);
+        for t in 0..self.tags {
             let q = &self.reqs[t as usize];
-            if q.phase == Phase::Idle || q.io.op != VolOp::Write {
-                return false;
+            if q.phase != Phase::Idle && q.io.op == VolOp::Write {
+                let (a, b) = self.regions_of(t);
+                busy[a..=b].fill(true);
             }
-            let (a, b) = self.regions_of(t);
-            (a..=b).contains(&r)
-        })
+        }
+        if let Some(bm) = self.bitmap.as_mut() {
+            bm.busy = busy;
+        }
     }
 
     /// Sends the bitmap page as `image` to every working member (FUA).
@@ -1004,8 +1019,8 @@ impl Raid5 {
         let n = self.n;
         let bm = self.bitmap.as_mut().expect("bitmap");
         bm.image.copy_from_slice(&bm.want);
-        let page = bitmap_page(bm.region_rows, &bm.image);
-        cx.data.write_bytes(buf, &page);
+        fill_bitmap_page(&mut bm.page, bm.region_rows, &bm.image);
+        cx.data.write_bytes(buf, &bm.page);
         bm.phase = BmPhase::Writing;
         bm.pending = 0;
         let off = bm.page_offset;
@@ -1048,23 +1063,25 @@ impl Raid5 {
         if bm.phase != BmPhase::Idle || now_ns < bm.next_clear_ns || bm.next_clear_ns == 0 {
             return;
         }
-        let candidates: Vec<bool> = (0..bm.want.len())
-            .map(|r| bm.want[r] && !bm.hot[r] && !self.region_busy(r))
-            .collect();
+        self.mark_busy();
         let skip = self.bitmap_skip();
         let base = self.bitmap_base();
         let n = self.n;
         let bm = self.bitmap.as_mut().expect("bitmap");
+        let mut any = false;
+        for r in 0..bm.want.len() {
+            bm.clear[r] = bm.want[r] && !bm.hot[r] && !bm.busy[r];
+            any |= bm.clear[r];
+        }
         bm.hot.fill(false);
         bm.next_clear_ns = if bm.want.iter().any(|&w| w) {
             now_ns + BITMAP_CLEAR_NS
         } else {
             0
         };
-        if !candidates.iter().any(|&c| c) {
+        if !any {
             return;
         }
-        bm.clear = candidates;
         // The rows written before this pass are made durable before their bits go.
         bm.phase = BmPhase::Flushing;
         bm.pending = 0;
@@ -1089,22 +1106,23 @@ impl Raid5 {
 
     /// The clearing pass's flush is done: candidates still idle are cleared on the members.
     fn bitmap_flushed(&mut self, now_ns: u64, cx: &mut Cx) {
-        let bm = self.bitmap.as_ref().expect("bitmap");
-        let clear: Vec<bool> = (0..bm.want.len())
-            .map(|r| bm.clear[r] && !bm.hot[r] && !self.region_busy(r))
-            .collect();
+        self.mark_busy();
         let bm = self.bitmap.as_mut().expect("bitmap");
         bm.phase = BmPhase::Idle;
-        if !clear.iter().any(|&c| c) {
-            self.bitmap_kick(cx);
-            return;
-        }
-        for (r, &c) in clear.iter().enumerate() {
-            if c {
+        let mut any = false;
+        for r in 0..bm.want.len() {
+            // Still idle since the pass (a region written meanwhile keeps its bit).
+            bm.clear[r] &= !bm.hot[r] && !bm.busy[r];
+            if bm.clear[r] {
+                any = true;
                 // Writes to it wait again until a page with its bit set is on the members.
                 bm.want[r] = false;
                 bm.durable[r] = false;
             }
+        }
+        if !any {
+            self.bitmap_kick(cx);
+            return;
         }
         bm.stats.clear_writes += 1;
         bm.stats.dirty_regions = bm.want.iter().filter(|&&w| w).count() as u64;
