@@ -10,6 +10,7 @@
 //! - [`testing`]: in-memory members and a synchronous driver, to test a policy with real bytes.
 
 pub mod api;
+pub mod meta;
 pub mod raid0;
 pub mod raid5;
 pub mod serial;
@@ -73,6 +74,10 @@ pub enum LayoutSpec {
         /// Reads fail fast on a member busy longer than this and are rebuilt (`--fast-fail`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fast_fail_ns: Option<u64>,
+        /// A write-intent bitmap with regions of this many rows (set by `nines serve` over
+        /// members with superblocks, see [`meta`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bitmap_region_rows: Option<u64>,
     },
     /// A serial array with external GC (paper 003): a log-structured front-end column, xGC
     /// between back-ends.
@@ -319,6 +324,7 @@ pub fn build(spec: &LayoutSpec, p: &VolumeParams) -> Result<AnyVolume, ArrayErro
             dnd,
             rebuild,
             fast_fail_ns,
+            bitmap_region_rows,
         } => Ok(AnyVolume::Other(Box::new(Raid5::new(
             *chunk_bytes,
             p.member_sizes_bytes,
@@ -329,6 +335,7 @@ pub fn build(spec: &LayoutSpec, p: &VolumeParams) -> Result<AnyVolume, ArrayErro
                 dnd: *dnd,
                 rebuild: *rebuild,
                 fast_fail_ns: *fast_fail_ns,
+                bitmap_region_rows: *bitmap_region_rows,
             },
         )?))),
         LayoutSpec::Serial(spec) => Ok(AnyVolume::Other(Box::new(Serial::new(

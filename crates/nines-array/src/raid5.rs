@@ -23,8 +23,20 @@
 //! A member that answers an I/O error is failed (counted, reported) and the row is redone
 //! degraded; a second failure fails the request with EIO. TRIM and WRITE_ZEROES are refused
 //! (EOPNOTSUPP): dropping data under a parity chunk would make the parity wrong.
-//! Known limit: no write-hole protection (a crash between a row's data and parity writes leaves
-//! that row's parity stale), as md without a journal or bitmap.
+//!
+//! Write-intent bitmap (`bitmap_region_rows`, what `nines serve` turns on over members with
+//! superblocks; docs/arch-array.md): the rows are grouped into regions of `region_rows` rows,
+//! and one page (4 KiB) at member offset `rows * chunk` (just past the data area, on every
+//! working member) holds a bit per region. Before a client write reaches any member, the bits
+//! of the regions it touches are set and written with FUA to every working member, and the
+//! write waits for that; a region's bit is cleared lazily: at a timer pass, regions with no
+//! write since the last pass and none in flight (and, under D/ND, nothing in the write-back
+//! buffer) are candidates; every member is flushed, and the page is written again without the
+//! candidates still idle. So after a crash every row whose data and parity may disagree lies in
+//! a region whose bit is set on the members, and the driver resyncs exactly those regions
+//! before serving ([`crate::meta`]). Without a bitmap there is no write-hole protection, as md
+//! without a bitmap or journal. A degraded array that crashed keeps the write hole (the lost
+//! member's chunks of a torn row cannot be recomputed): the driver refuses to start it.
 
 use std::collections::VecDeque;
 
@@ -66,6 +78,8 @@ enum Phase {
     Write,
     /// Flushes out.
     Flush,
+    /// Waiting for its regions' bits to be durable in the write-intent bitmap.
+    Bitmap,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -293,6 +307,106 @@ const FLUSH_MAX: u32 = 8;
 /// The last 1/GUARD_DIVISOR of a member's turn starts no buffered write to it.
 const GUARD_DIVISOR: u64 = 2;
 
+/// The bitmap page's bytes (a member block of 4 KiB).
+pub const BITMAP_PAGE_BYTES: u32 = 4096;
+/// The page's header: magic, region rows, regions (8 bytes each); then one bit per region.
+const BITMAP_HEADER_BYTES: usize = 24;
+/// Most regions one page has bits for.
+pub const BITMAP_REGIONS_MAX: u64 = ((BITMAP_PAGE_BYTES as usize - BITMAP_HEADER_BYTES) * 8) as u64;
+/// The bitmap page's magic.
+pub const BITMAP_MAGIC: &[u8; 8] = b"NINESBM1";
+/// A set bit is cleared when its region has had no write for this long (at least one timer
+/// pass, at most two), as md's bitmap daemon does.
+const BITMAP_CLEAR_NS: u64 = 500_000_000;
+
+/// The write-intent bitmap page as written to the members: header and one bit per region.
+pub fn bitmap_page(region_rows: u64, bits: &[bool]) -> Vec<u8> {
+    let mut page = vec![0u8; BITMAP_PAGE_BYTES as usize];
+    fill_bitmap_page(&mut page, region_rows, bits);
+    page
+}
+
+/// Writes the bitmap page into `page` (of [`BITMAP_PAGE_BYTES`]) in place.
+fn fill_bitmap_page(page: &mut [u8], region_rows: u64, bits: &[bool]) {
+    page.fill(0);
+    page[..8].copy_from_slice(BITMAP_MAGIC);
+    page[8..16].copy_from_slice(&region_rows.to_le_bytes());
+    page[16..24].copy_from_slice(&(bits.len() as u64).to_le_bytes());
+    for (i, &b) in bits.iter().enumerate() {
+        if b {
+            page[BITMAP_HEADER_BYTES + i / 8] |= 1 << (i % 8);
+        }
+    }
+}
+
+/// The regions set in a bitmap page written with `region_rows` and `regions`; `None` when the
+/// page is not one (no magic, another geometry).
+pub fn parse_bitmap_page(page: &[u8], region_rows: u64, regions: u64) -> Option<Vec<bool>> {
+    if page.len() < BITMAP_PAGE_BYTES as usize
+        || &page[..8] != BITMAP_MAGIC
+        || page[8..16] != region_rows.to_le_bytes()
+        || page[16..24] != regions.to_le_bytes()
+        || regions > BITMAP_REGIONS_MAX
+    {
+        return None;
+    }
+    Some(
+        (0..regions as usize)
+            .map(|i| page[BITMAP_HEADER_BYTES + i / 8] & (1 << (i % 8)) != 0)
+            .collect(),
+    )
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BmPhase {
+    Idle,
+    /// Members flushing before a clearing write: the candidates stay in `clear`.
+    Flushing,
+    /// The page is being written: `image` is what it holds.
+    Writing,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+struct BitmapStats {
+    region_rows: u64,
+    regions: u64,
+    page_offset_bytes: u64,
+    /// Page writes that set bits (writes waited for them), and that cleared bits.
+    set_writes: u64,
+    clear_writes: u64,
+    /// Client writes that waited for a bit to be written.
+    write_waits: u64,
+    /// Regions whose bit is set (wanted) now.
+    dirty_regions: u64,
+    dirty_regions_max: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Bitmap {
+    region_rows: u64,
+    page_offset: u64,
+    /// Bits wanted on the members: set before a write, cleared lazily.
+    want: Vec<bool>,
+    /// Writes may go: set in a page write that completed, and not being cleared.
+    durable: Vec<bool>,
+    /// Written to since the last clearing pass.
+    hot: Vec<bool>,
+    /// Candidates of the clearing pass in progress.
+    clear: Vec<bool>,
+    /// Regions a write in flight touches (filled at each pass).
+    busy: Vec<bool>,
+    /// The page's bytes, built here before each write.
+    page: Vec<u8>,
+    /// What the page being written holds.
+    image: Vec<bool>,
+    phase: BmPhase,
+    pending: u32,
+    waiters: VecDeque<u32>,
+    /// The next clearing pass (0: none due).
+    next_clear_ns: u64,
+    stats: BitmapStats,
+}
+
 /// What a RAID5 volume does beyond striping with parity (each a `--layout raid5` option).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Raid5Options {
@@ -304,6 +418,9 @@ pub struct Raid5Options {
     pub rebuild: Option<RebuildSpec>,
     /// Fast-fail reads beyond this wait (`--fast-fail`).
     pub fast_fail_ns: Option<u64>,
+    /// A write-intent bitmap with regions of this many rows (`nines serve` over members with
+    /// superblocks): the data area ends a page earlier, and the page holds the bits.
+    pub bitmap_region_rows: Option<u64>,
 }
 
 pub struct Raid5 {
@@ -325,6 +442,7 @@ pub struct Raid5 {
     /// Reads ask members to fail fast when they would wait longer than this (IODA): a busy
     /// member's piece is rebuilt from the others instead.
     fast_fail_ns: Option<u64>,
+    bitmap: Option<Box<Bitmap>>,
     stats: Stats,
 }
 
@@ -365,6 +483,7 @@ impl Raid5 {
             dnd,
             rebuild,
             fast_fail_ns,
+            bitmap_region_rows,
         } = opts;
         let n = member_sizes_bytes.len();
         if n < 3 {
@@ -425,7 +544,47 @@ impl Raid5 {
                 scratch_bytes >> 20
             )));
         }
-        let rows = smallest / chunk_bytes;
+        let mut rows = smallest / chunk_bytes;
+        let bitmap = match bitmap_region_rows {
+            None => None,
+            Some(rr) => {
+                // The page sits just past the data area on every member.
+                rows = smallest.saturating_sub(u64::from(BITMAP_PAGE_BYTES)) / chunk_bytes;
+                if rr == 0 || rows == 0 || chunk_bytes < u64::from(BITMAP_PAGE_BYTES) {
+                    return Err(ArrayError::Invalid(format!(
+                        "the write-intent bitmap needs regions of at least one row, chunks of at least {BITMAP_PAGE_BYTES} bytes and members of at least a chunk and a page ({chunk_bytes}-byte chunk, {smallest}-byte members)"
+                    )));
+                }
+                let regions = rows.div_ceil(rr);
+                if regions > BITMAP_REGIONS_MAX {
+                    return Err(ArrayError::Invalid(format!(
+                        "the write-intent bitmap has room for {BITMAP_REGIONS_MAX} regions; {rows} rows in regions of {rr} make {regions}"
+                    )));
+                }
+                let r = regions as usize;
+                Some(Box::new(Bitmap {
+                    region_rows: rr,
+                    page_offset: rows * chunk_bytes,
+                    want: vec![false; r],
+                    durable: vec![false; r],
+                    hot: vec![false; r],
+                    clear: vec![false; r],
+                    busy: vec![false; r],
+                    page: vec![0; BITMAP_PAGE_BYTES as usize],
+                    image: vec![false; r],
+                    phase: BmPhase::Idle,
+                    pending: 0,
+                    waiters: VecDeque::with_capacity(tags.max(1) as usize),
+                    next_clear_ns: 0,
+                    stats: BitmapStats {
+                        region_rows: rr,
+                        regions,
+                        page_offset_bytes: rows * chunk_bytes,
+                        ..BitmapStats::default()
+                    },
+                }))
+            }
+        };
         let dnd = match dnd {
             None => None,
             Some(spec) => {
@@ -535,6 +694,7 @@ impl Raid5 {
                 },
             }),
             fast_fail_ns,
+            bitmap,
             stats: Stats::default(),
         })
     }
@@ -793,6 +953,312 @@ impl Raid5 {
         }
         self.wake_waiters(cx);
         self.rebuild_kick(now_ns, cx);
+    }
+
+    /// Ids of the bitmap's commands: one per member (a page write or a flush).
+    #[inline]
+    fn bitmap_base(&self) -> u32 {
+        self.rebuild_base() + self.n
+    }
+
+    /// The scratch buffer the bitmap page is written from (after the rebuild's chunks).
+    #[inline]
+    fn bitmap_slot(&self) -> BufRef {
+        let entries = self.dnd.as_ref().map_or(0, |d| d.entries.len() as u32);
+        let rebuild = u32::from(self.rebuild.is_some());
+        BufRef::Scratch {
+            index: (self.tags + entries + rebuild) * self.n,
+            offset: 0,
+        }
+    }
+
+    /// The members the bitmap goes to (and flushes reach): all but a failed one (a
+    /// replacement being rebuilt takes writes, so it gets them too).
+    fn bitmap_skip(&self) -> Option<u32> {
+        match &self.rebuild {
+            Some(rb) if !rb.replacement_failed => None,
+            _ => self.failed,
+        }
+    }
+
+    /// Regions `[first, last]` of request `t` (a write).
+    fn regions_of(&self, t: u32) -> (usize, usize) {
+        let rr = self.bitmap.as_ref().map_or(1, |b| b.region_rows);
+        let q = &self.reqs[t as usize];
+        ((q.row / rr) as usize, (q.row_last / rr) as usize)
+    }
+
+    /// Marks in `busy` the regions a client write in flight (or waiting) touches; every region
+    /// while the write-back buffer holds anything. No allocation: the vector is the bitmap's.
+    fn mark_busy(&mut self) {
+        let Some(mut busy) = self.bitmap.as_mut().map(|b| std::mem::take(&mut b.busy)) else {
+            return;
+        };
+        let buffered = self
+            .dnd
+            .as_ref()
+            .is_some_and(|d| d.entries.iter().any(|e| e.used));
+        busy.fill(buffered);
+        for t in 0..self.tags {
+            let q = &self.reqs[t as usize];
+            if q.phase != Phase::Idle && q.io.op == VolOp::Write {
+                let (a, b) = self.regions_of(t);
+                busy[a..=b].fill(true);
+            }
+        }
+        if let Some(bm) = self.bitmap.as_mut() {
+            bm.busy = busy;
+        }
+    }
+
+    /// Sends the bitmap page as `image` to every working member (FUA).
+    fn bitmap_write(&mut self, cx: &mut Cx) {
+        let skip = self.bitmap_skip();
+        let base = self.bitmap_base();
+        let buf = self.bitmap_slot();
+        let n = self.n;
+        let bm = self.bitmap.as_mut().expect("bitmap");
+        bm.image.copy_from_slice(&bm.want);
+        fill_bitmap_page(&mut bm.page, bm.region_rows, &bm.image);
+        cx.data.write_bytes(buf, &bm.page);
+        bm.phase = BmPhase::Writing;
+        bm.pending = 0;
+        let off = bm.page_offset;
+        for m in 0..n {
+            if Some(m) != skip {
+                bm.pending += 1;
+                cx.out.cmd(MemberCmd {
+                    id: base + m,
+                    member: m,
+                    op: CmdOp::Write,
+                    offset_bytes: off,
+                    len_bytes: BITMAP_PAGE_BYTES,
+                    buf,
+                    fua: true,
+                });
+            }
+        }
+    }
+
+    /// Writes the bits waiting writes need, when no bitmap command is out.
+    fn bitmap_kick(&mut self, cx: &mut Cx) {
+        let Some(bm) = self.bitmap.as_ref() else {
+            return;
+        };
+        if bm.phase != BmPhase::Idle || bm.waiters.is_empty() {
+            return;
+        }
+        self.bitmap.as_mut().expect("bitmap").stats.set_writes += 1;
+        self.bitmap_write(cx);
+        if self.bitmap.as_ref().is_some_and(|b| b.pending == 0) {
+            self.bitmap_written(cx);
+        }
+    }
+
+    /// A clearing pass (timer): regions idle since the last pass are flushed, then cleared.
+    fn bitmap_pass(&mut self, now_ns: u64, cx: &mut Cx) {
+        let Some(bm) = self.bitmap.as_ref() else {
+            return;
+        };
+        if bm.phase != BmPhase::Idle || now_ns < bm.next_clear_ns || bm.next_clear_ns == 0 {
+            return;
+        }
+        self.mark_busy();
+        let skip = self.bitmap_skip();
+        let base = self.bitmap_base();
+        let n = self.n;
+        let bm = self.bitmap.as_mut().expect("bitmap");
+        let mut any = false;
+        for r in 0..bm.want.len() {
+            bm.clear[r] = bm.want[r] && !bm.hot[r] && !bm.busy[r];
+            any |= bm.clear[r];
+        }
+        bm.hot.fill(false);
+        bm.next_clear_ns = if bm.want.iter().any(|&w| w) {
+            now_ns + BITMAP_CLEAR_NS
+        } else {
+            0
+        };
+        if !any {
+            return;
+        }
+        // The rows written before this pass are made durable before their bits go.
+        bm.phase = BmPhase::Flushing;
+        bm.pending = 0;
+        for m in 0..n {
+            if Some(m) != skip {
+                bm.pending += 1;
+                cx.out.cmd(MemberCmd {
+                    id: base + m,
+                    member: m,
+                    op: CmdOp::Flush,
+                    offset_bytes: 0,
+                    len_bytes: 0,
+                    buf: BufRef::None,
+                    fua: false,
+                });
+            }
+        }
+        if bm.pending == 0 {
+            self.bitmap_flushed(now_ns, cx);
+        }
+    }
+
+    /// The clearing pass's flush is done: candidates still idle are cleared on the members.
+    fn bitmap_flushed(&mut self, now_ns: u64, cx: &mut Cx) {
+        self.mark_busy();
+        let bm = self.bitmap.as_mut().expect("bitmap");
+        bm.phase = BmPhase::Idle;
+        let mut any = false;
+        for r in 0..bm.want.len() {
+            // Still idle since the pass (a region written meanwhile keeps its bit).
+            bm.clear[r] &= !bm.hot[r] && !bm.busy[r];
+            if bm.clear[r] {
+                any = true;
+                // Writes to it wait again until a page with its bit set is on the members.
+                bm.want[r] = false;
+                bm.durable[r] = false;
+            }
+        }
+        if !any {
+            self.bitmap_kick(cx);
+            return;
+        }
+        bm.stats.clear_writes += 1;
+        bm.stats.dirty_regions = bm.want.iter().filter(|&&w| w).count() as u64;
+        if bm.next_clear_ns == 0 && bm.stats.dirty_regions > 0 {
+            bm.next_clear_ns = now_ns + BITMAP_CLEAR_NS;
+        }
+        self.bitmap_write(cx);
+        if self.bitmap.as_ref().is_some_and(|b| b.pending == 0) {
+            self.bitmap_written(cx);
+        }
+    }
+
+    /// The page is on the members: its bits are durable; writes waiting for them go.
+    fn bitmap_written(&mut self, cx: &mut Cx) {
+        let bm = self.bitmap.as_mut().expect("bitmap");
+        bm.phase = BmPhase::Idle;
+        for r in 0..bm.image.len() {
+            bm.durable[r] = bm.image[r];
+        }
+        // Bounded: each waiter is looked at once; one still waiting queues again.
+        for _ in 0..self.bitmap.as_ref().map_or(0, |b| b.waiters.len()) {
+            let Some(t) = self.bitmap.as_mut().and_then(|b| b.waiters.pop_front()) else {
+                break;
+            };
+            let (a, b) = self.regions_of(t);
+            let bm = self.bitmap.as_mut().expect("bitmap");
+            if (a..=b).all(|r| bm.durable[r]) {
+                self.reqs[t as usize].phase = Phase::Idle;
+                self.start_row(t, cx);
+            } else {
+                for r in a..=b {
+                    bm.want[r] = true;
+                }
+                bm.waiters.push_back(t);
+            }
+        }
+        self.bitmap_kick(cx);
+    }
+
+    /// A bitmap command is back.
+    fn bitmap_done(&mut self, now_ns: u64, done: CmdDone, cx: &mut Cx) {
+        let m = done.id - self.bitmap_base();
+        if done.result != CmdResult::Ok {
+            // The member is failed (its bitmap no longer counts); a second failure is beyond
+            // the parity, and the writes' own commands will say so.
+            self.fail_member(m);
+        }
+        let bm = self
+            .bitmap
+            .as_mut()
+            .expect("bitmap command without a bitmap");
+        assert!(
+            bm.pending > 0,
+            "completion of a bitmap command not in flight"
+        );
+        bm.pending -= 1;
+        if bm.pending > 0 {
+            return;
+        }
+        match bm.phase {
+            BmPhase::Flushing => self.bitmap_flushed(now_ns, cx),
+            BmPhase::Writing => self.bitmap_written(cx),
+            BmPhase::Idle => unreachable!("bitmap commands out while idle"),
+        }
+    }
+
+    /// Starts write `t` once its regions' bits are durable.
+    fn start_write(&mut self, now_ns: u64, t: u32, cx: &mut Cx) {
+        if self.bitmap.is_none() {
+            self.start_row(t, cx);
+            return;
+        }
+        let (a, b) = self.regions_of(t);
+        let bm = self.bitmap.as_mut().expect("bitmap");
+        let mut ready = true;
+        for r in a..=b {
+            bm.hot[r] = true;
+            bm.want[r] = true;
+            ready &= bm.durable[r];
+        }
+        let dirty = bm.want.iter().filter(|&&w| w).count() as u64;
+        bm.stats.dirty_regions = dirty;
+        bm.stats.dirty_regions_max = bm.stats.dirty_regions_max.max(dirty);
+        if bm.next_clear_ns == 0 {
+            bm.next_clear_ns = now_ns + BITMAP_CLEAR_NS;
+        }
+        if ready {
+            self.start_row(t, cx);
+            return;
+        }
+        bm.stats.write_waits += 1;
+        assert!(
+            bm.waiters.len() < self.tags as usize,
+            "more bitmap waiters than tags"
+        );
+        bm.waiters.push_back(t);
+        self.reqs[t as usize].phase = Phase::Bitmap;
+        self.bitmap_kick(cx);
+    }
+
+    /// The rebuild's and the D/ND turns' timer.
+    fn timer_ns(&self) -> Option<u64> {
+        if let Some(rb) = &self.rebuild
+            && !rb.in_flight
+            && rb.stats.aborted.is_none()
+            && rb.cursor < rb.stats.rows_total
+        {
+            return Some(rb.next_ns);
+        }
+        self.dnd.as_ref().filter(|d| d.started).map(|d| {
+            if d.spec.plm && !d.guard_sent {
+                d.next_switch_ns - d.spec.window_ns / GUARD_DIVISOR
+            } else {
+                d.next_switch_ns
+            }
+        })
+    }
+    fn on_own_timer(&mut self, now_ns: u64, cx: &mut Cx) {
+        if self.rebuild.is_some() {
+            self.rebuild_kick(now_ns, cx);
+            return;
+        }
+        let base = self.ctl_base();
+        let failed = self.failed;
+        if let Some(d) = self.dnd.as_mut() {
+            d.now_ns = now_ns;
+            if d.spec.plm && !d.guard_sent && now_ns < d.next_switch_ns {
+                // The guard: the owner's garbage collection stops before reads come back to
+                // it, so none spills into its deterministic window (IODA's guard time).
+                d.guard_sent = true;
+                let m = d.owner;
+                d.set_window(base, m, Window::Deterministic, failed, cx);
+                return;
+            }
+        }
+        self.switch_window(now_ns, cx);
     }
 
     /// Starts request `t` on its current row, or queues it behind the row's lock.
@@ -1622,10 +2088,14 @@ impl Volume for Raid5 {
     fn scratch(&self) -> (u32, u32) {
         let entries = self.dnd.as_ref().map_or(0, |d| d.entries.len() as u32);
         let rebuild = u32::from(self.rebuild.is_some());
-        ((self.tags + entries + rebuild) * self.n, self.chunk as u32)
+        let bitmap = u32::from(self.bitmap.is_some());
+        (
+            (self.tags + entries + rebuild) * self.n + bitmap,
+            self.chunk as u32,
+        )
     }
     fn cmds_max(&self) -> u32 {
-        self.rebuild_base() + self.n
+        self.bitmap_base() + if self.bitmap.is_some() { self.n } else { 0 }
     }
     fn outputs_max(&self) -> usize {
         // A call may finish one row, start the next, and let every waiter start its row (or
@@ -1634,42 +2104,32 @@ impl Volume for Raid5 {
             + (self.tags * self.n) as usize
             + 3 * self.n as usize
             + FLUSH_MAX as usize
+            // The bitmap's page write or flush.
+            + 2 * self.n as usize
     }
     fn next_timer_ns(&self) -> Option<u64> {
-        if let Some(rb) = &self.rebuild
-            && !rb.in_flight
-            && rb.stats.aborted.is_none()
-            && rb.cursor < rb.stats.rows_total
-        {
-            return Some(rb.next_ns);
+        let own = self.timer_ns();
+        let bm = self
+            .bitmap
+            .as_ref()
+            .filter(|b| b.phase == BmPhase::Idle && b.next_clear_ns > 0)
+            .map(|b| b.next_clear_ns);
+        match (own, bm) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        self.dnd.as_ref().filter(|d| d.started).map(|d| {
-            if d.spec.plm && !d.guard_sent {
-                d.next_switch_ns - d.spec.window_ns / GUARD_DIVISOR
-            } else {
-                d.next_switch_ns
-            }
-        })
     }
     fn on_timer(&mut self, now_ns: u64, cx: &mut Cx) {
-        if self.rebuild.is_some() {
-            self.rebuild_kick(now_ns, cx);
-            return;
+        if self
+            .bitmap
+            .as_ref()
+            .is_some_and(|b| b.next_clear_ns > 0 && now_ns >= b.next_clear_ns)
+        {
+            self.bitmap_pass(now_ns, cx);
         }
-        let base = self.ctl_base();
-        let failed = self.failed;
-        if let Some(d) = self.dnd.as_mut() {
-            d.now_ns = now_ns;
-            if d.spec.plm && !d.guard_sent && now_ns < d.next_switch_ns {
-                // The guard: the owner's garbage collection stops before reads come back to
-                // it, so none spills into its deterministic window (IODA's guard time).
-                d.guard_sent = true;
-                let m = d.owner;
-                d.set_window(base, m, Window::Deterministic, failed, cx);
-                return;
-            }
+        if self.timer_ns().is_some_and(|at| now_ns >= at) {
+            self.on_own_timer(now_ns, cx);
         }
-        self.switch_window(now_ns, cx);
     }
 
     fn submit(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx) {
@@ -1736,12 +2196,20 @@ impl Volume for Raid5 {
         q.result = IoResult::Ok;
         q.row = io.offset_bytes / row_bytes;
         q.row_last = (end - 1) / row_bytes;
-        self.start_row(t, cx);
+        if io.op == VolOp::Write {
+            self.start_write(now_ns, t, cx);
+        } else {
+            self.start_row(t, cx);
+        }
     }
 
     fn member_done(&mut self, now_ns: u64, done: CmdDone, cx: &mut Cx) {
         if let Some(d) = self.dnd.as_mut() {
             d.now_ns = now_ns;
+        }
+        if self.bitmap.is_some() && done.id >= self.bitmap_base() {
+            self.bitmap_done(now_ns, done, cx);
+            return;
         }
         if done.id >= self.rebuild_base() {
             self.rebuild_done(now_ns, done, cx);
@@ -1789,7 +2257,7 @@ impl Volume for Raid5 {
             Phase::Read if q.redo => self.plan_row(t, cx),
             Phase::Read => self.reads_done(t, cx),
             Phase::Write => self.row_done(t, cx),
-            Phase::Idle | Phase::Waiting => unreachable!(),
+            Phase::Idle | Phase::Waiting | Phase::Bitmap => unreachable!(),
         }
         if self.rebuild.is_some() {
             // A row a request held may be the one the rebuild waits for.
@@ -1848,6 +2316,12 @@ impl Volume for Raid5 {
                 0.0
             };
             o.insert("array_write_amplification".into(), waf.into());
+            if let Some(bm) = &self.bitmap {
+                o.insert(
+                    "bitmap".into(),
+                    serde_json::to_value(&bm.stats).unwrap_or_default(),
+                );
+            }
             if let Some(rb) = &self.rebuild {
                 o.insert(
                     "rebuild".into(),

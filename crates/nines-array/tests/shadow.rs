@@ -111,6 +111,7 @@ fn raid5(sizes: &[u64], chunk: u64, failed: Option<u32>, tags: u32, len_max: u32
             dnd: None,
             rebuild: None,
             fast_fail_ns: None,
+            bitmap_region_rows: None,
         },
         &VolumeParams {
             member_sizes_bytes: sizes,
@@ -127,7 +128,7 @@ proptest! {
     #[test]
     fn raid5_matches_a_flat_array(s in steps(4 * 32 * 1024), chunk_kib in prop::sample::select(vec![4u64, 8, 16]), n in 3usize..6) {
         let sizes = vec![64 * 1024; n];
-        check(LayoutSpec::Raid5 { chunk_bytes: chunk_kib * 1024, failed: None, dnd: None, rebuild: None, fast_fail_ns: None }, &sizes, &s)?;
+        check(LayoutSpec::Raid5 { chunk_bytes: chunk_kib * 1024, failed: None, dnd: None, rebuild: None, fast_fail_ns: None, bitmap_region_rows: None }, &sizes, &s)?;
     }
 
     /// Random writes keep the parity right; then any one member fails and every byte still
@@ -206,6 +207,7 @@ proptest! {
                 dnd: None,
                 rebuild: Some(RebuildSpec { member: victim, rate_bytes_per_s: chunk * 1000 }),
                 fast_fail_ns: None,
+                bitmap_region_rows: None,
             },
             &VolumeParams { member_sizes_bytes: &sizes, block_bytes: 512, tags: 1, len_bytes_max: len_max },
         )
@@ -258,7 +260,7 @@ proptest! {
         let sizes = vec![32 * 1024; n as usize];
         let len_max = 64 * 512;
         let v = build(
-            &LayoutSpec::Raid5 { chunk_bytes: chunk, failed: None, dnd: None, rebuild: None, fast_fail_ns: Some(1_000_000) },
+            &LayoutSpec::Raid5 { chunk_bytes: chunk, failed: None, dnd: None, rebuild: None, fast_fail_ns: Some(1_000_000), bitmap_region_rows: None },
             &VolumeParams { member_sizes_bytes: &sizes, block_bytes: 512, tags: 1, len_bytes_max: len_max },
         )
         .unwrap();
@@ -321,6 +323,7 @@ fn raid5_rebuild_onto_a_failing_replacement_stops_and_stays_degraded() {
                 rate_bytes_per_s: 0,
             }),
             fast_fail_ns: None,
+            bitmap_region_rows: None,
         },
         &VolumeParams {
             member_sizes_bytes: &sizes,
@@ -441,6 +444,7 @@ fn raid5_dnd_reads_what_was_written_through_the_turns() {
                         }),
                         rebuild: None,
                         fast_fail_ns: None,
+                        bitmap_region_rows: None,
                     },
                     &VolumeParams {
                         member_sizes_bytes: &sizes,

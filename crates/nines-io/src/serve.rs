@@ -217,6 +217,9 @@ pub struct Members {
     pub block_device: Vec<bool>,
     /// How each member is named in messages (its path).
     pub names: Vec<String>,
+    /// Called (in the core) when the volume fails a member while serving, before its
+    /// descriptor is released: array superblocks record it there.
+    pub on_failed: Option<Box<dyn FnMut(u32) + Send>>,
 }
 
 /// A member the volume failed while serving.
@@ -419,6 +422,7 @@ impl Server {
             .collect();
         let core_cmd_tx = cmd_tx.clone();
         let names = members.names;
+        let on_failed = members.on_failed;
         // Emulated members are lent to the core for the server's life (opened just before,
         // so nothing else holds them).
         let emu: Vec<Option<EmuLease>> = members
@@ -430,6 +434,7 @@ impl Server {
             let mut core = Core::new(vol, core_cmd_tx, fds, names, emu);
             core.intervals = intervals;
             core.lat = lat_lane;
+            core.on_failed = on_failed;
             core.run(rx)
         });
         Ok(Server {
@@ -865,6 +870,8 @@ struct Core {
     intervals: Option<Intervals>,
     /// `--lat-log`'s lane: one record per served read and write.
     lat: Option<LatLogLane>,
+    /// [`Members::on_failed`].
+    on_failed: Option<Box<dyn FnMut(u32) + Send>>,
 }
 
 impl Core {
@@ -929,6 +936,7 @@ impl Core {
             start_ns: now_ns(),
             intervals: None,
             lat: None,
+            on_failed: None,
         }
     }
 
@@ -1199,6 +1207,9 @@ impl Core {
             at_s,
             released: false,
         });
+        if let Some(f) = self.on_failed.as_mut() {
+            f(member);
+        }
     }
 
     /// Closes a failed member's descriptor once no command to it is in flight (the volume

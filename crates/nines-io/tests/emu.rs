@@ -166,6 +166,7 @@ fn data_round_trips_through_raid5_of_emulated_devices() {
             dnd: None,
             rebuild: None,
             fast_fail_ns: None,
+            bitmap_region_rows: None,
         },
         4,
         3 * MEMBER_BYTES,

@@ -62,6 +62,8 @@ enum Command {
     Serve(Box<cmd::serve::Args>),
     /// Rebuild a replaced RAID5 member from the others, to the end, with progress.
     Rebuild(cmd::rebuild::Args),
+    /// Verify a stopped RAID5 volume's parity (and repair it), with a rate limit and progress.
+    Check(cmd::check::Args),
 }
 
 fn main() -> ExitCode {
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
         Command::Fleet(args) => cmd::fleet::run(args),
         Command::Serve(args) => cmd::serve::run(*args),
         Command::Rebuild(args) => cmd::rebuild::run(args),
+        Command::Check(args) => cmd::check::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

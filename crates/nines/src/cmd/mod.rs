@@ -1,5 +1,7 @@
 //! One module per verb. Each exposes `Args` (clap) and `run(Args) -> anyhow::Result<()>`.
 
+pub mod array_meta;
+pub mod check;
 pub mod compare;
 pub mod doctor;
 pub mod fio_export;

@@ -15,6 +15,7 @@ use nines_array::api::{BufRef, CmdDone, CmdOp, CmdResult, DataPlane, Output};
 use nines_array::{LayoutSpec, RebuildSpec, Volume, VolumeHost, VolumeParams};
 use nines_io::target::{Target, TargetOptions};
 
+use super::array_meta;
 use super::workload_args::parse_size;
 
 #[derive(ClapArgs, Debug)]
@@ -163,14 +164,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.targets[i].display()
         );
     }
-    let sizes: Vec<u64> = members.iter().map(Target::size_bytes).collect();
-    let block_bytes = members
-        .iter()
-        .map(Target::logical_block_bytes)
-        .max()
-        .unwrap_or(512)
-        .max(512);
-    let spec = LayoutSpec::Raid5 {
+    let mut sizes: Vec<u64> = members.iter().map(Target::size_bytes).collect();
+    let mut spec = LayoutSpec::Raid5 {
         chunk_bytes: args.chunk,
         failed: None,
         dnd: None,
@@ -179,7 +174,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             rate_bytes_per_s: args.rate,
         }),
         fast_fail_ns: None,
+        bitmap_region_rows: None,
     };
+    // Members with superblocks (served arrays): the others must be current, the data area is
+    // what they say, and the replacement joins the array (its superblock written) once it is
+    // rebuilt to the end. Without any, the whole rows of the members are rebuilt, as before.
+    let any_sb = members
+        .iter()
+        .filter_map(Target::file)
+        .map(array_meta::read_sb)
+        .any(|f| f.is_ok_and(|f| f.sb.is_ok()));
+    let mut writer = None;
+    if any_sb {
+        let opened = array_meta::open_array(
+            &spec,
+            &sizes,
+            &array_meta::MetaArgs {
+                paths: &args.targets,
+                create: false,
+                read_only: false,
+                start_dirty_degraded: false,
+            },
+        )
+        .context("cannot rebuild the array")?;
+        spec = opened.spec;
+        sizes = opened.sizes;
+        writer = opened.writer;
+    }
+    let block_bytes = members
+        .iter()
+        .map(Target::logical_block_bytes)
+        .max()
+        .unwrap_or(512)
+        .max(512);
     let vol = nines_array::build(
         &spec,
         &VolumeParams {
@@ -262,6 +289,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     let rows = rb["rows_rebuilt"].as_u64().unwrap_or(0);
+    if let Some(w) = writer.as_mut()
+        && !interrupted
+        && rows == rows_total
+    {
+        w.clean_stop(Some(args.member))
+            .context("cannot write the rebuilt member's superblock")?;
+    }
     let mib = (rows * args.chunk) as f64 / f64::from(1u32 << 20);
     if interrupted {
         bail!(

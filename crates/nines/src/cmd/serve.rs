@@ -19,6 +19,7 @@ use nines_io::serve::{HdrSink, Members, PAYLOAD_MAX_BYTES, ServeLogs, Server, TA
 use nines_io::target::{Target, TargetOptions};
 use nines_nbd::Export;
 
+use super::array_meta;
 use super::output::{self, PendingOutput};
 use super::workload_args::{EmuArgs, PercentileList, VolumeArgs, parse_pct, parse_size};
 
@@ -68,6 +69,17 @@ pub struct Args {
     /// profile's --lat-log; decode with `nines log FILE`. Device 0 is the export.
     #[arg(long, value_name = "FILE")]
     pub lat_log: Option<PathBuf>,
+    /// raid0/raid5 over members that hold data but no nines superblock (written by an older
+    /// nines, profile or another tool): add superblocks, keeping the data (the last 8 KiB of
+    /// each member is overwritten, the export shrinks to whole rows below it, and raid5's
+    /// parity is recomputed). New members (files with no data) get them without it.
+    #[arg(long)]
+    pub create: bool,
+    /// Serve a raid5 that crashed while a member was out of service, although rows being
+    /// written then may read wrong on that member (the RAID5 write hole; md's
+    /// start_dirty_degraded).
+    #[arg(long)]
+    pub start_dirty_degraded: bool,
     /// Percentiles in the --json report (default 50,90,99,99.9,99.99,99.999,99.9999).
     #[arg(long, value_parser = parse_pct)]
     pub percentiles: Option<PercentileList>,
@@ -156,13 +168,45 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             groups.len()
         );
     }
-    let sizes: Vec<u64> = members.iter().map(Target::size_bytes).collect();
+    let mut sizes: Vec<u64> = members.iter().map(Target::size_bytes).collect();
     let block_bytes = members
         .iter()
         .map(Target::logical_block_bytes)
         .max()
         .unwrap_or(512)
         .max(512);
+    // raid0 and raid5 over files and block devices carry superblocks (emulated members keep
+    // nothing across runs, shaped layouts are not covered).
+    let mut spec = spec;
+    let mut meta_report = serde_json::Value::Null;
+    let meta_writer = if array_meta::meta_layout(&spec).is_some()
+        && members.iter().all(|t| t.file().is_some())
+    {
+        let opened = array_meta::open_array(
+            &spec,
+            &sizes,
+            &array_meta::MetaArgs {
+                paths: &args.targets,
+                create: args.create,
+                read_only: args.read_only,
+                start_dirty_degraded: args.start_dirty_degraded,
+            },
+        )
+        .context("cannot serve the array")?;
+        spec = opened.spec;
+        sizes = opened.sizes;
+        meta_report = opened.report;
+        opened
+            .writer
+            .map(|w| std::sync::Arc::new(std::sync::Mutex::new(w)))
+    } else {
+        if args.create {
+            bail!(
+                "--create adds superblocks to raid0 or raid5 members that are files or block devices; drop it"
+            );
+        }
+        None
+    };
     let vol = nines_array::build(
         &spec,
         &VolumeParams {
@@ -257,6 +301,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect(),
+            on_failed: meta_writer.as_ref().map(|w| {
+                let w = std::sync::Arc::clone(w);
+                Box::new(move |m: u32| {
+                    if let Ok(mut w) = w.lock() {
+                        w.member_failed(m);
+                    }
+                }) as Box<dyn FnMut(u32) + Send>
+            }),
         },
         export,
         ServeLogs {
@@ -305,6 +357,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let outcome = server.stop();
+    if let Some(w) = &meta_writer {
+        // Stopped and flushed: the bitmap cleared and the array marked clean; a replacement
+        // rebuilt to the end is a member again.
+        let rebuilt = match spec.base() {
+            nines_array::LayoutSpec::Raid5 {
+                rebuild: Some(r), ..
+            } if !outcome.volume_stats["rebuild"]["done_ns"].is_null() => Some(r.member),
+            _ => None,
+        };
+        w.lock()
+            .map_err(|_| anyhow::anyhow!("the superblock writer panicked"))?
+            .clean_stop(rebuilt)
+            .context("cannot mark the array clean in its superblocks")?;
+    }
     if let Some(p) = &args.socket {
         let _ = std::fs::remove_file(p);
     }
@@ -349,6 +415,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }))
                 .collect::<Vec<_>>(),
             "volume": outcome.volume_stats,
+            "superblocks": meta_report,
             "emu": emu_members
                 .iter()
                 .flatten()

@@ -357,6 +357,7 @@ impl VolumeArgs {
                     rate_bytes_per_s: self.rebuild_rate,
                 }),
                 fast_fail_ns: self.fast_fail,
+                bitmap_region_rows: None,
             },
             "serial" => LayoutSpec::Serial(self.serial_spec().unwrap_or_default()),
             _ => LayoutSpec::Independent,
