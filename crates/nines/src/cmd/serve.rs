@@ -563,3 +563,44 @@ fn set_nonblocking(l: &Listener) -> anyhow::Result<()> {
     }
     .context("cannot make the listening socket non-blocking")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn connection_options_parse_and_refuse_out_of_range_values() {
+        assert_eq!(parse_max_connections("300"), Ok(300));
+        assert!(parse_max_connections("0").is_err());
+        assert!(parse_max_connections("65537").is_err());
+        assert!(parse_max_connections("-1").is_err());
+        assert_eq!(parse_handshake_timeout("700ms"), Ok(700_000_000));
+        assert_eq!(parse_handshake_timeout("10s"), Ok(10_000_000_000));
+        assert!(parse_handshake_timeout("0s").is_err());
+        assert!(parse_handshake_timeout("2h").is_err());
+        assert!(parse_handshake_timeout("soon").is_err());
+    }
+
+    proptest! {
+        /// Any text: a count in range equal to what was written, or an error that says why.
+        #[test]
+        fn max_connections_accepts_only_counts_in_range(s in prop_oneof![".*", "[0-9]{1,7}"]) {
+            match parse_max_connections(&s) {
+                Ok(n) => {
+                    prop_assert!((1..=65536).contains(&n));
+                    prop_assert_eq!(s.parse::<usize>(), Ok(n));
+                }
+                Err(e) => prop_assert!(!e.is_empty()),
+            }
+        }
+
+        /// Any text: a timeout from 1 ms to 1 h, or an error.
+        #[test]
+        fn handshake_timeout_accepts_only_durations_in_range(s in prop_oneof![".*", "[0-9]{1,5}(ms|s|m)"]) {
+            if let Ok(ns) = parse_handshake_timeout(&s) {
+                prop_assert!((1_000_000..=3_600_000_000_000).contains(&ns));
+            }
+        }
+    }
+}
