@@ -27,10 +27,10 @@ use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nines_array::{
     AnyVolume, BufRef, CmdDone, CmdOp, CmdResult, IoResult, MemberCmd, Output, VolIo, VolOp,
@@ -56,8 +56,18 @@ pub const TAGS: u32 = 128;
 pub const IO_THREADS: usize = 8;
 /// The largest request payload (NBD_INFO_BLOCK_SIZE maximum).
 pub const PAYLOAD_MAX_BYTES: u32 = 32 << 20;
-/// Client connections served at once; more are closed at once.
-pub const CONNS_MAX: usize = 64;
+/// Client connections served at once by default (`--max-connections`); more are closed at
+/// once, and the refusal logged. Each costs two threads and, in transmission, its credits.
+pub const CONNS_MAX_DEFAULT: usize = 512;
+/// How long a client may take from its connection to the end of the handshake by default
+/// (`--handshake-timeout`): an idle or stalled socket is closed after it, so it cannot hold a
+/// connection slot for ever.
+pub const HANDSHAKE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// At stop, how long clients get to take the replies still owed to them before their sockets
+/// are shut down both ways (a client that does not read its replies cannot hold the stop).
+pub const STOP_GRACE: Duration = Duration::from_millis(1000);
+/// How often a reader waiting for a credit looks whether the server is stopping.
+const CREDIT_POLL: Duration = Duration::from_millis(100);
 /// A credit's buffer larger than this after a request is given back to the allocator (a few
 /// large requests must not pin CONN_INFLIGHT_MAX x 32 MiB per connection).
 const BUF_KEEP_MAX_BYTES: usize = 1 << 20;
@@ -81,6 +91,8 @@ pub trait Conn: Read + Write + Send + 'static {
     fn shutdown_read(&self);
     /// The socket's descriptor (the core sends replies on it directly when it can).
     fn raw_fd(&self) -> RawFd;
+    /// Read and write timeouts (None: wait for ever), for the handshake.
+    fn set_timeouts(&self, t: Option<Duration>) -> io::Result<()>;
 }
 
 impl Conn for std::os::unix::net::UnixStream {
@@ -95,6 +107,10 @@ impl Conn for std::os::unix::net::UnixStream {
     }
     fn raw_fd(&self) -> RawFd {
         self.as_raw_fd()
+    }
+    fn set_timeouts(&self, t: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(t)?;
+        self.set_write_timeout(t)
     }
 }
 
@@ -112,6 +128,10 @@ impl Conn for std::net::TcpStream {
     fn raw_fd(&self) -> RawFd {
         self.as_raw_fd()
     }
+    fn set_timeouts(&self, t: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(t)?;
+        self.set_write_timeout(t)
+    }
 }
 
 /// A request's buffer, carried by its connection's credit: page-aligned (members may be opened
@@ -120,6 +140,9 @@ pub struct IoBuf {
     data: AlignedBuf,
     /// Bytes in use: the write payload, or the read's data.
     len: usize,
+    /// Bytes at the start of a read's data not sent (an unaligned read was widened to whole
+    /// blocks).
+    skip: usize,
     /// The reply header (NBD headers are at most 32 bytes: no growth).
     header: Vec<u8>,
 }
@@ -129,6 +152,7 @@ impl IoBuf {
         IoBuf {
             data: AlignedBuf::new(BUF_ALIGN_BYTES),
             len: 0,
+            skip: 0,
             header: Vec::with_capacity(32),
         }
     }
@@ -139,10 +163,17 @@ impl IoBuf {
             self.data = AlignedBuf::new(len_bytes.next_multiple_of(BUF_ALIGN_BYTES));
         }
         self.len = len_bytes;
+        self.skip = 0;
     }
 
+    #[cfg(test)]
     fn bytes(&self) -> &[u8] {
         &self.data.as_slice()[..self.len]
+    }
+
+    /// What a read's reply carries: the data less the bytes skipped.
+    fn payload(&self) -> &[u8] {
+        &self.data.as_slice()[self.skip..self.len]
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
@@ -156,6 +187,7 @@ impl IoBuf {
             self.data = AlignedBuf::new(BUF_ALIGN_BYTES);
         }
         self.len = 0;
+        self.skip = 0;
     }
 }
 
@@ -191,6 +223,12 @@ enum Msg {
         conn: usize,
         cookie: u64,
         errno: u32,
+        buf: IoBuf,
+    },
+    /// A request the reader answered itself (CACHE, BLOCK_STATUS): the whole reply is in
+    /// `buf.header`.
+    Answered {
+        conn: usize,
         buf: IoBuf,
     },
     Connected {
@@ -242,6 +280,8 @@ pub struct ServeOutcome {
     pub trims: u64,
     pub write_zeroes: u64,
     pub refused: u64,
+    /// CACHE and BLOCK_STATUS requests, answered by the connection's reader.
+    pub answered_by_reader: u64,
     pub connections: u64,
     pub member_cmds: Vec<u64>,
     /// Member commands the core did itself (no trip through the I/O pool).
@@ -324,18 +364,52 @@ impl Drop for MemberFds {
     }
 }
 
+/// How the server treats connections.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// Connections served at once (handshaking or transmitting); more are closed at once.
+    pub max_connections: usize,
+    /// From the connection to the end of the handshake; a client slower than this is closed.
+    pub handshake_timeout: Duration,
+    /// The export maps one to one onto its only member, a regular file (a passthrough volume
+    /// with no write-back buffer): block status reports that file's holes. Otherwise every
+    /// range is reported allocated (always true to the protocol).
+    pub identity_file_map: bool,
+}
+
+impl Default for ServeConfig {
+    fn default() -> ServeConfig {
+        ServeConfig {
+            max_connections: CONNS_MAX_DEFAULT,
+            handshake_timeout: HANDSHAKE_TIMEOUT_DEFAULT,
+            identity_file_map: false,
+        }
+    }
+}
+
 /// A handle to a running server: hand it connections, then stop it.
 pub struct Server {
     inbox: SyncSender<Msg>,
     export: Arc<Export>,
+    config: ServeConfig,
+    /// The member whose holes block status reports (see [`ServeConfig::identity_file_map`]).
+    map_file: Option<Arc<File>>,
+    /// Set at stop: readers waiting for a credit give up.
+    stopping: Arc<AtomicBool>,
     next_conn: usize,
+    /// Connections refused for the limit, and those not yet logged (one line per second at
+    /// most: a flood of refusals must not flood stderr).
+    refused_conns: u64,
+    refused_unlogged: u64,
+    refused_logged_at: Option<Instant>,
     core: Option<thread::JoinHandle<ServeOutcome>>,
     pool: Vec<thread::JoinHandle<()>>,
     logger: Option<thread::JoinHandle<io::Result<()>>>,
     /// The --lat-log writer thread.
     lat_sink: Option<LatLogSink>,
     cmd_tx: Option<crossbeam_channel::Sender<PoolCmd>>,
-    /// Each connection's reader and a handle to shut its socket down at stop.
+    /// Each connection's thread (its reader, which joins its writer before it ends) and a
+    /// handle to shut its socket down at stop.
     readers: Vec<(thread::JoinHandle<()>, Box<dyn Conn>)>,
 }
 
@@ -353,8 +427,8 @@ struct PoolCmd {
 /// request or a refusal each), two per connection (connected, gone), every member command's
 /// completion, and the shutdown. Senders never find it full, so the core and the pool (which
 /// send to each other) cannot deadlock.
-fn inbox_bound(cmds_max: usize) -> usize {
-    CONNS_MAX * (CONN_INFLIGHT_MAX + 2) + cmds_max + 1
+fn inbox_bound(conns_max: usize, cmds_max: usize) -> usize {
+    conns_max * (CONN_INFLIGHT_MAX + 2) + cmds_max + 1
 }
 
 impl Server {
@@ -364,7 +438,12 @@ impl Server {
         members: Members,
         export: Export,
         logs: ServeLogs,
+        config: ServeConfig,
     ) -> io::Result<Server> {
+        let config = ServeConfig {
+            max_connections: config.max_connections.max(1),
+            ..config
+        };
         let (lat_sink, lat_lane) = match logs.lat {
             None => (None, None),
             Some(file) => {
@@ -398,9 +477,17 @@ impl Server {
             }
         };
         let cmds_max = vol.cmds_max() as usize;
-        let (inbox, rx) = sync_channel::<Msg>(inbox_bound(cmds_max));
+        let (inbox, rx) = sync_channel::<Msg>(inbox_bound(config.max_connections, cmds_max));
         // At most cmds_max member commands are in flight: the core never waits on this queue.
         let (cmd_tx, cmd_rx) = crossbeam_channel::bounded::<PoolCmd>(cmds_max.max(1));
+        // Block status reads the holes of the one member through its own descriptor (lseek
+        // SEEK_DATA/SEEK_HOLE moves no data and is safe from any thread).
+        let map_file = match (config.identity_file_map, members.files.as_slice()) {
+            (true, [Some(f)]) if !members.block_device.first().copied().unwrap_or(true) => {
+                Some(Arc::new(f.try_clone()?))
+            }
+            _ => None,
+        };
         let fds = Arc::new(MemberFds(
             members
                 .files
@@ -430,8 +517,10 @@ impl Server {
             .iter()
             .map(|h| h.as_ref().and_then(crate::emu::EmuHandle::lease))
             .collect();
+        let conns_max = config.max_connections;
+        let block_bytes = export.block_min_bytes;
         let core = thread::spawn(move || {
-            let mut core = Core::new(vol, core_cmd_tx, fds, names, emu);
+            let mut core = Core::new(vol, core_cmd_tx, fds, names, emu, conns_max, block_bytes);
             core.intervals = intervals;
             core.lat = lat_lane;
             core.on_failed = on_failed;
@@ -440,7 +529,13 @@ impl Server {
         Ok(Server {
             inbox,
             export: Arc::new(export),
+            config,
+            map_file,
+            stopping: Arc::new(AtomicBool::new(false)),
             next_conn: 0,
+            refused_conns: 0,
+            refused_unlogged: 0,
+            refused_logged_at: None,
             core: Some(core),
             pool,
             logger,
@@ -450,13 +545,18 @@ impl Server {
         })
     }
 
-    /// Serves one client connection (handshake and transmission on threads of its own).
-    pub fn accept(&mut self, conn: Box<dyn Conn>) -> io::Result<()> {
-        self.readers.retain(|(r, _)| !r.is_finished());
-        if self.readers.len() >= CONNS_MAX {
+    /// Serves one client connection (handshake and transmission on threads of its own), or,
+    /// when `--max-connections` are already served, closes it at once (logged on stderr).
+    /// Returns whether it is served.
+    pub fn accept(&mut self, conn: Box<dyn Conn>) -> io::Result<bool> {
+        if self.live_connections() >= self.config.max_connections {
             conn.shutdown_both();
-            return Ok(());
+            self.refused_conns += 1;
+            self.refused_unlogged += 1;
+            self.log_refusals(false);
+            return Ok(false);
         }
+        self.log_refusals(true);
         let id = self.next_conn;
         self.next_conn += 1;
         let writer = conn.try_clone_conn()?;
@@ -464,27 +564,96 @@ impl Server {
         let inbox = self.inbox.clone();
         let export = Arc::clone(&self.export);
         let shut = conn.try_clone_conn()?;
+        let stopping = Arc::clone(&self.stopping);
+        let handshake_timeout = self.config.handshake_timeout;
+        let map_file = self.map_file.clone();
         let r = thread::spawn(move || {
+            let mut w = None;
             // A protocol violation, a client gone, or an option phase ended by the client:
             // close now (other handles to the socket would keep it open). After DISC the
             // writer closes once every reply is out.
-            if reader(id, conn, writer, &inbox, &export).is_err() {
+            let ctx = ReaderCtx {
+                id,
+                inbox: &inbox,
+                export: &export,
+                stopping: &stopping,
+                handshake_timeout,
+                map_file: map_file.as_deref(),
+            };
+            if reader(&ctx, conn, writer, &mut w).is_err() {
                 shut.shutdown_both();
             }
             let _ = inbox.send(Msg::Gone { conn: id });
+            // The connection ends when its last reply is out (or the client is gone): the
+            // writer returns every credit on every path, so this join is bounded by the
+            // requests in the core.
+            if let Some(w) = w {
+                let _ = w.join();
+            }
         });
         self.readers.push((r, handle));
-        Ok(())
+        Ok(true)
+    }
+
+    /// Connections being served (handshaking, transmitting, or sending their last replies).
+    pub fn live_connections(&mut self) -> usize {
+        self.readers.retain(|(r, _)| !r.is_finished());
+        self.readers.len()
+    }
+
+    /// Connections accepted and served so far.
+    pub fn accepted_connections(&self) -> u64 {
+        self.next_conn as u64
+    }
+
+    /// Connections refused for `--max-connections` so far.
+    pub fn refused_connections(&self) -> u64 {
+        self.refused_conns
+    }
+
+    /// Logs the refusals not yet logged: at most one line a second (`flush`: now, when any).
+    fn log_refusals(&mut self, flush: bool) {
+        if self.refused_unlogged == 0 {
+            return;
+        }
+        let due = self
+            .refused_logged_at
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+        if !due && !flush {
+            return;
+        }
+        eprintln!(
+            "nines: refused {} connection{}: {} already served (--max-connections {}); {} refused in all",
+            self.refused_unlogged,
+            if self.refused_unlogged == 1 { "" } else { "s" },
+            self.config.max_connections,
+            self.config.max_connections,
+            self.refused_conns
+        );
+        self.refused_unlogged = 0;
+        self.refused_logged_at = Some(Instant::now());
     }
 
     /// Stops reading new requests, finishes those in flight, flushes the volume, and returns
-    /// what was counted.
+    /// what was counted. Bounded whatever clients do: clients get [`STOP_GRACE`] to take the
+    /// replies owed to them, then their sockets are shut down both ways.
     pub fn stop(mut self) -> ServeOutcome {
+        self.log_refusals(true);
         // Readers stop at once (a request whose header was read but not its payload is
         // dropped unanswered, as a client's disconnect would); requests already in the core
         // are finished, and the volume flushed, before the core returns.
         for (_, c) in &self.readers {
             c.shutdown_read();
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline && self.live_connections() > 0 {
+            thread::sleep(Duration::from_millis(5));
+        }
+        // Whoever is left does not take its replies (or is still in the handshake): a writer
+        // blocked on a full socket fails now, and returns its credits, which wakes its reader.
+        self.stopping.store(true, Ordering::Release);
+        for (_, c) in &self.readers {
+            c.shutdown_both();
         }
         for (r, _) in self.readers.drain(..) {
             let _ = r.join();
@@ -516,39 +685,122 @@ impl Server {
     }
 }
 
-/// The handshake, then requests until the client disconnects or breaks the protocol.
-fn reader(
+/// What a connection's reader needs besides its socket.
+struct ReaderCtx<'a> {
     id: usize,
+    inbox: &'a SyncSender<Msg>,
+    export: &'a Export,
+    stopping: &'a AtomicBool,
+    handshake_timeout: Duration,
+    map_file: Option<&'a File>,
+}
+
+/// Reads exactly `buf` before `deadline` (the handshake's): the socket's timeouts are set to
+/// what is left before each read, so a client dribbling bytes cannot stretch it.
+fn read_by(conn: &mut dyn Conn, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(handshake_timed_out());
+        }
+        conn.set_timeouts(Some(left))?;
+        match conn.read(&mut buf[done..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(handshake_timed_out());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` before `deadline` (a client that does not read the handshake's answers
+/// is closed too).
+fn write_by(conn: &mut dyn Conn, buf: &[u8], deadline: Instant) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(handshake_timed_out());
+        }
+        conn.set_timeouts(Some(left))?;
+        match conn.write(&buf[done..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(handshake_timed_out());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn handshake_timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "handshake timed out")
+}
+
+/// Discards `len_bytes` of the stream (a refused write's payload), in a fixed buffer.
+fn discard(conn: &mut impl Read, len_bytes: u64) -> io::Result<()> {
+    let n = io::copy(&mut conn.take(len_bytes), &mut io::sink())?;
+    if n < len_bytes {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
+}
+
+/// The handshake (within the handshake timeout), then requests until the client disconnects or
+/// breaks the protocol. `w` receives the connection's writer thread once it is started.
+fn reader(
+    ctx: &ReaderCtx,
     mut conn: Box<dyn Conn>,
     writer: Box<dyn Conn>,
-    inbox: &SyncSender<Msg>,
-    export: &Export,
+    w: &mut Option<thread::JoinHandle<()>>,
 ) -> io::Result<()> {
-    conn.write_all(&nbd::greeting())?;
+    let deadline = Instant::now() + ctx.handshake_timeout;
+    write_by(conn.as_mut(), &nbd::greeting(), deadline)?;
     let mut flags = [0u8; 4];
-    conn.read_exact(&mut flags)?;
+    read_by(conn.as_mut(), &mut flags, deadline)?;
     let client = nbd::client_flags(flags).map_err(io::Error::other)?;
     let mut neg = nbd::Negotiation::new(client);
     let mut data = Vec::with_capacity(nbd::consts::OPT_DATA_MAX as usize);
     let mut out = Vec::new();
     loop {
         let mut h = [0u8; nbd::consts::OPT_HEADER_BYTES];
-        conn.read_exact(&mut h)?;
+        read_by(conn.as_mut(), &mut h, deadline)?;
         let h = nbd::OptHeader::parse(&h).map_err(io::Error::other)?;
         out.clear();
         if h.too_big() {
-            io::copy(
-                &mut (&mut conn).take(u64::from(h.len_bytes)),
-                &mut io::sink(),
-            )?;
+            let mut left = u64::from(h.len_bytes);
+            let mut chunk = [0u8; 4096];
+            while left > 0 {
+                let n = left.min(chunk.len() as u64) as usize;
+                read_by(conn.as_mut(), &mut chunk[..n], deadline)?;
+                left -= n as u64;
+            }
             nbd::too_big_reply(h.option, &mut out);
-            conn.write_all(&out)?;
+            write_by(conn.as_mut(), &out, deadline)?;
             continue;
         }
         data.resize(h.len_bytes as usize, 0);
-        conn.read_exact(&mut data)?;
-        let outcome = neg.option(h.option, &data, export, &mut out);
-        conn.write_all(&out)?;
+        read_by(conn.as_mut(), &mut data, deadline)?;
+        let outcome = neg.option(h.option, &data, ctx.export, &mut out);
+        write_by(conn.as_mut(), &out, deadline)?;
         match outcome {
             OptOutcome::Continue => {}
             OptOutcome::Close => {
@@ -560,6 +812,8 @@ fn reader(
             OptOutcome::Transmit => break,
         }
     }
+    // Transmission waits for requests as long as the client likes (an idle client is legal).
+    conn.set_timeouts(None)?;
     let structured = neg.structured;
     let (reply_tx, reply_rx) = sync_channel::<Reply>(CONN_INFLIGHT_MAX);
     let (credit_tx, credit_rx) = sync_channel::<IoBuf>(CONN_INFLIGHT_MAX);
@@ -575,20 +829,22 @@ fn reader(
         credits: credit_tx.clone(),
         writer_pending: Arc::clone(&writer_pending),
     };
-    let w = thread::spawn(move || writer_thread(writer, &reply_rx, &credit_tx, &writer_pending));
+    // The writer ends when the core drops this connection's reply queue (after the reader's
+    // Gone, once nothing more is owed).
+    *w = Some(thread::spawn(move || {
+        writer_thread(writer, &reply_rx, &credit_tx, &writer_pending);
+    }));
     send(
-        inbox,
+        ctx.inbox,
         Msg::Connected {
-            conn: id,
+            conn: ctx.id,
             link,
             structured,
         },
     )?;
 
     let mut conn = BufReader::with_capacity(READ_BUF_BYTES, conn);
-    let result = transmit(id, &mut conn, inbox, export, &credit_rx);
-    let _ = w; // the writer ends when the core drops this connection's reply queue
-    result
+    transmit(ctx, &mut conn, &credit_rx, neg.negotiated())
 }
 
 fn send(inbox: &SyncSender<Msg>, m: Msg) -> io::Result<()> {
@@ -597,31 +853,64 @@ fn send(inbox: &SyncSender<Msg>, m: Msg) -> io::Result<()> {
         .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "server stopping"))
 }
 
+/// A credit: at once when one is free, else as soon as a reply gives one back. Err once the
+/// server is stopping (a client that does not read its replies cannot hold the stop).
+fn take_credit(credits: &Receiver<IoBuf>, stopping: &AtomicBool) -> io::Result<IoBuf> {
+    // The common case: a credit is free (no clock read for the timed wait).
+    if let Ok(b) = credits.try_recv() {
+        return Ok(b);
+    }
+    loop {
+        match credits.recv_timeout(CREDIT_POLL) {
+            Ok(b) => return Ok(b),
+            Err(RecvTimeoutError::Timeout) if !stopping.load(Ordering::Acquire) => {}
+            Err(_) => {
+                return Err(io::Error::new(io::ErrorKind::BrokenPipe, "server stopping"));
+            }
+        }
+    }
+}
+
+/// Reads a request header; Ok(false) when the client closed cleanly between requests.
+fn read_header(conn: &mut impl Read, h: &mut [u8; nbd::consts::REQUEST_BYTES]) -> io::Result<bool> {
+    let mut done = 0;
+    while done < h.len() {
+        match conn.read(&mut h[done..]) {
+            Ok(0) if done == 0 => return Ok(false),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
 fn transmit(
-    id: usize,
+    ctx: &ReaderCtx,
     conn: &mut impl Read,
-    inbox: &SyncSender<Msg>,
-    export: &Export,
     credits: &Receiver<IoBuf>,
+    neg: nbd::Negotiated,
 ) -> io::Result<()> {
+    let id = ctx.id;
+    let mut extents = Vec::with_capacity(nbd::consts::BLOCK_STATUS_EXTENTS_MAX);
     loop {
         let mut h = [0u8; nbd::consts::REQUEST_BYTES];
-        conn.read_exact(&mut h)?;
+        if !read_header(conn, &mut h)? {
+            // The client closed (or the server stops reading): replies still owed go out, then
+            // the writer closes.
+            return Ok(());
+        }
         let received_ns = now_ns();
         let raw = nbd::RawRequest::parse(&h).map_err(io::Error::other)?;
-        let checked = nbd::check(&raw, export).map_err(io::Error::other)?;
-        let Ok(mut buf) = credits.recv() else {
-            return Ok(());
-        };
+        let checked = nbd::check(&raw, ctx.export, &neg).map_err(io::Error::other)?;
+        let mut buf = take_credit(credits, ctx.stopping)?;
         match checked {
             Err(r) => {
                 // A refused write's payload is read and dropped (the buffer is not grown).
-                io::copy(
-                    &mut conn.by_ref().take(u64::from(raw.payload_bytes())),
-                    &mut io::sink(),
-                )?;
+                discard(conn, u64::from(raw.payload_bytes()))?;
                 send(
-                    inbox,
+                    ctx.inbox,
                     Msg::Refused {
                         conn: id,
                         cookie: r.cookie,
@@ -630,12 +919,25 @@ fn transmit(
                     },
                 )?;
             }
+            Ok(cmd) if matches!(cmd.kind, CmdKind::Cache | CmdKind::BlockStatus) => {
+                // Answered here, off the core: CACHE is a hint (members are read on demand),
+                // block status needs only the member's map.
+                buf.set_len(0);
+                buf.header.clear();
+                if cmd.kind == CmdKind::Cache {
+                    nbd::reply(&mut buf.header, neg.structured, cmd.cookie, 0);
+                } else {
+                    allocation_map(ctx.map_file, &cmd, ctx.export.size_bytes, &mut extents);
+                    nbd::block_status_reply(&mut buf.header, cmd.cookie, &extents);
+                }
+                send(ctx.inbox, Msg::Answered { conn: id, buf })?;
+            }
             Ok(cmd) => {
                 buf.set_len(raw.payload_bytes() as usize);
                 conn.read_exact(buf.bytes_mut())?;
                 let disc = cmd.kind == CmdKind::Disc;
                 send(
-                    inbox,
+                    ctx.inbox,
                     Msg::Request {
                         conn: id,
                         cmd,
@@ -647,6 +949,55 @@ fn transmit(
                     return Ok(());
                 }
             }
+        }
+    }
+}
+
+/// The `base:allocation` extents of a request's range: the holes and data of the export's
+/// file when it maps one to one (SEEK_DATA/SEEK_HOLE), else the whole range allocated. At most
+/// [`nbd::consts::BLOCK_STATUS_EXTENTS_MAX`] extents (the client asks again for the rest); one
+/// with REQ_ONE; never past the export.
+fn allocation_map(file: Option<&File>, cmd: &Command, size_bytes: u64, out: &mut Vec<(u32, u32)>) {
+    out.clear();
+    let start = cmd.offset_bytes;
+    let end = (start + u64::from(cmd.len_bytes)).min(size_bytes);
+    let Some(f) = file else {
+        out.push(((end - start) as u32, 0));
+        return;
+    };
+    let fd = f.as_raw_fd();
+    let hole = nbd::consts::STATE_HOLE | nbd::consts::STATE_ZERO;
+    let mut pos = start;
+    while pos < end && out.len() < nbd::consts::BLOCK_STATUS_EXTENTS_MAX {
+        // SAFETY: lseek on an open descriptor; SEEK_DATA/SEEK_HOLE return absolute offsets,
+        // so other threads' use of the descriptor (positional I/O only) is unaffected.
+        let data = unsafe { libc::lseek(fd, pos as i64, libc::SEEK_DATA) };
+        let (next, flags) = if data < 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                // No data at or after pos: a hole to the end of the file.
+                Some(libc::ENXIO) => (end, hole),
+                // The file system cannot tell: report the rest allocated.
+                _ => (end, 0),
+            }
+        } else if data as u64 > pos {
+            (data as u64, hole)
+        } else {
+            // SAFETY: as above.
+            let h = unsafe { libc::lseek(fd, pos as i64, libc::SEEK_HOLE) };
+            if h < 0 || h as u64 <= pos {
+                (end, 0)
+            } else {
+                (h as u64, 0)
+            }
+        };
+        let next = next.min(end);
+        match out.last_mut() {
+            Some((len, f)) if *f == flags => *len += (next - pos) as u32,
+            _ => out.push(((next - pos) as u32, flags)),
+        }
+        pos = next;
+        if cmd.req_one {
+            break;
         }
     }
 }
@@ -696,16 +1047,20 @@ fn writer_thread(
     credits: &SyncSender<IoBuf>,
     pending: &AtomicUsize,
 ) {
+    let mut broken = false;
     while let Ok(Reply {
         mut buf,
         with_data,
         sent_bytes,
     }) = replies.recv()
     {
-        let data = if with_data { buf.bytes() } else { &[] };
-        if write_two(conn.as_mut(), &buf.header, data, sent_bytes).is_err() {
+        let data = if with_data { buf.payload() } else { &[] };
+        if !broken && write_two(conn.as_mut(), &buf.header, data, sent_bytes).is_err() {
+            // The client is gone (or the server stopping shut the socket): later replies are
+            // dropped, but every credit still goes back, so a reader waiting for one (a client
+            // that had every credit out) wakes, finds the socket closed and ends.
             conn.shutdown_both();
-            break;
+            broken = true;
         }
         buf.recycle();
         let _ = credits.try_send(buf);
@@ -848,6 +1203,8 @@ struct Core {
     inflight_cmds: usize,
     member_inflight: Vec<u32>,
     member_state: Vec<MemberState>,
+    /// Errors each member answered (for the stderr lines of layouts that do not fail members).
+    member_errors_seen: Vec<u64>,
     /// Members read from the page cache at once when cached (regular files, buffered).
     read_inline: Vec<bool>,
     /// Page-cache members (regular files): when nothing else is in flight, the core does a
@@ -872,6 +1229,8 @@ struct Core {
     lat: Option<LatLogLane>,
     /// [`Members::on_failed`].
     on_failed: Option<Box<dyn FnMut(u32) + Send>>,
+    /// The export's block: reads are widened to whole blocks.
+    block_bytes: u32,
 }
 
 impl Core {
@@ -881,6 +1240,8 @@ impl Core {
         fds: Arc<MemberFds>,
         names: Vec<String>,
         emu: Vec<Option<EmuLease>>,
+        conns_max: usize,
+        block_bytes: u32,
     ) -> Core {
         let (n, len) = vol.scratch();
         let cmds_max = vol.cmds_max() as usize;
@@ -892,7 +1253,8 @@ impl Core {
             .map(|b| (b.as_mut_ptr(), b.len()))
             .collect();
         Core {
-            host: VolumeHost::new(vol, 0, members > 1),
+            // Member commands are counted for one member too (a passthrough volume's report).
+            host: VolumeHost::new(vol, 0, true),
             cmd_tx,
             bufs: (0..TAGS).map(|_| None).collect(),
             _scratch: scratch,
@@ -900,11 +1262,12 @@ impl Core {
             ptr_scratch,
             slots: (0..TAGS).map(|_| None).collect(),
             free: (0..TAGS).rev().collect(),
-            waiting: VecDeque::with_capacity(CONNS_MAX * CONN_INFLIGHT_MAX),
+            waiting: VecDeque::with_capacity(conns_max * CONN_INFLIGHT_MAX),
             conns: Vec::new(),
             inflight_cmds: 0,
             member_inflight: vec![0; members],
             member_state: vec![MemberState::Working; members],
+            member_errors_seen: vec![0; members],
             read_inline: fds.0.iter().map(|m| !m.block).collect(),
             buffered: fds
                 .0
@@ -923,6 +1286,7 @@ impl Core {
                 trims: 0,
                 write_zeroes: 0,
                 refused: 0,
+                answered_by_reader: 0,
                 connections: 0,
                 member_cmds: vec![0; members],
                 member_cmds_inline: 0,
@@ -937,6 +1301,7 @@ impl Core {
             intervals: None,
             lat: None,
             on_failed: None,
+            block_bytes,
         }
     }
 
@@ -1148,6 +1513,10 @@ impl Core {
                 self.out.refused += 1;
                 self.reply(conn, cookie, 0, errno, buf, false);
             }
+            Msg::Answered { conn, buf } => {
+                self.out.answered_by_reader += 1;
+                self.deliver(conn, buf, false);
+            }
             Msg::Request {
                 conn,
                 cmd,
@@ -1188,9 +1557,24 @@ impl Core {
     /// A member answered an error: if the volume failed it (a redundant layout), report it.
     fn member_error(&mut self, member: u32, errno: i32) {
         let m = member as usize;
-        if self.member_state[m] != MemberState::Working
-            || failed_member(&self.host.volume().stats()) != Some(member)
-        {
+        self.member_errors_seen[m] += 1;
+        if self.member_state[m] != MemberState::Working {
+            return;
+        }
+        if failed_member(&self.host.volume().stats()) != Some(member) {
+            // A layout without redundancy (raid0, passthrough) passes the error to the client;
+            // say so on stderr too, the 1st, 2nd, 4th, 8th... time (bounded output).
+            let n = self.member_errors_seen[m];
+            if n.is_power_of_two() {
+                let name = self.names.get(m).map_or("", String::as_str);
+                eprintln!(
+                    "nines: member {member} ({name}) failed a command at {:.3} s: {} ({n} \
+                     error{} so far); the request failed",
+                    self.now() as f64 / 1e9,
+                    io::Error::from_raw_os_error(errno),
+                    if n == 1 { "" } else { "s" }
+                );
+            }
             return;
         }
         self.member_state[m] = MemberState::Failed;
@@ -1251,11 +1635,20 @@ impl Core {
                 CmdKind::Flush => VolOp::Flush,
                 CmdKind::Trim => VolOp::Trim,
                 CmdKind::WriteZeroes => VolOp::WriteZeroes,
-                CmdKind::Disc => unreachable!("DISC never waits"),
+                CmdKind::Disc | CmdKind::Cache | CmdKind::BlockStatus => {
+                    unreachable!("answered before the volume")
+                }
             };
-            if cmd.kind == CmdKind::Read {
-                buf.set_len(cmd.len_bytes as usize);
-            }
+            // A read covers whole blocks (an unaligned one is widened; only the bytes asked
+            // for are sent).
+            let (offset_bytes, len_bytes) = if cmd.kind == CmdKind::Read {
+                let (start, span, skip) = cmd.aligned_span(self.block_bytes);
+                buf.set_len(span as usize);
+                buf.skip = skip as usize;
+                (start, span as u32)
+            } else {
+                (cmd.offset_bytes, cmd.len_bytes)
+            };
             let data = buf.bytes_mut();
             self.ptr_client[tag as usize] = (data.as_mut_ptr(), data.len());
             self.bufs[tag as usize] = Some(buf);
@@ -1270,8 +1663,8 @@ impl Core {
             let io = VolIo {
                 tag,
                 op,
-                offset_bytes: cmd.offset_bytes,
-                len_bytes: if op == VolOp::Flush { 0 } else { cmd.len_bytes },
+                offset_bytes,
+                len_bytes: if op == VolOp::Flush { 0 } else { len_bytes },
                 fua: cmd.fua,
             };
             let now = self.now();
@@ -1458,9 +1851,13 @@ impl Core {
             CmdKind::Flush => self.out.flushes += 1,
             CmdKind::Trim => self.out.trims += 1,
             CmdKind::WriteZeroes => self.out.write_zeroes += 1,
-            CmdKind::Disc => {}
+            CmdKind::Disc | CmdKind::Cache | CmdKind::BlockStatus => {}
         }
-        let Some(buf) = buf else { return };
+        let Some(mut buf) = buf else { return };
+        if slot.kind == CmdKind::Read {
+            // The blocks around an unaligned read were read: send the bytes asked for.
+            buf.len = buf.skip + slot.len_bytes as usize;
+        }
         if let Some(c) = self.conns.get_mut(slot.conn) {
             c.owed -= 1;
         }
@@ -1499,22 +1896,34 @@ impl Core {
         let Some(c) = self.conns.get(conn) else {
             return;
         };
-        let Some(link) = &c.link else { return };
+        if c.link.is_none() {
+            return;
+        }
         buf.header.clear();
         if with_data {
+            let payload_bytes = buf.payload().len() as u32;
             nbd::read_reply_header(
                 &mut buf.header,
                 c.structured,
                 cookie,
                 offset_bytes,
-                buf.len as u32,
+                payload_bytes,
             );
         } else {
             nbd::reply(&mut buf.header, c.structured, cookie, errno);
         }
+        self.deliver(conn, buf, with_data);
+    }
+
+    /// Sends a reply whose header is built (the core sends it at once when the writer has
+    /// nothing queued, else the writer does), then gives the credit back.
+    fn deliver(&mut self, conn: usize, mut buf: IoBuf, with_data: bool) {
+        let Some(link) = self.conns.get(conn).and_then(|c| c.link.as_ref()) else {
+            return;
+        };
         let mut sent_bytes = 0;
         if link.writer_pending.load(Ordering::Acquire) == 0 {
-            let data = if with_data { buf.bytes() } else { &[] };
+            let data = if with_data { buf.payload() } else { &[] };
             sent_bytes = send_nowait(link.sock.raw_fd(), &buf.header, data);
             if sent_bytes == buf.header.len() + data.len() {
                 buf.recycle();

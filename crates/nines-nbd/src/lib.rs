@@ -10,9 +10,13 @@
 //!
 //! Covered: the fixed newstyle handshake (NO_ZEROES), OPT_EXPORT_NAME, OPT_INFO/OPT_GO with
 //! NBD_INFO_EXPORT, NBD_INFO_NAME, NBD_INFO_DESCRIPTION and NBD_INFO_BLOCK_SIZE, OPT_LIST,
-//! OPT_ABORT, OPT_STRUCTURED_REPLY, NBD_REP_ERR_UNSUP for every other option; READ, WRITE, FLUSH,
-//! TRIM, WRITE_ZEROES (FUA on the writing ones), DISC; simple and structured replies. Replies
-//! carry the request's cookie, so a server may send them in any order.
+//! OPT_ABORT, OPT_STRUCTURED_REPLY, OPT_LIST/SET_META_CONTEXT (`base:allocation`),
+//! NBD_REP_ERR_UNSUP for every other option; READ (at any alignment: the server widens it to
+//! whole blocks), WRITE, FLUSH, TRIM, WRITE_ZEROES (FUA on the writing ones, FAST_ZERO), CACHE,
+//! BLOCK_STATUS, DISC; simple and structured replies. Every request is answered (a write's
+//! payload, even over the maximum, is read and dropped when refused), so a connection never
+//! leaves step; only a bad magic closes. Replies carry the request's cookie, so a server may
+//! send them in any order.
 
 /// Protocol constants (names as in doc/proto.md, without the `NBD_` prefix).
 pub mod consts {
@@ -35,10 +39,13 @@ pub mod consts {
     pub const OPT_INFO: u32 = 6;
     pub const OPT_GO: u32 = 7;
     pub const OPT_STRUCTURED_REPLY: u32 = 8;
+    pub const OPT_LIST_META_CONTEXT: u32 = 9;
+    pub const OPT_SET_META_CONTEXT: u32 = 10;
 
     pub const REP_ACK: u32 = 1;
     pub const REP_SERVER: u32 = 2;
     pub const REP_INFO: u32 = 3;
+    pub const REP_META_CONTEXT: u32 = 4;
     pub const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
     pub const REP_ERR_INVALID: u32 = (1 << 31) + 3;
     pub const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
@@ -57,21 +64,28 @@ pub mod consts {
     pub const FLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
     pub const FLAG_SEND_DF: u16 = 1 << 7;
     pub const FLAG_CAN_MULTI_CONN: u16 = 1 << 8;
+    pub const FLAG_SEND_CACHE: u16 = 1 << 10;
+    pub const FLAG_SEND_FAST_ZERO: u16 = 1 << 11;
 
     pub const CMD_FLAG_FUA: u16 = 1 << 0;
     pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
     pub const CMD_FLAG_DF: u16 = 1 << 2;
+    pub const CMD_FLAG_REQ_ONE: u16 = 1 << 3;
+    pub const CMD_FLAG_FAST_ZERO: u16 = 1 << 4;
 
     pub const CMD_READ: u16 = 0;
     pub const CMD_WRITE: u16 = 1;
     pub const CMD_DISC: u16 = 2;
     pub const CMD_FLUSH: u16 = 3;
     pub const CMD_TRIM: u16 = 4;
+    pub const CMD_CACHE: u16 = 5;
     pub const CMD_WRITE_ZEROES: u16 = 6;
+    pub const CMD_BLOCK_STATUS: u16 = 7;
 
     pub const REPLY_FLAG_DONE: u16 = 1 << 0;
     pub const REPLY_TYPE_NONE: u16 = 0;
     pub const REPLY_TYPE_OFFSET_DATA: u16 = 1;
+    pub const REPLY_TYPE_BLOCK_STATUS: u16 = 5;
     pub const REPLY_TYPE_ERROR: u16 = (1 << 15) + 1;
 
     /// The error values allowed on the wire.
@@ -93,6 +107,15 @@ pub mod consts {
     /// The largest option payload this server reads; larger ones are skipped and answered
     /// NBD_REP_ERR_TOO_BIG (names are at most 4096 bytes by the protocol).
     pub const OPT_DATA_MAX: u32 = 8192;
+
+    /// The one metadata context served, and its id on this server.
+    pub const META_BASE_ALLOCATION: &str = "base:allocation";
+    pub const META_BASE_ALLOCATION_ID: u32 = 1;
+    /// `base:allocation` status flags.
+    pub const STATE_HOLE: u32 = 1 << 0;
+    pub const STATE_ZERO: u32 = 1 << 1;
+    /// The most descriptors one block status reply carries (the spec's bound is 2^20).
+    pub const BLOCK_STATUS_EXTENTS_MAX: usize = 1024;
 }
 
 use consts::*;
@@ -108,8 +131,6 @@ pub enum ProtoError {
     OptionMagic(u64),
     #[error("bad request magic {0:#x}; closing")]
     RequestMagic(u32),
-    #[error("a write of {len_bytes} bytes exceeds the {max_bytes}-byte payload limit; closing")]
-    PayloadTooBig { len_bytes: u32, max_bytes: u32 },
 }
 
 /// What is served: one export.
@@ -123,6 +144,10 @@ pub struct Export {
     pub block_preferred_bytes: u32,
     pub payload_max_bytes: u32,
     pub read_only: bool,
+    /// Whether a fast zero (NBD_CMD_FLAG_FAST_ZERO) is served: a zeroed range is deallocated
+    /// or zeroed by the members without writing it (regular-file members). When false, such
+    /// requests fail at once with ENOTSUP, as the protocol asks.
+    pub fast_zero: bool,
 }
 
 impl Export {
@@ -133,7 +158,9 @@ impl Export {
             | FLAG_SEND_FUA
             | FLAG_SEND_TRIM
             | FLAG_SEND_WRITE_ZEROES
-            | FLAG_CAN_MULTI_CONN;
+            | FLAG_CAN_MULTI_CONN
+            | FLAG_SEND_CACHE
+            | FLAG_SEND_FAST_ZERO;
         if self.read_only {
             f |= FLAG_READ_ONLY;
         }
@@ -222,6 +249,9 @@ pub struct Negotiation {
     pub client: ClientFlags,
     /// Whether structured replies were negotiated (NBD_OPT_STRUCTURED_REPLY).
     pub structured: bool,
+    /// Whether the last NBD_OPT_SET_META_CONTEXT selected `base:allocation` (block status may
+    /// be asked for).
+    pub base_allocation: bool,
 }
 
 impl Negotiation {
@@ -229,6 +259,7 @@ impl Negotiation {
         Negotiation {
             client,
             structured: false,
+            base_allocation: false,
         }
     }
 
@@ -285,6 +316,10 @@ impl Negotiation {
                 OptOutcome::Continue
             }
             OPT_INFO | OPT_GO => self.info(option, data, export, out),
+            OPT_LIST_META_CONTEXT | OPT_SET_META_CONTEXT => {
+                self.meta_context(option, data, export, out);
+                OptOutcome::Continue
+            }
             _ => {
                 opt_reply(out, option, REP_ERR_UNSUP, b"option not supported");
                 OptOutcome::Continue
@@ -347,6 +382,104 @@ impl Negotiation {
         } else {
             OptOutcome::Continue
         }
+    }
+}
+
+impl Negotiation {
+    /// NBD_OPT_LIST_META_CONTEXT / NBD_OPT_SET_META_CONTEXT: the one context served is
+    /// `base:allocation` (queries `base:` and `base:allocation` match it; other namespaces are
+    /// ignored, as the protocol asks).
+    fn meta_context(&mut self, option: u32, data: &[u8], export: &Export, out: &mut Vec<u8>) {
+        let set = option == OPT_SET_META_CONTEXT;
+        if set {
+            // Whatever the outcome, the previous selection is replaced.
+            self.base_allocation = false;
+        }
+        if !self.structured {
+            opt_reply(
+                out,
+                option,
+                REP_ERR_INVALID,
+                b"negotiate structured replies first",
+            );
+            return;
+        }
+        let Some(q) = MetaQuery::parse(data) else {
+            opt_reply(
+                out,
+                option,
+                REP_ERR_INVALID,
+                b"malformed meta context request",
+            );
+            return;
+        };
+        if !export_matches(export, q.name) {
+            opt_reply(out, option, REP_ERR_UNKNOWN, b"no such export");
+            return;
+        }
+        let queries = q.queries();
+        let selected = if queries.is_empty() {
+            // LIST with no query lists everything; SET with none selects nothing.
+            !set
+        } else {
+            queries.iter().any(|&q| {
+                q == META_BASE_ALLOCATION.as_bytes() || (!set && q == b"base:".as_slice())
+            })
+        };
+        if selected {
+            let mut rep = Vec::with_capacity(4 + META_BASE_ALLOCATION.len());
+            let id = if set { META_BASE_ALLOCATION_ID } else { 0 };
+            rep.extend_from_slice(&id.to_be_bytes());
+            rep.extend_from_slice(META_BASE_ALLOCATION.as_bytes());
+            opt_reply(out, option, REP_META_CONTEXT, &rep);
+            if set {
+                self.base_allocation = true;
+            }
+        }
+        opt_reply(out, option, REP_ACK, &[]);
+    }
+}
+
+/// A meta context option's payload: export name, then length-prefixed queries.
+struct MetaQuery<'a> {
+    name: &'a [u8],
+    rest: &'a [u8],
+    count: usize,
+}
+
+impl<'a> MetaQuery<'a> {
+    fn parse(data: &'a [u8]) -> Option<MetaQuery<'a>> {
+        let name_len = u32::from_be_bytes(data.get(..4)?.try_into().ok()?) as usize;
+        let name = data.get(4..4usize.checked_add(name_len)?)?;
+        let rest = &data[4 + name_len..];
+        let count = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        let q = MetaQuery {
+            name,
+            rest: &rest[4..],
+            count,
+        };
+        // Every query must lie inside the payload, and nothing may follow the last.
+        let mut at = 0usize;
+        for _ in 0..count {
+            let len = u32::from_be_bytes(q.rest.get(at..at + 4)?.try_into().ok()?) as usize;
+            at = at.checked_add(4)?.checked_add(len)?;
+            if at > q.rest.len() {
+                return None;
+            }
+        }
+        (at == q.rest.len()).then_some(q)
+    }
+
+    fn queries(&self) -> Vec<&'a [u8]> {
+        let mut v = Vec::with_capacity(self.count);
+        let mut at = 0usize;
+        for _ in 0..self.count {
+            let len =
+                u32::from_be_bytes(self.rest[at..at + 4].try_into().expect("4 bytes")) as usize;
+            v.push(&self.rest[at + 4..at + 4 + len]);
+            at += 4 + len;
+        }
+        v
     }
 }
 
@@ -443,6 +576,10 @@ pub enum CmdKind {
     WriteZeroes,
     /// Disconnect: finish what is in flight, then close.
     Disc,
+    /// A hint to load the range (answered at once: members are read on demand).
+    Cache,
+    /// `base:allocation` block status of the range.
+    BlockStatus,
 }
 
 /// A request checked against the export: its range lies inside it and is aligned.
@@ -453,6 +590,25 @@ pub struct Command {
     pub offset_bytes: u64,
     pub len_bytes: u32,
     pub fua: bool,
+    /// WRITE_ZEROES with NBD_CMD_FLAG_FAST_ZERO (the export serves it fast).
+    pub fast_zero: bool,
+    /// WRITE_ZEROES with NBD_CMD_FLAG_NO_HOLE (allocate, do not punch).
+    pub no_hole: bool,
+    /// BLOCK_STATUS with NBD_CMD_FLAG_REQ_ONE (one descriptor, not past the range).
+    pub req_one: bool,
+}
+
+impl Command {
+    /// The range a read covers on the volume: the request widened to whole blocks of
+    /// `block_bytes` (a power of two). A read need not be aligned (the protocol's default
+    /// minimum block is 1 byte); the server reads the blocks around it and sends the bytes
+    /// asked for. Returns (offset, length, bytes to skip at its start).
+    pub fn aligned_span(&self, block_bytes: u32) -> (u64, u64, u32) {
+        let b = u64::from(block_bytes.max(1));
+        let start = self.offset_bytes / b * b;
+        let end = (self.offset_bytes + u64::from(self.len_bytes)).div_ceil(b) * b;
+        (start, end - start, (self.offset_bytes - start) as u32)
+    }
 }
 
 /// A request refused with an NBD error (the connection goes on; a write's payload is
@@ -464,14 +620,14 @@ pub struct Refusal {
 }
 
 /// Checks a request against the export: `Ok(Ok(cmd))` to serve, `Ok(Err(refusal))` to answer
-/// with an error, `Err` to close (a write payload over the maximum cannot be skipped sensibly).
-pub fn check(req: &RawRequest, export: &Export) -> Result<Result<Command, Refusal>, ProtoError> {
-    if req.kind == CMD_WRITE && req.len_bytes > export.payload_max_bytes {
-        return Err(ProtoError::PayloadTooBig {
-            len_bytes: req.len_bytes,
-            max_bytes: export.payload_max_bytes,
-        });
-    }
+/// with an error (a write's payload is then read and dropped by the loop, so the connection
+/// stays in step, whatever its length). `neg`: what was negotiated (block status needs
+/// `base:allocation`). The `Result` is kept for violations that must close; none is left here.
+pub fn check(
+    req: &RawRequest,
+    export: &Export,
+    neg: &Negotiated,
+) -> Result<Result<Command, Refusal>, ProtoError> {
     let refuse = |errno| {
         Ok(Err(Refusal {
             cookie: req.cookie,
@@ -485,10 +641,17 @@ pub fn check(req: &RawRequest, export: &Export) -> Result<Result<Command, Refusa
         CMD_TRIM => CmdKind::Trim,
         CMD_WRITE_ZEROES => CmdKind::WriteZeroes,
         CMD_DISC => CmdKind::Disc,
+        CMD_CACHE => CmdKind::Cache,
+        CMD_BLOCK_STATUS if neg.base_allocation && neg.structured => CmdKind::BlockStatus,
         _ => return refuse(EINVAL),
     };
-    let known = CMD_FLAG_FUA | CMD_FLAG_NO_HOLE | CMD_FLAG_DF;
+    let known =
+        CMD_FLAG_FUA | CMD_FLAG_NO_HOLE | CMD_FLAG_DF | CMD_FLAG_REQ_ONE | CMD_FLAG_FAST_ZERO;
     if req.flags & !known != 0 {
+        return refuse(EINVAL);
+    }
+    let fast_zero = req.flags & CMD_FLAG_FAST_ZERO != 0;
+    if fast_zero && kind != CmdKind::WriteZeroes {
         return refuse(EINVAL);
     }
     let fua = req.flags & CMD_FLAG_FUA != 0;
@@ -498,6 +661,9 @@ pub fn check(req: &RawRequest, export: &Export) -> Result<Result<Command, Refusa
         offset_bytes: req.offset_bytes,
         len_bytes: req.len_bytes,
         fua,
+        fast_zero,
+        no_hole: req.flags & CMD_FLAG_NO_HOLE != 0,
+        req_one: req.flags & CMD_FLAG_REQ_ONE != 0,
     };
     match kind {
         CmdKind::Flush | CmdKind::Disc => return Ok(Ok(cmd)),
@@ -510,7 +676,7 @@ pub fn check(req: &RawRequest, export: &Export) -> Result<Result<Command, Refusa
     if req.len_bytes == 0 {
         return refuse(EINVAL);
     }
-    if matches!(kind, CmdKind::Read) && req.len_bytes > export.payload_max_bytes {
+    if matches!(kind, CmdKind::Read | CmdKind::Write) && req.len_bytes > export.payload_max_bytes {
         return refuse(EOVERFLOW);
     }
     let end = req.offset_bytes.checked_add(u64::from(req.len_bytes));
@@ -522,11 +688,60 @@ pub fn check(req: &RawRequest, export: &Export) -> Result<Result<Command, Refusa
             EINVAL
         });
     }
-    let min = u64::from(export.block_min_bytes);
-    if !req.offset_bytes.is_multiple_of(min) || !u64::from(req.len_bytes).is_multiple_of(min) {
-        return refuse(EINVAL);
+    if fast_zero && !export.fast_zero {
+        // Fail fast and change nothing: the client writes the zeroes itself.
+        return refuse(ENOTSUP);
+    }
+    match kind {
+        // Reads (and the hints) are served at any alignment: the blocks around the range are
+        // read and only the bytes asked for sent. The widened read must fit one payload.
+        CmdKind::Read => {
+            let (_, span, _) = cmd.aligned_span(export.block_min_bytes);
+            if span > u64::from(export.payload_max_bytes) {
+                return refuse(EOVERFLOW);
+            }
+        }
+        CmdKind::Cache | CmdKind::BlockStatus => {}
+        // Writes, trims and zeroes must be aligned to the advertised minimum block (a
+        // read-modify-write of a partial block is not done): refused cleanly, data untouched.
+        _ => {
+            let min = u64::from(export.block_min_bytes);
+            if !req.offset_bytes.is_multiple_of(min)
+                || !u64::from(req.len_bytes).is_multiple_of(min)
+            {
+                return refuse(EINVAL);
+            }
+        }
     }
     Ok(Ok(cmd))
+}
+
+/// What the negotiation settled that requests are checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Negotiated {
+    pub structured: bool,
+    pub base_allocation: bool,
+}
+
+impl Negotiation {
+    pub fn negotiated(&self) -> Negotiated {
+        Negotiated {
+            structured: self.structured,
+            base_allocation: self.base_allocation,
+        }
+    }
+}
+
+/// A block status reply: one NBD_REPLY_TYPE_BLOCK_STATUS chunk for `base:allocation` with the
+/// descriptors (length, status flags), done.
+pub fn block_status_reply(out: &mut Vec<u8>, cookie: u64, extents: &[(u32, u32)]) {
+    let len = 4 + 8 * extents.len() as u32;
+    chunk_header(out, REPLY_FLAG_DONE, REPLY_TYPE_BLOCK_STATUS, cookie, len);
+    out.extend_from_slice(&META_BASE_ALLOCATION_ID.to_be_bytes());
+    for &(l, f) in extents {
+        out.extend_from_slice(&l.to_be_bytes());
+        out.extend_from_slice(&f.to_be_bytes());
+    }
 }
 
 /// An OS errno as one of the values allowed on the wire (doc/proto.md "Error values").

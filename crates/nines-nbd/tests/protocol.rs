@@ -15,6 +15,7 @@ fn export() -> Export {
         block_preferred_bytes: 4096,
         payload_max_bytes: 32 << 20,
         read_only: false,
+        fast_zero: false,
     }
 }
 
@@ -115,6 +116,8 @@ fn go_answers_export_block_size_name_then_ack_and_transmits() {
         FLAG_SEND_TRIM,
         FLAG_SEND_WRITE_ZEROES,
         FLAG_CAN_MULTI_CONN,
+        FLAG_SEND_CACHE,
+        FLAG_SEND_FAST_ZERO,
     ] {
         assert_ne!(flags & f, 0, "flag {f:#x} missing");
     }
@@ -127,6 +130,93 @@ fn go_answers_export_block_size_name_then_ack_and_transmits() {
     );
     assert_eq!(&r[2].2[..], [&INFO_NAME.to_be_bytes()[..], b"vol"].concat());
     assert_eq!((r[3].1, r[3].2.len()), (REP_ACK, 0));
+}
+
+fn meta_payload(name: &[u8], queries: &[&[u8]]) -> Vec<u8> {
+    let mut d = (name.len() as u32).to_be_bytes().to_vec();
+    d.extend_from_slice(name);
+    d.extend_from_slice(&(queries.len() as u32).to_be_bytes());
+    for q in queries {
+        d.extend_from_slice(&(q.len() as u32).to_be_bytes());
+        d.extend_from_slice(q);
+    }
+    d
+}
+
+#[test]
+fn meta_contexts_select_base_allocation_only_after_structured_replies() {
+    let e = export();
+    let mut n = Negotiation::new(ClientFlags { no_zeroes: true });
+    let mut out = Vec::new();
+    let set = meta_payload(b"vol", &[b"base:allocation", b"qemu:dirty-bitmap:x"]);
+    n.option(OPT_SET_META_CONTEXT, &set, &e, &mut out);
+    assert_eq!(opt_replies(&out)[0].1, REP_ERR_INVALID, "before structured");
+    assert!(!n.base_allocation);
+    n.option(OPT_STRUCTURED_REPLY, &[], &e, &mut out);
+    // LIST with no query lists base:allocation (id 0), then ACK.
+    out.clear();
+    n.option(OPT_LIST_META_CONTEXT, &meta_payload(b"", &[]), &e, &mut out);
+    let r = opt_replies(&out);
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0].1, REP_META_CONTEXT);
+    assert_eq!(
+        &r[0].2[..],
+        [&0u32.to_be_bytes()[..], b"base:allocation"].concat()
+    );
+    assert_eq!(r[1].1, REP_ACK);
+    assert!(!n.base_allocation, "LIST selects nothing");
+    // SET selects it with its id; the unknown namespace is ignored.
+    out.clear();
+    n.option(OPT_SET_META_CONTEXT, &set, &e, &mut out);
+    let r = opt_replies(&out);
+    assert_eq!(r.len(), 2);
+    assert_eq!(
+        &r[0].2[..],
+        [
+            &META_BASE_ALLOCATION_ID.to_be_bytes()[..],
+            b"base:allocation"
+        ]
+        .concat()
+    );
+    assert!(n.base_allocation);
+    // A SET selecting nothing, or malformed, or for another export, clears the selection.
+    for (d, kind) in [
+        (meta_payload(b"vol", &[]), REP_ACK),
+        (
+            meta_payload(b"other", &[b"base:allocation"]),
+            REP_ERR_UNKNOWN,
+        ),
+        (set[..set.len() - 1].to_vec(), REP_ERR_INVALID),
+    ] {
+        n.option(OPT_SET_META_CONTEXT, &set, &e, &mut out);
+        assert!(n.base_allocation);
+        out.clear();
+        n.option(OPT_SET_META_CONTEXT, &d, &e, &mut out);
+        assert_eq!(opt_replies(&out).last().unwrap().1, kind);
+        assert!(!n.base_allocation);
+    }
+}
+
+#[test]
+fn block_status_reply_layout() {
+    let mut out = Vec::new();
+    block_status_reply(&mut out, 7, &[(4096, STATE_HOLE | STATE_ZERO), (512, 0)]);
+    assert_eq!(be32(&out), STRUCTURED_REPLY_MAGIC);
+    assert_eq!(be16(&out[4..]), REPLY_FLAG_DONE);
+    assert_eq!(be16(&out[6..]), REPLY_TYPE_BLOCK_STATUS);
+    assert_eq!(be64(&out[8..]), 7);
+    assert_eq!(be32(&out[16..]), 4 + 16);
+    assert_eq!(be32(&out[20..]), META_BASE_ALLOCATION_ID);
+    assert_eq!(
+        (
+            be32(&out[24..]),
+            be32(&out[28..]),
+            be32(&out[32..]),
+            be32(&out[36..])
+        ),
+        (4096, 3, 512, 0)
+    );
+    assert_eq!(out.len(), 40);
 }
 
 #[test]
@@ -161,7 +251,7 @@ fn list_abort_unknown_and_export_name() {
     );
     assert_eq!(r[1].1, REP_ACK);
     out.clear();
-    for opt in [OPT_STARTTLS, 4, 9, 10, 11, 0x7fff_ffff] {
+    for opt in [OPT_STARTTLS, 4, 11, 0x7fff_ffff] {
         assert_eq!(
             n.option(opt, b"xyz", &export(), &mut out),
             OptOutcome::Continue
@@ -221,21 +311,76 @@ fn req(kind: u16, flags: u16, offset_bytes: u64, len_bytes: u32) -> RawRequest {
 #[test]
 fn requests_past_the_end_unaligned_unknown_or_empty_are_refused_with_valid_errors() {
     let e = export();
-    let refused = |r: RawRequest| check(&r, &e).unwrap().unwrap_err().errno;
+    let n = Negotiated::default();
+    let refused = |r: RawRequest| check(&r, &e, &n).unwrap().unwrap_err().errno;
     assert_eq!(refused(req(CMD_WRITE, 0, (1 << 20) - 512, 1024)), ENOSPC);
     assert_eq!(refused(req(CMD_WRITE_ZEROES, 0, 1 << 20, 512)), ENOSPC);
     assert_eq!(refused(req(CMD_READ, 0, 1 << 20, 512)), EINVAL);
     assert_eq!(refused(req(CMD_TRIM, 0, u64::MAX - 100, 512)), EINVAL);
-    assert_eq!(refused(req(CMD_READ, 0, 100, 512)), EINVAL);
+    // Unaligned writes, trims and zeroes are refused; unaligned reads are served.
+    assert_eq!(refused(req(CMD_WRITE, 0, 100, 512)), EINVAL);
+    assert_eq!(refused(req(CMD_TRIM, 0, 0, 100)), EINVAL);
     assert_eq!(refused(req(CMD_READ, 0, 0, 0)), EINVAL);
-    assert_eq!(refused(req(5, 0, 0, 512)), EINVAL); // CACHE: not advertised
     assert_eq!(refused(req(CMD_READ, 1 << 9, 0, 512)), EINVAL); // unknown flag
     assert_eq!(refused(req(CMD_READ, 0, 0, (32 << 20) + 512)), EOVERFLOW);
-    assert!(matches!(
-        check(&req(CMD_WRITE, 0, 0, (32 << 20) + 512), &e),
-        Err(ProtoError::PayloadTooBig { .. })
-    ));
-    let ok = check(&req(CMD_WRITE, CMD_FLAG_FUA, 4096, 8192), &e)
+    // A write payload over the maximum is refused (the loop reads and drops it), not closed.
+    assert_eq!(refused(req(CMD_WRITE, 0, 0, (32 << 20) + 512)), EOVERFLOW);
+    assert_eq!(refused(req(CMD_WRITE, 0, 0, u32::MAX)), EOVERFLOW);
+    // nbd-tester-client -o: offset 1, 1 MiB + 14, served as the blocks around it.
+    let big = Export {
+        size_bytes: 64 << 20,
+        ..export()
+    };
+    let r = check(&req(CMD_READ, 0, 1, (1 << 20) + 14), &big, &n)
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.aligned_span(512), (0, (1 << 20) + 512, 1));
+    // The widened read must fit one payload.
+    assert_eq!(
+        check(&req(CMD_READ, 0, 1, 32 << 20), &big, &n)
+            .unwrap()
+            .unwrap_err()
+            .errno,
+        EOVERFLOW
+    );
+    // CACHE is served; block status only after base:allocation was selected.
+    assert_eq!(
+        check(&req(CMD_CACHE, 0, 0, 512), &e, &n)
+            .unwrap()
+            .unwrap()
+            .kind,
+        CmdKind::Cache
+    );
+    assert_eq!(refused(req(CMD_BLOCK_STATUS, 0, 0, 512)), EINVAL);
+    let meta = Negotiated {
+        structured: true,
+        base_allocation: true,
+    };
+    let bs = check(&req(CMD_BLOCK_STATUS, CMD_FLAG_REQ_ONE, 0, 512), &e, &meta)
+        .unwrap()
+        .unwrap();
+    assert_eq!((bs.kind, bs.req_one), (CmdKind::BlockStatus, true));
+    // Fast zero: only on WRITE_ZEROES; ENOTSUP at once where zeroes are not fast.
+    assert_eq!(
+        refused(req(CMD_WRITE_ZEROES, CMD_FLAG_FAST_ZERO, 0, 512)),
+        ENOTSUP
+    );
+    assert_eq!(refused(req(CMD_WRITE, CMD_FLAG_FAST_ZERO, 0, 512)), EINVAL);
+    let fast = Export {
+        fast_zero: true,
+        ..export()
+    };
+    assert!(
+        check(
+            &req(CMD_WRITE_ZEROES, CMD_FLAG_FAST_ZERO, 0, 512),
+            &fast,
+            &n
+        )
+        .unwrap()
+        .unwrap()
+        .fast_zero
+    );
+    let ok = check(&req(CMD_WRITE, CMD_FLAG_FUA, 4096, 8192), &e, &n)
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -247,14 +392,17 @@ fn requests_past_the_end_unaligned_unknown_or_empty_are_refused_with_valid_error
         ..export()
     };
     assert_eq!(
-        check(&req(CMD_WRITE, 0, 0, 512), &ro)
+        check(&req(CMD_WRITE, 0, 0, 512), &ro, &n)
             .unwrap()
             .unwrap_err()
             .errno,
         EPERM
     );
     assert_eq!(
-        check(&req(CMD_FLUSH, 0, 0, 0), &e).unwrap().unwrap().kind,
+        check(&req(CMD_FLUSH, 0, 0, 0), &e, &n)
+            .unwrap()
+            .unwrap()
+            .kind,
         CmdKind::Flush
     );
 }
@@ -317,9 +465,9 @@ proptest! {
         }
     }
 
-    /// Any request header: refused with a valid error, or accepted only inside the export and
-    /// aligned; a write payload over the maximum closes. Parsing a header with any magic other
-    /// than the request magic closes.
+    /// Any request header: refused with a valid error, or accepted only inside the export
+    /// (writes, trims and zeroes aligned; reads widened to blocks within one payload); never
+    /// closed. Parsing a header with any magic other than the request magic closes.
     #[test]
     fn any_request_is_refused_validly_or_inside_the_export(kind in prop_oneof![0u16..10, any::<u16>()],
                                                            flags in prop_oneof![0u16..8, any::<u16>()],
@@ -332,14 +480,23 @@ proptest! {
         prop_assert_eq!(RawRequest::parse(&bytes), Ok(r));
         bytes[..4].copy_from_slice(&magic.to_be_bytes());
         prop_assert_eq!(RawRequest::parse(&bytes).is_err(), magic != REQUEST_MAGIC);
-        match check(&r, &e) {
-            Err(_) => prop_assert!(kind == CMD_WRITE && len > e.payload_max_bytes),
+        let meta = Negotiated { structured: true, base_allocation: flags & 1 == 0 };
+        match check(&r, &e, &meta) {
+            Err(_) => prop_assert!(false, "a request closed the connection"),
             Ok(Err(refusal)) => {
                 prop_assert_eq!(refusal.cookie, 42);
                 prop_assert!(VALID_ERRORS.contains(&refusal.errno));
             }
             Ok(Ok(cmd)) => match cmd.kind {
                 CmdKind::Flush | CmdKind::Disc => {}
+                CmdKind::Read | CmdKind::Cache | CmdKind::BlockStatus => {
+                    prop_assert!(cmd.len_bytes > 0);
+                    prop_assert!(cmd.offset_bytes + u64::from(cmd.len_bytes) <= e.size_bytes);
+                    let (start, span, skip) = cmd.aligned_span(512);
+                    prop_assert!(start % 512 == 0 && span % 512 == 0 && start + span <= e.size_bytes);
+                    prop_assert!(span <= u64::from(e.payload_max_bytes));
+                    prop_assert_eq!(start + u64::from(skip), cmd.offset_bytes);
+                }
                 _ => {
                     prop_assert!(cmd.len_bytes > 0);
                     prop_assert!(cmd.offset_bytes + u64::from(cmd.len_bytes) <= e.size_bytes);

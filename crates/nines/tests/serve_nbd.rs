@@ -391,10 +391,12 @@ fn hostile_clients_get_protocol_answers_and_never_crash_the_server() {
     assert_eq!(simple(&mut c), (28, 1));
     c.write_all(&req(0, 2, u64::MAX - 511, 512)).unwrap();
     assert_eq!(simple(&mut c), (22, 2));
-    // Unknown command, unaligned read: EINVAL.
+    // Unknown command, unaligned write: EINVAL (an unaligned read is served: the protocol's
+    // default minimum block is 1 byte).
     c.write_all(&req(42, 3, 0, 512)).unwrap();
     assert_eq!(simple(&mut c), (22, 3));
-    c.write_all(&req(0, 4, 3, 512)).unwrap();
+    c.write_all(&req(1, 4, 3, 512)).unwrap();
+    c.write_all(&[0xeeu8; 512]).unwrap();
     assert_eq!(simple(&mut c), (22, 4));
     // A good read still works on the same connection, and the refused write touched nothing.
     c.write_all(&req(0, 5, (1 << 20) - 1024, 1024)).unwrap();

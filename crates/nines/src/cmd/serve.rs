@@ -15,7 +15,9 @@ use nines_core::hdrlog::IntervalLog;
 use nines_core::latlog::{self, LatLogHeader};
 use nines_core::op::Op;
 use nines_core::units::DEFAULT_PERCENTILES;
-use nines_io::serve::{HdrSink, Members, PAYLOAD_MAX_BYTES, ServeLogs, Server, TAGS};
+use nines_io::serve::{
+    CONNS_MAX_DEFAULT, HdrSink, Members, PAYLOAD_MAX_BYTES, ServeConfig, ServeLogs, Server, TAGS,
+};
 use nines_io::target::{Target, TargetOptions};
 use nines_nbd::Export;
 
@@ -83,6 +85,33 @@ pub struct Args {
     /// Percentiles in the --json report (default 50,90,99,99.9,99.99,99.999,99.9999).
     #[arg(long, value_parser = parse_pct)]
     pub percentiles: Option<PercentileList>,
+    /// Connections served at once (handshaking or transmitting); more are closed at once and
+    /// the refusals logged on stderr.
+    #[arg(long, default_value_t = CONNS_MAX_DEFAULT, value_parser = parse_max_connections)]
+    pub max_connections: usize,
+    /// A client that has not finished the handshake this long after connecting is closed (an
+    /// idle socket cannot hold a connection slot).
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_handshake_timeout)]
+    pub handshake_timeout: u64,
+    /// Write the server's process id here once it listens (removed at exit).
+    #[arg(long, value_name = "FILE")]
+    pub pidfile: Option<PathBuf>,
+}
+
+fn parse_max_connections(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=65536).contains(&n) => Ok(n),
+        Ok(_) => Err("must be 1 to 65536".into()),
+        Err(e) => Err(format!("not a count of connections: {e}")),
+    }
+}
+
+fn parse_handshake_timeout(s: &str) -> Result<u64, String> {
+    match nines_core::units::parse_duration_ns(s) {
+        Ok(v) if (1_000_000..=3_600_000_000_000).contains(&v) => Ok(v),
+        Ok(_) => Err("must be 1ms to 1h".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn parse_interval(s: &str) -> Result<u64, String> {
@@ -169,6 +198,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     let mut sizes: Vec<u64> = members.iter().map(Target::size_bytes).collect();
+    let all_files = members
+        .iter()
+        .all(|t| t.file().is_some() && !t.is_block_device());
+    let plain_layout = spec.shaping().is_none()
+        && matches!(
+            spec.base(),
+            nines_array::LayoutSpec::Independent | nines_array::LayoutSpec::Raid0 { .. }
+        );
     let block_bytes = members
         .iter()
         .map(Target::logical_block_bytes)
@@ -226,12 +263,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         block_preferred_bytes: vol.block_bytes().max(4096),
         payload_max_bytes: PAYLOAD_MAX_BYTES,
         read_only: args.read_only,
+        // Zeroes are fast where every member is a regular file zeroed by fallocate and no
+        // parity or write-back buffer turns them into writes.
+        fast_zero: all_files && plain_layout,
     };
     // The handler first: a supervisor may signal as soon as the socket appears, and a SIGTERM
     // before it would kill serve with no report and the socket file left behind.
     nines_io::sched::install_interrupt_handler()
         .context("cannot install the SIGINT/SIGTERM handler")?;
-    let listener = listen(&args)?;
+    let (listener, activated) = listen(&args)?;
     let files = members
         .iter()
         .map(|t| t.file().map(std::fs::File::try_clone).transpose())
@@ -244,6 +284,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     drop(members);
     let layout = vol.layout();
     let size_bytes = export.size_bytes;
+    // One regular file served as is: block status can report its holes.
+    let identity_file_map = all_files
+        && files.len() == 1
+        && spec.shaping().is_none()
+        && matches!(spec.base(), nines_array::LayoutSpec::Independent);
     let hdr = match &args.hdr_log {
         None => None,
         Some(path) => {
@@ -315,8 +360,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             hdr: hdr_sink,
             lat: lat_file,
         },
+        ServeConfig {
+            max_connections: args.max_connections,
+            handshake_timeout: Duration::from_nanos(args.handshake_timeout),
+            identity_file_map,
+        },
     )
     .context("cannot start the server")?;
+    if let Some(p) = &args.pidfile {
+        std::fs::write(p, format!("{}\n", std::process::id()))
+            .with_context(|| format!("--pidfile: cannot write {}", p.display()))?;
+    }
     if let nines_array::LayoutSpec::Serial(sp) = spec.base()
         && !sp.persist
     {
@@ -336,6 +390,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.export
     );
     while !nines_io::sched::interrupted() {
+        // Socket activation (nbdinfo/nbdcopy -- [ nines serve ... ]): the server is its
+        // client's, and ends when the last client left, as qemu-nbd and nbdkit do.
+        if activated && server.accepted_connections() > 0 && server.live_connections() == 0 {
+            break;
+        }
         let conn: Option<Box<dyn nines_io::serve::Conn>> = match &listener {
             Listener::Unix(l) => match l.accept() {
                 Ok((s, _)) => Some(Box::new(blocking(s)?)),
@@ -352,10 +411,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             },
         };
         match conn {
-            Some(c) => server.accept(c).context("cannot serve a connection")?,
-            None => std::thread::sleep(Duration::from_millis(20)),
+            Some(c) => {
+                server.accept(c).context("cannot serve a connection")?;
+            }
+            // Wait for the next client, waking often enough to see a signal (or, when
+            // activated, the last client leaving) promptly.
+            None => wait_readable(&listener, 50),
         }
     }
+    let connections_refused = server.refused_connections();
     let outcome = server.stop();
     if let Some(w) = &meta_writer {
         // Stopped and flushed: the bitmap cleared and the array marked clean; a replacement
@@ -372,6 +436,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .context("cannot mark the array clean in its superblocks")?;
     }
     if let Some(p) = &args.socket {
+        let _ = std::fs::remove_file(p);
+    }
+    if let Some(p) = &args.pidfile {
         let _ = std::fs::remove_file(p);
     }
     let percentiles = args
@@ -394,12 +461,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "size_bytes": size_bytes,
             "targets": args.targets,
             "connections": outcome.connections,
+            "connections_refused": connections_refused,
             "read": dir(Op::Read),
             "write": dir(Op::Write),
             "flushes": outcome.flushes,
             "trims": outcome.trims,
             "write_zeroes": outcome.write_zeroes,
             "refused": outcome.refused,
+            "cache_and_block_status": outcome.answered_by_reader,
             "member_cmds": outcome.member_cmds,
             "member_cmds_inline": outcome.member_cmds_inline,
             "member_errors": outcome.member_errors,
@@ -480,9 +549,26 @@ fn blocking(s: std::os::unix::net::UnixStream) -> anyhow::Result<std::os::unix::
     Ok(s)
 }
 
+/// Waits up to `timeout_ms` for a connection on the listener (EINTR, a signal, ends it early).
+fn wait_readable(l: &Listener, timeout_ms: i32) {
+    use std::os::fd::AsRawFd;
+    let fd = match l {
+        Listener::Unix(l) => l.as_raw_fd(),
+        Listener::Tcp(l) => l.as_raw_fd(),
+    };
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd on our own listening socket, alive across the call.
+    unsafe { libc::poll(&mut p, 1, timeout_ms) };
+}
+
 /// The listening socket: systemd-style activation (LISTEN_PID is us, LISTEN_FDS=1: fd 3), or
-/// --socket / --listen. Listeners are non-blocking so SIGINT/SIGTERM are seen promptly.
-fn listen(args: &Args) -> anyhow::Result<Listener> {
+/// --socket / --listen; and whether it came by activation. Listeners are non-blocking so
+/// SIGINT/SIGTERM are seen promptly.
+fn listen(args: &Args) -> anyhow::Result<(Listener, bool)> {
     let activated = std::env::var("LISTEN_PID")
         .ok()
         .and_then(|p| p.parse::<u32>().ok())
@@ -516,7 +602,7 @@ fn listen(args: &Args) -> anyhow::Result<Listener> {
             std::env::remove_var("LISTEN_FDS");
         }
         set_nonblocking(&l)?;
-        return Ok(l);
+        return Ok((l, true));
     }
     let l = match (&args.socket, &args.listen) {
         (Some(p), _) => Listener::Unix(UnixListener::bind(p).with_context(|| {
@@ -534,7 +620,7 @@ fn listen(args: &Args) -> anyhow::Result<Listener> {
         ),
     };
     set_nonblocking(&l)?;
-    Ok(l)
+    Ok((l, false))
 }
 
 fn set_nonblocking(l: &Listener) -> anyhow::Result<()> {
@@ -543,4 +629,45 @@ fn set_nonblocking(l: &Listener) -> anyhow::Result<()> {
         Listener::Tcp(l) => l.set_nonblocking(true),
     }
     .context("cannot make the listening socket non-blocking")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn connection_options_parse_and_refuse_out_of_range_values() {
+        assert_eq!(parse_max_connections("300"), Ok(300));
+        assert!(parse_max_connections("0").is_err());
+        assert!(parse_max_connections("65537").is_err());
+        assert!(parse_max_connections("-1").is_err());
+        assert_eq!(parse_handshake_timeout("700ms"), Ok(700_000_000));
+        assert_eq!(parse_handshake_timeout("10s"), Ok(10_000_000_000));
+        assert!(parse_handshake_timeout("0s").is_err());
+        assert!(parse_handshake_timeout("2h").is_err());
+        assert!(parse_handshake_timeout("soon").is_err());
+    }
+
+    proptest! {
+        /// Any text: a count in range equal to what was written, or an error that says why.
+        #[test]
+        fn max_connections_accepts_only_counts_in_range(s in prop_oneof![".*", "[0-9]{1,7}"]) {
+            match parse_max_connections(&s) {
+                Ok(n) => {
+                    prop_assert!((1..=65536).contains(&n));
+                    prop_assert_eq!(s.parse::<usize>(), Ok(n));
+                }
+                Err(e) => prop_assert!(!e.is_empty()),
+            }
+        }
+
+        /// Any text: a timeout from 1 ms to 1 h, or an error.
+        #[test]
+        fn handshake_timeout_accepts_only_durations_in_range(s in prop_oneof![".*", "[0-9]{1,5}(ms|s|m)"]) {
+            if let Ok(ns) = parse_handshake_timeout(&s) {
+                prop_assert!((1_000_000..=3_600_000_000_000).contains(&ns));
+            }
+        }
+    }
 }

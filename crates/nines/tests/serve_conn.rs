@@ -1,0 +1,550 @@
+//! `nines serve`'s connection lifecycle (issue 30): credits come back on every exit path, so a
+//! client that leaves with requests outstanding locks nothing, SIGTERM ends the server within a
+//! bounded time whatever clients do, idle sockets are closed by the handshake timeout, the
+//! connection limit refuses (and logs) what is over it, many clients are served at once, and a
+//! socket-activated server ends with its last client. Raw clients over Unix sockets, so each
+//! test does exactly what a misbehaving client does.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nines");
+
+const REQUEST_MAGIC: u32 = 0x2560_9513;
+const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+
+fn file(dir: &Path, name: &str, size_bytes: u64) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::File::create(&p)
+        .unwrap()
+        .set_len(size_bytes)
+        .unwrap();
+    p
+}
+
+/// A `nines serve` on a Unix socket, killed on drop (its stderr shown when the test fails).
+struct Serving {
+    child: Option<Child>,
+    socket: PathBuf,
+    err: PathBuf,
+}
+
+impl Serving {
+    fn start(dir: &Path, args: &[&str]) -> Serving {
+        let socket = dir.join("nbd.sock");
+        let _ = std::fs::remove_file(&socket);
+        let err = dir.join("serve.err");
+        let child = Command::new(BIN)
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .args(args)
+            .current_dir(dir)
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("spawn nines serve");
+        let t0 = Instant::now();
+        while !socket.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "nines serve never listened"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Serving {
+            child: Some(child),
+            socket,
+            err,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    /// SIGTERM, then waits at most `limit`: the exit status and how long it took, or None
+    /// (the server is killed then).
+    fn sigterm_within(mut self, limit: Duration) -> Option<(ExitStatus, Duration)> {
+        let mut c = self.child.take().unwrap();
+        let t0 = Instant::now();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        while t0.elapsed() < limit {
+            if let Some(st) = c.try_wait().unwrap() {
+                return Some((st, t0.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        eprintln!("nines serve's stderr:\n{}", self.stderr());
+        None
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("nines serve's stderr:\n{}", self.stderr());
+        }
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn request(kind: u16, cookie: u64, offset_bytes: u64, len_bytes: u32) -> [u8; 28] {
+    let mut b = [0u8; 28];
+    b[..4].copy_from_slice(&REQUEST_MAGIC.to_be_bytes());
+    b[6..8].copy_from_slice(&kind.to_be_bytes());
+    b[8..16].copy_from_slice(&cookie.to_be_bytes());
+    b[16..24].copy_from_slice(&offset_bytes.to_be_bytes());
+    b[24..28].copy_from_slice(&len_bytes.to_be_bytes());
+    b
+}
+
+/// Connects and negotiates with OPT_EXPORT_NAME (simple replies): the export's size.
+fn handshake(socket: &Path) -> std::io::Result<(UnixStream, u64)> {
+    let mut c = UnixStream::connect(socket)?;
+    c.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut g = [0u8; 18];
+    c.read_exact(&mut g)?;
+    assert_eq!(&g[..16], b"NBDMAGICIHAVEOPT");
+    // FIXED_NEWSTYLE | NO_ZEROES, then OPT_EXPORT_NAME "".
+    c.write_all(&3u32.to_be_bytes())?;
+    c.write_all(b"IHAVEOPT")?;
+    c.write_all(&1u32.to_be_bytes())?;
+    c.write_all(&0u32.to_be_bytes())?;
+    let mut r = [0u8; 10];
+    c.read_exact(&mut r)?;
+    Ok((c, u64::from_be_bytes(r[..8].try_into().unwrap())))
+}
+
+/// A simple reply's (error, cookie).
+fn simple_reply(c: &mut UnixStream) -> std::io::Result<(u32, u64)> {
+    let mut r = [0u8; 16];
+    c.read_exact(&mut r)?;
+    assert_eq!(&r[..4], &SIMPLE_REPLY_MAGIC.to_be_bytes());
+    Ok((
+        u32::from_be_bytes(r[4..8].try_into().unwrap()),
+        u64::from_be_bytes(r[8..].try_into().unwrap()),
+    ))
+}
+
+/// One client's whole life: write a pattern at `offset`, read it back, disconnect.
+fn write_read_back(socket: &Path, offset_bytes: u64, seed: u8) -> std::io::Result<()> {
+    let (mut c, _) = handshake(socket)?;
+    let data: Vec<u8> = (0..4096u32).map(|i| (i as u8) ^ seed).collect();
+    c.write_all(&request(1, 1, offset_bytes, 4096))?;
+    c.write_all(&data)?;
+    assert_eq!(simple_reply(&mut c)?, (0, 1));
+    c.write_all(&request(0, 2, offset_bytes, 4096))?;
+    assert_eq!(simple_reply(&mut c)?, (0, 2));
+    let mut back = vec![0u8; 4096];
+    c.read_exact(&mut back)?;
+    assert!(back == data, "offset {offset_bytes}: read back differs");
+    c.write_all(&request(2, 3, 0, 0))?;
+    Ok(())
+}
+
+/// The issue's case: a client pipelines 256 reads of 1 MiB (four times its credits) and
+/// disconnects without reading a reply; another does the same and stays connected, reading
+/// nothing. The server still serves a new client, and SIGTERM ends it within 2 s with the
+/// --json report written. Before the fix the first connection's threads waited for ever for
+/// credits the exited writer never returned, and SIGTERM did nothing.
+#[test]
+fn a_client_leaving_256_requests_unread_locks_nothing_and_sigterm_ends_within_2s() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = file(d, "m0", 256 << 20);
+    let json = d.join("report.json");
+    let s = Serving::start(d, &["--json", json.to_str().unwrap(), m.to_str().unwrap()]);
+    let pipeline = |c: &mut UnixStream| {
+        let mut reqs = Vec::new();
+        for i in 0..256u64 {
+            reqs.extend_from_slice(&request(0, i, i << 20, 1 << 20));
+        }
+        c.write_all(&reqs).unwrap();
+    };
+    let (mut gone, _) = handshake(&s.socket).unwrap();
+    pipeline(&mut gone);
+    let (mut stays, _) = handshake(&s.socket).unwrap();
+    pipeline(&mut stays);
+    // Let the server fill both sockets and run out of credits.
+    std::thread::sleep(Duration::from_millis(500));
+    drop(gone);
+    std::thread::sleep(Duration::from_millis(300));
+    // A new client is served meanwhile.
+    write_read_back(&s.socket, 0, 0x5a).unwrap();
+    let (status, took) = s
+        .sigterm_within(Duration::from_secs(10))
+        .expect("nines serve did not exit within 10 s of SIGTERM");
+    assert!(status.success(), "nines serve failed: {status}");
+    assert!(
+        took <= Duration::from_secs(2),
+        "SIGTERM took {took:?} (goal: 2 s)"
+    );
+    drop(stays);
+    let j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("--json written")).unwrap();
+    let r = &j["nines_serve"];
+    assert_eq!(r["connections"], 3);
+    assert_eq!(r["write"]["ios"], 1);
+    assert!(r["read"]["ios"].as_u64().unwrap() >= 1);
+}
+
+/// 100 idle sockets (connected, never a byte) and 200 clients at once: all 200 are served
+/// (before: 64 connections in all, idle ones held them for ever, 62 of 200 served).
+#[test]
+fn two_hundred_clients_beside_a_hundred_idle_sockets_are_all_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = file(d, "m0", 4 << 20);
+    let s = Serving::start(d, &[m.to_str().unwrap()]);
+    let idle: Vec<UnixStream> = (0..100)
+        .map(|_| UnixStream::connect(&s.socket).unwrap())
+        .collect();
+    let t0 = Instant::now();
+    let clients: Vec<_> = (0..200u64)
+        .map(|i| {
+            let socket = s.socket.clone();
+            std::thread::spawn(move || write_read_back(&socket, i * 4096, i as u8))
+        })
+        .collect();
+    let served = clients
+        .into_iter()
+        .map(|c| c.join().expect("client thread"))
+        .filter(Result::is_ok)
+        .count();
+    assert_eq!(served, 200, "clients served of 200");
+    eprintln!("200 clients served in {:?}", t0.elapsed());
+    // Every write landed where it was sent.
+    let bytes = std::fs::read(&m).unwrap();
+    for i in 0..200usize {
+        assert_eq!(bytes[i * 4096 + 1], 1 ^ i as u8, "block {i}");
+    }
+    drop(idle);
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
+}
+
+/// An idle socket is closed once the handshake timeout passes (it gets the greeting, then EOF);
+/// a connection over --max-connections is closed before the greeting and the refusal is logged;
+/// once a slot frees, a client is served again.
+#[test]
+fn handshake_timeout_closes_idle_sockets_and_refusals_over_the_limit_are_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = file(d, "m0", 1 << 20);
+    let json = d.join("report.json");
+    let s = Serving::start(
+        d,
+        &[
+            "--max-connections",
+            "2",
+            "--handshake-timeout",
+            "700ms",
+            "--json",
+            json.to_str().unwrap(),
+            m.to_str().unwrap(),
+        ],
+    );
+    let t0 = Instant::now();
+    let mut a = UnixStream::connect(&s.socket).unwrap();
+    let mut b = UnixStream::connect(&s.socket).unwrap();
+    // Both get the greeting (they are served), then nothing.
+    let mut g = [0u8; 18];
+    a.read_exact(&mut g).unwrap();
+    b.read_exact(&mut g).unwrap();
+    let mut c = UnixStream::connect(&s.socket).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    assert_eq!(
+        c.read_to_end(&mut rest).unwrap(),
+        0,
+        "over the limit: closed before the greeting"
+    );
+    // The idle ones are closed by the timeout, not before it.
+    a.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(a.read_to_end(&mut rest).unwrap(), 0);
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_millis(600) && waited < Duration::from_secs(4),
+        "idle socket closed after {waited:?} (timeout 700 ms)"
+    );
+    // A slot is free again once the idle sockets are closed.
+    let t1 = Instant::now();
+    loop {
+        match write_read_back(&s.socket, 0, 7) {
+            Ok(()) => break,
+            Err(_) if t1.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("no client served after the idle ones were closed: {e}"),
+        }
+    }
+    let err = s.stderr();
+    assert!(
+        err.contains("refused 1 connection") && err.contains("--max-connections 2"),
+        "refusal not logged: {err}"
+    );
+    let (st, _) = s.sigterm_within(Duration::from_secs(10)).unwrap();
+    assert!(st.success());
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(j["nines_serve"]["connections_refused"], 1);
+}
+
+/// Socket activation (`nbdinfo -- [ nines serve ... ]`): the server ends when its last client
+/// leaves; `--pidfile` holds its pid while it runs and is removed at exit.
+#[test]
+fn a_socket_activated_server_ends_with_its_last_client_and_removes_its_pidfile() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = file(d, "m0", 8 << 20);
+    let pidfile = d.join("serve.pid");
+    let out = Command::new("nbdinfo")
+        .args(["--size", "--", "[", BIN, "serve", "--pidfile"])
+        .arg(&pidfile)
+        .arg(&m)
+        .arg("]")
+        .output()
+        .expect("nbdinfo (run scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "8388608");
+    let t0 = Instant::now();
+    while pidfile.exists() {
+        if t0.elapsed() > Duration::from_secs(5) {
+            let pid: i32 = std::fs::read_to_string(&pidfile)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            // SAFETY: the orphaned server this test started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the socket-activated server outlived its client (pid {pid})");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn read_reply_data(c: &mut UnixStream, cookie: u64, len: usize) -> Vec<u8> {
+    assert_eq!(simple_reply(c).unwrap(), (0, cookie));
+    let mut d = vec![0u8; len];
+    c.read_exact(&mut d).unwrap();
+    d
+}
+
+/// nbd-tester-client's `-o` sequence, reproduced: a 1 MiB read, then offset 1 for 1 MiB + 14
+/// and offset 2 for 2 MiB + 28 (unaligned: the spec's default minimum block is 1 byte, so
+/// they are served, each with its data); then a write payload over the 32 MiB maximum, refused
+/// EOVERFLOW with its payload read and dropped, and the connection still in step. Before: the
+/// unaligned reads got EINVAL with no data (the tester, which reads the data anyway, hung) and
+/// the oversized write closed the connection.
+#[test]
+fn unaligned_reads_are_served_and_oversized_writes_refused_in_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let size = 40u64 << 20;
+    let m = d.join("m0");
+    let content: Vec<u8> = (0..size).map(|i| (i * 7 + i / 4093) as u8).collect();
+    std::fs::write(&m, &content).unwrap();
+    let s = Serving::start(d, &[m.to_str().unwrap()]);
+    let (mut c, export_size) = handshake(&s.socket).unwrap();
+    assert_eq!(export_size, size);
+    c.write_all(&request(0, 0, 0, 1 << 20)).unwrap();
+    assert!(read_reply_data(&mut c, 0, 1 << 20) == content[..1 << 20]);
+    let len = (1 << 20) + 14;
+    c.write_all(&request(0, 1, 1, len as u32)).unwrap();
+    assert!(read_reply_data(&mut c, 1, len) == content[1..1 + len]);
+    let len = 2 * len;
+    c.write_all(&request(0, 2, 2, len as u32)).unwrap();
+    assert!(read_reply_data(&mut c, 2, len) == content[2..2 + len]);
+    // A write of 32 MiB + 4 KiB, payload sent in full: refused, nothing written.
+    let big = (32 << 20) + 4096;
+    c.write_all(&request(1, 3, 0, big as u32)).unwrap();
+    c.write_all(&vec![0xeeu8; big]).unwrap();
+    assert_eq!(simple_reply(&mut c).unwrap(), (75, 3)); // EOVERFLOW
+    c.write_all(&request(0, 4, 4096, 4096)).unwrap();
+    assert!(read_reply_data(&mut c, 4, 4096) == content[4096..8192]);
+    // An unaligned write is refused (no read-modify-write), still in step.
+    c.write_all(&request(1, 5, 1, 512)).unwrap();
+    c.write_all(&[0xeeu8; 512]).unwrap();
+    assert_eq!(simple_reply(&mut c).unwrap(), (22, 5)); // EINVAL
+    c.write_all(&request(2, 6, 0, 0)).unwrap();
+    drop(c);
+    assert!(
+        std::fs::read(&m).unwrap() == content,
+        "a refused write changed the data"
+    );
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
+}
+
+/// CACHE is advertised and answered; a fast zero is served on a file (zeroes read back) and
+/// refused at once with ENOTSUP, changing nothing, where zeroes are not fast (raid5).
+#[test]
+fn cache_and_fast_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = d.join("m0");
+    std::fs::write(&m, vec![0x33u8; 1 << 20]).unwrap();
+    let s = Serving::start(d, &[m.to_str().unwrap()]);
+    let mut c = UnixStream::connect(&s.socket).unwrap();
+    let mut g = [0u8; 18];
+    c.read_exact(&mut g).unwrap();
+    c.write_all(&3u32.to_be_bytes()).unwrap();
+    c.write_all(b"IHAVEOPT\0\0\0\x01\0\0\0\0").unwrap();
+    let mut r = [0u8; 10];
+    c.read_exact(&mut r).unwrap();
+    let flags = u16::from_be_bytes([r[8], r[9]]);
+    assert_ne!(flags & (1 << 10), 0, "SEND_CACHE");
+    assert_ne!(flags & (1 << 11), 0, "SEND_FAST_ZERO");
+    c.write_all(&request(5, 1, 0, 65536)).unwrap();
+    assert_eq!(simple_reply(&mut c).unwrap(), (0, 1));
+    let mut fz = request(6, 2, 8192, 8192);
+    fz[4..6].copy_from_slice(&(1u16 << 4).to_be_bytes());
+    c.write_all(&fz).unwrap();
+    assert_eq!(simple_reply(&mut c).unwrap(), (0, 2));
+    c.write_all(&request(0, 3, 4096, 16384)).unwrap();
+    let data = read_reply_data(&mut c, 3, 16384);
+    assert!(data[..4096].iter().all(|&b| b == 0x33));
+    assert!(data[4096..12288].iter().all(|&b| b == 0));
+    assert!(data[12288..].iter().all(|&b| b == 0x33));
+    drop(c);
+    drop(s);
+
+    let members: Vec<PathBuf> = (0..3)
+        .map(|i| {
+            let p = d.join(format!("r{i}"));
+            std::fs::write(&p, vec![0x44u8; 1 << 20]).unwrap();
+            p
+        })
+        .collect();
+    let mut args = vec!["--layout", "raid5"];
+    args.extend(members.iter().map(|p| p.to_str().unwrap()));
+    let s = Serving::start(d, &args);
+    let (mut c, _) = handshake(&s.socket).unwrap();
+    c.write_all(&fz).unwrap();
+    assert_eq!(simple_reply(&mut c).unwrap(), (95, 2)); // ENOTSUP
+    c.write_all(&request(0, 3, 8192, 8192)).unwrap();
+    assert!(read_reply_data(&mut c, 3, 8192).iter().all(|&b| b == 0x44));
+    drop(c);
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
+}
+
+/// `nbdinfo --map` (base:allocation block status) on a sparse file member: its holes and
+/// data as the file system has them; on raid0 every range is reported allocated.
+#[test]
+fn nbdinfo_map_reports_the_holes_of_a_sparse_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = file(d, "m0", 8 << 20);
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&m).unwrap();
+        f.write_all_at(&[1u8; 64 << 10], 1 << 20).unwrap();
+        f.write_all_at(&[2u8; 4096], 5 << 20).unwrap();
+        f.sync_all().unwrap();
+    }
+    let map = |args: &[&str]| -> Vec<(u64, u64, u32)> {
+        let out = Command::new("nbdinfo")
+            .args(["--map", "--", "[", BIN, "serve"])
+            .args(args)
+            .arg("]")
+            .output()
+            .expect("nbdinfo (run scripts/setup.sh)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (
+                    f[0].parse().unwrap(),
+                    f[1].parse().unwrap(),
+                    f[2].parse().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let got = map(&[m.to_str().unwrap()]);
+    assert_eq!(
+        got,
+        vec![
+            (0, 1 << 20, 3),
+            (1 << 20, 64 << 10, 0),
+            ((1 << 20) + (64 << 10), (4 << 20) - (64 << 10), 3),
+            (5 << 20, 4096, 0),
+            ((5 << 20) + 4096, (3 << 20) - 4096, 3),
+        ],
+        "extents (offset, length, type) of the sparse member"
+    );
+    let m1 = file(d, "m1", 8 << 20);
+    let got = map(&[
+        "--layout",
+        "raid0",
+        m.to_str().unwrap(),
+        m1.to_str().unwrap(),
+    ]);
+    assert_eq!(got, vec![(0, 16 << 20, 0)]);
+}
+
+/// A raid0 member's error reaches the client (EIO) and is printed on stderr (before: nothing
+/// was printed); a passthrough volume's report counts its member commands (before: `[0]`).
+#[test]
+fn raid0_member_errors_are_printed_and_passthrough_member_commands_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m0 = file(d, "m0", 4 << 20);
+    let m1 = file(d, "m1", 4 << 20);
+    let s = Serving::start(
+        d,
+        &[
+            "--layout",
+            "raid0",
+            "--stripe",
+            "64k",
+            m0.to_str().unwrap(),
+            m1.to_str().unwrap(),
+        ],
+    );
+    // Member 1 loses its data under the server: reads of its stripes fail.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&m1)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let (mut c, _) = handshake(&s.socket).unwrap();
+    c.write_all(&request(0, 1, 64 << 10, 4096)).unwrap();
+    assert_eq!(simple_reply(&mut c).unwrap(), (5, 1)); // EIO
+    c.write_all(&request(0, 2, 0, 4096)).unwrap();
+    let _ = read_reply_data(&mut c, 2, 4096);
+    drop(c);
+    let err = s.stderr();
+    assert!(
+        err.contains("member 1 (") && err.contains("failed a command"),
+        "member error not printed: {err}"
+    );
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
+
+    let json = d.join("one.json");
+    let s = Serving::start(d, &["--json", json.to_str().unwrap(), m0.to_str().unwrap()]);
+    for i in 0..4 {
+        write_read_back(&s.socket, i * 4096, i as u8).unwrap();
+    }
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cmds = j["nines_serve"]["member_cmds"][0].as_u64().unwrap();
+    // 4 writes and 4 reads, and the final flush.
+    assert!(cmds >= 8, "member_cmds {cmds}");
+}
