@@ -166,6 +166,56 @@ pub struct FtlConfig {
     /// nothing.
     #[serde(default)]
     pub reads_map_unwritten: bool,
+    /// How GC shares a die with host reads and writes (see [`GcMode`]); `preempt` by default.
+    #[serde(default)]
+    pub gc_mode: GcMode,
+    /// `gc_mode = "foreground"`: victim blocks GC reclaims, with the host write that found its
+    /// pool at the hard threshold waiting, each time that happens (at least 1).
+    #[serde(default)]
+    pub gc_batch_blocks: u32,
+}
+
+/// How garbage collection shares a die with host commands.
+///
+/// - `preempt` (the default, nines' model since its first version): a read arriving while GC
+///   copies pages on its die goes in at the next page-copy boundary; writes never wait for GC
+///   except through the write buffer.
+/// - `suspend`: a read suspends GC's program or erase in progress and goes at once; GC resumes
+///   after it, `suspend.resume_overhead_ns` later (program/erase suspend: Wu and He, "Reducing
+///   SSD read latency via NAND flash program and erase suspension", FAST 2012; ONFI 4.x
+///   suspend commands).
+/// - `blocking`: a die collecting a victim is held for the whole victim, its valid-page copies
+///   and its erase; a read behind it waits until the erase ends (FEMU's `do_gc`,
+///   hw/femu/bbssd/ftl.c: `gc_read_page`/`gc_write_page` for every valid page and the erase
+///   each advance the LUN's `next_lun_avail_time`, which a host read then waits for).
+/// - `foreground`: `blocking`, and when a host write finds its pool at the hard threshold
+///   (`ftl.gc_hard_threshold`) it waits while GC reclaims `ftl.gc_batch_blocks` victims there:
+///   the write cliff of consumer and older enterprise drives, whose firmware collects garbage
+///   in the write path once the free pool is spent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GcMode {
+    #[default]
+    Preempt,
+    Suspend,
+    Blocking,
+    Foreground,
+}
+
+impl GcMode {
+    /// Whether a read behind GC waits for the whole episode.
+    pub fn blocks_reads(self) -> bool {
+        matches!(self, GcMode::Blocking | GcMode::Foreground)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GcMode::Preempt => "preempt",
+            GcMode::Suspend => "suspend",
+            GcMode::Blocking => "blocking",
+            GcMode::Foreground => "foreground",
+        }
+    }
 }
 
 fn default_true() -> bool {
@@ -502,6 +552,28 @@ impl DeviceConfig {
             return Err(invalid(
                 "controller.die_gaps",
                 "is not modelled with suspend.enabled (turn one off)",
+            ));
+        }
+        if self.controller.die_gaps && self.ftl.gc_mode != GcMode::Preempt {
+            return Err(invalid(
+                "ftl.gc_mode",
+                "only \"preempt\" is modelled with controller.die_gaps (turn one off)",
+            ));
+        }
+        if self.ftl.gc_mode == GcMode::Foreground && self.ftl.gc_batch_blocks == 0 {
+            return Err(invalid(
+                "ftl.gc_batch_blocks",
+                "must be at least 1 with gc_mode = \"foreground\" (victims reclaimed per stall)",
+            ));
+        }
+        if self.ftl.gc_batch_blocks > self.blocks_per_pool() {
+            return Err(invalid(
+                "ftl.gc_batch_blocks",
+                format!(
+                    "{} exceeds the blocks of a pool ({})",
+                    self.ftl.gc_batch_blocks,
+                    self.blocks_per_pool()
+                ),
             ));
         }
         if self.ftl.reads_map_unwritten && g.map_unit_bytes != g.page_size_bytes {
