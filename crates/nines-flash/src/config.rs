@@ -10,7 +10,7 @@ use crate::FlashError;
 
 /// The presets shipped with nines, embedded at build time. Each file documents where its
 /// numbers come from.
-pub const PRESETS: [(&str, &str); 7] = [
+pub const PRESETS: [(&str, &str); 9] = [
     ("afa-m2-2018", include_str!("../presets/afa-m2-2018.toml")),
     ("intel-750", include_str!("../presets/intel-750.toml")),
     ("z-ssd", include_str!("../presets/z-ssd.toml")),
@@ -27,7 +27,12 @@ pub const PRESETS: [(&str, &str); 7] = [
         include_str!("../presets/ttflash-fast17.toml"),
     ),
     ("p4600", include_str!("../presets/p4600.toml")),
+    ("femu-ioda", include_str!("../presets/femu-ioda.toml")),
+    ("client-nvme", include_str!("../presets/client-nvme.toml")),
 ];
+
+/// A preset name with this suffix is the preset with [`DeviceConfig::ideal`] applied.
+pub const IDEAL_SUFFIX: &str = "-ideal";
 
 /// The names of the shipped presets, in a stable order.
 pub fn preset_names() -> Vec<&'static str> {
@@ -41,6 +46,10 @@ pub struct DeviceConfig {
     pub name: String,
     #[serde(default)]
     pub description: String,
+    /// What kind of device this is (`nines sim --list-devices`): e.g. "enterprise NVMe",
+    /// "client NVMe", "emulator", "simulator".
+    #[serde(default)]
+    pub class: String,
     /// The advertised capacity; the geometry after over-provisioning must hold it. When absent
     /// the exported capacity is the geometry minus over-provisioning.
     #[serde(default)]
@@ -481,8 +490,14 @@ fn invalid(field: &'static str, rule: impl Into<String>) -> FlashError {
 }
 
 impl DeviceConfig {
-    /// A shipped preset by name.
+    /// A shipped preset by name; `NAME-ideal` is preset NAME made ideal
+    /// ([`DeviceConfig::ideal`]).
     pub fn preset(name: &str) -> Result<DeviceConfig, FlashError> {
+        if let Some(base) = name.strip_suffix(IDEAL_SUFFIX)
+            && PRESETS.iter().any(|(n, _)| *n == base)
+        {
+            return Ok(DeviceConfig::preset(base)?.ideal());
+        }
         let Some((_, text)) = PRESETS.iter().find(|(n, _)| *n == name) else {
             return Err(FlashError::UnknownPreset {
                 name: name.to_string(),
@@ -524,6 +539,72 @@ impl DeviceConfig {
         } else {
             DeviceConfig::preset(spec)
         }
+    }
+
+    /// The clean model of this device: every variance source off (page-type times replaced by
+    /// `timing.read_ns` / `program_ns`, firmware jitter, read retries, slow I/Os, housekeeping
+    /// stalls, power states, the mapping cache, the volatile write cache and its flush cost)
+    /// and GC in `preempt` mode. Geometry, timings, FTL and controller stay. Named
+    /// `NAME-ideal`.
+    pub fn ideal(&self) -> DeviceConfig {
+        let mut c = self.clone();
+        if !c.name.ends_with(IDEAL_SUFFIX) {
+            c.name.push_str(IDEAL_SUFFIX);
+        }
+        c.timing.read_ns_by_page_type.clear();
+        c.timing.program_ns_by_page_type.clear();
+        c.firmware_jitter = FirmwareJitter::default();
+        c.read_retry = ReadRetry::default();
+        c.slow_io = SlowIo::default();
+        c.housekeeping = Housekeeping::default();
+        c.power = Power::default();
+        c.mapping = MappingCache::default();
+        c.durability = Durability::default();
+        c.ftl.gc_mode = GcMode::Preempt;
+        c.ftl.gc_batch_blocks = 0;
+        c
+    }
+
+    /// The variance sources and GC and suspend modes this description turns on, by name, in a fixed order
+    /// (empty: the clean model).
+    pub fn mechanisms(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if !self.timing.read_ns_by_page_type.is_empty()
+            || !self.timing.program_ns_by_page_type.is_empty()
+        {
+            v.push("page-types");
+        }
+        if !self.firmware_jitter.read.is_empty() || !self.firmware_jitter.write.is_empty() {
+            v.push("firmware-jitter");
+        }
+        if self.read_retry.probability > 0.0 {
+            v.push("read-retry");
+        }
+        if self.slow_io.probability > 0.0 {
+            v.push("slow-io");
+        }
+        if self.housekeeping.period_ns > 0 && self.housekeeping.duration_ns > 0 {
+            v.push("housekeeping");
+        }
+        if !self.power.states.is_empty() {
+            v.push("power-states");
+        }
+        if self.mapping.cache_bytes > 0 {
+            v.push("mapping-cache");
+        }
+        if self.durability.volatile_write_cache || self.durability.flush_ns > 0 {
+            v.push("volatile-cache");
+        }
+        if self.suspend.enabled {
+            v.push("suspend");
+        }
+        match self.ftl.gc_mode {
+            GcMode::Preempt => {}
+            GcMode::Suspend => v.push("gc-suspend"),
+            GcMode::Blocking => v.push("gc-blocking"),
+            GcMode::Foreground => v.push("gc-foreground"),
+        }
+        v
     }
 
     pub fn dies(&self) -> u64 {

@@ -686,6 +686,9 @@ pub struct Ssd {
     resume_ns: u64,
     /// `ftl.gc_batch_blocks`: victims a foreground GC stall reclaims.
     gc_batch: u32,
+    /// `gc_mode = "foreground"`: host writes are admitted no earlier than this (the end of the
+    /// latest foreground GC batch); 0 otherwise.
+    writes_blocked_until: u64,
     slow_extra_ns: u64,
     retry_steps: u64,
     retry_step_overhead_ns: u64,
@@ -852,6 +855,7 @@ impl Ssd {
             suspend: cfg.suspend.enabled,
             gc_mode: cfg.ftl.gc_mode,
             gc_batch: cfg.ftl.gc_batch_blocks,
+            writes_blocked_until: 0,
             resume_ns: cfg.suspend.resume_overhead_ns,
             hk_period_ns: cfg.housekeeping.period_ns,
             hk_duration_ns: cfg.housekeeping.duration_ns,
@@ -1243,7 +1247,8 @@ impl Ssd {
         let first = offset_bytes / self.unit_bytes;
         let last = (offset_bytes + len_bytes - 1) / self.unit_bytes;
         let hard = self.hard_blocks();
-        let mut admitted = t;
+        // Foreground GC holds the write path: no write is admitted before its batch ends.
+        let mut admitted = t.max(self.writes_blocked_until);
         let link = xfer_ns(len_bytes, self.link_write_bytes_per_s);
         // The data is in DRAM once it crossed the link and the DRAM took it.
         let in_dram = if self.dram_bytes_per_s > 0 {
@@ -1314,9 +1319,10 @@ impl Ssd {
         done
     }
 
-    /// `ftl.gc_mode = "foreground"`: the write that found `gc.pool` at the hard threshold
-    /// waits while GC there reclaims up to `gc_batch_blocks` victims in all (the hard GC's
-    /// own included); returns when the write is admitted: once the batch's erase ends.
+    /// `ftl.gc_mode = "foreground"`: the write that found `gc.pool` at the hard threshold,
+    /// and every host write after it, waits while GC there reclaims up to `gc_batch_blocks`
+    /// victims in all (the hard GC's own included; the firmware's write path does the GC);
+    /// returns when the write is admitted: once the batch's last erase ends.
     #[cold]
     fn foreground_gc(&mut self, admitted: u64, gc: &mut GcWork) -> u64 {
         let pool = gc.pool;
@@ -1329,7 +1335,9 @@ impl Ssd {
             gc.add(&w);
         }
         self.schedule_gc(admitted, gc, ReadWaitCause::GcForced);
-        admitted.max(self.units[self.unit_of(pool) as usize].free)
+        let end = self.units[self.unit_of(pool) as usize].free;
+        self.writes_blocked_until = self.writes_blocked_until.max(end);
+        admitted.max(end)
     }
 
     /// Make every buffered write durable (NVMe Flush) at `now`: on a volatile write cache the

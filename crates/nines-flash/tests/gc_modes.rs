@@ -138,6 +138,14 @@ fn foreground_gc_stalls_the_write_that_finds_free_blocks_below_the_threshold() {
         assert!(free_min <= hard, "free {free_min} > hard {hard}");
         assert!(lat >= 3 * 2_000_000, "stalled write took only {lat} ns");
     }
+    // Every write arriving during a batch waits for it too: the write path does the GC.
+    let first = runs.iter().position(|r| r.1 > 0).unwrap();
+    let (lat, _, _) = runs[first];
+    let next = runs[first + 1].0;
+    assert!(
+        next + gap + 10_000 >= lat && next > 1_000_000,
+        "the write after a stall took {next} ns (stall {lat} ns)"
+    );
     fg.ftl().check_consistency().unwrap();
     // The same writes in preempt mode: GC runs on the die, no write waits for it.
     let (_, mut pre) = one_die(GcMode::Preempt);
