@@ -20,6 +20,7 @@
 # another drive, so compare directions and ratios, not milliseconds.
 #
 # Usage: bench/paper004-shaping.sh         QUICK=1 bench/paper004-shaping.sh (shorter runs)
+# Environment: NINES (a prebuilt binary; default cargo build --release).
 # Last line: RESULT waf_base=... waf_buffer=... read_p9999_ratio=... (baseline / buffered)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +28,11 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 QUICK="${QUICK:-}"
 # (c) runs 1800 s (and 2700 s without QUICK).
 if [ -n "$QUICK" ]; then AB_RT=30s; else AB_RT=120s; fi
-cargo build --release -q -p nines
-NINES="$CARGO_TARGET_DIR/release/nines"
+if [ -z "${NINES:-}" ]; then
+    cargo build --release -q -p nines
+    NINES="$CARGO_TARGET_DIR/release/nines"
+fi
+[ -x "$NINES" ] || { echo "$(basename "$0"): no nines binary at $NINES" >&2; exit 1; }
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 

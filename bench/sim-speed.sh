@@ -38,8 +38,11 @@ if [ ! -x /usr/bin/time ]; then
     echo "installing GNU time for peak-memory figures" >&2
     apt-get install -y time >/dev/null
 fi
-cargo build --release -q -p nines
-NINES="$CARGO_TARGET_DIR/release/nines"
+if [ -z "${NINES:-}" ]; then
+    cargo build --release -q -p nines
+    NINES="$CARGO_TARGET_DIR/release/nines"
+fi
+[ -x "$NINES" ] || { echo "$(basename "$0"): no nines binary at $NINES" >&2; exit 1; }
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 # shellcheck source=bench/variance-devices.sh

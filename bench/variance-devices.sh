@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Writes device TOMLs of afa-m2-2018 with issue 17's variance sources turned on, one file per
-# source and one with all of them, into DIR (sourced by bench/sim-speed.sh and
+# Writes device TOMLs of afa-m2-2018's clean model (afa-m2-2018-ideal) with issue 17's variance
+# sources turned on, one file per source and one with all of them, into DIR (sourced by bench/sim-speed.sh and
 # bench/sim-identical.sh; usable alone: `bench/variance-devices.sh DIR`).
 #   cmt.toml      a 64 MiB mapping cache (DFTL; 8 bytes per entry: 8 M of the 234 M units)
 #   jitter.toml   firmware jitter, 64-point quantile functions for reads and writes (dense tail)
@@ -45,7 +45,11 @@ $jitter_w"
     # name, extra [timing] keys, extra sections
     write_dev() {
         local name="$1" timing="$2" rest="$3"
+        # The preset's clean part only (what --ideal keeps): up to its variance-source marker,
+        # without its page-type times; each file then adds its own source.
         awk -v t="$timing" -v n="$name" '
+            /^# --- variance sources/ { exit }
+            /^(read|program)_ns_by_page_type/ { next }
             /^name = / { print "name = \"afa-m2-2018-" n "\""; next }
             { print }
             /^channel_bytes_per_s/ && t != "" { print t }' "$src" >"$dir/$name.toml"

@@ -10,7 +10,7 @@ use crate::FlashError;
 
 /// The presets shipped with nines, embedded at build time. Each file documents where its
 /// numbers come from.
-pub const PRESETS: [(&str, &str); 7] = [
+pub const PRESETS: [(&str, &str); 9] = [
     ("afa-m2-2018", include_str!("../presets/afa-m2-2018.toml")),
     ("intel-750", include_str!("../presets/intel-750.toml")),
     ("z-ssd", include_str!("../presets/z-ssd.toml")),
@@ -27,7 +27,12 @@ pub const PRESETS: [(&str, &str); 7] = [
         include_str!("../presets/ttflash-fast17.toml"),
     ),
     ("p4600", include_str!("../presets/p4600.toml")),
+    ("femu-ioda", include_str!("../presets/femu-ioda.toml")),
+    ("client-nvme", include_str!("../presets/client-nvme.toml")),
 ];
+
+/// A preset name with this suffix is the preset with [`DeviceConfig::ideal`] applied.
+pub const IDEAL_SUFFIX: &str = "-ideal";
 
 /// The names of the shipped presets, in a stable order.
 pub fn preset_names() -> Vec<&'static str> {
@@ -41,6 +46,10 @@ pub struct DeviceConfig {
     pub name: String,
     #[serde(default)]
     pub description: String,
+    /// What kind of device this is (`nines sim --list-devices`): e.g. "enterprise NVMe",
+    /// "client NVMe", "emulator", "simulator".
+    #[serde(default)]
+    pub class: String,
     /// The advertised capacity; the geometry after over-provisioning must hold it. When absent
     /// the exported capacity is the geometry minus over-provisioning.
     #[serde(default)]
@@ -166,6 +175,56 @@ pub struct FtlConfig {
     /// nothing.
     #[serde(default)]
     pub reads_map_unwritten: bool,
+    /// How GC shares a die with host reads and writes (see [`GcMode`]); `preempt` by default.
+    #[serde(default)]
+    pub gc_mode: GcMode,
+    /// `gc_mode = "foreground"`: victim blocks GC reclaims, with the host write that found its
+    /// pool at the hard threshold waiting, each time that happens (at least 1).
+    #[serde(default)]
+    pub gc_batch_blocks: u32,
+}
+
+/// How garbage collection shares a die with host commands.
+///
+/// - `preempt` (the default, nines' model since its first version): a read arriving while GC
+///   copies pages on its die goes in at the next page-copy boundary; writes never wait for GC
+///   except through the write buffer.
+/// - `suspend`: a read suspends GC's program or erase in progress and goes at once; GC resumes
+///   after it, `suspend.resume_overhead_ns` later (program/erase suspend: Wu and He, "Reducing
+///   SSD read latency via NAND flash program and erase suspension", FAST 2012; ONFI 4.x
+///   suspend commands).
+/// - `blocking`: a die collecting a victim is held for the whole victim, its valid-page copies
+///   and its erase; a read behind it waits until the erase ends (FEMU's `do_gc`,
+///   hw/femu/bbssd/ftl.c: `gc_read_page`/`gc_write_page` for every valid page and the erase
+///   each advance the LUN's `next_lun_avail_time`, which a host read then waits for).
+/// - `foreground`: `blocking`, and when a host write finds its pool at the hard threshold
+///   (`ftl.gc_hard_threshold`) it waits while GC reclaims `ftl.gc_batch_blocks` victims there:
+///   the write cliff of consumer and older enterprise drives, whose firmware collects garbage
+///   in the write path once the free pool is spent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GcMode {
+    #[default]
+    Preempt,
+    Suspend,
+    Blocking,
+    Foreground,
+}
+
+impl GcMode {
+    /// Whether a read behind GC waits for the whole episode.
+    pub fn blocks_reads(self) -> bool {
+        matches!(self, GcMode::Blocking | GcMode::Foreground)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GcMode::Preempt => "preempt",
+            GcMode::Suspend => "suspend",
+            GcMode::Blocking => "blocking",
+            GcMode::Foreground => "foreground",
+        }
+    }
 }
 
 fn default_true() -> bool {
@@ -431,8 +490,14 @@ fn invalid(field: &'static str, rule: impl Into<String>) -> FlashError {
 }
 
 impl DeviceConfig {
-    /// A shipped preset by name.
+    /// A shipped preset by name; `NAME-ideal` is preset NAME made ideal
+    /// ([`DeviceConfig::ideal`]).
     pub fn preset(name: &str) -> Result<DeviceConfig, FlashError> {
+        if let Some(base) = name.strip_suffix(IDEAL_SUFFIX)
+            && PRESETS.iter().any(|(n, _)| *n == base)
+        {
+            return Ok(DeviceConfig::preset(base)?.ideal());
+        }
         let Some((_, text)) = PRESETS.iter().find(|(n, _)| *n == name) else {
             return Err(FlashError::UnknownPreset {
                 name: name.to_string(),
@@ -476,6 +541,72 @@ impl DeviceConfig {
         }
     }
 
+    /// The clean model of this device: every variance source off (page-type times replaced by
+    /// `timing.read_ns` / `program_ns`, firmware jitter, read retries, slow I/Os, housekeeping
+    /// stalls, power states, the mapping cache, the volatile write cache and its flush cost)
+    /// and GC in `preempt` mode. Geometry, timings, FTL and controller stay. Named
+    /// `NAME-ideal`.
+    pub fn ideal(&self) -> DeviceConfig {
+        let mut c = self.clone();
+        if !c.name.ends_with(IDEAL_SUFFIX) {
+            c.name.push_str(IDEAL_SUFFIX);
+        }
+        c.timing.read_ns_by_page_type.clear();
+        c.timing.program_ns_by_page_type.clear();
+        c.firmware_jitter = FirmwareJitter::default();
+        c.read_retry = ReadRetry::default();
+        c.slow_io = SlowIo::default();
+        c.housekeeping = Housekeeping::default();
+        c.power = Power::default();
+        c.mapping = MappingCache::default();
+        c.durability = Durability::default();
+        c.ftl.gc_mode = GcMode::Preempt;
+        c.ftl.gc_batch_blocks = 0;
+        c
+    }
+
+    /// The variance sources and GC and suspend modes this description turns on, by name, in a fixed order
+    /// (empty: the clean model).
+    pub fn mechanisms(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if !self.timing.read_ns_by_page_type.is_empty()
+            || !self.timing.program_ns_by_page_type.is_empty()
+        {
+            v.push("page-types");
+        }
+        if !self.firmware_jitter.read.is_empty() || !self.firmware_jitter.write.is_empty() {
+            v.push("firmware-jitter");
+        }
+        if self.read_retry.probability > 0.0 {
+            v.push("read-retry");
+        }
+        if self.slow_io.probability > 0.0 {
+            v.push("slow-io");
+        }
+        if self.housekeeping.period_ns > 0 && self.housekeeping.duration_ns > 0 {
+            v.push("housekeeping");
+        }
+        if !self.power.states.is_empty() {
+            v.push("power-states");
+        }
+        if self.mapping.cache_bytes > 0 {
+            v.push("mapping-cache");
+        }
+        if self.durability.volatile_write_cache || self.durability.flush_ns > 0 {
+            v.push("volatile-cache");
+        }
+        if self.suspend.enabled {
+            v.push("suspend");
+        }
+        match self.ftl.gc_mode {
+            GcMode::Preempt => {}
+            GcMode::Suspend => v.push("gc-suspend"),
+            GcMode::Blocking => v.push("gc-blocking"),
+            GcMode::Foreground => v.push("gc-foreground"),
+        }
+        v
+    }
+
     pub fn dies(&self) -> u64 {
         let g = &self.geometry;
         g.channels as u64 * g.chips_per_channel as u64 * g.dies_per_chip as u64
@@ -502,6 +633,28 @@ impl DeviceConfig {
             return Err(invalid(
                 "controller.die_gaps",
                 "is not modelled with suspend.enabled (turn one off)",
+            ));
+        }
+        if self.controller.die_gaps && self.ftl.gc_mode != GcMode::Preempt {
+            return Err(invalid(
+                "ftl.gc_mode",
+                "only \"preempt\" is modelled with controller.die_gaps (turn one off)",
+            ));
+        }
+        if self.ftl.gc_mode == GcMode::Foreground && self.ftl.gc_batch_blocks == 0 {
+            return Err(invalid(
+                "ftl.gc_batch_blocks",
+                "must be at least 1 with gc_mode = \"foreground\" (victims reclaimed per stall)",
+            ));
+        }
+        if self.ftl.gc_batch_blocks > self.blocks_per_pool() {
+            return Err(invalid(
+                "ftl.gc_batch_blocks",
+                format!(
+                    "{} exceeds the blocks of a pool ({})",
+                    self.ftl.gc_batch_blocks,
+                    self.blocks_per_pool()
+                ),
             ));
         }
         if self.ftl.reads_map_unwritten && g.map_unit_bytes != g.page_size_bytes {

@@ -20,7 +20,11 @@
 //!   threshold. A GC episode holds its die for its page reads, programs (copy-back, no channel)
 //!   and erase; a host read to that die waits for the page copy in progress (not the whole
 //!   episode) and then goes first, pushing the rest of the episode back (firmware interleaves
-//!   host reads with GC page moves).
+//!   host reads with GC page moves). That is `ftl.gc_mode = "preempt"`, the default; `suspend`
+//!   lets the read go at once (suspending GC's program or erase), `blocking` makes it wait for
+//!   the whole episode (FEMU), and `foreground` also makes the host write that found its pool
+//!   at the hard threshold wait while GC reclaims `ftl.gc_batch_blocks` victims (the write
+//!   cliff). See [`GcMode`].
 //! - suspend-resume: when enabled, a read to a die busy programming or erasing goes first and
 //!   pushes the program/erase back by the read's time plus `resume_overhead_ns`.
 //! - read priority (when enabled): a read waits only for the program or erase in progress, and
@@ -47,7 +51,7 @@ use nines_core::op::Op;
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::config::{DeviceConfig, PAGE_TYPES_MAX, PowerState};
+use crate::config::{DeviceConfig, GcMode, PAGE_TYPES_MAX, PowerState};
 use crate::control::PlmWindow;
 use crate::dist::QuantileDist;
 use crate::ftl::{Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
@@ -491,6 +495,7 @@ pub(crate) enum ReadPath {
 #[inline]
 pub(crate) fn read_start(
     suspend: bool,
+    gc_mode: GcMode,
     die: &DieTime,
     ops: Option<&LongOps>,
     t: u64,
@@ -498,6 +503,21 @@ pub(crate) fn read_start(
     if suspend && die.long_until > t && die.free > t {
         // The die is programming or erasing (or has that queued): the read goes first.
         return (ReadPath::Suspend, t.max(die.read_free));
+    }
+    if gc_mode != GcMode::Preempt && die.free > t && die.gc_from <= t && t < die.gc_until {
+        if gc_mode == GcMode::Suspend {
+            // GC's program or erase in progress is suspended: the read goes now.
+            return (ReadPath::Suspend, t.max(die.read_free));
+        }
+        // Blocking: the die is held for the whole victim. After it, a read with priority
+        // may still go ahead of programs queued behind the episode.
+        if let Some(ops) = ops
+            && let Some(start) = ops.read_start(t, die.read_free.max(die.gc_until))
+            && start < die.free
+        {
+            return (ReadPath::Priority, start);
+        }
+        return (ReadPath::Fcfs, die.free);
     }
     if die.free > t && die.gc_from <= t && t < die.gc_until {
         // GC is copying pages on this die: the read goes in at the next page-copy boundary.
@@ -634,6 +654,8 @@ pub struct Ssd {
     idle_gc_next: u32,
     pub(crate) window: PlmWindow,
     pub(crate) suspend: bool,
+    /// `ftl.gc_mode`: how reads (and, `foreground`, writes) meet GC.
+    pub(crate) gc_mode: GcMode,
     /// `controller.die_gaps`: dies are gap timelines (`slots`), not FIFO pointers.
     pub(crate) die_gaps: bool,
     /// `cmt.is_some()`, `!power.is_empty()`, either jitter table non-empty: fixed at
@@ -662,6 +684,11 @@ pub struct Ssd {
     program_ns_mean: u64,
     erase_ns: u64,
     resume_ns: u64,
+    /// `ftl.gc_batch_blocks`: victims a foreground GC stall reclaims.
+    gc_batch: u32,
+    /// `gc_mode = "foreground"`: host writes are admitted no earlier than this (the end of the
+    /// latest foreground GC batch); 0 otherwise.
+    writes_blocked_until: u64,
     slow_extra_ns: u64,
     retry_steps: u64,
     retry_step_overhead_ns: u64,
@@ -826,6 +853,9 @@ impl Ssd {
             link_read_bytes_per_s: cfg.controller.read_bytes_per_s,
             link_write_bytes_per_s: cfg.controller.write_bytes_per_s,
             suspend: cfg.suspend.enabled,
+            gc_mode: cfg.ftl.gc_mode,
+            gc_batch: cfg.ftl.gc_batch_blocks,
+            writes_blocked_until: 0,
             resume_ns: cfg.suspend.resume_overhead_ns,
             hk_period_ns: cfg.housekeeping.period_ns,
             hk_duration_ns: cfg.housekeeping.duration_ns,
@@ -1217,7 +1247,8 @@ impl Ssd {
         let first = offset_bytes / self.unit_bytes;
         let last = (offset_bytes + len_bytes - 1) / self.unit_bytes;
         let hard = self.hard_blocks();
-        let mut admitted = t;
+        // Foreground GC holds the write path: no write is admitted before its batch ends.
+        let mut admitted = t.max(self.writes_blocked_until);
         let link = xfer_ns(len_bytes, self.link_write_bytes_per_s);
         // The data is in DRAM once it crossed the link and the DRAM took it.
         let in_dram = if self.dram_bytes_per_s > 0 {
@@ -1251,7 +1282,11 @@ impl Ssd {
                 if self.window == PlmWindow::Deterministic {
                     self.counters.window_violations += 1;
                 }
-                self.schedule_gc(admitted, &gc, ReadWaitCause::GcForced);
+                if self.gc_mode == GcMode::Foreground {
+                    admitted = self.foreground_gc(admitted, &mut gc);
+                } else {
+                    self.schedule_gc(admitted, &gc, ReadWaitCause::GcForced);
+                }
             }
             let p = place.pool as usize;
             self.open_ready[p] = self.open_ready[p].max(ready);
@@ -1282,6 +1317,27 @@ impl Ssd {
             done += self.flush_ns;
         }
         done
+    }
+
+    /// `ftl.gc_mode = "foreground"`: the write that found `gc.pool` at the hard threshold,
+    /// and every host write after it, waits while GC there reclaims up to `gc_batch_blocks`
+    /// victims in all (the hard GC's own included; the firmware's write path does the GC);
+    /// returns when the write is admitted: once the batch's last erase ends.
+    #[cold]
+    fn foreground_gc(&mut self, admitted: u64, gc: &mut GcWork) -> u64 {
+        let pool = gc.pool;
+        let ftl = Arc::make_mut(&mut self.ftl);
+        while gc.victims < self.gc_batch {
+            let w = ftl.gc_once(pool);
+            if w.victims == 0 {
+                break;
+            }
+            gc.add(&w);
+        }
+        self.schedule_gc(admitted, gc, ReadWaitCause::GcForced);
+        let end = self.units[self.unit_of(pool) as usize].free;
+        self.writes_blocked_until = self.writes_blocked_until.max(end);
+        admitted.max(end)
     }
 
     /// Make every buffered write durable (NVMe Flush) at `now`: on a volatile write cache the
@@ -1581,7 +1637,7 @@ impl Ssd {
             return xe;
         }
         let mut dt = self.die(u);
-        let (path, start) = read_start(self.suspend, &dt, self.ops.get(u), t);
+        let (path, start) = read_start(self.suspend, self.gc_mode, &dt, self.ops.get(u), t);
         if path == ReadPath::Suspend && dt.read_free <= t {
             self.counters.suspensions += 1;
         }
@@ -1600,6 +1656,10 @@ impl Ssd {
                 let pushed = xe - start + self.resume_ns;
                 dt.free += pushed;
                 dt.long_until += pushed;
+                if self.gc_mode == GcMode::Suspend && dt.gc_until > start {
+                    // The suspended operation was GC's: the rest of its episode moves back.
+                    dt.gc_until += pushed;
+                }
                 dt.read_free = xe;
                 self.counters.die_busy_ns += xe - start;
             }

@@ -15,6 +15,7 @@ pub mod rebuild;
 pub mod report;
 pub mod serve;
 pub mod sim;
+pub mod sim_devices;
 pub mod sim_estimate;
 pub mod sparse;
 pub mod sweep;

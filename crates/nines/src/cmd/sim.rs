@@ -26,7 +26,8 @@ pub struct Args {
     #[command(flatten)]
     pub workload: WorkloadArgs,
     /// Device model: a preset (afa-m2-2018, intel-750, z-ssd, mqsim-default, mqsim-compatible,
-    /// ttflash-fast17, p4600), a TOML file, or null:SIZE (zero-latency devices of SIZE, e.g. null:1g: the loop and the
+    /// ttflash-fast17, p4600, femu-ioda, client-nvme; NAME-ideal: its clean model; see
+    /// --list-devices), a TOML file, or null:SIZE (zero-latency devices of SIZE, e.g. null:1g: the loop and the
     /// policies without any model).
     #[arg(help_heading = "Simulated devices")]
     #[arg(long, default_value = "afa-m2-2018")]
@@ -129,6 +130,15 @@ pub struct Args {
     #[arg(help_heading = "Simulated devices")]
     #[arg(long)]
     pub force: bool,
+    /// Print the shipped device presets (name, capacity, class, the variance sources and GC
+    /// mode each turns on, what it models) and exit.
+    #[arg(long)]
+    pub list_devices: bool,
+    /// Simulate --device's clean model: every variance source off (page-type times, firmware
+    /// jitter, read retries, power states, housekeeping, mapping cache, volatile cache) and GC
+    /// in preempt mode; the same as the preset NAME-ideal.
+    #[arg(long)]
+    pub ideal: bool,
 }
 
 /// Runs estimated to take longer than this in wall time are refused without --force.
@@ -497,6 +507,9 @@ fn calibration_table(device: &str, cal: &nines_sim::calibrate::Calibration) -> S
 }
 
 pub fn run(mut args: Args) -> Result<()> {
+    if args.list_devices {
+        return super::sim_devices::list(&mut std::io::stdout().lock());
+    }
     if !args.calibrate.is_empty() {
         return calibrate(&args);
     }
@@ -524,6 +537,7 @@ pub fn run(mut args: Args) -> Result<()> {
             None,
         ),
     };
+    let device = if args.ideal { device.ideal() } else { device };
     args.volume.check()?;
     let layout = args.volume.spec();
     let scale = match args.scale.as_str() {
@@ -589,7 +603,11 @@ pub fn run(mut args: Args) -> Result<()> {
     let mut hdr_file = open_output("--hdr-log", &args.hdr_log)?.map(BufWriter::new);
     let cfg = SimConfig {
         device,
-        device_label: args.device.clone(),
+        device_label: if args.ideal {
+            format!("{} --ideal", args.device)
+        } else {
+            args.device.clone()
+        },
         null_device_bytes,
         devices: args.devices,
         layout,
