@@ -803,3 +803,86 @@ fn dnd_buffer_out_of_entries_is_reported_with_what_to_change() {
         "{warnings}"
     );
 }
+
+/// `--trace-start asleep` with FUA and flush lines in a blkparse trace: the first request pays
+/// the deepest power state's exit, the JSON says how the replay started and what the trace held;
+/// a device without power states is refused in one line and writes nothing.
+#[test]
+fn a_blkparse_replay_can_start_asleep_and_counts_fua_and_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("nvme.blkparse");
+    std::fs::write(
+        &trace,
+        "259,0 0 1 0.000000000 10 D WFS 0 + 8 [app]\n\
+         259,0 0 2 0.001000000 10 D FN [kworker]\n\
+         259,0 0 3 0.002000000 10 D R 64 + 8 [app]\n",
+    )
+    .unwrap();
+    let text = include_str!("../../nines-flash/presets/afa-m2-2018.toml").replacen(
+        "name = \"afa-m2-2018\"",
+        "name = \"apst-ssd\"",
+        1,
+    ) + "\n[[power.states]]\nidle_ns = 10_000_000\nexit_ns = 8_000_000\n";
+    let device = dir.path().join("apst.toml");
+    std::fs::write(&device, text).unwrap();
+    let run = |start: &str, device: &str, json: &Path| {
+        nines(&[
+            "sim",
+            "--device",
+            device,
+            "--trace",
+            trace.to_str().unwrap(),
+            "--trace-format",
+            "blkparse",
+            "--trace-start",
+            start,
+            "--precondition",
+            "none",
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+    };
+    let report = |start: &str| {
+        let json = dir.path().join(format!("{start}.json"));
+        let o = run(start, device.to_str().unwrap(), &json);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        v
+    };
+    let (awake, asleep) = (report("awake"), report("asleep"));
+    let t = &asleep["config"]["extra"]["trace"];
+    assert_eq!(t["start"], "asleep", "{t}");
+    assert_eq!(awake["config"]["extra"]["trace"]["start"], "awake");
+    assert_eq!(
+        (&t["reads"], &t["writes"], &t["fua_writes"], &t["flushes"]),
+        (&1.into(), &1.into(), &1.into(), &1.into()),
+        "{t}"
+    );
+    let max = |v: &serde_json::Value| {
+        v["devices"][0]["write"]["lat_ns"]["max_ns"]
+            .as_u64()
+            .unwrap()
+    };
+    // The FUA write is the first request: asleep, it pays the 8 ms exit on top of what it costs
+    // awake.
+    assert_eq!(max(&asleep), max(&awake) + 8_000_000);
+    let internals = &asleep["devices"][0]["internals"];
+    assert_eq!(
+        (&internals["fua_writes"], &internals["flushes"]),
+        (&1.into(), &1.into())
+    );
+
+    let json = dir.path().join("refused.json");
+    // A null device has no power states (a preset may gain some: not used here).
+    let o = run("asleep", "null:1g", &json);
+    let e = stderr(&o);
+    assert!(!o.status.success());
+    assert!(
+        e.contains("--trace-start asleep") && e.contains("power states"),
+        "{e}"
+    );
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    assert!(!json.exists());
+}

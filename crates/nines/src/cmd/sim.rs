@@ -73,6 +73,11 @@ pub struct Args {
     pub memory_budget: Option<u64>,
     #[command(flatten)]
     pub trace: TraceArgs,
+    /// How a --trace replay finds the devices: awake (the default) or asleep, in their deepest
+    /// idle power state, so the first request pays that state's exit latency (a device with
+    /// [[power.states]]; a real capture often starts after a long idle).
+    #[arg(long, requires = "trace", value_name = "awake|asleep", value_parser = ["awake", "asleep"])]
+    pub trace_start: Option<String>,
     /// Write the report (nines JSON schema) to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -503,6 +508,14 @@ pub fn run(mut args: Args) -> Result<()> {
             None,
         ),
     };
+    let asleep = args.trace_start.as_deref() == Some("asleep");
+    if asleep && (null_device_bytes.is_some() || device.power.states.is_empty()) {
+        bail!(
+            "--trace-start asleep: --device {} has no power states to sleep in; give a device \
+             whose description has [[power.states]], or drop --trace-start",
+            args.device
+        );
+    }
     args.volume.check()?;
     let layout = args.volume.spec();
     let scale = match args.scale.as_str() {
@@ -658,6 +671,10 @@ pub fn run(mut args: Args) -> Result<()> {
             eprintln!("nines sim: warning: {msg}");
         }
     }
+    if asleep {
+        // Checked before preconditioning: every member is a model with power states.
+        assert!(prep.sleep_members(), "members without power states");
+    }
     let wall = Instant::now();
     let logs = Logs {
         lat: lat_file.as_mut().map(|f| f as &mut dyn Write),
@@ -722,6 +739,10 @@ pub fn run(mut args: Args) -> Result<()> {
         trace.as_ref(),
     ) {
         t.insert("file".into(), Value::from(path.display().to_string()));
+        t.insert(
+            "start".into(),
+            Value::from(if asleep { "asleep" } else { "awake" }),
+        );
         t.insert("targets".into(), Value::from(prep.targets()));
         t.insert(
             "targets_used".into(),
