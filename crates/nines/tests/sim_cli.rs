@@ -699,6 +699,13 @@ fn calibrates_a_zram_profile_to_within_ten_percent() {
     );
     let written = std::fs::read_to_string(&toml).unwrap();
     assert!(written.contains("[firmware_jitter]") && written.starts_with("# calibrated"));
+    // It says which host model it holds for, and names its own capacity and description.
+    assert!(
+        written.contains("# fitted with --completion none: simulate it with --completion none"),
+        "{written}"
+    );
+    assert!(written.contains("capacity_bytes = 67108864"), "{written}");
+    assert!(!written.contains("960 GB"), "{written}");
     let sim = dir.path().join("sim.json");
     common::ok(
         nines(&[
@@ -885,4 +892,52 @@ fn a_blkparse_replay_can_start_asleep_and_counts_fua_and_flushes() {
     );
     assert_eq!(e.trim_end().lines().count(), 1, "{e}");
     assert!(!json.exists());
+}
+
+/// `--calibrate` refuses in one line what it cannot fit, exits non-zero and writes nothing: a
+/// replay, a mix of reads and writes, a run too short for p99.99.
+#[test]
+fn calibrate_refuses_replays_mixes_and_short_runs_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("w.trace");
+    // A write-only mqsim trace of 12,000 requests, 100 us apart.
+    let text: String = (0..12_000u64)
+        .map(|i| format!("{} 0 {} 8 0\n", i * 100_000, (i % 1000) * 8))
+        .collect();
+    std::fs::write(&trace, text).unwrap();
+    let sim_json = |name: &str, extra: &[&str]| {
+        let json = dir.path().join(name);
+        let mut a = vec!["sim", "--quiet", "--json", json.to_str().unwrap()];
+        a.extend_from_slice(extra);
+        let o = nines(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        json
+    };
+    let replay = sim_json("replay.json", &["--trace", trace.to_str().unwrap()]);
+    let mix = sim_json("mix.json", &["--rw", "randrw", "--ios", "20000"]);
+    let short = sim_json("short.json", &["--ios", "500"]);
+    let toml = dir.path().join("fit.toml");
+    for (json, want) in [
+        (&replay, "it is a replay of "),
+        (&mix, "it mixes reads and writes"),
+        (&short, "it has 500 reads, too few to fit"),
+    ] {
+        let o = nines(&[
+            "sim",
+            "--calibrate",
+            json.to_str().unwrap(),
+            "--completion",
+            "none",
+            "--calibrate-out",
+            toml.to_str().unwrap(),
+        ]);
+        let e = stderr(&o);
+        assert!(!o.status.success(), "{e}");
+        assert!(
+            e.starts_with("nines: --calibrate: ") && e.contains(want),
+            "{e}"
+        );
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+        assert!(!toml.exists());
+    }
 }

@@ -389,9 +389,34 @@ fn calibrate(args: &Args) -> Result<()> {
         || nines_sim::calibrate::calibrate(&base, &runs, &opts),
     )
     .context("--calibrate")?;
+    // A fit that could not reproduce a percentile at all (a simulated or measured 0) is no
+    // description: refuse rather than write one that prints -100% errors.
+    if let Some(f) = cal.fits.iter().find(|f| {
+        f.percentiles
+            .iter()
+            .any(|p| p.simulated_ns == 0 || p.measured_ns == 0)
+    }) {
+        bail!(
+            "--calibrate: the fit does not reproduce {} ({} at QD{}): a percentile is 0; check \
+             that it is a run of a generated workload on one device; nothing was written",
+            f.label,
+            f.op.name(),
+            f.iodepth
+        );
+    }
     let table = calibration_table(&args.device, &cal);
+    // The fit holds for the host model it was made with: say which, in the file and the message.
+    let completion = args.completion.name();
+    let host_note = format!(
+        "fitted with --completion {completion}: simulate it with --completion {completion}{}",
+        if completion == "none" {
+            " (the device's latencies alone)"
+        } else {
+            " and the same --submit-cost/--complete-cost"
+        }
+    );
     let mut toml = String::new();
-    for line in table.lines() {
+    for line in table.lines().chain(std::iter::once(host_note.as_str())) {
         toml.push_str("# ");
         toml.push_str(line);
         toml.push('\n');
@@ -405,7 +430,8 @@ fn calibrate(args: &Args) -> Result<()> {
         print!("{table}");
     }
     eprintln!(
-        "nines sim: calibrated {} in {:.1} s ({} simulations); wrote {} (use --device {})",
+        "nines sim: calibrated {} in {:.1} s ({} simulations); wrote {} (use --device {}; \
+         {host_note})",
         base.name,
         wall.elapsed().as_secs_f64(),
         cal.simulations,
