@@ -941,3 +941,55 @@ fn calibrate_refuses_replays_mixes_and_short_runs_and_writes_nothing() {
         assert!(!toml.exists());
     }
 }
+
+/// `--fast-fail` with `--policy dnd` works together (issue 28): reads to the turn's owner are
+/// fast-fail reads, served when it is not busy and rebuilt when it is, so some are rebuilt and
+/// far fewer than D/ND alone rebuilds up front (every read of the owner).
+#[test]
+fn dnd_with_fast_fail_rebuilds_only_the_busy_owners_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |fast_fail: &[&str]| {
+        let path = dir.path().join("dnd-ff.json");
+        let mut a = vec![
+            "sim",
+            "--quiet",
+            "--device",
+            "p4600",
+            "--devices",
+            "3",
+            "--layout",
+            "raid5",
+            "--chunk",
+            "64k",
+            "--policy",
+            "dnd",
+            "--window",
+            "100ms",
+            "--runtime",
+            "1s",
+            "--job",
+            "reads:rw=randread,bs=4k,iodepth=2",
+            "--job",
+            "w:rw=randwrite,bs=512k,rate-iops=480",
+            "--json",
+            path.to_str().unwrap(),
+        ];
+        a.extend_from_slice(fast_fail);
+        let o = nines(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let st = r["devices"][0]["volume"]["stats"].clone();
+        (
+            st["fast_fail_rebuilt"].as_u64().unwrap(),
+            st["rebuilt_pieces"].as_u64().unwrap(),
+        )
+    };
+    let (ff_rebuilt, ff_pieces) = run(&["--fast-fail", "100us"]);
+    let (plain_ff, plain_pieces) = run(&[]);
+    assert_eq!(plain_ff, 0);
+    assert!(ff_rebuilt > 0, "{ff_rebuilt}");
+    // Every rebuild is a fast-fail one (no member failed), and fewer than D/ND alone does.
+    assert_eq!(ff_pieces, ff_rebuilt);
+    assert!(ff_pieces < plain_pieces, "{ff_pieces} vs {plain_pieces}");
+}
