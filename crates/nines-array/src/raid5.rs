@@ -1353,7 +1353,17 @@ impl Raid5 {
         match io.op {
             VolOp::Read => {
                 self.reqs[t as usize].phase = Phase::Read;
-                let gone = failed.or(self.avoid);
+                // D/ND with fast-fail (IODA: PLM windows plus busy answers): the turn's owner, the
+                // one member outside its deterministic window, is not rebuilt up front but asked
+                // with a fast-fail read, so it serves the read when it is not busy beyond the
+                // threshold and has the piece rebuilt (from members in their deterministic
+                // windows) when it is. The other members get plain reads: rebuilding one of
+                // their pieces would read the owner, the member most likely busy. Without
+                // fast-fail the owner's pieces are always rebuilt.
+                let owner_fast_fail = self.fast_fail_ns.is_some() && self.dnd.is_some();
+                let owner = self.avoid;
+                let avoid = if owner_fast_fail { None } else { self.avoid };
+                let gone = failed.or(avoid);
                 let mut rebuild = None;
                 for p in &pieces {
                     let m = self.data_member(row, p.j);
@@ -1387,7 +1397,9 @@ impl Raid5 {
                         // With a fast-fail threshold, and while the parity could still rebuild
                         // this piece, the member may answer busy instead of making it wait.
                         let op = match self.fast_fail_ns {
-                            Some(threshold_ns) if gone.is_none() => {
+                            Some(threshold_ns)
+                                if gone.is_none() && (!owner_fast_fail || owner == Some(m)) =>
+                            {
                                 CmdOp::FastFailRead { threshold_ns }
                             }
                             _ => CmdOp::Read,

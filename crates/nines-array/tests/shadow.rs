@@ -506,3 +506,73 @@ fn raid5_dnd_reads_what_was_written_through_the_turns() {
         )
         .unwrap();
 }
+
+/// D/ND with fast-fail (issue 28): the turn's owner is asked with a fast-fail read instead of
+/// being rebuilt up front; the members in their deterministic windows get plain reads. Exactly: 4 members of 32 KiB, 4 KiB chunks (8 rows, member 0 holds
+/// data in 6 of them), every data chunk read once in member 0's turn. Busy beyond the threshold,
+/// each of member 0's 6 pieces is rebuilt (`fast_fail_rebuilt` 6); not busy, none is (read
+/// directly); without fast-fail all 6 are rebuilt up front (`fast_fail_rebuilt` 0). Every byte
+/// read is what was written.
+#[test]
+fn raid5_dnd_with_fast_fail_rebuilds_exactly_the_busy_owners_pieces() {
+    use nines_array::DndSpec;
+    let (n, chunk, len_max) = (4u32, 4096u64, 64 * 512);
+    let sizes = vec![32 * 1024u64; n as usize];
+    let run = |fast_fail_ns: Option<u64>, busy: Option<(u32, u64)>| {
+        let v = build(
+            &LayoutSpec::Raid5 {
+                chunk_bytes: chunk,
+                failed: None,
+                dnd: Some(DndSpec {
+                    window_ns: 1_000_000_000,
+                    write_back_bytes: 8 * u64::from(n) * chunk,
+                    plm: true,
+                }),
+                rebuild: None,
+                fast_fail_ns,
+            },
+            &VolumeParams {
+                member_sizes_bytes: &sizes,
+                block_bytes: 512,
+                tags: 1,
+                len_bytes_max: len_max,
+            },
+        )
+        .unwrap();
+        let size = v.size_bytes();
+        let mut d = SyncDriver::new(v, &sizes, 1, len_max);
+        // Written and flushed (the members hold data and parity), in member 0's turn.
+        let bytes: Vec<u8> = (0..size).map(|i| (i as u8).wrapping_mul(29) ^ 5).collect();
+        for off in (0..size).step_by(chunk as usize) {
+            d.write(off, &bytes[off as usize..(off + chunk) as usize])
+                .unwrap();
+        }
+        d.flush().unwrap();
+        let before = d.host().volume().stats();
+        if let Some((m, ns)) = busy {
+            d.busy = vec![(m, ns)];
+        }
+        for off in (0..size).step_by(chunk as usize) {
+            let got = d.read(off, chunk as u32).unwrap();
+            assert_eq!(&got[..], &bytes[off as usize..(off + chunk) as usize]);
+        }
+        let st = d.host().volume().stats();
+        let delta = |k: &str| st[k].as_u64().unwrap() - before[k].as_u64().unwrap();
+        assert!(st["failed_member"].is_null(), "{st}");
+        (
+            delta("fast_fail_rebuilt"),
+            delta("rebuilt_pieces"),
+            delta("fast_fail_reread"),
+        )
+    };
+    // Member 0 busy for 5 ms, beyond the 1 ms threshold: its 6 pieces are rebuilt.
+    assert_eq!(run(Some(1_000_000), Some((0, 5_000_000))), (6, 6, 0));
+    // Busy for 0.5 ms, within it: every piece is read where it is.
+    assert_eq!(run(Some(1_000_000), Some((0, 500_000))), (0, 0, 0));
+    assert_eq!(run(Some(1_000_000), None), (0, 0, 0));
+    // A member in its deterministic window gets plain reads (rebuilding its piece would read
+    // the owner): busy or not, nothing of it is rebuilt.
+    assert_eq!(run(Some(1_000_000), Some((1, 5_000_000))), (0, 0, 0));
+    // Without fast-fail the owner's pieces are rebuilt up front, busy or not.
+    assert_eq!(run(None, None), (0, 6, 0));
+}

@@ -17,6 +17,8 @@
 //!   than `--runtime` ([`Controller::measured_ns`]).
 //! - **Latency**: completion time minus intended time (open loop: a stall counts in every I/O it
 //!   delayed).
+//! - **Flushes** (a replayed trace's data-less flush requests, [`Request::flush`]) take a slot
+//!   and reach the device, but are never measured: no statistic, log or `--ios` count has them.
 //!
 //! Slots: each stream has `iodepth` slots; a slot is the unit of buffers and of thinktime (after a
 //! completion the slot rests `thinktime` before it issues again). Slot numbers are global over
@@ -180,6 +182,8 @@ impl Controller {
                         offset_bytes: 0,
                         len_bytes: 0,
                         intended_ns: 0,
+                        fua: false,
+                        flush: false,
                     },
                 });
             }
@@ -326,7 +330,8 @@ impl Controller {
             return self.close_once(i);
         };
         req.intended_ns = req.intended_ns.min(now_ns);
-        let measured = req.intended_ns >= ramp_end;
+        // A flush moves no data: it is sent (the device pays for it) but is in no statistic.
+        let measured = req.intended_ns >= ramp_end && !req.flush;
         s.free.pop_front();
         s.inflight += 1;
         s.issued += 1;

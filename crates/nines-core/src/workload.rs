@@ -324,6 +324,12 @@ pub struct Request {
     pub len_bytes: u32,
     /// When the request was due: its latency counts from here.
     pub intended_ns: u64,
+    /// Force unit access (a replayed FUA write): the device completes it once it is durable.
+    pub fua: bool,
+    /// A flush with no data (a replayed NVMe Flush / block-layer flush): `op` is Write and
+    /// `offset_bytes` and `len_bytes` are 0. Sent to the volume as a flush, never measured
+    /// (see [`crate::run`]).
+    pub flush: bool,
 }
 
 /// Open-loop pacing state.
@@ -525,6 +531,8 @@ impl Generator {
             offset_bytes: self.offset_of(block),
             len_bytes: self.block_size_bytes as u32,
             intended_ns,
+            fua: false,
+            flush: false,
         }
     }
 

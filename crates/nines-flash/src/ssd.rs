@@ -663,6 +663,9 @@ pub struct Ssd {
     has_cmt: bool,
     has_power: bool,
     has_jitter: bool,
+    /// Set by [`Ssd::sleep`]: the next command pays the deepest power state's exit, however
+    /// short the idle time before it; cleared by that command.
+    asleep: bool,
     /// `ftl.reads_map_unwritten` (every read checks it).
     reads_map_unwritten: bool,
     /// Until then the device is busy (for power-state entry after idle).
@@ -928,6 +931,7 @@ impl Ssd {
             programs_until: 0,
             open_ready: vec![0; pools as usize],
             active_until: 0,
+            asleep: false,
             has_cmt: cmt.is_some(),
             cmt,
             idle_gc_next: 0,
@@ -1067,8 +1071,12 @@ impl Ssd {
     pub(crate) fn front_end(&self, now_ns: u64) -> Front {
         let mut t = now_ns;
         let mut power_exit = false;
-        if self.has_power && now_ns > self.active_until {
-            let idle = now_ns - self.active_until;
+        if self.has_power && (now_ns > self.active_until || self.asleep) {
+            let idle = if self.asleep {
+                u64::MAX
+            } else {
+                now_ns - self.active_until
+            };
             if let Some(s) = self.power.iter().rev().find(|s| s.idle_ns <= idle) {
                 t += s.exit_ns;
                 power_exit = true;
@@ -1104,11 +1112,25 @@ impl Ssd {
         }
         if f.power_exit {
             self.counters.power_exits += 1;
+            self.asleep = false;
         }
         if self.command_ns > 0 {
             self.ctrl_free = f.start + self.command_ns;
         }
         f.start + self.overhead_ns
+    }
+
+    /// Puts the device in its deepest idle power state now (a replay that starts with the
+    /// device asleep, `nines sim --trace-start asleep`): the next command pays that state's exit
+    /// latency. Without power states it changes nothing. Returns whether there is a state.
+    pub fn sleep(&mut self) -> bool {
+        self.asleep = self.has_power;
+        self.has_power
+    }
+
+    /// Undoes [`Ssd::sleep`] before any command was sent.
+    pub fn wake(&mut self) {
+        self.asleep = false;
     }
 
     /// The device is busy until `t` at least.

@@ -830,12 +830,18 @@ impl Worker {
                             unsafe { std::slice::from_raw_parts_mut(ptr, req.len_bytes as usize) };
                         fill_pattern(buf, req.offset_bytes, seed);
                     }
+                    // A replayed flush reaches the members as a flush (fdatasync); a FUA
+                    // write's bit travels with it (the engines write it as any other).
                     let io = VolIo {
                         tag: is.slot,
-                        op: req.op.into(),
+                        op: if req.flush {
+                            nines_array::VolOp::Flush
+                        } else {
+                            req.op.into()
+                        },
                         offset_bytes: req.offset_bytes,
                         len_bytes: req.len_bytes,
-                        fua: false,
+                        fua: req.fua,
                     };
                     let vol = &mut self.vols[v];
                     let mut data = PtrData {

@@ -43,6 +43,10 @@ const JITTER_TOLERANCE: f64 = 0.01;
 /// Bisection steps for `command_ns` (each halves the interval: 2^-12 of the cap).
 const COMMAND_NS_STEPS: u32 = 12;
 
+/// The fewest I/Os of a measured direction: the fit is judged up to p99.99, which needs 10,000
+/// samples to hold one.
+pub const MEASURED_IOS_MIN: u64 = 10_000;
+
 /// One measured run of one device: its workload and the latency recorder of each direction
 /// that did I/O.
 #[derive(Clone, Debug)]
@@ -52,6 +56,8 @@ pub struct Measured {
     pub workload: WorkloadSpec,
     /// Indexed by [`Op::index`]; `None` for a direction without I/O.
     pub dirs: [Option<DirRecorder>; 2],
+    /// The measured device's size.
+    pub size_bytes: u64,
 }
 
 impl Measured {
@@ -72,6 +78,25 @@ impl Measured {
                 report.jobs.len()
             )));
         }
+        // A replay's requests, sizes and arrival times are the trace's: the fit simulates the
+        // run's workload, which a replay does not have (its JSON's workload only summarises it).
+        if let Some(t) = report.config.extra.get("trace") {
+            return Err(bad(format!(
+                "it is a replay of {} ({}), which calibration cannot fit: it simulates the \
+                 measured workload; profile the device with a generated workload (e.g. \
+                 --rw randread --iodepth 1 --runtime 30s)",
+                t["file"].as_str().unwrap_or("a trace"),
+                t["format"].as_str().unwrap_or("unknown format")
+            )));
+        }
+        if report.aggregate.read.ios > 0 && report.aggregate.write.ios > 0 {
+            return Err(bad(format!(
+                "it mixes reads and writes ({} and {}), which calibration cannot fit: each \
+                 direction's latencies are fitted from a run of that direction alone; profile \
+                 --rw randread and --rw randwrite as separate runs",
+                report.aggregate.read.ios, report.aggregate.write.ios
+            )));
+        }
         let mut dirs = [None, None];
         for op in [Op::Read, Op::Write] {
             let stats = match op {
@@ -80,6 +105,14 @@ impl Measured {
             };
             if stats.ios == 0 {
                 continue;
+            }
+            if stats.ios < MEASURED_IOS_MIN {
+                return Err(bad(format!(
+                    "it has {} {}s, too few to fit: the fit is judged up to p99.99, which needs \
+                     at least {MEASURED_IOS_MIN}; profile longer (--runtime or --ios)",
+                    stats.ios,
+                    op.name()
+                )));
             }
             let Some(saved) = &stats.recorder else {
                 return Err(bad(format!(
@@ -100,6 +133,7 @@ impl Measured {
             label: label.to_string(),
             workload: report.config.workload.clone(),
             dirs,
+            size_bytes: report.devices[0].size_bytes,
         })
     }
 
@@ -315,6 +349,31 @@ pub fn calibrate(
         *jitter_mut(&mut dev, op) = Vec::new();
     }
     dev.name = format!("{}-calibrated", base.name);
+    // The description and capacity are the measured device's, not the base preset's: the
+    // capacity when the base geometry holds it (else the geometry's own, and the description
+    // says so).
+    let size_bytes = runs[0].size_bytes;
+    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    let mut held = dev.clone();
+    held.capacity_bytes = Some(size_bytes);
+    let capacity = if size_bytes > 0
+        && runs.iter().all(|r| r.size_bytes == size_bytes)
+        && held.validate().is_ok()
+    {
+        dev.capacity_bytes = Some(size_bytes);
+        format!("{size_bytes} bytes as measured")
+    } else {
+        dev.capacity_bytes = None;
+        format!(
+            "the base geometry's capacity (the measured {size_bytes} bytes do not fit it, or the runs differ)"
+        )
+    };
+    dev.description = format!(
+        "fitted by nines sim --calibrate to {} from --device {}: timings and geometry are the \
+         base's, latencies fitted; capacity {capacity}",
+        labels.join(", "),
+        base.name
+    );
 
     // 1. The floor.
     let host_ns = opts.host.submit_ns + opts.host.complete_ns;

@@ -139,6 +139,28 @@ impl Prepared {
         self.cfg.layout.group(self.cfg.members()).len() as u32
     }
 
+    /// Puts every member model in its deepest idle power state (a replay that starts with the
+    /// devices asleep: `nines sim --trace-start asleep`), so each one's first command pays that
+    /// state's exit. False, changing nothing, when the members have no power states (or are
+    /// null devices).
+    pub fn sleep_members(&mut self) -> bool {
+        let mut all = !self.members.is_empty();
+        for m in &mut self.members {
+            all &= match m {
+                SimMember::Model(ssd) => ssd.sleep(),
+                SimMember::Null { .. } => false,
+            };
+        }
+        if !all {
+            for m in &mut self.members {
+                if let SimMember::Model(ssd) = m {
+                    ssd.wake();
+                }
+            }
+        }
+        all
+    }
+
     /// Size of each member device.
     pub fn device_size_bytes(&self) -> u64 {
         self.members[0].size_bytes()

@@ -23,7 +23,8 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
 
 use nines_array::{
-    CmdDone, CmdResult, FoldedIo, IoResult, NoData, Output, VolIo, Volume, VolumeHost, VolumeParams,
+    CmdDone, CmdResult, FoldedIo, IoResult, NoData, Output, VolIo, VolOp, Volume, VolumeHost,
+    VolumeParams,
 };
 use nines_core::hdrlog::IntervalLog;
 use nines_core::latlog::{LatLogHeader, LatRecord, write_header};
@@ -213,10 +214,14 @@ impl Loop<'_, '_> {
                     self.stats.in_flight_max = self.stats.in_flight_max.max(self.in_flight);
                     let io = VolIo {
                         tag: is.slot,
-                        op: is.req.op.into(),
+                        op: if is.req.flush {
+                            VolOp::Flush
+                        } else {
+                            is.req.op.into()
+                        },
                         offset_bytes: is.req.offset_bytes,
                         len_bytes: is.req.len_bytes,
-                        fua: false,
+                        fua: is.req.fua,
                     };
                     if self.vols[v].fold {
                         // raid0: every member command sent here, its outcome known at once.

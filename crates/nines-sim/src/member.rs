@@ -54,7 +54,7 @@ impl SimMember {
         if let SimMember::Model(ssd) = self {
             let op = match cmd.op {
                 CmdOp::Read => Op::Read,
-                CmdOp::Write => Op::Write,
+                CmdOp::Write if !cmd.fua => Op::Write,
                 _ => return self.send_other(at_ns, cmd),
             };
             return MemberOutcome {
@@ -106,11 +106,13 @@ impl SimMember {
                     },
                 }
             }
-            CmdOp::Write | CmdOp::WriteZeroes => ok(ssd.submit(at_ns, Op::Write, off, len)),
+            CmdOp::Write | CmdOp::WriteZeroes => {
+                ok(ssd.submit_with(at_ns, Op::Write, off, len, cmd.fua))
+            }
             CmdOp::Trim => ok(ssd.trim(at_ns, off, len)),
-            // The model's write buffer is power-loss protected (as enterprise SSDs are): a
-            // flush has nothing to wait for.
-            CmdOp::Flush => ok(at_ns),
+            // The model's flush: a volatile write cache programs what it holds; with
+            // power-loss protection only the controller and `durability.flush_ns` are paid.
+            CmdOp::Flush => ok(ssd.flush(at_ns)),
             CmdOp::Control(Control::SetWindow(w)) => {
                 let window = match w {
                     Window::Deterministic => PlmWindow::Deterministic,

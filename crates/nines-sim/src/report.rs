@@ -6,7 +6,7 @@ use nines_array::{Volume, VolumeHost};
 use nines_core::job::JobSpec;
 use nines_core::report::{DeviceMeta, Report, ReportBuilder, RunConfig, RunKind, VolumeReport};
 use nines_core::stats::DeviceRecorder;
-use nines_core::workload::{RwMode, WorkloadSpec};
+use nines_core::workload::WorkloadSpec;
 use nines_flash::{READ_WAIT_CAUSES, READ_WAIT_SLOW_NS, ReadWaitCause, ReadWaits, Ssd};
 use nines_trace::Trace;
 use serde_json::{Map, Value, json};
@@ -110,25 +110,11 @@ pub(crate) fn trace_workload(
     stats: &RunStats,
 ) -> (Value, WorkloadSpec) {
     let ts = t.stats();
-    let mut sizes: Vec<u64> = t.records.iter().map(|r| r.len_bytes).collect();
-    sizes.sort_unstable();
-    let (mut mode, mut mode_n, mut i) = (0u64, 0usize, 0usize);
-    while i < sizes.len() {
-        let j = sizes[i..].partition_point(|&x| x == sizes[i]) + i;
-        if j - i > mode_n {
-            (mode, mode_n) = (sizes[i], j - i);
-        }
-        i = j;
-    }
-    let total = ts.reads + ts.writes;
-    let read_pct = (ts.reads * 100 + total / 2).checked_div(total).unwrap_or(0) as u8;
+    let shape = t.shape();
+    let mode = shape.block_size_bytes_mode;
     let mut w = spec.clone();
-    w.rw = match (ts.reads, ts.writes) {
-        (_, 0) => RwMode::RandRead,
-        (0, _) => RwMode::RandWrite,
-        _ => RwMode::RandRw,
-    };
-    w.read_mix_pct = read_pct;
+    w.rw = shape.rw;
+    w.read_mix_pct = shape.read_mix_pct;
     w.block_size_bytes = mode;
     w.iodepth = stats.in_flight_max.clamp(1, u32::MAX as u64) as u32;
     // Kept when --runtime cut the replay short; None when the replay ran to the trace's end.
@@ -140,6 +126,8 @@ pub(crate) fn trace_workload(
         "requests": t.records.len(),
         "reads": ts.reads,
         "writes": ts.writes,
+        "fua_writes": ts.fua_writes,
+        "flushes": ts.flushes,
         "bytes": ts.bytes,
         "duration_ns": ts.duration_ns,
         "block_size_bytes_mode": mode,

@@ -60,6 +60,16 @@ fn a_simulated_device_is_fitted_back_within_ten_percent() {
     };
     let cal = calibrate(&base, &runs, &opts).unwrap();
     assert_eq!(cal.fits.len(), 2);
+    // The description is the fitted device's own, with the measured capacity, not the preset's
+    // "960 GB M.2".
+    assert_eq!(cal.device.capacity_bytes, Some(runs[0].size_bytes));
+    let d = &cal.device.description;
+    assert!(
+        d.contains("truth-qd1.json, truth-qd16.json")
+            && d.contains("as measured")
+            && !d.contains("960 GB"),
+        "{d}"
+    );
     for f in &cal.fits {
         assert_eq!(f.op, Op::Read);
         for p in &f.percentiles {
@@ -129,7 +139,7 @@ fn inputs_it_cannot_fit_are_refused_with_a_reason() {
     fast.timing.channel_bytes_per_s = 1 << 40;
     fast.controller.read_bytes_per_s = 1 << 40;
     let mut w = WorkloadSpec {
-        ios_max: Some(2_000),
+        ios_max: Some(10_000),
         runtime_ns: None,
         ..WorkloadSpec::default()
     };
@@ -198,4 +208,68 @@ fn a_cliff_in_the_tail_is_fitted_at_every_percentile() {
             }
         }
     }
+}
+
+/// A report of `device` running `w` (or replaying `trace`), as `--calibrate` reads it.
+fn report_of(w: WorkloadSpec, trace: Option<&nines_trace::Trace>) -> Report {
+    let mut cfg = SimConfig::new(DeviceConfig::preset("afa-m2-2018").unwrap(), 1, w);
+    cfg.memory_budget_bytes = 64 << 20;
+    let mut prep = prepare(&cfg, true).unwrap();
+    let mut trace = trace.cloned();
+    if let Some(t) = trace.as_mut() {
+        t.fit(prep.target_size_bytes(), 1, nines_trace::FitPolicy::Wrap)
+            .unwrap();
+    }
+    let json = run(&mut prep, trace.as_ref()).unwrap().report.to_json();
+    Report::from_json(&json).unwrap()
+}
+
+/// What calibration cannot fit is refused with the reason and what to do: a replay (its JSON's
+/// workload only summarises the trace), a mix of reads and writes, too few I/Os for p99.99. A
+/// run it can fit names the measured capacity in the fitted description.
+#[test]
+fn replays_mixes_and_short_runs_are_refused() {
+    let records: Vec<nines_trace::TraceRecord> = (0..12_000u64)
+        .map(|i| nines_trace::TraceRecord::data(i * 100_000, 0, (i % 1000) * 4096, 4096, Op::Write))
+        .collect();
+    let trace = nines_trace::Trace::from_records(records, nines_trace::TraceFormat::Mqsim);
+    let replay = report_of(WorkloadSpec::default(), Some(&trace));
+    let e = Measured::from_report("replay.json", &replay)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("replay.json: it is a replay of a trace (mqsim)")
+            && e.contains("--rw randread"),
+        "{e}"
+    );
+    let mix = report_of(
+        WorkloadSpec {
+            rw: RwMode::RandRw,
+            read_mix_pct: 70,
+            runtime_ns: None,
+            ios_max: Some(20_000),
+            ..WorkloadSpec::default()
+        },
+        None,
+    );
+    let e = Measured::from_report("mix.json", &mix)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("mix.json: it mixes reads and writes"), "{e}");
+    let short = report_of(
+        WorkloadSpec {
+            runtime_ns: None,
+            ios_max: Some(9_999),
+            ..WorkloadSpec::default()
+        },
+        None,
+    );
+    let e = Measured::from_report("short.json", &short)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "short.json: it has 9999 reads, too few to fit: the fit is judged up to p99.99, which \
+         needs at least 10000; profile longer (--runtime or --ios)"
+    );
 }

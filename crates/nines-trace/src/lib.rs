@@ -9,19 +9,22 @@
 //! | `replayer` | `arrival_time_ms device offset size op` | fractional ms | bytes, or sectors with [`TraceUnit::Sectors`] | op 1 = read, 0 = write |
 //! | `msr-csv` | `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime` | Windows filetime (100 ns), made relative to the first record | bytes | `Read` / `Write` |
 //! | `disksim` | `time_ms devno blkno bcount flags` | fractional ms | 512-byte blocks | hex flags, bit 0 set = read |
-//! | `blkparse` | `maj,min cpu seq seconds pid action rwbs sector + count [process]` | fractional s | 512-byte sectors | rwbs with `R` = read, `W` = write |
+//! | `blkparse` | `maj,min cpu seq seconds pid action rwbs sector + count [process]` | fractional s | 512-byte sectors | rwbs with `R` = read, `W` = write; `F` before them a flush, after them FUA |
 //!
 //! Rules shared by every format (see docs/arch-trace.md):
 //! - Empty lines and lines whose first non-blank character is `#` are skipped.
 //! - Any other line that does not parse is an error naming the line number, the field and the
 //!   problem; nothing is skipped silently. The only lines skipped on purpose are blkparse's
-//!   non-dispatch events, its flush-only and discard dispatches, its closing summary section and
+//!   non-dispatch events, its discard and `N` dispatches, its closing summary section and
 //!   `Input file ... added` lines, and
 //!   one `Timestamp,...` header line at the top of an msr-csv file.
 //! - Arrival times must not go backwards: a line earlier than the one before it is an error (the
 //!   published windows and blkparse's merged output are in order; reordering silently would hide a
 //!   broken file). Equal times are fine.
-//! - Zero-length requests are an error.
+//! - Zero-length requests are an error. blkparse's flush requests (`FN`, an empty `FWS`) are
+//!   kept as data-less flush records ([`TraceRecord::flush`]), a write with a preflush (`FWS 8 +
+//!   8`) as a flush then the write, and FUA (`WFS`) as [`TraceRecord::fua`]: the device pays
+//!   for what it was asked (docs/arch-trace.md).
 //! - Times are kept as the file gives them (msr-csv: relative to its first record); the time scale
 //!   multiplies the gap of every record from the first one, which multiplies every inter-arrival
 //!   time by the same factor.
@@ -223,12 +226,44 @@ pub struct TraceRecord {
     /// The trace's device id; after [`Trace::fit`], the simulated device index.
     pub device: u32,
     pub offset_bytes: u64,
-    /// Never 0.
+    /// Never 0, but for a flush.
     pub len_bytes: u64,
     pub op: Op,
+    /// Force unit access: the device completes the request once its data is durable.
+    pub fua: bool,
+    /// A flush request (make every completed write durable): no data, `op` Write, offset and
+    /// length 0. Only blkparse traces have them (`FN`, an empty `FWS`, and the flush before a
+    /// `FWS` write with data).
+    pub flush: bool,
 }
 
 impl TraceRecord {
+    /// A read or write without flags.
+    pub fn data(arrival_ns: u64, device: u32, offset_bytes: u64, len_bytes: u64, op: Op) -> Self {
+        TraceRecord {
+            arrival_ns,
+            device,
+            offset_bytes,
+            len_bytes,
+            op,
+            fua: false,
+            flush: false,
+        }
+    }
+
+    /// A flush request of `device` at `arrival_ns`.
+    pub fn flush(arrival_ns: u64, device: u32) -> Self {
+        TraceRecord {
+            arrival_ns,
+            device,
+            offset_bytes: 0,
+            len_bytes: 0,
+            op: Op::Write,
+            fua: false,
+            flush: true,
+        }
+    }
+
     /// One past the last byte; reading guarantees this does not overflow.
     pub fn end_bytes(&self) -> u64 {
         self.offset_bytes + self.len_bytes
@@ -252,11 +287,26 @@ pub struct Trace {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TraceStats {
     pub reads: u64,
+    /// Writes with data (FUA ones included; flushes are not writes).
     pub writes: u64,
+    /// Writes with the FUA bit.
+    pub fua_writes: u64,
+    /// Flush requests (no data).
+    pub flushes: u64,
     /// Bytes of all requests, both directions.
     pub bytes: u64,
     /// Last arrival minus first arrival.
     pub duration_ns: u64,
+}
+
+/// What a trace holds, in a workload's terms ([`Trace::shape`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceShape {
+    pub rw: nines_core::workload::RwMode,
+    /// Reads among data requests, in percent (100 for a read-only trace, 0 for write-only).
+    pub read_mix_pct: u8,
+    /// The most common data request size (0 for a trace of flushes only).
+    pub block_size_bytes_mode: u64,
 }
 
 /// Requests of a trace whose sizes are not whole 512-byte sectors ([`Trace::odd_sizes`]).
@@ -492,14 +542,24 @@ pub fn read_trace(
         let time_ns = state.time_to_ns(raw.time, line)?;
         let first = *first_ns.get_or_insert(time_ns);
         let arrival_ns = scale_arrival(first, time_ns, opts.time_scale, line)?;
-        records.push(TraceRecord {
-            arrival_ns,
-            device: raw.device,
-            offset_bytes: raw.offset_bytes,
-            len_bytes: raw.len_bytes,
-            op: raw.op,
-        });
-        lines.push(line);
+        if raw.flush {
+            // A flush, or the flush a write with data asks for before it (the device sees
+            // both, in this order, at the same time).
+            records.push(TraceRecord::flush(arrival_ns, raw.device));
+            lines.push(line);
+        }
+        if raw.len_bytes > 0 {
+            records.push(TraceRecord {
+                arrival_ns,
+                device: raw.device,
+                offset_bytes: raw.offset_bytes,
+                len_bytes: raw.len_bytes,
+                op: raw.op,
+                fua: raw.fua,
+                flush: false,
+            });
+            lines.push(line);
+        }
     }
     if records.is_empty() {
         return Err(TraceError::Empty {
@@ -568,9 +628,16 @@ impl Trace {
     pub fn stats(&self) -> TraceStats {
         let mut stats = TraceStats::default();
         for r in &self.records {
+            if r.flush {
+                stats.flushes += 1;
+                continue;
+            }
             match r.op {
                 Op::Read => stats.reads += 1,
-                Op::Write => stats.writes += 1,
+                Op::Write => {
+                    stats.writes += 1;
+                    stats.fua_writes += u64::from(r.fua);
+                }
             }
             stats.bytes = stats.bytes.saturating_add(r.len_bytes);
         }
@@ -580,11 +647,47 @@ impl Trace {
         stats
     }
 
+    /// What the trace holds, as a workload would say it: one direction (randread, randwrite) or
+    /// both (randrw, with the reads' share in percent, rounded), and the most common data request
+    /// size (the smallest of equally common ones). Flushes are not requests of a direction.
+    /// Reports of a replay give these as their `config.workload` rw, read_mix_pct and
+    /// block_size_bytes.
+    pub fn shape(&self) -> TraceShape {
+        let ts = self.stats();
+        let mut sizes: Vec<u64> = self
+            .records
+            .iter()
+            .filter(|r| !r.flush)
+            .map(|r| r.len_bytes)
+            .collect();
+        sizes.sort_unstable();
+        let (mut mode, mut mode_n, mut i) = (0u64, 0usize, 0usize);
+        while i < sizes.len() {
+            let j = sizes[i..].partition_point(|&x| x == sizes[i]) + i;
+            if j - i > mode_n {
+                (mode, mode_n) = (sizes[i], j - i);
+            }
+            i = j;
+        }
+        let total = ts.reads + ts.writes;
+        let read_mix_pct = (ts.reads * 100 + total / 2).checked_div(total).unwrap_or(0) as u8;
+        let rw = match (ts.reads, ts.writes) {
+            (_, 0) => nines_core::workload::RwMode::RandRead,
+            (0, _) => nines_core::workload::RwMode::RandWrite,
+            _ => nines_core::workload::RwMode::RandRw,
+        };
+        TraceShape {
+            rw,
+            read_mix_pct,
+            block_size_bytes_mode: mode,
+        }
+    }
+
     /// Requests whose size is below 512 bytes or not a multiple of 512: the sign of a trace
     /// that counts in 512-byte sectors read as bytes. `None` when every size is whole sectors.
     pub fn odd_sizes(&self) -> Option<OddSizes> {
         let mut odd = self.records.iter().enumerate().filter(|(_, r)| {
-            r.len_bytes < SECTOR_BYTES || !r.len_bytes.is_multiple_of(SECTOR_BYTES)
+            !r.flush && (r.len_bytes < SECTOR_BYTES || !r.len_bytes.is_multiple_of(SECTOR_BYTES))
         });
         let (first, r) = odd.next()?;
         Some(OddSizes {

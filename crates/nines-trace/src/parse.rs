@@ -14,6 +14,26 @@ pub(super) struct Raw {
     pub offset_bytes: u64,
     pub len_bytes: u64,
     pub op: Op,
+    /// Force unit access (blkparse's `F` after the direction).
+    pub fua: bool,
+    /// A flush: with `len_bytes` 0 a data-less flush request (blkparse `FN`, `FWS` without a
+    /// sector); with data a write preceded by a flush (`FWS 8 + 8`: the device sees a flush,
+    /// then the write).
+    pub flush: bool,
+}
+
+impl Raw {
+    fn data(time: u64, device: u32, offset_bytes: u64, len_bytes: u64, op: Op) -> Raw {
+        Raw {
+            time,
+            device,
+            offset_bytes,
+            len_bytes,
+            op,
+            fua: false,
+            flush: false,
+        }
+    }
 }
 
 /// Per-file parsing state.
@@ -318,13 +338,7 @@ fn mqsim(text: &str, line: u64) -> Result<Raw, TraceError> {
     )?;
     let op = op_flag(ty, line, "type")?;
     check_extent(offset_bytes, len_bytes, line, "size_sectors")?;
-    Ok(Raw {
-        time,
-        device,
-        offset_bytes,
-        len_bytes,
-        op,
-    })
+    Ok(Raw::data(time, device, offset_bytes, len_bytes, op))
 }
 
 /// `arrival_time_ms device offset size op`, offset and size in bytes or sectors.
@@ -358,13 +372,7 @@ fn replayer(text: &str, line: u64, unit: TraceUnit) -> Result<Raw, TraceError> {
     )?;
     let op = op_flag(op, line, "op")?;
     check_extent(offset_bytes, len_bytes, line, size_field)?;
-    Ok(Raw {
-        time,
-        device,
-        offset_bytes,
-        len_bytes,
-        op,
-    })
+    Ok(Raw::data(time, device, offset_bytes, len_bytes, op))
 }
 
 /// `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`
@@ -407,13 +415,7 @@ fn msr_csv(text: &str, line: u64) -> Result<Raw, TraceError> {
     // Validated so that a shifted or truncated column is caught; not used by replay.
     uint(f[6], line, "ResponseTime")?;
     check_extent(offset_bytes, len_bytes, line, "Size")?;
-    Ok(Raw {
-        time,
-        device,
-        offset_bytes,
-        len_bytes,
-        op,
-    })
+    Ok(Raw::data(time, device, offset_bytes, len_bytes, op))
 }
 
 /// `time_ms devno blkno bcount flags`, flags in hex with bit 0 = read.
@@ -440,13 +442,7 @@ fn disksim(text: &str, line: u64) -> Result<Raw, TraceError> {
     let bits = u64::from_str_radix(hex, 16).expect("checked hex digits, at most 16");
     let op = if bits & 1 == 1 { Op::Read } else { Op::Write };
     check_extent(offset_bytes, len_bytes, line, "bcount")?;
-    Ok(Raw {
-        time,
-        device,
-        offset_bytes,
-        len_bytes,
-        op,
-    })
+    Ok(Raw::data(time, device, offset_bytes, len_bytes, op))
 }
 
 /// blkparse prints its per-CPU and total summaries after the events: `CPU0 (sdb):`, `Total (sdb):`.
@@ -472,7 +468,9 @@ pub(crate) fn blk_dev_id(maj: u32, min: u32) -> Option<u32> {
 const BLK_LAYOUT: &str = "maj,min cpu seq seconds pid action rwbs sector + count [process]";
 
 /// `maj,min cpu seq seconds pid action rwbs sector + count [process]`. Only D (dispatch) events
-/// are requests; every other event line is checked for its leading fields and skipped.
+/// are requests; every other event line is checked for its leading fields and skipped. A D
+/// event's RWBS must parse ([`Rwbs`]); flush requests and FUA writes are kept as such, discards
+/// and `N` requests are skipped.
 fn blkparse(text: &str, line: u64) -> Result<Option<Raw>, TraceError> {
     let mut it = text.split_ascii_whitespace();
     let mut next = |field: &'static str| {
@@ -519,20 +517,35 @@ fn blkparse(text: &str, line: u64) -> Result<Option<Raw>, TraceError> {
     if action != "D" {
         return Ok(None);
     }
-    let rwbs = next("rwbs")?;
-    let op = if rwbs.contains('R') {
-        Op::Read
-    } else if rwbs.contains('W') {
-        Op::Write
-    } else {
-        // Flushes (F, FN), discards (D, DS), secure erases and N carry no data to replay.
-        return Ok(None);
+    let rwbs_text = next("rwbs")?;
+    let rwbs = Rwbs::parse(rwbs_text).ok_or_else(|| {
+        field_err(
+            line,
+            "rwbs",
+            format!(
+                "{} is not a blkparse RWBS field (an optional F for a preflush, one of R W D DE N F, then any of F A S M in that order, e.g. R, WS, WFS, FWS, FN)",
+                show(rwbs_text)
+            ),
+        )
+    })?;
+    let op = match rwbs.kind {
+        RwbsKind::Read => Op::Read,
+        RwbsKind::Write => Op::Write,
+        // A flush request (REQ_OP_FLUSH, `FN`): the device sees a flush and nothing else.
+        RwbsKind::Flush => return Ok(Some(flush_raw(time, device))),
+        // Discards, secure erases and other data-less requests are not replayed; a flush asked
+        // before one still reaches the device.
+        RwbsKind::Discard | RwbsKind::None => {
+            return Ok(rwbs.preflush.then(|| flush_raw(time, device)));
+        }
     };
-    let flush = rwbs.contains('F');
+    // A write marked flush or FUA may carry no data: an empty preflush (`D FWS [jbd2]`, or
+    // `FWS 0 + 0`). It reaches the device as a flush.
+    let durable = rwbs.preflush || rwbs.fua;
     let sector = it.next();
-    if flush && sector.is_none_or(|s| s.starts_with('[') || s.starts_with('(')) {
-        // A flush issued as an empty write: `D FWS [jbd2]`.
-        return Ok(None);
+    if durable && op == Op::Write && sector.is_none_or(|s| s.starts_with('[') || s.starts_with('('))
+    {
+        return Ok(Some(flush_raw(time, device)));
     }
     let sector = sector.ok_or_else(|| TraceError::Line {
         line,
@@ -555,8 +568,8 @@ fn blkparse(text: &str, line: u64) -> Result<Option<Raw>, TraceError> {
         problem: format!("missing field count; expected a blkparse event `{BLK_LAYOUT}`"),
     })?;
     let sectors = uint(count, line, "count")?;
-    if flush && sectors == 0 {
-        return Ok(None);
+    if durable && op == Op::Write && sectors == 0 {
+        return Ok(Some(flush_raw(time, device)));
     }
     let len_bytes = to_bytes(sectors, SECTOR_BYTES, line, "count")?;
     check_extent(offset_bytes, len_bytes, line, "count")?;
@@ -566,7 +579,94 @@ fn blkparse(text: &str, line: u64) -> Result<Option<Raw>, TraceError> {
         offset_bytes,
         len_bytes,
         op,
+        fua: rwbs.fua,
+        flush: rwbs.preflush,
     }))
+}
+
+/// A data-less flush request.
+fn flush_raw(time: u64, device: u32) -> Raw {
+    Raw {
+        time,
+        device,
+        offset_bytes: 0,
+        len_bytes: 0,
+        op: Op::Write,
+        fua: false,
+        flush: true,
+    }
+}
+
+/// What a blkparse RWBS field's operation letter says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RwbsKind {
+    Read,
+    Write,
+    /// `D` (discard) or `DE` (secure erase).
+    Discard,
+    /// A flush request: `FN` (blkparse: a preflush without data or direction), or the kernel
+    /// tracepoint's `F` / `FF` (REQ_OP_FLUSH).
+    Flush,
+    /// `N`: no data and no direction.
+    None,
+}
+
+/// A parsed blkparse RWBS field. blkparse (blkparse_fmt.c, `fill_rwbs`) prints `F` for a flush
+/// (REQ_PREFLUSH), then one of `D` (discard), `W`, `R` or `N`, then `F` for FUA, `A`
+/// (read-ahead), `S` (sync), `M` (metadata), in that order; the kernel's own tracepoints print
+/// `F` for REQ_OP_FLUSH in the operation's place and `DE` for a secure erase, also accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rwbs {
+    pub kind: RwbsKind,
+    /// A leading `F`: the device is to flush its cache before the data.
+    pub preflush: bool,
+    /// An `F` after the operation: force unit access.
+    pub fua: bool,
+}
+
+impl Rwbs {
+    /// None when `s` is not an RWBS field in that grammar.
+    pub(crate) fn parse(s: &str) -> Option<Rwbs> {
+        let b = s.as_bytes();
+        // A leading F is a preflush when an operation letter follows; otherwise it is the
+        // operation itself (the tracepoint's REQ_OP_FLUSH, `F` or `FS`).
+        let preflush =
+            b.first() == Some(&b'F') && matches!(b.get(1), Some(b'R' | b'W' | b'D' | b'N' | b'F'));
+        let mut i = usize::from(preflush);
+        let kind = match b.get(i) {
+            Some(b'R') => RwbsKind::Read,
+            Some(b'W') => RwbsKind::Write,
+            Some(b'N') if preflush => RwbsKind::Flush,
+            Some(b'N') => RwbsKind::None,
+            Some(b'D') => {
+                if b.get(i + 1) == Some(&b'E') {
+                    i += 1;
+                }
+                RwbsKind::Discard
+            }
+            Some(b'F') => RwbsKind::Flush,
+            _ => return None,
+        };
+        i += 1;
+        let mut fua = false;
+        let mut rest = &b[i..];
+        for (flag, at) in [(b'F', 0), (b'A', 1), (b'S', 2), (b'M', 3)] {
+            if rest.first() == Some(&flag) {
+                rest = &rest[1..];
+                if at == 0 {
+                    fua = true;
+                }
+            }
+        }
+        if !rest.is_empty() {
+            return None;
+        }
+        Some(Rwbs {
+            kind,
+            preflush: preflush && kind != RwbsKind::Flush,
+            fua,
+        })
+    }
 }
 
 #[cfg(test)]

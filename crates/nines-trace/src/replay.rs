@@ -20,6 +20,8 @@ struct Rec {
     offset_bytes: u64,
     len_bytes: u32,
     op: Op,
+    fua: bool,
+    flush: bool,
 }
 
 /// One target's share of a trace, replayed from `start_ns`.
@@ -84,6 +86,8 @@ impl TraceReplay {
                 offset_bytes: r.offset_bytes,
                 len_bytes: len,
                 op: r.op,
+                fua: r.fua,
+                flush: r.flush,
             });
         }
         Ok(out)
@@ -125,6 +129,8 @@ impl RequestSource for TraceReplay {
             offset_bytes: r.offset_bytes,
             len_bytes: r.len_bytes,
             intended_ns: self.start_ns.saturating_add(r.at_ns),
+            fua: r.fua,
+            flush: r.flush,
         })
     }
 
@@ -144,13 +150,7 @@ mod tests {
     use crate::{TraceFormat, TraceRecord};
 
     fn rec(at: u64, dev: u32, off: u64, len: u64, op: Op) -> TraceRecord {
-        TraceRecord {
-            arrival_ns: at,
-            device: dev,
-            offset_bytes: off,
-            len_bytes: len,
-            op,
-        }
+        TraceRecord::data(at, dev, off, len, op)
     }
 
     #[test]

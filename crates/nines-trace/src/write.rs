@@ -18,7 +18,9 @@ pub const MSR_FILETIME_BASE: u64 = 128_437_632_000_000_000;
 /// [`MSR_FILETIME_BASE`]); reading the output gives the same records back, with msr-csv times
 /// shifted so the first is 0. Fails on a record the format cannot express: offsets and lengths
 /// that are not whole sectors in sector formats, msr-csv times that are not whole 100 ns ticks,
-/// times that go backwards, zero lengths.
+/// times that go backwards, zero lengths. Flush requests and FUA are written only in the
+/// blkparse format (`FN`, `WF`); the others have no column for them and refuse such records
+/// rather than drop what the device was asked.
 pub fn write_trace(
     mut w: impl Write,
     records: &[TraceRecord],
@@ -34,7 +36,17 @@ pub fn write_trace(
             format,
             problem,
         };
-        if r.len_bytes == 0 {
+        if (r.flush || r.fua) && format != TraceFormat::Blkparse {
+            return Err(fail(format!(
+                "it is a {}, which only the blkparse format can express",
+                if r.flush { "flush" } else { "FUA write" }
+            )));
+        }
+        if r.flush {
+            if r.len_bytes != 0 || r.offset_bytes != 0 {
+                return Err(fail("a flush carries no data".to_string()));
+            }
+        } else if r.len_bytes == 0 {
             return Err(fail("its length is 0".to_string()));
         }
         if r.offset_bytes.checked_add(r.len_bytes).is_none() {
@@ -125,6 +137,27 @@ pub fn write_trace(
                 // The inverse of parse::blk_dev_id; every u32 splits into a valid pair.
                 let (maj, min) = (r.device >> 20, r.device & ((1 << 20) - 1));
                 debug_assert_eq!(parse::blk_dev_id(maj, min), Some(r.device));
+                if r.flush {
+                    let _ = writeln!(
+                        line,
+                        "{:>3},{:<3} {:>3} {:>8} {:>5}.{:09} {:>5}  D  FN [nines]",
+                        maj,
+                        min,
+                        0,
+                        index + 1,
+                        r.arrival_ns / 1_000_000_000,
+                        r.arrival_ns % 1_000_000_000,
+                        1,
+                    );
+                    w.write_all(line.as_bytes()).map_err(TraceError::Write)?;
+                    continue;
+                }
+                let rwbs = match (read, r.fua) {
+                    (true, false) => "R",
+                    (true, true) => "RF",
+                    (false, false) => "W",
+                    (false, true) => "WF",
+                };
                 let _ = writeln!(
                     line,
                     "{:>3},{:<3} {:>3} {:>8} {:>5}.{:09} {:>5}  D {:>3} {} + {} [nines]",
@@ -135,7 +168,7 @@ pub fn write_trace(
                     r.arrival_ns / 1_000_000_000,
                     r.arrival_ns % 1_000_000_000,
                     1,
-                    if read { "R" } else { "W" },
+                    rwbs,
                     sectors(r.offset_bytes, "offset")?,
                     sectors(r.len_bytes, "length")?,
                 );

@@ -248,20 +248,37 @@ fn check_records(text: &str) {
     let got: Vec<_> = trace
         .records
         .iter()
-        .map(|r| (r.arrival_ns, r.device, r.offset_bytes, r.len_bytes, r.op))
+        .map(|r| {
+            (
+                r.arrival_ns,
+                r.device,
+                r.offset_bytes,
+                r.len_bytes,
+                r.op,
+                r.fua,
+                r.flush,
+            )
+        })
         .collect();
-    // The D (dispatch) events with data: not the queue/get/insert/complete events, not the empty
-    // preflush (`D FWS` with no sector) nor the discard (`D D`), and a FUA write (`WFS`) is a write.
+    // The D (dispatch) events: not the queue/get/insert/complete events nor the discard (`D D`);
+    // the empty preflush (`D FWS` with no sector) is a flush request, and the FUA write (`WFS`)
+    // a write with FUA: what the device was asked.
     assert_eq!(
         got,
         vec![
-            (16_230, SDA, 223_490 * 512, 4096, Op::Write),
-            (1_240_000, SDA, 1000 * 512, 8192, Op::Read),
-            (1_250_000, SDB, 5000 * 512, 4096, Op::Read),
-            (2_200_000, SDA, 7000 * 512, 12288, Op::Write),
+            (16_230, SDA, 223_490 * 512, 4096, Op::Write, false, false),
+            (1_240_000, SDA, 1000 * 512, 8192, Op::Read, false, false),
+            (1_250_000, SDB, 5000 * 512, 4096, Op::Read, false, false),
+            (2_000_000, SDA, 0, 0, Op::Write, false, true),
+            (2_200_000, SDA, 7000 * 512, 12288, Op::Write, true, false),
         ]
     );
-    assert_eq!(trace.lines, vec![4, 7, 8, 11]);
+    assert_eq!(trace.lines, vec![4, 7, 8, 9, 11]);
+    let st = trace.stats();
+    assert_eq!(
+        (st.reads, st.writes, st.fua_writes, st.flushes),
+        (2, 2, 1, 1)
+    );
     assert_eq!(trace.devices, vec![SDA, SDB]);
 }
 

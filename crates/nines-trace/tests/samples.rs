@@ -135,10 +135,16 @@ fn blkparse_sample_uses_dispatches_only() {
             (16_230, sda, 223_490 * 512, 8 * 512, Op::Write),
             (1_240_000, sda, 1000 * 512, 16 * 512, Op::Read),
             (1_250_000, sdb, 5000 * 512, 8 * 512, Op::Read),
+            (2_000_000, sda, 0, 0, Op::Write),
             (2_200_000, sda, 7000 * 512, 24 * 512, Op::Write),
+            (2_300_000, sda, 0, 0, Op::Write),
         ]
     );
-    assert_eq!(trace.lines, vec![7, 10, 11, 14]);
+    // Both empty preflushes (`FWS` without a sector, `FWS 0 + 0`) are flush requests.
+    let flushes: Vec<bool> = trace.records.iter().map(|r| r.flush).collect();
+    assert_eq!(flushes, [false, false, false, true, false, true]);
+    assert!(trace.records.iter().all(|r| !r.fua));
+    assert_eq!(trace.lines, vec![7, 10, 11, 12, 14, 15]);
     assert_eq!(trace.devices, vec![sda, sdb]);
 }
 
@@ -147,7 +153,7 @@ fn blkparse_sparse_devices_spread_over_the_simulated_ones() {
     let mut trace = read(BLKPARSE, TraceFormat::Blkparse).unwrap();
     trace.fit(1 << 30, 2, FitPolicy::Error).unwrap();
     let devices: Vec<u32> = trace.records.iter().map(|r| r.device).collect();
-    assert_eq!(devices, vec![0, 0, 1, 0]);
+    assert_eq!(devices, vec![0, 0, 1, 0, 0, 0]);
     assert_eq!(trace.devices, vec![0, 1]);
 }
 
@@ -396,6 +402,8 @@ fn built(records: &[(u32, u64, u64)]) -> Trace {
             offset_bytes,
             len_bytes,
             op: Op::Write,
+            fua: false,
+            flush: false,
         })
         .collect();
     Trace::from_records(records, TraceFormat::Mqsim)

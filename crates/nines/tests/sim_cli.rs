@@ -699,6 +699,13 @@ fn calibrates_a_zram_profile_to_within_ten_percent() {
     );
     let written = std::fs::read_to_string(&toml).unwrap();
     assert!(written.contains("[firmware_jitter]") && written.starts_with("# calibrated"));
+    // It says which host model it holds for, and names its own capacity and description.
+    assert!(
+        written.contains("# fitted with --completion none: simulate it with --completion none"),
+        "{written}"
+    );
+    assert!(written.contains("capacity_bytes = 67108864"), "{written}");
+    assert!(!written.contains("960 GB"), "{written}");
     let sim = dir.path().join("sim.json");
     common::ok(
         nines(&[
@@ -802,4 +809,187 @@ fn dnd_buffer_out_of_entries_is_reported_with_what_to_change() {
         !warnings.to_string().contains("write-back buffer"),
         "{warnings}"
     );
+}
+
+/// `--trace-start asleep` with FUA and flush lines in a blkparse trace: the first request pays
+/// the deepest power state's exit, the JSON says how the replay started and what the trace held;
+/// a device without power states is refused in one line and writes nothing.
+#[test]
+fn a_blkparse_replay_can_start_asleep_and_counts_fua_and_flushes() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("nvme.blkparse");
+    std::fs::write(
+        &trace,
+        "259,0 0 1 0.000000000 10 D WFS 0 + 8 [app]\n\
+         259,0 0 2 0.001000000 10 D FN [kworker]\n\
+         259,0 0 3 0.002000000 10 D R 64 + 8 [app]\n",
+    )
+    .unwrap();
+    let text = include_str!("../../nines-flash/presets/afa-m2-2018.toml").replacen(
+        "name = \"afa-m2-2018\"",
+        "name = \"apst-ssd\"",
+        1,
+    ) + "\n[[power.states]]\nidle_ns = 10_000_000\nexit_ns = 8_000_000\n";
+    let device = dir.path().join("apst.toml");
+    std::fs::write(&device, text).unwrap();
+    let run = |start: &str, device: &str, json: &Path| {
+        nines(&[
+            "sim",
+            "--device",
+            device,
+            "--trace",
+            trace.to_str().unwrap(),
+            "--trace-format",
+            "blkparse",
+            "--trace-start",
+            start,
+            "--precondition",
+            "none",
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+    };
+    let report = |start: &str| {
+        let json = dir.path().join(format!("{start}.json"));
+        let o = run(start, device.to_str().unwrap(), &json);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        v
+    };
+    let (awake, asleep) = (report("awake"), report("asleep"));
+    let t = &asleep["config"]["extra"]["trace"];
+    assert_eq!(t["start"], "asleep", "{t}");
+    assert_eq!(awake["config"]["extra"]["trace"]["start"], "awake");
+    assert_eq!(
+        (&t["reads"], &t["writes"], &t["fua_writes"], &t["flushes"]),
+        (&1.into(), &1.into(), &1.into(), &1.into()),
+        "{t}"
+    );
+    let max = |v: &serde_json::Value| {
+        v["devices"][0]["write"]["lat_ns"]["max_ns"]
+            .as_u64()
+            .unwrap()
+    };
+    // The FUA write is the first request: asleep, it pays the 8 ms exit on top of what it costs
+    // awake.
+    assert_eq!(max(&asleep), max(&awake) + 8_000_000);
+    let internals = &asleep["devices"][0]["internals"];
+    assert_eq!(
+        (&internals["fua_writes"], &internals["flushes"]),
+        (&1.into(), &1.into())
+    );
+
+    let json = dir.path().join("refused.json");
+    // A null device has no power states (a preset may gain some: not used here).
+    let o = run("asleep", "null:1g", &json);
+    let e = stderr(&o);
+    assert!(!o.status.success());
+    assert!(
+        e.contains("--trace-start asleep") && e.contains("power states"),
+        "{e}"
+    );
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    assert!(!json.exists());
+}
+
+/// `--calibrate` refuses in one line what it cannot fit, exits non-zero and writes nothing: a
+/// replay, a mix of reads and writes, a run too short for p99.99.
+#[test]
+fn calibrate_refuses_replays_mixes_and_short_runs_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("w.trace");
+    // A write-only mqsim trace of 12,000 requests, 100 us apart.
+    let text: String = (0..12_000u64)
+        .map(|i| format!("{} 0 {} 8 0\n", i * 100_000, (i % 1000) * 8))
+        .collect();
+    std::fs::write(&trace, text).unwrap();
+    let sim_json = |name: &str, extra: &[&str]| {
+        let json = dir.path().join(name);
+        let mut a = vec!["sim", "--quiet", "--json", json.to_str().unwrap()];
+        a.extend_from_slice(extra);
+        let o = nines(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        json
+    };
+    let replay = sim_json("replay.json", &["--trace", trace.to_str().unwrap()]);
+    let mix = sim_json("mix.json", &["--rw", "randrw", "--ios", "20000"]);
+    let short = sim_json("short.json", &["--ios", "500"]);
+    let toml = dir.path().join("fit.toml");
+    for (json, want) in [
+        (&replay, "it is a replay of "),
+        (&mix, "it mixes reads and writes"),
+        (&short, "it has 500 reads, too few to fit"),
+    ] {
+        let o = nines(&[
+            "sim",
+            "--calibrate",
+            json.to_str().unwrap(),
+            "--completion",
+            "none",
+            "--calibrate-out",
+            toml.to_str().unwrap(),
+        ]);
+        let e = stderr(&o);
+        assert!(!o.status.success(), "{e}");
+        assert!(
+            e.starts_with("nines: --calibrate: ") && e.contains(want),
+            "{e}"
+        );
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+        assert!(!toml.exists());
+    }
+}
+
+/// `--fast-fail` with `--policy dnd` works together (issue 28): reads to the turn's owner are
+/// fast-fail reads, served when it is not busy and rebuilt when it is, so some are rebuilt and
+/// far fewer than D/ND alone rebuilds up front (every read of the owner).
+#[test]
+fn dnd_with_fast_fail_rebuilds_only_the_busy_owners_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |fast_fail: &[&str]| {
+        let path = dir.path().join("dnd-ff.json");
+        let mut a = vec![
+            "sim",
+            "--quiet",
+            "--device",
+            "p4600",
+            "--devices",
+            "3",
+            "--layout",
+            "raid5",
+            "--chunk",
+            "64k",
+            "--policy",
+            "dnd",
+            "--window",
+            "100ms",
+            "--runtime",
+            "1s",
+            "--job",
+            "reads:rw=randread,bs=4k,iodepth=2",
+            "--job",
+            "w:rw=randwrite,bs=512k,rate-iops=480",
+            "--json",
+            path.to_str().unwrap(),
+        ];
+        a.extend_from_slice(fast_fail);
+        let o = nines(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let st = r["devices"][0]["volume"]["stats"].clone();
+        (
+            st["fast_fail_rebuilt"].as_u64().unwrap(),
+            st["rebuilt_pieces"].as_u64().unwrap(),
+        )
+    };
+    let (ff_rebuilt, ff_pieces) = run(&["--fast-fail", "100us"]);
+    let (plain_ff, plain_pieces) = run(&[]);
+    assert_eq!(plain_ff, 0);
+    assert!(ff_rebuilt > 0, "{ff_rebuilt}");
+    // Every rebuild is a fast-fail one (no member failed), and fewer than D/ND alone does.
+    assert_eq!(ff_pieces, ff_rebuilt);
+    assert!(ff_pieces < plain_pieces, "{ff_pieces} vs {plain_pieces}");
 }

@@ -581,6 +581,62 @@ fn profile_replays_every_trace_format_on_files_and_zram() {
     }
 }
 
+/// `profile --trace` records the run as a replay of that trace: `config.extra.trace` names the
+/// file and format, and `config.workload` (and the one job, "trace") says what the trace held, a
+/// write-only trace as randwrite with 0% reads and its request size (not the workload options'
+/// randread at 50%); its flush request is sent (fdatasync) but measured nowhere.
+#[test]
+fn profile_records_a_write_only_blkparse_replay_as_what_it_held() {
+    use nines_core::workload::RwMode;
+    let dir = disk_dir();
+    let file = make_file(dir.path(), "target", 16 << 20);
+    let trace = dir.path().join("w.blkparse");
+    std::fs::write(
+        &trace,
+        "259,0 0 1 0.000000000 10 D W 0 + 16 [app]\n\
+         259,0 0 2 0.000100000 10 D WFS 16 + 16 [app]\n\
+         259,0 0 3 0.000200000 10 D FN [kworker]\n\
+         259,0 0 4 0.000300000 10 D WS 64 + 8 [app]\n",
+    )
+    .unwrap();
+    let json = dir.path().join("replay.json");
+    ok(
+        nines(&[
+            "profile",
+            "--quiet",
+            "--trace",
+            s(&trace),
+            "--trace-format",
+            "blkparse",
+            "--trace-depth",
+            "4",
+            "--json",
+            s(&json),
+            s(&file),
+        ]),
+        "profile --trace blkparse",
+    );
+    let r = report(&json);
+    let t = &r.config.extra["trace"];
+    assert_eq!(t["file"], s(&trace));
+    assert_eq!(t["format"], "blkparse");
+    assert_eq!((&t["reads"], &t["writes"]), (&0.into(), &3.into()), "{t}");
+    assert_eq!(
+        (&t["fua_writes"], &t["flushes"]),
+        (&1.into(), &1.into()),
+        "{t}"
+    );
+    for w in [&r.config.workload, &r.jobs[0].workload] {
+        assert_eq!(w.rw, RwMode::RandWrite);
+        assert_eq!(w.read_mix_pct, 0);
+        assert_eq!(w.block_size_bytes, 8192);
+        assert_eq!(w.iodepth, 4);
+    }
+    assert_eq!(r.jobs[0].name, "trace");
+    let d = &r.devices[0];
+    assert_eq!((d.read.ios, d.write.ios), (0, 3));
+}
+
 /// serial over zram: a sequential verified fill lands on the members exactly where the policy
 /// (run again in memory over the same writes) puts it, format trims included; then random
 /// overwrites of the whole volume make the front-end rotate and xGC move data and trim segments

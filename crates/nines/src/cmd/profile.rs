@@ -454,6 +454,7 @@ pub fn run(mut args: Args) -> Result<()> {
         )
     );
 
+    let trace_shape = cfg.trace.as_ref().map(|t| t.shape());
     let cfg_trace_info = cfg.trace.as_ref().map(|t| {
         let ts = t.stats();
         json!({
@@ -461,6 +462,8 @@ pub fn run(mut args: Args) -> Result<()> {
             "requests": t.records.len(),
             "reads": ts.reads,
             "writes": ts.writes,
+            "fua_writes": ts.fua_writes,
+            "flushes": ts.flushes,
             "bytes": ts.bytes,
             "duration_ns": ts.duration_ns,
             "replay": "open loop: each request is issued at its arrival time relative to the first, latency counts from it",
@@ -553,6 +556,19 @@ pub fn run(mut args: Args) -> Result<()> {
         t["file"] = json!(path.display().to_string());
         extra.insert("trace".into(), t);
     }
+    // A replay's workload is what the trace held (as `nines sim` reports it), not the workload
+    // options' defaults (randread, 50% reads): its direction and read share, its most common
+    // request size, and as iodepth the most requests in flight per target (--trace-depth).
+    if let Some(shape) = trace_shape {
+        spec.rw = shape.rw;
+        spec.read_mix_pct = shape.read_mix_pct;
+        spec.block_size_bytes = shape.block_size_bytes_mode;
+        spec.iodepth = args.trace.trace_depth;
+        spec.ios_max = None;
+        spec.rate_iops = None;
+        spec.thinktime_ns = 0;
+    }
+    let spec_for_jobs = spec.clone();
     let config = RunConfig {
         workload: spec,
         engine: args.engine.to_string(),
@@ -653,7 +669,13 @@ pub fn run(mut args: Args) -> Result<()> {
         } else {
             job.name.as_str()
         };
-        b.job(name, &job.workload, &per_target);
+        // A replay's one job is the trace, described as config.workload describes it.
+        let workload = if trace_shape.is_some() {
+            &spec_for_jobs
+        } else {
+            &job.workload
+        };
+        b.job(name, workload, &per_target);
         if cfg_trace_info.is_some() {
             break;
         }

@@ -86,6 +86,12 @@ pub struct Args {
     pub memory_budget: Option<u64>,
     #[command(flatten)]
     pub trace: TraceArgs,
+    /// How a --trace replay finds the devices: awake (the default) or asleep, in their deepest
+    /// idle power state, so the first request pays that state's exit latency (a device with
+    /// [[power.states]]; a real capture often starts after a long idle).
+    #[arg(help_heading = "Trace replay")]
+    #[arg(long, requires = "trace", value_name = "awake|asleep", value_parser = ["awake", "asleep"])]
+    pub trace_start: Option<String>,
     /// Write the report (nines JSON schema) to this file.
     #[arg(help_heading = "Outputs")]
     #[arg(long)]
@@ -415,9 +421,34 @@ fn calibrate(args: &Args) -> Result<()> {
         || nines_sim::calibrate::calibrate(&base, &runs, &opts),
     )
     .context("--calibrate")?;
+    // A fit that could not reproduce a percentile at all (a simulated or measured 0) is no
+    // description: refuse rather than write one that prints -100% errors.
+    if let Some(f) = cal.fits.iter().find(|f| {
+        f.percentiles
+            .iter()
+            .any(|p| p.simulated_ns == 0 || p.measured_ns == 0)
+    }) {
+        bail!(
+            "--calibrate: the fit does not reproduce {} ({} at QD{}): a percentile is 0; check \
+             that it is a run of a generated workload on one device; nothing was written",
+            f.label,
+            f.op.name(),
+            f.iodepth
+        );
+    }
     let table = calibration_table(&args.device, &cal);
+    // The fit holds for the host model it was made with: say which, in the file and the message.
+    let completion = args.completion.name();
+    let host_note = format!(
+        "fitted with --completion {completion}: simulate it with --completion {completion}{}",
+        if completion == "none" {
+            " (the device's latencies alone)"
+        } else {
+            " and the same --submit-cost/--complete-cost"
+        }
+    );
     let mut toml = String::new();
-    for line in table.lines() {
+    for line in table.lines().chain(std::iter::once(host_note.as_str())) {
         toml.push_str("# ");
         toml.push_str(line);
         toml.push('\n');
@@ -431,7 +462,8 @@ fn calibrate(args: &Args) -> Result<()> {
         print!("{table}");
     }
     eprintln!(
-        "nines sim: calibrated {} in {:.1} s ({} simulations); wrote {} (use --device {})",
+        "nines sim: calibrated {} in {:.1} s ({} simulations); wrote {} (use --device {}; \
+         {host_note})",
         base.name,
         wall.elapsed().as_secs_f64(),
         cal.simulations,
@@ -538,6 +570,14 @@ pub fn run(mut args: Args) -> Result<()> {
         ),
     };
     let device = if args.ideal { device.ideal() } else { device };
+    let asleep = args.trace_start.as_deref() == Some("asleep");
+    if asleep && (null_device_bytes.is_some() || device.power.states.is_empty()) {
+        bail!(
+            "--trace-start asleep: --device {} has no power states to sleep in; give a device \
+             whose description has [[power.states]], or drop --trace-start",
+            args.device
+        );
+    }
     args.volume.check()?;
     let layout = args.volume.spec();
     let scale = match args.scale.as_str() {
@@ -697,6 +737,10 @@ pub fn run(mut args: Args) -> Result<()> {
             eprintln!("nines sim: warning: {msg}");
         }
     }
+    if asleep {
+        // Checked before preconditioning: every member is a model with power states.
+        assert!(prep.sleep_members(), "members without power states");
+    }
     let wall = Instant::now();
     let logs = Logs {
         lat: lat_file.as_mut().map(|f| f as &mut dyn Write),
@@ -761,6 +805,10 @@ pub fn run(mut args: Args) -> Result<()> {
         trace.as_ref(),
     ) {
         t.insert("file".into(), Value::from(path.display().to_string()));
+        t.insert(
+            "start".into(),
+            Value::from(if asleep { "asleep" } else { "awake" }),
+        );
         t.insert("targets".into(), Value::from(prep.targets()));
         t.insert(
             "targets_used".into(),
