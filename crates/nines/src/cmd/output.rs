@@ -99,8 +99,8 @@ pub fn check_distinct_inputs(items: &[(String, &Path)]) -> Result<()> {
         let key = key_of(path);
         if let Some((other, other_path, _)) = seen.iter().find(|(_, _, k)| *k == key) {
             bail!(
-                "{other} ({}) and {name} ({}) are the same file; a volume needs each member to be a \
-                 different file or device",
+                "{other} ({}) and {name} ({}) are the same file; give each target or member a \
+                 different file or device (one file twice would be written as two)",
                 other_path.display(),
                 path.display()
             );
