@@ -185,6 +185,66 @@ echo x > .t.json.nines-partial-2147483646
 "$BIN" sweep --qd 1 --rws randread -o badsweep -- /nonexistent/dev >/dev/null 2>&1
 [ ! -e badsweep/sweep.json ]; record outputs $? "a sweep whose every point failed wrote sweep.json"
 
+# 4b. Nothing written may destroy what the user did not name for writing (issue 29): outputs that
+# are symlinks, inputs or targets; members twice; endless inputs; sizes that crashed or wrapped.
+echo old > real.json; ln -sf real.json link.json
+"$BIN" sim --quiet --ios 100 --json link.json >/dev/null 2>&1; rc=$?
+[ $rc = 0 ] && [ -L link.json ] && grep -q '"schema"' real.json; record destroy $? "--json onto a symlink rc=$rc"
+"$BIN" sim --quiet --ios 100 --json /dev/stdout > so.txt 2>/dev/null; rc=$?
+[ $rc = 0 ] && [ -L /dev/stdout ] && grep -q '"schema"' so.txt; record destroy $? "--json /dev/stdout > file rc=$rc"
+# A binary that replaced the system's /dev/stdout link: put it back at once.
+[ -L /dev/stdout ] || { ln -s /proc/self/fd/1 /dev/.stdout.hostile && mv -T /dev/.stdout.hostile /dev/stdout; }
+truncate -s 16m t29.img; h29=$(sha256sum < t29.img)
+# Copies, so that an old binary destroying them does not spoil the other classes.
+for args in "profile --quiet --ios 100 --json t29.img t29.img" "profile --quiet --ios 100 --lat-log t29.img t29.img" \
+  "report v29.json -o v29.json" "compare v29.json v29.json -o v29.json" "log v29.lat -o v29.lat" "merge v29.json -o v29.json --force"; do
+  cp s.json v29.json; cp s.lat v29.lat; hs=$(sha256sum < v29.json); hl=$(sha256sum < v29.lat)
+  "$BIN" $args >/dev/null 2>&1; rc=$?
+  [ $rc = 1 ] && [ "$(sha256sum < t29.img)" = "$h29" ] && [ "$(sha256sum < v29.json)" = "$hs" ] && [ "$(sha256sum < v29.lat)" = "$hl" ]
+  record destroy $? "$args rc=$rc"
+done
+truncate -s 8m m29a.img m29b.img; ln -sf m29a.img m29l.img
+for args in "profile --quiet --ios 50 --layout raid0 m29a.img ./m29a.img" "serve --socket s29.sock --layout raid5 m29a.img m29l.img m29b.img" \
+  "rebuild --member 2 m29a.img m29a.img m29b.img" "profile --quiet --ios 50 --rw randwrite --layout raid0 --buffer m29a.img m29a.img m29b.img"; do
+  out=$("$BIN" $args 2>&1 >/dev/null); rc=$?
+  [ $rc = 1 ] && grep -q "are the same file" <<<"$out"; record destroy $? "$args rc=$rc: $out"
+done
+for args in "report /dev/zero" "compare s.json /dev/zero" "merge s.json /dev/zero -o z.json" "sim --quiet --device /dev/zero" \
+  "sim --quiet --job /dev/zero" "sim --calibrate /dev/zero --calibrate-out z.toml" "tune --root . --apply /dev/zero --state z.json"; do
+  timeout 20 "$BIN" $args >/dev/null 2>&1; rc=$?
+  [ $rc = 1 ]; record destroy $? "$args rc=$rc"
+done
+for args in "sim --quiet --ios 10 --layout raid5 --devices 3 --chunk 0" "sim --quiet --ios 10 --layout raid0 --devices 2 --stripe 0" \
+  "profile --quiet --ios 10 --iodepth 1024 --bs 64m t29.img" "merge s.json s.json -o d29.json"; do
+  timeout 60 "$BIN" $args >/dev/null 2>&1; rc=$?
+  [ $rc = 1 ]; record destroy $? "$args rc=$rc"
+done
+if [ -f "$PRESET" ]; then
+  sed 's/^read_ns = .*/read_ns = 18446744073709551615/' "$PRESET" > rns.toml
+  "$BIN" sim --quiet --ios 10 --device rns.toml >/dev/null 2>&1; rc=$?
+  [ $rc = 1 ]; record destroy $? "device TOML read_ns = u64::MAX rc=$rc"
+fi
+"$BIN" sweep --sim afa-m2-2018 --qd 1,5000 -o qd29 -- --ios 100 >/dev/null 2>&1; rc=$?
+[ $rc = 1 ] && [ ! -e qd29 ]; record destroy $? "sweep --qd 5000 rc=$rc (or left its folder)"
+# SIGINT (ignored by background jobs unless handled) during the first point: forwarded, the point
+# stops, nothing finished so nothing is left, exit 130; no child keeps running.
+# Each in a session of its own (setsid), so that what an old binary leaves running is killed
+# with its process group afterwards; the signal itself goes to the verb's pid only.
+stop_after() { # pid signal: signal, wait up to 60 s, then kill the group; sets rc
+  kill -"$2" "$1"
+  for _ in $(seq 600); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$1" 2>/dev/null; wait "$1"; rc=$?
+}
+setsid "$BIN" sweep --sim afa-m2-2018 --qd 1,2 -o int29 -- --runtime 1000s --precondition none >/dev/null 2>&1 &
+pid=$!; sleep 4; stop_after $pid INT
+sleep 0.5; left=$(pgrep -f "int29/points" | wc -l); pkill -9 -g $pid 2>/dev/null
+[ $rc = 130 ] && [ ! -e int29 ] && [ "$left" = 0 ]; record destroy $? "SIGINT to sweep rc=$rc, $left children left running"
+setsid "$BIN" fleet --engine local --tasks 2 --parallel 2 --out fl29 -- sim --runtime 1000s --precondition none >/dev/null 2>&1 &
+pid=$!; sleep 4; stop_after $pid TERM
+sleep 0.5; left=$(pgrep -f "fl29/task" | wc -l); pkill -9 -g $pid 2>/dev/null
+[ $rc = 130 ] && ! ls fl29/task-*.json >/dev/null 2>&1 && [ ! -e fl29/merged.json ] && [ "$left" = 0 ]
+record destroy $? "SIGTERM to fleet rc=$rc, $left children left running"
+
 # 5. Messages: no debug structures, no misleading numbers, no silent reinterpretation.
 echo garbage > junk.hlog
 msg_case() { # must-not-match must-match args...
@@ -217,6 +277,17 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/class/zram-control/hot_add ]; then
     [ "$before" = "$after" ]; record signatures $? "$fs overwritten without --force"
     echo $n > /sys/class/zram-control/hot_remove
   done
+  # Outputs never write a block device (issue 29), even through a symlink; no DEV.hlog either.
+  n=$(cat /sys/class/zram-control/hot_add); echo 16M > /sys/block/zram$n/disksize
+  mkfs.ext4 -q -F /dev/zram$n >/dev/null 2>&1; ln -sf /dev/zram$n zl
+  before=$(sha256sum < /dev/zram$n)
+  for args in "sim --quiet --ios 100 --json /dev/zram$n" "sim --quiet --ios 100 --hdr-log zl" "report s.json -o /dev/zram$n" \
+    "doctor --json /dev/zram$n" "merge s.json -o /dev/zram$n --force" "tune --plan -o /dev/zram$n loop0"; do
+    "$BIN" $args >/dev/null 2>&1; rc=$?
+    [ $rc = 1 ] && [ "$(sha256sum < /dev/zram$n)" = "$before" ] && [ ! -e /dev/zram$n.hlog ]
+    record signatures $? "$args rc=$rc wrote the device"
+  done
+  echo $n > /sys/class/zram-control/hot_remove
 fi
 
 total=0; bad=0; line=""

@@ -29,7 +29,9 @@ pub use shaping::ShapingSpec;
 /// Why a volume cannot be built: one line each, naming the option to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArrayError {
-    #[error("{layout} needs at least {min} members; give more targets (or --devices)")]
+    #[error(
+        "{layout} needs at least {min} members; give more targets (with nines sim, more --devices)"
+    )]
     TooFewMembers { layout: &'static str, min: usize },
     #[error(
         "--stripe {stripe_bytes} must be a positive multiple of the members' {block_bytes}-byte \

@@ -46,6 +46,49 @@ pub enum MergeError {
     },
 }
 
+/// The most I/Os one merged histogram may count: HdrHistogram's serialized counts are signed
+/// 64-bit, and the report's counters must not wrap.
+pub const MERGED_IOS_MAX: u64 = i64::MAX as u64;
+
+/// Running totals of one direction over everything merged, checked so that no counter of the
+/// merged report (I/Os, bytes, latency sums) can wrap.
+#[derive(Default, Clone, Copy)]
+struct Totals {
+    ios: u64,
+    bytes: u64,
+    sum: u128,
+    squares: u128,
+}
+
+impl Totals {
+    fn add(&mut self, r: &DirRecorder) -> Result<(), String> {
+        let ios = self
+            .ios
+            .checked_add(r.ios)
+            .filter(|&n| n <= MERGED_IOS_MAX)
+            .ok_or("its I/O count added to the others' is more than a merged histogram can count (2^63 - 1)")?;
+        let bytes = self
+            .bytes
+            .checked_add(r.bytes)
+            .ok_or("its byte count added to the others' overflows 64 bits")?;
+        let sum = self
+            .sum
+            .checked_add(r.latency_ns_sum)
+            .ok_or("its latency sum added to the others' overflows 128 bits")?;
+        let squares = self
+            .squares
+            .checked_add(r.latency_ns_sum_squares)
+            .ok_or("its latency sum of squares added to the others' overflows 128 bits")?;
+        *self = Totals {
+            ios,
+            bytes,
+            sum,
+            squares,
+        };
+        Ok(())
+    }
+}
+
 fn restore(
     file: &str,
     what: impl Fn() -> String,
@@ -128,6 +171,14 @@ pub fn merge(inputs: Vec<MergeInput>) -> Result<Report, MergeError> {
     let mut jobs: Vec<(JobReport, [DirRecorder; 2], [f64; 4])> = Vec::new();
     let mut agg_rates = [0.0f64; 4];
     let mut warnings = Vec::new();
+    // Per direction: the devices' totals (the aggregate's) and the jobs' (by name).
+    let mut device_totals = [Totals::default(); 2];
+    let mut job_totals: BTreeMap<String, [Totals; 2]> = BTreeMap::new();
+    let too_large = |file: &str, what: String, detail: String| MergeError::Mismatch {
+        file: file.to_string(),
+        what,
+        detail,
+    };
     for (input, label) in inputs.iter().zip(&labels) {
         let r = &input.report;
         let file = input.file.as_str();
@@ -141,6 +192,9 @@ pub fn merge(inputs: Vec<MergeInput>) -> Result<Report, MergeError> {
                     || format!("device {} {}", d.name, op.name()),
                     d.dir(op),
                 )?;
+                device_totals[op.index()]
+                    .add(&rec.dirs[op.index()])
+                    .map_err(|e| too_large(file, format!("device {} {}", d.name, op.name()), e))?;
             }
             b.device(
                 crate::report::DeviceMeta {
@@ -170,6 +224,9 @@ pub fn merge(inputs: Vec<MergeInput>) -> Result<Report, MergeError> {
             for op in Op::ALL {
                 recs[op.index()] =
                     restore(file, || format!("job {} {}", j.name, op.name()), j.dir(op))?;
+                job_totals.entry(j.name.clone()).or_default()[op.index()]
+                    .add(&recs[op.index()])
+                    .map_err(|e| too_large(file, format!("job {} {}", j.name, op.name()), e))?;
             }
             let rates = [j.read.iops, j.read.bw_bytes, j.write.iops, j.write.bw_bytes];
             let per_target = j.devices.iter().map(|s| JobDeviceStats {
@@ -284,8 +341,17 @@ fn fio_recorder(dir: &serde_json::Value) -> Option<(DirRecorder, &'static str)> 
         if c == 0 {
             continue;
         }
+        // More than a histogram can count: refused by the caller (an empty recorder with the
+        // count that does not fit).
+        match n.checked_add(c).filter(|&t| t <= MERGED_IOS_MAX) {
+            Some(t) => n = t,
+            None => {
+                let mut over = DirRecorder::new();
+                over.ios = u64::MAX;
+                return Some((over, key));
+            }
+        }
         r.hist.saturating_record_n(v.max(1), c);
-        n += c;
     }
     if n == 0 {
         return None;
@@ -352,7 +418,7 @@ pub fn from_fio_json(file: &str, v: &serde_json::Value) -> Result<Report, MergeE
     let mut engine = String::from("fio");
     for j in jobs {
         if let Some(ms) = j.get("job_runtime").and_then(serde_json::Value::as_u64) {
-            measured_ns = measured_ns.max(ms * 1_000_000);
+            measured_ns = measured_ns.max(ms.saturating_mul(1_000_000));
         }
         if let Some(e) = j
             .pointer("/job options/ioengine")
@@ -369,7 +435,7 @@ pub fn from_fio_json(file: &str, v: &serde_json::Value) -> Result<Report, MergeE
         start_unix_ns: v
             .get("timestamp_ms")
             .and_then(serde_json::Value::as_u64)
-            .map(|ms| ms * 1_000_000),
+            .map(|ms| ms.saturating_mul(1_000_000)),
         lat_log: None,
         hdr_log: None,
         extra: Default::default(),
@@ -378,6 +444,7 @@ pub fn from_fio_json(file: &str, v: &serde_json::Value) -> Result<Report, MergeE
     let mut dirs = Vec::new();
     let mut kinds = Vec::new();
     let mut rates = Vec::new();
+    let mut totals = [Totals::default(); 2];
     for (i, j) in jobs.iter().enumerate() {
         let name = j
             .get("jobname")
@@ -402,6 +469,15 @@ pub fn from_fio_json(file: &str, v: &serde_json::Value) -> Result<Report, MergeE
                     op.name()
                 ))
             })?;
+            if r.ios == u64::MAX {
+                return Err(mismatch(&format!(
+                    "job {name} {}: its histogram bins count more I/Os than a histogram can hold (2^63 - 1)",
+                    op.name()
+                )));
+            }
+            totals[op.index()]
+                .add(&r)
+                .map_err(|e| mismatch(&format!("job {name} {}: {e}", op.name())))?;
             kinds.push(kind);
             rate[op.index()] = (
                 d.get("iops")
@@ -509,6 +585,66 @@ mod tests {
             r.record(v, 4096);
         }
         r.summary(&[p]).percentiles.at(p).unwrap()
+    }
+
+    /// A run of one device with `ios` reads of 1 µs each (counted, not recorded one by one).
+    fn huge_run(host: &str, ios: u64) -> Report {
+        let mut config = run(host, &[]).config;
+        config.extra.insert("hostname".into(), host.into());
+        let mut b = ReportBuilder::new(RunKind::Profile, config);
+        let mut r = DeviceRecorder::new();
+        let d = &mut r.dirs[Op::Read.index()];
+        d.hist.record_n(1000, ios).unwrap();
+        d.ios = ios;
+        d.bytes = ios;
+        d.latency_ns_min = 1000;
+        d.latency_ns_max = 1000;
+        d.latency_ns_sum = 1000 * u128::from(ios);
+        d.latency_ns_sum_squares = 1_000_000 * u128::from(ios);
+        b.device(
+            DeviceMeta {
+                name: "d0".into(),
+                path: None,
+                size_bytes: 1 << 30,
+                cpu: None,
+            },
+            &r,
+        );
+        b.finish()
+    }
+
+    #[test]
+    fn merges_whose_counts_would_wrap_are_refused() {
+        // Two of 2^62 fit (2^63 - 1 is the most), four do not: refused, not wrapped to 0.
+        let two = merge(vec![
+            input(huge_run("a", 1 << 62)),
+            input(huge_run("b", (1 << 62) - 1)),
+        ])
+        .unwrap();
+        assert_eq!(two.aggregate.read.ios, (1 << 63) - 1);
+        let four = (0..4)
+            .map(|i| input(huge_run(&format!("h{i}"), 1 << 62)))
+            .collect();
+        let e = merge(four).unwrap_err().to_string();
+        assert!(e.contains("more than a merged histogram can count"), "{e}");
+        // fio json+ bins near 2^64: refused, no panic.
+        let fio = serde_json::json!({
+            "fio version": "fio-3.36",
+            "jobs": [{"jobname": "j", "read": {"total_ios": 5, "iops": 1.0, "bw_bytes": 1.0,
+                "clat_ns": {"bins": {"1000": 18446744073709551000u64, "2000": 1000}}}}]
+        });
+        let e = from_fio_json("f.json", &fio).unwrap_err().to_string();
+        assert!(e.contains("more I/Os than a histogram can hold"), "{e}");
+        let fio2 = |n: u64| {
+            serde_json::json!({"fio version": "fio-3.36", "jobs": [
+                {"jobname": "a", "read": {"total_ios": n, "clat_ns": {"bins": {"1000": n}}}},
+                {"jobname": "b", "read": {"total_ios": n, "clat_ns": {"bins": {"1000": n}}}}]})
+        };
+        assert!(from_fio_json("f.json", &fio2(1 << 61)).is_ok());
+        let e = from_fio_json("f.json", &fio2(1 << 62))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than a merged histogram"), "{e}");
     }
 
     proptest! {

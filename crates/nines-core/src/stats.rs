@@ -113,10 +113,15 @@ impl DirRecorder {
         let n = self.ios as f64;
         let mean = self.latency_ns_sum as f64 / n;
         // Var = E[x^2] - E[x]^2, computed in integers first to avoid cancellation.
+        // Beyond 128 bits (huge merged counts), in floating point instead of wrapping.
         let n128 = u128::from(self.ios);
-        let var_num = (self.latency_ns_sum_squares * n128)
-            .saturating_sub(self.latency_ns_sum * self.latency_ns_sum);
-        let variance = var_num as f64 / (n * n);
+        let variance = match (
+            self.latency_ns_sum_squares.checked_mul(n128),
+            self.latency_ns_sum.checked_mul(self.latency_ns_sum),
+        ) {
+            (Some(a), Some(b)) => a.saturating_sub(b) as f64 / (n * n),
+            _ => (self.latency_ns_sum_squares as f64 / n - mean * mean).max(0.0),
+        };
         let mut s = summarize_hist(
             &self.hist,
             percentiles,

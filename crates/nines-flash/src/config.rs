@@ -528,10 +528,19 @@ impl DeviceConfig {
         })
     }
 
+    /// Whether [`DeviceConfig::load`] reads `spec` as a file (ends in `.toml` or contains a `/`).
+    pub fn is_file_spec(spec: &str) -> bool {
+        spec.ends_with(".toml") || spec.contains('/')
+    }
+
     /// A preset name or a path to a TOML file (anything ending in `.toml` or containing a `/`).
     pub fn load(spec: &str) -> Result<DeviceConfig, FlashError> {
-        if spec.ends_with(".toml") || spec.contains('/') {
-            let text = std::fs::read_to_string(spec).map_err(|e| FlashError::Io {
+        if Self::is_file_spec(spec) {
+            let text = nines_core::input::read_to_string(
+                std::path::Path::new(spec),
+                nines_core::input::SETTINGS_MAX_BYTES,
+            )
+            .map_err(|e| FlashError::Io {
                 path: spec.to_string(),
                 message: e.to_string(),
             })?;
@@ -625,6 +634,9 @@ impl DeviceConfig {
             * g.pages_per_block as u128
             * g.page_size_bytes as u128
     }
+
+    /// The longest any single device time may be (one hour), so that sums of them cannot wrap.
+    pub const DURATION_NS_MAX: u64 = 3_600_000_000_000;
 
     /// Check every rule; the first broken one is returned naming its field.
     pub fn validate(&self) -> Result<(), FlashError> {
@@ -735,6 +747,61 @@ impl DeviceConfig {
             ));
         }
         let t = &self.timing;
+        // Every duration at most an hour: the model adds a handful of them per command (and
+        // scales them by calibration), and a sum that wrapped would simulate a fast device.
+        let durations = [
+            ("timing.read_ns", t.read_ns),
+            ("timing.program_ns", t.program_ns),
+            ("timing.erase_ns", t.erase_ns),
+            ("controller.overhead_ns", self.controller.overhead_ns),
+            ("controller.command_ns", self.controller.command_ns),
+            ("buffer.dram_access_ns", self.buffer.dram_access_ns),
+            (
+                "read_retry.step_overhead_ns",
+                self.read_retry.step_overhead_ns,
+            ),
+            ("durability.flush_ns", self.durability.flush_ns),
+            (
+                "suspend.resume_overhead_ns",
+                self.suspend.resume_overhead_ns,
+            ),
+            ("housekeeping.period_ns", self.housekeeping.period_ns),
+            ("housekeeping.duration_ns", self.housekeeping.duration_ns),
+            ("slow_io.extra_ns", self.slow_io.extra_ns),
+        ];
+        let listed = t
+            .read_ns_by_page_type
+            .iter()
+            .map(|&v| ("timing.read_ns_by_page_type", v))
+            .chain(
+                t.program_ns_by_page_type
+                    .iter()
+                    .map(|&v| ("timing.program_ns_by_page_type", v)),
+            )
+            .chain(self.power.states.iter().flat_map(|p| {
+                [
+                    ("power.states.idle_ns", p.idle_ns),
+                    ("power.states.exit_ns", p.exit_ns),
+                ]
+            }))
+            .chain(
+                self.firmware_jitter
+                    .read
+                    .iter()
+                    .chain(&self.firmware_jitter.write)
+                    .map(|&(_, v)| ("firmware_jitter", v)),
+            );
+        for (field, v) in durations.into_iter().chain(listed) {
+            if v > Self::DURATION_NS_MAX {
+                return Err(invalid(
+                    field,
+                    format!(
+                        "{v} ns is more than an hour ({} ns); device times are in nanoseconds",
+                        Self::DURATION_NS_MAX
+                    ),
+                ));
+            }
+        }
         for (field, v) in [
             ("timing.read_ns", t.read_ns),
             ("timing.program_ns", t.program_ns),
@@ -868,6 +935,19 @@ impl DeviceConfig {
             return Err(invalid(
                 "geometry.blocks_per_plane",
                 "the geometry has 2^32 or more mapping units; the FTL maps with 32-bit entries",
+            ));
+        }
+        if let Some(cap) = self.capacity_bytes
+            && cap < u64::from(g.map_unit_bytes)
+        {
+            // Rounded down to whole mapping units it would hold nothing (and the workload would
+            // blame its --offset).
+            return Err(invalid(
+                "capacity_bytes",
+                format!(
+                    "{cap} is less than one mapping unit ({} bytes): the device would hold nothing",
+                    g.map_unit_bytes
+                ),
             ));
         }
         if let Some(cap) = self.capacity_bytes {

@@ -72,10 +72,11 @@ pub struct State {
 impl State {
     pub fn load(path: &Path) -> Result<State, ApplyError> {
         let p = path.display().to_string();
-        let s = std::fs::read_to_string(path).map_err(|e| ApplyError::ReadState {
-            path: p.clone(),
-            msg: e.to_string(),
-        })?;
+        let s = nines_core::input::read_to_string(path, nines_core::input::SETTINGS_MAX_BYTES)
+            .map_err(|e| ApplyError::ReadState {
+                path: p.clone(),
+                msg: e.to_string(),
+            })?;
         let st: State = serde_json::from_str(&s).map_err(|e| ApplyError::ReadState {
             path: p.clone(),
             msg: e.to_string(),

@@ -391,10 +391,11 @@ impl Plan {
 
     pub fn load(path: &Path) -> Result<Plan, PlanError> {
         let p = path.display().to_string();
-        let s = std::fs::read_to_string(path).map_err(|e| PlanError::Read {
-            path: p.clone(),
-            msg: e.to_string(),
-        })?;
+        let s = nines_core::input::read_to_string(path, nines_core::input::SETTINGS_MAX_BYTES)
+            .map_err(|e| PlanError::Read {
+                path: p.clone(),
+                msg: e.to_string(),
+            })?;
         Plan::from_json(&s, &p)
     }
 

@@ -232,6 +232,29 @@ pub fn find_signature(head: &[u8]) -> Option<&'static str> {
     if at(65600, b"_BHRfS_M") {
         return Some("a btrfs filesystem");
     }
+    // Offsets and magics as util-linux libblkid has them (superblocks/f2fs.c, bcache.c, jfs.c,
+    // nilfs.c), for hosts without libblkid.
+    if at(1024, &0xF2F5_2010u32.to_le_bytes()) {
+        return Some("an f2fs filesystem");
+    }
+    if at(
+        4096 + 24,
+        b"\xc6\x85\x73\xf6\x4e\x1a\x45\xca\x82\x65\xf5\x7f\x48\xba\x6d\x81",
+    ) {
+        return Some("a bcache device");
+    }
+    if at(32768, b"JFS1") {
+        return Some("a JFS filesystem");
+    }
+    // nilfs2: s_magic 0x3434 at 1024 + 6, and a plausible s_bytes (the superblock's size).
+    if at(1030, &0x3434u16.to_le_bytes())
+        && head
+            .get(1032..1034)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .is_some_and(|n| n > 0 && n <= 1024)
+    {
+        return Some("a nilfs2 filesystem");
+    }
     for sector in 0..4 {
         if at(sector * 512, b"LABELONE") {
             return Some("an LVM physical volume");
@@ -392,7 +415,17 @@ mod tests {
     fn signatures_are_found_at_their_offsets() {
         let blank = vec![0u8; PROBE_BYTES];
         assert_eq!(find_signature(&blank), None);
-        let cases: [(usize, &[u8], &str); 11] = [
+        let cases: [(usize, &[u8], &str); 14] = [
+            (1024, &[0x10, 0x20, 0xF5, 0xF2], "f2fs"),
+            (
+                4120,
+                &[
+                    0xc6, 0x85, 0x73, 0xf6, 0x4e, 0x1a, 0x45, 0xca, 0x82, 0x65, 0xf5, 0x7f, 0x48,
+                    0xba, 0x6d, 0x81,
+                ],
+                "bcache",
+            ),
+            (32768, b"JFS1", "JFS"),
             (1080, &[0x53, 0xEF], "ext2"),
             (0, b"XFSB", "XFS"),
             (65600, b"_BHRfS_M", "btrfs"),
@@ -415,6 +448,16 @@ mod tests {
             c[off + 1..off + 1 + magic.len()].copy_from_slice(magic);
             assert_eq!(find_signature(&c), None, "shifted {want} at {off}");
         }
+        // nilfs2: the magic with a superblock size (s_bytes) after it.
+        let mut b = blank.clone();
+        b[1030..1034].copy_from_slice(&[0x34, 0x34, 0x00, 0x01]);
+        assert!(find_signature(&b).unwrap_or("none").contains("nilfs2"));
+        b[1032..1034].copy_from_slice(&[0, 0]);
+        assert_eq!(
+            find_signature(&b),
+            None,
+            "nilfs2 magic without a superblock size"
+        );
         // A short head cannot see far offsets, and does not panic.
         assert_eq!(find_signature(&blank[..100]), None);
     }

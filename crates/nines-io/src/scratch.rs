@@ -42,6 +42,7 @@ impl ScratchFiles {
         });
         let mut reasons = Vec::new();
         for base in candidates {
+            remove_stale(&base);
             match Self::create_in(&base, count, size_bytes) {
                 Ok(s) => return Ok(s),
                 Err(e) => reasons.push(format!("{}: {e}", base.display())),
@@ -65,8 +66,9 @@ impl ScratchFiles {
                 "{count} files of {size_bytes} bytes need {need} bytes but only {free} are free there; pass a smaller --size"
             )));
         }
+        // The pid in the name lets a later run remove what a killed one left ([`remove_stale`]).
         let dir = tempfile::Builder::new()
-            .prefix("nines-default-")
+            .prefix(&format!("{STALE_PREFIX}{}-", std::process::id()))
             .tempdir_in(base)?;
         // Probe O_DIRECT before writing anything large.
         let probe = dir.path().join("probe");
@@ -114,6 +116,53 @@ impl ScratchFiles {
     }
 }
 
+const STALE_PREFIX: &str = "nines-default-";
+
+/// Removes in `base` the embedded default's directories (`nines-default-PID-XXXXXX`) of runs
+/// that are gone (SIGKILL, a crash): their pid no longer runs, and they hold nothing but
+/// `defaultN` and `probe` files. Anything else is left alone.
+pub fn remove_stale(base: &Path) {
+    let Ok(rd) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(STALE_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest
+            .split_once('-')
+            .and_then(|(p, _)| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid <= 0 || pid as u32 == std::process::id() {
+            continue;
+        }
+        // SAFETY: kill with signal 0 only checks whether the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+        if alive || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let dir = e.path();
+        let ours = std::fs::read_dir(&dir).is_ok_and(|files| {
+            files.flatten().all(|f| {
+                let n = f.file_name();
+                let n = n.to_string_lossy();
+                f.file_type().is_ok_and(|t| t.is_file())
+                    && (n == "probe"
+                        || n.strip_prefix("default").is_some_and(|d| {
+                            !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
+                        }))
+            })
+        });
+        if ours {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
 /// Bytes an unprivileged user may still write on the filesystem holding `dir` (statvfs), or None
 /// when it cannot be asked.
 pub fn free_bytes(dir: &Path) -> Option<u64> {
@@ -142,5 +191,30 @@ mod tests {
         }
         drop(s);
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_killed_runs_directory_is_removed_by_the_next_and_nothing_else() {
+        let base = tempfile::tempdir().unwrap();
+        // A pid above the kernel's pid_max: never running.
+        let dead = base.path().join("nines-default-2147483646-abc123");
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::write(dead.join("default0"), b"x").unwrap();
+        std::fs::write(dead.join("default1"), b"x").unwrap();
+        // A dead pid's directory holding something else: kept.
+        let foreign = base.path().join("nines-default-2147483646-zzz");
+        std::fs::create_dir(&foreign).unwrap();
+        std::fs::write(foreign.join("notes.txt"), b"mine").unwrap();
+        // A live process's (our parent's): kept.
+        let live = base.path().join(format!(
+            "nines-default-{}-q",
+            std::os::unix::process::parent_id()
+        ));
+        std::fs::create_dir(&live).unwrap();
+        std::fs::write(live.join("default0"), b"x").unwrap();
+        remove_stale(base.path());
+        assert!(!dead.exists());
+        assert!(foreign.join("notes.txt").exists());
+        assert!(live.exists());
     }
 }

@@ -66,13 +66,21 @@ pub enum TargetError {
         size_bytes: u64,
         needed_bytes: u64,
     },
-    #[error(
-        "{path}: cannot grow the file to {needed_bytes} bytes: {error}; free space or pass a smaller --size"
-    )]
+    #[error("{path}: cannot grow the file to {needed_bytes} bytes: {error}; {hint}")]
     Grow {
         path: PathBuf,
         needed_bytes: u64,
         error: std::io::Error,
+        hint: &'static str,
+    },
+    #[error(
+        "{path}: growing it to {needed_bytes} bytes needs {more_bytes} more bytes but its filesystem has {free_bytes} free; pass a smaller --size or free space first"
+    )]
+    NoSpace {
+        path: PathBuf,
+        needed_bytes: u64,
+        more_bytes: u64,
+        free_bytes: u64,
     },
     #[error(
         "block size {block_size_bytes} bytes is not a multiple of {name}'s logical block size {logical_block_bytes} bytes; use --bs {suggest_bytes} or another multiple"
@@ -213,6 +221,17 @@ impl Target {
             }
         }
 
+        let opened = Target::open_file(path, opts, block);
+        if opened.is_err() && !exists {
+            // Nothing of a failed run stays behind: the file this call created goes (an O_DIRECT
+            // refusal on tmpfs, a failed grow, a size check).
+            let _ = std::fs::remove_file(path);
+        }
+        opened
+    }
+
+    /// [`Target::open_with`] for a file or block device whose kind is known.
+    fn open_file(path: &Path, opts: &TargetOptions, block: bool) -> Result<Target, TargetError> {
         let (file, direct) = if block && opts.write {
             // Check on a read-only descriptor first: nothing is opened for writing unless the
             // safety checks pass.
@@ -248,12 +267,13 @@ impl Target {
                     needed_bytes,
                 });
             }
-            grow(t.file.as_ref().expect("opened above"), needed_bytes).map_err(|source| {
-                TargetError::Grow {
-                    path: path.to_path_buf(),
-                    needed_bytes,
-                    error: source,
-                }
+            let file = t.file.as_ref().expect("opened above");
+            check_free_space(file, path, needed_bytes)?;
+            grow(file, needed_bytes).map_err(|source| TargetError::Grow {
+                path: path.to_path_buf(),
+                needed_bytes,
+                hint: grow_hint(&source),
+                error: source,
             })?;
             t.size_bytes = needed_bytes;
         }
@@ -612,6 +632,43 @@ fn file_dio_align(fd: RawFd, direct: bool) -> u32 {
 
 /// Extends a regular file to `needed_bytes` with allocated blocks (so writes measure the device,
 /// not block allocation); filesystems without fallocate get a plain size change.
+/// What to do when growing a file failed, by the error: only a full filesystem is about space.
+fn grow_hint(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => "free space or pass a smaller --size",
+        Some(libc::EFBIG) | Some(libc::EINVAL) => {
+            "this filesystem cannot hold a file of that size; pass a smaller --size"
+        }
+        _ => "pass a smaller --size, or create the file first",
+    }
+}
+
+/// Refuses to grow `file` to `needed_bytes` when its filesystem has less free space (for an
+/// unprivileged user) than the blocks still to allocate: growing would fill the filesystem.
+fn check_free_space(file: &File, path: &Path, needed_bytes: u64) -> Result<(), TargetError> {
+    // SAFETY: fstat/fstatvfs write into zeroed structs on an owned descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(file.as_raw_fd(), &mut st) } != 0
+        || unsafe { libc::fstatvfs(file.as_raw_fd(), &mut vfs) } != 0
+    {
+        // Not knowable here: the grow itself reports what fails.
+        return Ok(());
+    }
+    let allocated_bytes = (st.st_blocks as u64).saturating_mul(512);
+    let more_bytes = needed_bytes.saturating_sub(allocated_bytes);
+    let free_bytes = (vfs.f_bavail as u64).saturating_mul(vfs.f_frsize as u64);
+    if more_bytes > free_bytes {
+        return Err(TargetError::NoSpace {
+            path: path.to_path_buf(),
+            needed_bytes,
+            more_bytes,
+            free_bytes,
+        });
+    }
+    Ok(())
+}
+
 fn grow(file: &File, needed_bytes: u64) -> Result<(), std::io::Error> {
     // SAFETY: fallocate on an owned descriptor.
     let ret = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, needed_bytes as libc::off_t) };

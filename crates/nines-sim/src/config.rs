@@ -314,8 +314,21 @@ fn devices_phrase(n: u32) -> String {
 /// instead of letting the workload blame its --offset against an empty target.
 fn check_volume_size(prep: &Prepared) -> Result<(), SimError> {
     let layout = &prep.cfg.layout;
-    if matches!(layout.base(), Layout::Independent) || prep.target_size_bytes() > 0 {
+    if prep.target_size_bytes() > 0 {
         return Ok(());
+    }
+    if matches!(layout.base(), Layout::Independent) {
+        // A device description whose capacity, scaled, is less than one mapping unit.
+        return Err(SimError::Config(format!(
+            "the simulated device holds no data: capacity_bytes {} of the device description is \
+             {} bytes at this scale, less than one mapping unit; give a larger capacity_bytes \
+             (or --scale 1)",
+            prep.cfg
+                .device
+                .capacity_bytes
+                .map_or("(unset)".to_string(), |c| c.to_string()),
+            prep.device_size_bytes()
+        )));
     }
     let (option, unit_bytes) = match *layout.base() {
         Layout::Raid0 { stripe_bytes } => ("--stripe", stripe_bytes),

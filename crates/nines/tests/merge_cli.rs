@@ -287,8 +287,7 @@ fn bad_inputs_are_refused_and_write_nothing() {
     assert!(fails(&["merge", s(&json), "-o", s(&out_path)]).contains("--force"));
     assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "keep");
     assert!(
-        fails(&["merge", s(&json), "-o", s(&json), "--force"])
-            .contains("both an input and the output")
+        fails(&["merge", s(&json), "-o", s(&json), "--force"]).contains("is also the run's input")
     );
     assert_success(&run(&[
         "merge",

@@ -293,6 +293,9 @@ fn ramp_is_excluded_and_rate_is_kept() {
 fn log_decodes_to_csv_file_in_completion_order() {
     let dir = disk_dir();
     let f = make_file(dir.path(), "x", 4 << 20);
+    // Two different files of the same name (one file twice is refused: issue 29).
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let g = make_file(&dir.path().join("sub"), "x", 4 << 20);
     let lat = dir.path().join("x.lat");
     ok(&[
         "profile",
@@ -302,7 +305,7 @@ fn log_decodes_to_csv_file_in_completion_order() {
         "--lat-log",
         s(&lat),
         s(&f),
-        s(&f),
+        s(&g),
     ]);
     let csv = dir.path().join("x.csv");
     ok(&["log", s(&lat), "--sort", "-o", s(&csv)]);
@@ -436,13 +439,15 @@ fn o_direct_refusal_suggests_buffered_and_buffered_works() {
 #[test]
 fn more_targets_than_the_open_file_limit_is_refused() {
     let dir = disk_dir();
-    let f = make_file(dir.path(), "many", 1 << 20);
     let json = dir.path().join("many.json");
     let mut args: Vec<String> = ["profile", "--quiet", "--ios", "1", "--json", s(&json)]
         .iter()
         .map(|a| a.to_string())
         .collect();
-    args.extend((0..64).map(|_| s(&f).to_string()));
+    // 64 different files (one file twice is refused before the limit: issue 29).
+    args.extend(
+        (0..64).map(|i| s(&make_file(dir.path(), &format!("many{i}"), 1 << 16)).to_string()),
+    );
     let mut cmd = Command::new(BIN);
     cmd.args(&args);
     // SAFETY: setrlimit is async-signal-safe; it runs in the child before exec.

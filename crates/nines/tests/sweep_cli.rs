@@ -190,7 +190,11 @@ fn sweep_refuses_options_it_sets_and_needs_one_parameter() {
     );
     assert!(!out.status.success());
     let out = nines(&["sweep", "--qd", "0", "-o", "x"], dir.path());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("from 1 to 65536"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("from 1 to 4096"));
+    // Above the points' --iodepth limit: refused up front, no folder made (issue 29).
+    let out = nines(&["sweep", "--qd", "1,5000", "-o", "qd5000"], dir.path());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("from 1 to 4096"));
+    assert!(!dir.path().join("qd5000").exists());
     let out = nines(&["sweep", "--qd", "1"], dir.path());
     assert!(String::from_utf8_lossy(&out.stderr).contains("-o DIR"));
     // Every point failing is an error, and writes no sweep.json/html (issue 15: a failed run
@@ -213,6 +217,8 @@ fn sweep_refuses_options_it_sets_and_needs_one_parameter() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("every point of the sweep failed"));
     assert!(!dir.path().join("bad/sweep.json").exists());
     assert!(!dir.path().join("bad/sweep.html").exists());
+    // ... and leaves no folders it made (issue 29).
+    assert!(!dir.path().join("bad").exists());
 }
 
 #[test]

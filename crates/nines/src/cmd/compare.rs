@@ -22,6 +22,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    super::output::note_inputs("input", args.runs.iter().map(PathBuf::as_path));
+    if let Some(out) = &args.output {
+        super::output::check_path("-o", out)?;
+    }
     if let Some(l) = &args.labels
         && l.len() != args.runs.len()
     {

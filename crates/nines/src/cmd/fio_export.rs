@@ -27,7 +27,7 @@ pub struct FioArgs {
 /// The interval series of a run's --hdr-log, for the fio bandwidth and IOPS samples. A log that
 /// cannot be read leaves the samples out (they are optional in fio's output too), with a warning.
 pub fn read_intervals(path: &Path) -> Vec<IntervalSeries> {
-    let parsed = std::fs::read(path)
+    let parsed = nines_core::input::read(path, nines_core::input::HDR_LOG_MAX_BYTES)
         .map_err(|e| e.to_string())
         .and_then(|b| nines_report::intervals::parse_interval_log(&b).map_err(|e| e.to_string()));
     match parsed {

@@ -208,7 +208,7 @@ fn task_log(dir: &Path, i: usize) -> PathBuf {
 
 fn read_fleet(dir: &Path) -> Result<Fleet> {
     let path = dir.join("fleet.json");
-    let text = std::fs::read_to_string(&path)
+    let text = nines_core::input::read_to_string(&path, nines_core::input::REPORT_MAX_BYTES)
         .with_context(|| format!("{}: no fleet here (no fleet.json)", dir.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{}: not a fleet record", path.display()))
 }
@@ -253,8 +253,6 @@ fn start(args: RunArgs) -> Result<()> {
             dir.display()
         );
     }
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("--out {}: cannot create", dir.display()))?;
     let mut fleet = Fleet {
         engine: args.engine,
         command: args.command.clone(),
@@ -262,10 +260,12 @@ fn start(args: RunArgs) -> Result<()> {
         array_job: None,
         merge_job: None,
     };
-    // Every task's command is checked before anything runs.
+    // Every task's command is checked before anything runs (or a folder is made).
     for i in 0..fleet.tasks.len() {
         task_command(&fleet, dir, i)?;
     }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--out {}: cannot create", dir.display()))?;
     write_fleet(dir, &fleet)?;
     let n = fleet.tasks.len();
     match args.engine {
@@ -458,22 +458,47 @@ fn run_local(fleet: &Fleet, dir: &Path, parallel: usize) -> Result<()> {
     let mut next = 0usize;
     let mut running: Vec<(usize, std::process::Child)> = Vec::new();
     let mut failed: Vec<usize> = Vec::new();
+    // SIGINT/SIGTERM: the running tasks are told to stop (SIGTERM) and waited for, their files
+    // removed (unfinished), no new task starts, nothing is merged, exit 130.
+    nines_io::sched::install_interrupt_handler()
+        .context("cannot install the SIGINT/SIGTERM handler")?;
+    let mut finished = 0usize;
     // Bounded: each turn starts a task or waits for one; n tasks in all.
     while next < n || !running.is_empty() {
-        while running.len() < parallel && next < n {
+        while running.len() < parallel && next < n && !nines_io::sched::interrupted() {
             let args = task_command(fleet, dir, next)?;
             let log = std::fs::File::create(task_log(dir, next))?;
-            let child = Command::new(&exe)
-                .args(&args)
-                .stdout(log.try_clone()?)
-                .stderr(log)
-                .spawn()
-                .with_context(|| format!("task {next}: cannot start {}", exe.display()))?;
+            let child = super::spawn_own_group(
+                Command::new(&exe)
+                    .args(&args)
+                    .stdout(log.try_clone()?)
+                    .stderr(log),
+            )
+            .with_context(|| format!("task {next}: cannot start {}", exe.display()))?;
             running.push((next, child));
             next += 1;
         }
+        if running.is_empty() {
+            break;
+        }
         let (i, mut child) = running.remove(0);
-        let status = child.wait()?;
+        let (status, stopped) = super::wait_forwarding(&mut child)?;
+        if stopped {
+            for (j, mut other) in std::iter::once((i, child)).chain(running.drain(..)) {
+                if j != i {
+                    let _ = super::wait_forwarding(&mut other);
+                }
+                let _ = std::fs::remove_file(task_json(dir, j));
+                let _ = std::fs::remove_file(task_log(dir, j));
+                super::output::remove_stale_partials(dir, &format!("task-{j}.json"));
+            }
+            eprintln!(
+                "nines fleet: interrupted: {finished} of {n} tasks finished (their reports are in {}); nothing merged",
+                dir.display()
+            );
+            std::process::exit(super::EXIT_INTERRUPTED);
+        }
+        finished += 1;
         if !status.success() || !task_done(dir, i) {
             set_aside(dir, i);
             failed.push(i);
@@ -483,6 +508,14 @@ fn run_local(fleet: &Fleet, dir: &Path, parallel: usize) -> Result<()> {
             if status.success() { "done" } else { "FAILED" },
             next - running.len()
         );
+    }
+    if nines_io::sched::interrupted() {
+        // Between tasks: every task started had finished; the rest never started.
+        eprintln!(
+            "nines fleet: interrupted: {finished} of {n} tasks finished (their reports are in {}); nothing merged",
+            dir.display()
+        );
+        std::process::exit(super::EXIT_INTERRUPTED);
     }
     if let Some(&i) = failed.first() {
         bail!(

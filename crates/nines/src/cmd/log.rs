@@ -4,7 +4,6 @@
 //! Records are in the order the workers' buffers reached the writer, so different workers'
 //! records interleave in blocks; `--sort` orders them by completion time (in memory).
 
-use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -31,11 +30,12 @@ pub fn run(args: Args) -> Result<()> {
             args.file.display()
         );
     }
+    super::output::note_inputs("input", [args.file.as_path()]);
     if let Some(out) = &args.output {
         super::output::check_path("-o", out)?;
     }
-    let f =
-        File::open(&args.file).with_context(|| format!("{}: cannot open", args.file.display()))?;
+    let f = nines_core::input::open(&args.file)
+        .with_context(|| format!("{}: cannot open", args.file.display()))?;
     let reader = LatLogReader::new(BufReader::with_capacity(1 << 20, f))
         .with_context(|| format!("{}", args.file.display()))?;
     match &args.output {

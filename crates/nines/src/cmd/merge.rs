@@ -21,15 +21,32 @@ pub struct Args {
     /// Replace the output file if it exists
     #[arg(long)]
     pub force: bool,
+    /// Merge runs whose files are identical (the same run given twice counts its I/Os twice;
+    /// refused unless this is given)
+    #[arg(long)]
+    pub allow_duplicates: bool,
     /// No table on stdout
     #[arg(short, long)]
     pub quiet: bool,
 }
 
+fn content_hash(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
 /// Reads one run: a nines report, or fio json+ (recognised by its "fio version" key).
 pub fn read_run(path: &std::path::Path) -> Result<MergeInput> {
+    Ok(read_run_text(path)?.0)
+}
+
+/// [`read_run`], and the file's text (to find the same run given twice).
+fn read_run_text(path: &std::path::Path) -> Result<(MergeInput, String)> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).with_context(|| format!("{file}: cannot read"))?;
+    let text = nines_core::input::read_to_string(path, nines_core::input::REPORT_MAX_BYTES)
+        .with_context(|| format!("{file}: cannot read"))?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("{file}: not JSON (give nines --json or fio json+ files)"))?;
     let report = if v.get("fio version").is_some() {
@@ -37,28 +54,40 @@ pub fn read_run(path: &std::path::Path) -> Result<MergeInput> {
     } else {
         Report::from_json(&text).with_context(|| format!("{file}: not a nines report"))?
     };
-    Ok(MergeInput { file, report })
+    Ok((MergeInput { file, report }, text))
 }
 
 pub fn run(args: Args) -> Result<()> {
-    if args.output.exists() && !args.force {
+    // The inputs are never an output (cmd/output.rs refuses -o naming one of them).
+    super::output::note_inputs("input", args.runs.iter().map(PathBuf::as_path));
+    let regular = super::output::is_regular_destination("-o", &args.output)?;
+    if regular && args.output.exists() && !args.force {
         bail!(
             "{} exists; choose another -o or add --force to replace it",
             args.output.display()
         );
     }
-    if let Some(same) = args.runs.iter().find(|r| {
-        r.canonicalize()
-            .ok()
-            .is_some_and(|c| args.output.canonicalize().ok() == Some(c))
-    }) {
-        bail!("{} is both an input and the output", same.display());
+    let mut inputs = Vec::with_capacity(args.runs.len());
+    let mut hashes: Vec<u64> = Vec::with_capacity(args.runs.len());
+    for (i, p) in args.runs.iter().enumerate() {
+        let (input, text) = read_run_text(p)?;
+        // The same run twice (by content: a copy or a second name) counts its I/Os twice.
+        let hash = content_hash(&text);
+        if !args.allow_duplicates
+            && let Some(j) = hashes.iter().enumerate().position(|(j, &h)| {
+                h == hash && read_run_text(&args.runs[j]).is_ok_and(|(_, t)| t == text)
+            })
+        {
+            bail!(
+                "{} and {} are the same run (identical contents): merging it twice counts its \
+                 I/Os twice; drop one, or pass --allow-duplicates if that is meant",
+                args.runs[j].display(),
+                args.runs[i].display()
+            );
+        }
+        hashes.push(hash);
+        inputs.push(input);
     }
-    let inputs = args
-        .runs
-        .iter()
-        .map(|p| read_run(p))
-        .collect::<Result<Vec<_>>>()?;
     let logs: Vec<Option<PathBuf>> = inputs
         .iter()
         .zip(&args.runs)
@@ -90,8 +119,14 @@ pub fn run(args: Args) -> Result<()> {
         })
         .collect();
     let mut merged = merge(inputs)?;
-    if logs.iter().any(Option::is_some) {
+    super::output::note_inputs(
+        "input's interval log",
+        logs.iter().flatten().map(PathBuf::as_path),
+    );
+    // The merged interval log goes beside a regular output file only (never /dev/null.hlog).
+    if regular && logs.iter().any(Option::is_some) {
         let log_path = args.output.with_extension("hlog");
+        super::output::check_path("-o (its interval log)", &log_path)?;
         merge_interval_logs(&merged, &logs, &sources, &log_path)?;
         merged.config.hdr_log = Some(
             log_path
@@ -145,13 +180,14 @@ fn merge_interval_logs(
             .begin_log_with(&mut text, &mut serializer)?;
         for ((src, log), (start_ns, names)) in merged.sources.iter().zip(logs).zip(sources) {
             let Some(log) = log else { continue };
-            let bytes = std::fs::read(log).with_context(|| {
-                format!(
-                    "{}: its interval log {} cannot be read",
-                    src.file,
-                    log.display()
-                )
-            })?;
+            let bytes = nines_core::input::read(log, nines_core::input::HDR_LOG_MAX_BYTES)
+                .with_context(|| {
+                    format!(
+                        "{}: its interval log {} cannot be read",
+                        src.file,
+                        log.display()
+                    )
+                })?;
             let shift = start_ns.map_or(0, |s| s.saturating_sub(base));
             for (i, entry) in IntervalLogIterator::new(&bytes).enumerate() {
                 let entry = entry.map_err(|e| {

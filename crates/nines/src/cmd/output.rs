@@ -2,54 +2,286 @@
 //! under a temporary name in its final directory, rename it into place only when the verb
 //! succeeded; a failure or an interrupt removes the temporary file.
 //!
-//! Paths that are not regular files (/dev/null, /dev/stdout, a FIFO, a terminal, /dev/full) are
-//! written in place and never renamed over: a rename would turn the device node or pipe into a
-//! regular file. Temporary names carry the writer's pid (`.NAME.nines-partial-PID`), so a later
-//! run removes the ones a dead nines left behind (kill -9, a second Ctrl-C).
+//! An output path is resolved before anything runs ([`check_path`]):
+//! - a symlink is followed (never replaced): the temporary file is made beside the file the link
+//!   names and renamed onto that file, so the link keeps pointing at the new contents;
+//! - `-`, `/dev/stdout`, `/dev/stderr`, `/dev/fd/N` and `/proc/self/fd/N` stream into that open
+//!   descriptor (whatever the shell redirected it to);
+//! - other paths that are not regular files (/dev/null, a FIFO, a terminal, /dev/full) are
+//!   written in place and never renamed over: a rename would turn the node into a regular file;
+//! - a block device, a directory, and any file the run also reads or writes as an input, target
+//!   or member (the same device and inode after symlinks, see [`note_inputs`]) are refused in one
+//!   line, before any work starts.
+//!
+//! Temporary names carry the writer's pid (`.NAME.nines-partial-PID`), so a later run removes
+//! the ones a dead nines left behind (kill -9, a second Ctrl-C).
 
 use std::fs::File;
 use std::io::Write;
+use std::os::fd::{FromRawFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use anyhow::{Context, Result, bail};
 
 const PARTIAL: &str = ".nines-partial-";
 
-/// An output file being written; see the module comment.
-pub struct PendingOutput {
-    option: String,
-    path: PathBuf,
-    /// The temporary name; None when written in place (not a regular file).
-    tmp: Option<PathBuf>,
-    committed: bool,
+/// Where an output's bytes go, decided once by [`resolve`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Dest {
+    /// An open descriptor of this process (`-`, /dev/stdout, /dev/fd/N): written through a dup.
+    Stream(RawFd),
+    /// An existing node that is not a regular file (character device, FIFO, socket).
+    InPlace(PathBuf),
+    /// A regular file (existing or not), symlinks resolved: temporary name, then rename.
+    Renamed(PathBuf),
 }
 
-/// Checks that `path` can be an output before any work starts: not a directory, in an existing
-/// directory. `option` names the flag in messages ("--json").
-pub fn check_path(option: &str, path: &Path) -> Result<()> {
+/// How a file is known: its device and inode when it exists, else its absolute path (a file the
+/// run will create).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Key {
+    Inode(u64, u64),
+    Path(PathBuf),
+}
+
+/// A file the run reads or writes as an input, target or member.
+struct Noted {
+    role: String,
+    shown: PathBuf,
+    key: Key,
+}
+
+static INPUTS: Mutex<Vec<Noted>> = Mutex::new(Vec::new());
+
+fn key_of(path: &Path) -> Key {
+    match std::fs::metadata(path) {
+        Ok(m) => Key::Inode(m.dev(), m.ino()),
+        Err(_) => Key::Path(canonical_guess(path)),
+    }
+}
+
+/// Emulated and null targets (`emu:...`, `null:...`) name no file.
+fn names_no_file(path: &Path) -> bool {
+    let Some(text) = path.to_str() else {
+        return false;
+    };
+    (text.starts_with("null:") || nines_io::emu::EmuSpec::parse(text).is_some())
+        && std::fs::symlink_metadata(path).is_err()
+}
+
+/// Records files the run reads or writes besides its outputs (`role` names them in messages:
+/// "target", "input", "member 2", "--job"); [`check_path`] refuses an output that is one of them.
+pub fn note_inputs<'a>(role: &str, paths: impl IntoIterator<Item = &'a Path>) {
+    let mut v = INPUTS.lock().unwrap_or_else(|e| e.into_inner());
+    for p in paths {
+        if p.as_os_str().is_empty() || names_no_file(p) {
+            continue;
+        }
+        v.push(Noted {
+            role: role.to_string(),
+            shown: p.to_path_buf(),
+            key: key_of(p),
+        });
+    }
+}
+
+/// Refuses a file or device given twice among the members or inputs of one volume (`items`:
+/// how each is named in messages, and its path): the same device and inode after symlinks, or
+/// the same path for files not yet created. Writing one file as two members corrupts the data.
+pub fn check_distinct_inputs(items: &[(String, &Path)]) -> Result<()> {
+    let mut seen: Vec<(&str, &Path, Key)> = Vec::with_capacity(items.len());
+    for (name, path) in items {
+        if names_no_file(path) {
+            continue;
+        }
+        let key = key_of(path);
+        if let Some((other, other_path, _)) = seen.iter().find(|(_, _, k)| *k == key) {
+            bail!(
+                "{other} ({}) and {name} ({}) are the same file; give each target or member a \
+                 different file or device (one file twice would be written as two)",
+                other_path.display(),
+                path.display()
+            );
+        }
+        seen.push((name, path, key));
+    }
+    Ok(())
+}
+
+/// The descriptor a path names lexically (`-`, /dev/stdout, /dev/stderr, /dev/fd/N,
+/// /proc/self/fd/N, /proc/PID/fd/N for this process).
+fn stream_fd(path: &Path) -> Option<RawFd> {
+    let text = path.to_str()?;
+    match text {
+        "-" | "/dev/stdout" => return Some(1),
+        "/dev/stderr" => return Some(2),
+        "/dev/stdin" => return Some(0),
+        _ => {}
+    }
+    let own = format!("/proc/{}/fd/", std::process::id());
+    let n = text
+        .strip_prefix("/dev/fd/")
+        .or_else(|| text.strip_prefix("/proc/self/fd/"))
+        .or_else(|| text.strip_prefix("/proc/thread-self/fd/"))
+        .or_else(|| text.strip_prefix(own.as_str()))?;
+    n.parse::<RawFd>().ok()
+}
+
+/// Follows `path`'s symlinks (at most 40, as the kernel does) to where its bytes would go.
+fn resolve(option: &str, path: &Path) -> Result<Dest> {
     if path.as_os_str().is_empty() {
         bail!("{option}: the file name is empty");
     }
-    if path.is_dir() {
+    let mut cur = path.to_path_buf();
+    for _ in 0..40 {
+        if let Some(fd) = stream_fd(&cur) {
+            return Ok(Dest::Stream(fd));
+        }
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(&cur).with_context(|| {
+                    format!("{option} {}: cannot read the link", path.display())
+                })?;
+                cur = if target.is_absolute() {
+                    target
+                } else {
+                    parent_dir(&cur).join(target)
+                };
+            }
+            _ => break,
+        }
+    }
+    match std::fs::metadata(&cur) {
+        Ok(m) => {
+            let ft = m.file_type();
+            if ft.is_dir() {
+                bail!(
+                    "{option} {}: is a directory; give a file name",
+                    path.display()
+                );
+            }
+            if ft.is_block_device() {
+                bail!(
+                    "{option} {}: is a block device; nines writes its outputs only to files, pipes and \
+                     character devices (a block device is written only as a target, with --allow-writes)",
+                    path.display()
+                );
+            }
+            if ft.is_file() {
+                Ok(Dest::Renamed(cur))
+            } else {
+                Ok(Dest::InPlace(cur))
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if std::fs::symlink_metadata(&cur).is_ok_and(|m| m.file_type().is_symlink()) {
+                bail!(
+                    "{option} {}: too many levels of symbolic links",
+                    path.display()
+                );
+            }
+            let dir = parent_dir(&cur);
+            match std::fs::metadata(&dir) {
+                Ok(m) if m.is_dir() => Ok(Dest::Renamed(cur)),
+                Ok(_) => bail!(
+                    "{option} {}: {} is not a directory; give a path in an existing directory",
+                    path.display(),
+                    dir.display()
+                ),
+                Err(_) => bail!(
+                    "{option} {}: directory {} does not exist; create it first",
+                    path.display(),
+                    dir.display()
+                ),
+            }
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => bail!(
+            "{option} {}: a directory in that path is a file; give a path in an existing directory",
+            path.display()
+        ),
+        Err(e) => Err(anyhow::Error::new(e))
+            .with_context(|| format!("{option} {}: cannot use it as an output", path.display())),
+    }
+}
+
+/// The file behind an open descriptor, for the same checks as a path.
+fn fd_key(option: &str, path: &Path, fd: RawFd) -> Result<Option<Key>> {
+    // SAFETY: fstat writes into the zeroed struct; a bad descriptor returns -1.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        bail!(
+            "{option} {}: descriptor {fd} is not open; redirect it, or give a file name",
+            path.display()
+        );
+    }
+    let fmt = st.st_mode & libc::S_IFMT;
+    if fmt == libc::S_IFBLK {
+        bail!(
+            "{option} {}: descriptor {fd} is a block device; nines writes its outputs only to files, \
+             pipes and character devices",
+            path.display()
+        );
+    }
+    if fmt == libc::S_IFDIR {
         bail!(
             "{option} {}: is a directory; give a file name",
             path.display()
         );
     }
-    if let Ok(md) = std::fs::metadata(path)
-        && !md.is_file()
-    {
+    Ok((fmt == libc::S_IFREG).then_some(Key::Inode(st.st_dev, st.st_ino)))
+}
+
+/// The key under which `dest` clashes with inputs and other outputs; None for nodes that are
+/// not regular files (several outputs may all go to /dev/null).
+fn dest_key(option: &str, path: &Path, dest: &Dest) -> Result<Option<Key>> {
+    Ok(match dest {
+        Dest::Stream(fd) => fd_key(option, path, *fd)?,
+        Dest::InPlace(_) => None,
+        Dest::Renamed(p) => Some(key_of(p)),
+    })
+}
+
+/// Checks that `path` can be an output before any work starts (see the module comment).
+/// `option` names the flag in messages ("--json").
+pub fn check_path(option: &str, path: &Path) -> Result<()> {
+    let dest = resolve(option, path)?;
+    let Some(key) = dest_key(option, path, &dest)? else {
         return Ok(());
-    }
-    let dir = parent_dir(path);
-    if !dir.is_dir() {
+    };
+    let inputs = INPUTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = inputs.iter().find(|n| n.key == key) {
         bail!(
-            "{option} {}: directory {} does not exist; create it first",
+            "{option} {}: is also the run's {} ({}); writing it would destroy it, give the output \
+             its own file",
             path.display(),
-            dir.display()
+            n.role,
+            n.shown.display()
         );
     }
     Ok(())
+}
+
+/// For outputs another crate writes by a rename of its own (tune's state record): the checked,
+/// symlink-resolved path of a regular file; streams and nodes are refused (a rename would
+/// replace them).
+pub fn regular_file_destination(option: &str, path: &Path) -> Result<PathBuf> {
+    check_path(option, path)?;
+    match resolve(option, path)? {
+        Dest::Renamed(p) => Ok(p),
+        _ => bail!(
+            "{option} {}: must be a regular file (it is written whole and renamed into place)",
+            path.display()
+        ),
+    }
+}
+
+/// Whether `path` is (or will be) a regular file, not a stream or a node such as /dev/null
+/// (checked like [`check_path`]).
+pub fn is_regular_destination(option: &str, path: &Path) -> Result<bool> {
+    check_path(option, path)?;
+    Ok(matches!(resolve(option, path)?, Dest::Renamed(_)))
 }
 
 /// Every output of a verb checked before any work starts: each path can be written
@@ -65,14 +297,14 @@ pub fn check_outputs(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
 
 /// Refuses the same file given to two output options (their writes would interleave).
 pub fn check_distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
-    let mut seen: Vec<(&str, PathBuf)> = Vec::new();
+    let mut seen: Vec<(&str, Key)> = Vec::new();
     for (option, path) in outputs {
         let Some(path) = path else { continue };
-        let key = canonical_guess(path);
+        let dest = resolve(option, path)?;
         // Several outputs may all go to /dev/null; only regular files clash.
-        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        let Some(key) = dest_key(option, path, &dest)? else {
             continue;
-        }
+        };
         if let Some((other, _)) = seen.iter().find(|(_, k)| *k == key) {
             bail!(
                 "{other} and {option} both name {}; give each output its own file",
@@ -102,54 +334,78 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
+/// An output file being written; see the module comment.
+pub struct PendingOutput {
+    option: String,
+    path: PathBuf,
+    /// Where the finished file goes (symlinks resolved) and its temporary name; None when
+    /// written in place or streamed.
+    renamed: Option<(PathBuf, PathBuf)>,
+    committed: bool,
+}
+
 impl PendingOutput {
     /// Opens `path` for writing under the policy above.
     pub fn create(option: &str, path: &Path) -> Result<(PendingOutput, File)> {
         check_path(option, path)?;
-        // Not a regular file: written in place.
-        if let Ok(md) = std::fs::metadata(path)
-            && !md.is_file()
-        {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .open(path)
-                .with_context(|| format!("{option} {}: cannot open", path.display()))?;
-            return Ok((
+        let in_place = |file: File| {
+            (
                 PendingOutput {
                     option: option.to_string(),
                     path: path.to_path_buf(),
-                    tmp: None,
+                    renamed: None,
                     committed: true,
                 },
                 file,
-            ));
-        }
-        let dir = parent_dir(path);
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        remove_stale_partials(&dir, &name);
-        let tmp = dir.join(format!(".{name}{PARTIAL}{}", std::process::id()));
-        let file = File::create(&tmp).with_context(|| {
-            format!(
-                "{option} {}: cannot create a file in {}",
-                path.display(),
-                dir.display()
             )
-        })?;
-        Ok((
-            PendingOutput {
-                option: option.to_string(),
-                path: path.to_path_buf(),
-                tmp: Some(tmp),
-                committed: false,
-            },
-            file,
-        ))
+        };
+        match resolve(option, path)? {
+            Dest::Stream(fd) => {
+                // SAFETY: dup of a descriptor fstat just found open; the new one is ours.
+                let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+                if new < 0 {
+                    return Err(std::io::Error::last_os_error())
+                        .with_context(|| format!("{option} {}: cannot open", path.display()));
+                }
+                // SAFETY: `new` is a fresh descriptor owned by nothing else.
+                Ok(in_place(unsafe { File::from_raw_fd(new) }))
+            }
+            Dest::InPlace(p) => {
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .with_context(|| format!("{option} {}: cannot open", path.display()))?;
+                Ok(in_place(file))
+            }
+            Dest::Renamed(real) => {
+                let dir = parent_dir(&real);
+                let name = real
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                remove_stale_partials(&dir, &name);
+                let tmp = dir.join(format!(".{name}{PARTIAL}{}", std::process::id()));
+                let file = File::create(&tmp).with_context(|| {
+                    format!(
+                        "{option} {}: cannot create a file in {}",
+                        path.display(),
+                        dir.display()
+                    )
+                })?;
+                Ok((
+                    PendingOutput {
+                        option: option.to_string(),
+                        path: path.to_path_buf(),
+                        renamed: Some((real, tmp)),
+                        committed: false,
+                    },
+                    file,
+                ))
+            }
+        }
     }
 
-    /// The final path.
+    /// The final path, as given.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -161,19 +417,21 @@ impl PendingOutput {
 
     /// Where the data is now: the temporary name until committed (to read back what was written).
     pub fn written_path(&self) -> &Path {
-        self.tmp.as_deref().unwrap_or(&self.path)
+        match &self.renamed {
+            Some((_, tmp)) => tmp,
+            None => &self.path,
+        }
     }
 
     /// Moves the finished file into place (nothing to do for one written in place).
     pub fn commit(mut self) -> Result<()> {
-        if let Some(tmp) = &self.tmp
+        if let Some((real, tmp)) = &self.renamed
             && !self.committed
         {
             // Re-checked now: something not a regular file may have appeared at the path
             // while the verb ran; it is never renamed over.
-            if let Ok(md) = std::fs::symlink_metadata(&self.path)
+            if let Ok(md) = std::fs::symlink_metadata(real)
                 && !md.is_file()
-                && !md.file_type().is_symlink()
             {
                 bail!(
                     "{} {}: it is no longer a regular file; not replacing it (the output is lost)",
@@ -181,7 +439,7 @@ impl PendingOutput {
                     self.path.display()
                 );
             }
-            std::fs::rename(tmp, &self.path).with_context(|| {
+            std::fs::rename(tmp, real).with_context(|| {
                 format!(
                     "{} {}: cannot move the output into place",
                     self.option,
@@ -197,7 +455,7 @@ impl PendingOutput {
 impl Drop for PendingOutput {
     fn drop(&mut self) {
         if !self.committed
-            && let Some(tmp) = &self.tmp
+            && let Some((_, tmp)) = &self.renamed
         {
             let _ = std::fs::remove_file(tmp);
         }

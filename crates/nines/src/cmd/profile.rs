@@ -232,6 +232,46 @@ pub fn run(mut args: Args) -> Result<()> {
         bail!("--sqpoll applies only to --engine io_uring or io_uring-poll");
     }
 
+    // Targets, members and inputs: each a different file, and none of them an output; the
+    // outputs checked now, before a file is created or a byte written.
+    let buffer_device = layout
+        .shaping()
+        .and_then(|s| s.buffer.as_ref())
+        .map(|b| PathBuf::from(&b.device));
+    let mut named: Vec<(String, &Path)> = args
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (format!("target {}", i + 1), p.as_path()))
+        .collect();
+    if let Some(b) = &buffer_device {
+        named.push(("--buffer".into(), b.as_path()));
+    }
+    super::output::check_distinct_inputs(&named)?;
+    super::output::note_inputs("target", args.targets.iter().map(PathBuf::as_path));
+    super::output::note_inputs("--buffer device", buffer_device.as_deref());
+    super::output::note_inputs("--plan", args.plan.as_deref());
+    let outputs = [
+        ("--json", args.json.as_deref()),
+        ("--fio-json", args.fio.fio_json.as_deref()),
+        ("--fio-json-plus", args.fio.fio_json_plus.as_deref()),
+        ("--hdr-log", args.hdr_log.as_deref()),
+        ("--lat-log", args.lat_log.as_deref()),
+    ];
+    super::output::check_outputs(&outputs)?;
+    let volumes = if args.targets.is_empty() {
+        DEFAULT_FILES
+    } else {
+        layout.group(args.targets.len() as u32).len()
+    };
+    check_buffer_memory(
+        &args
+            .jobs
+            .jobs_for(&spec, trace.is_some(), args.workload.runtime.is_some())?,
+        volumes as u64,
+        super::hostmem::host_memory(),
+    )?;
+
     // From here on SIGINT/SIGTERM only set a flag: the run stops, reports what it measured and
     // removes the embedded default's temporary files.
     nines_io::sched::install_interrupt_handler()
@@ -321,14 +361,6 @@ pub fn run(mut args: Args) -> Result<()> {
         ),
     };
     let emu = args.emu.context(spec.seed)?;
-    let outputs = [
-        ("--json", args.json.as_deref()),
-        ("--fio-json", args.fio.fio_json.as_deref()),
-        ("--fio-json-plus", args.fio.fio_json_plus.as_deref()),
-        ("--hdr-log", args.hdr_log.as_deref()),
-        ("--lat-log", args.lat_log.as_deref()),
-    ];
-    super::output::check_outputs(&outputs)?;
     let mut targets = Vec::with_capacity(paths.len());
     for p in &paths {
         targets.push(Target::open_with(p, &topts, &emu)?);
@@ -472,7 +504,25 @@ pub fn run(mut args: Args) -> Result<()> {
 
     // 4. The run, with the interrupt counters read before and after it (never during).
     let irq_before = nines_host::IrqSnapshot::read(Path::new("/"));
-    let outcome = driver::run(&dtargets, cfg)?;
+    let outcome = driver::run(&dtargets, cfg).map_err(|e| {
+        // The driver writes the logs through descriptors: the message gets their option and path.
+        let log = match &e {
+            nines_io::driver::DriverError::Log { what, .. } if *what == "latency log" => {
+                Some(("--lat-log", args.lat_log.as_deref()))
+            }
+            nines_io::driver::DriverError::Log { .. } => {
+                Some(("--hdr-log", args.hdr_log.as_deref()))
+            }
+            _ => None,
+        };
+        match log {
+            Some((option, Some(path))) => anyhow::Error::new(e).context(format!(
+                "{option} {} (free space there, or give a path on another filesystem)",
+                path.display()
+            )),
+            _ => anyhow::Error::new(e),
+        }
+    })?;
     let irq_delta = match (irq_before, nines_host::IrqSnapshot::read(Path::new("/"))) {
         (Ok(before), Ok(after)) => Some(before.delta(&after)),
         (Err(e), _) | (_, Err(e)) => {
@@ -1098,6 +1148,35 @@ fn workers_text(n: usize) -> String {
     } else {
         format!("{n} workers")
     }
+}
+
+/// Refuses I/O buffers (each job's iodepth x block size, per volume) larger than the memory this
+/// host has available: the allocation would abort the process (SIGABRT) instead of failing.
+fn check_buffer_memory(
+    jobs: &[nines_core::job::JobSpec],
+    volumes: u64,
+    host: Option<super::hostmem::HostMemory>,
+) -> Result<()> {
+    let per_volume: u128 = jobs
+        .iter()
+        .map(|j| u128::from(j.workload.iodepth) * u128::from(j.workload.block_size_bytes))
+        .sum();
+    let needed_bytes = per_volume * u128::from(volumes.max(1));
+    if let Some(h) = host
+        && needed_bytes > u128::from(h.available_bytes)
+    {
+        let w = &jobs[0].workload;
+        bail!(
+            "--iodepth {} x --bs {} x {volumes} volume(s) needs {} MiB of I/O buffers, more than this \
+             host's available memory ({} MiB of {} MiB); lower --iodepth or --bs",
+            w.iodepth,
+            w.block_size_bytes,
+            needed_bytes >> 20,
+            h.available_bytes >> 20,
+            h.total_bytes >> 20
+        );
+    }
+    Ok(())
 }
 
 /// How the report records a log's path: relative to the JSON's directory when there is a JSON

@@ -6,7 +6,7 @@
 //! when the policy says it has reached the last row.
 
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -125,6 +125,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.force && !args.allow_writes {
         bail!("--force only applies with --allow-writes; add --allow-writes or drop --force");
     }
+    let named: Vec<(String, &Path)> = args
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (format!("member {i}"), p.as_path()))
+        .collect();
+    super::output::check_distinct_inputs(&named)?;
+    super::output::note_inputs("member", args.targets.iter().map(PathBuf::as_path));
     super::output::check_outputs(&[("--json", args.json.as_deref())])?;
     let n = args.targets.len();
     if n < 3 {
@@ -155,7 +163,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     create_size_bytes: None,
                 },
             )
-            .with_context(|| format!("cannot open member {i} ({})", p.display()))
+            .map_err(|e| {
+                use nines_io::target::TargetError;
+                // The target's advice names --size, which rebuild has not: members exist.
+                match e {
+                    TargetError::Missing { .. } => anyhow::anyhow!(
+                        "cannot open member {i} ({}): no such file or device; give every member of the volume, the replacement created first with the others' size (truncate -s)",
+                        p.display()
+                    ),
+                    TargetError::TooSmall { size_bytes, .. } => anyhow::anyhow!(
+                        "cannot open member {i} ({}): it holds {size_bytes} bytes; every member, the replacement too, needs the others' size (truncate -s)",
+                        p.display()
+                    ),
+                    e => anyhow::Error::new(e)
+                        .context(format!("cannot open member {i} ({})", p.display())),
+                }
+            })
         })
         .collect::<anyhow::Result<_>>()?;
     if let Some(i) = members.iter().position(|t| t.file().is_none()) {
@@ -298,9 +321,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mib = (rows * args.chunk) as f64 / f64::from(1u32 << 20);
     if interrupted {
-        bail!(
-            "interrupted after {rows} of {rows_total} rows ({mib:.1} MiB); run it again to rebuild from the start"
+        // The one rule for interrupted runs: what was done is reported, exit 130.
+        eprintln!(
+            "nines: interrupted after {rows} of {rows_total} rows ({mib:.1} MiB); run it again to rebuild from the start"
         );
+        std::process::exit(super::EXIT_INTERRUPTED);
     }
     println!(
         "rebuilt member {} ({}): {rows} rows, {mib:.1} MiB in {elapsed_s:.2} s ({:.1} MiB/s), {} member reads",

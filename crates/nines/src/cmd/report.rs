@@ -34,6 +34,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .output
         .clone()
         .unwrap_or_else(|| args.run.with_extension("html"));
+    super::output::note_inputs("input", [args.run.as_path()]);
+    super::output::note_inputs("--lat-log input", args.lat_log.as_deref());
+    super::output::note_inputs("--hdr-log input", args.hdr_log.as_deref());
     super::output::check_path("-o", &out)?;
     let report = read_report(&args.run)?;
     let base = args.run.parent().unwrap_or(Path::new("."));
@@ -50,13 +53,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "interval",
     );
 
+    // The logs the run names are inputs too (checked again when -o is created).
+    super::output::note_inputs("per-I/O log", lat_path.as_deref());
+    super::output::note_inputs("interval log", hdr_path.as_deref());
+    super::output::check_path("-o", &out)?;
     let lat = match &lat_path {
         Some(p) => Some(read_lat_log(p)?),
         None => None,
     };
     let intervals = match &hdr_path {
         Some(p) => {
-            let bytes = std::fs::read(p)
+            let bytes = nines_core::input::read(p, nines_core::input::HDR_LOG_MAX_BYTES)
                 .with_context(|| format!("reading interval log {}", p.display()))?;
             Some(
                 nines_report::intervals::parse_interval_log(&bytes)
@@ -99,12 +106,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// Reads and checks a run's JSON with a message that says what to do.
 pub fn read_report(path: &Path) -> anyhow::Result<Report> {
-    let text = std::fs::read_to_string(path).with_context(|| {
-        format!(
-            "reading {}; pass the JSON written by `nines profile --json` or `nines sim --json`",
-            path.display()
-        )
-    })?;
+    let text = nines_core::input::read_to_string(path, nines_core::input::REPORT_MAX_BYTES)
+        .with_context(|| {
+            format!(
+                "reading {}; pass the JSON written by `nines profile --json` or `nines sim --json`",
+                path.display()
+            )
+        })?;
     if text.contains("\"nines-sweep\"") && nines_report::sweep::Sweep::from_json(&text).is_ok() {
         anyhow::bail!(
             "{} is a sweep, not a run: its page is the sweep.html `nines sweep` wrote beside it, \
@@ -152,8 +160,8 @@ fn pick_log(
 /// Two passes over a per-I/O log: the distribution first, then decimation and spikes.
 fn read_lat_log(path: &Path) -> anyhow::Result<LatView> {
     let open = || -> anyhow::Result<LatLogReader<BufReader<File>>> {
-        let f =
-            File::open(path).with_context(|| format!("opening per-I/O log {}", path.display()))?;
+        let f = nines_core::input::open(path)
+            .with_context(|| format!("opening per-I/O log {}", path.display()))?;
         LatLogReader::new(BufReader::with_capacity(1 << 20, f))
             .with_context(|| format!("reading per-I/O log {}", path.display()))
     };

@@ -5,7 +5,7 @@
 use std::os::fd::FromRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -160,6 +160,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             writer_options(&spec)
         );
     }
+    // Members: each a different file or device, none of them an output.
+    let buffer_device = spec
+        .shaping()
+        .and_then(|s| s.buffer.as_ref())
+        .map(|b| PathBuf::from(&b.device));
+    let mut named: Vec<(String, &Path)> = args
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (format!("member {i}"), p.as_path()))
+        .collect();
+    if let Some(b) = &buffer_device {
+        named.push(("--buffer".into(), b.as_path()));
+    }
+    output::check_distinct_inputs(&named)?;
+    output::note_inputs("member", args.targets.iter().map(PathBuf::as_path));
+    output::note_inputs("--buffer device", buffer_device.as_deref());
     output::check_outputs(&[
         ("--json", args.json.as_deref()),
         ("--hdr-log", args.hdr_log.as_deref()),
@@ -185,7 +202,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 },
                 &emu,
             )
-            .with_context(|| format!("cannot serve {}", p.display()))
+            .map_err(|e| match e {
+                // The target's own advice speaks of workloads; serve's fix is --read-only.
+                nines_io::target::TargetError::ReadOnly { .. } => anyhow::anyhow!(
+                    "cannot serve {}: it is on a read-only filesystem; pass --read-only to serve it without writing",
+                    p.display()
+                ),
+                e => anyhow::Error::new(e).context(format!("cannot serve {}", p.display())),
+            })
         })
         .collect::<anyhow::Result<_>>()?;
     let groups = spec.group(members.len() as u32);

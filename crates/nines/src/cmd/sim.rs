@@ -376,6 +376,13 @@ fn calibrate(args: &Args) -> Result<()> {
     let Some(out) = args.calibrate_out.as_deref() else {
         bail!("--calibrate: give --calibrate-out FILE.toml for the fitted device description");
     };
+    super::output::note_inputs(
+        "--calibrate input",
+        args.calibrate.iter().map(PathBuf::as_path),
+    );
+    if DeviceConfig::is_file_spec(&args.device) {
+        super::output::note_inputs("--device", [Path::new(&args.device)]);
+    }
     super::output::check_outputs(&[("--calibrate-out", Some(out))])?;
     if args.device.starts_with("null:") {
         bail!(
@@ -391,7 +398,7 @@ fn calibrate(args: &Args) -> Result<()> {
     let mut runs = Vec::new();
     for path in &args.calibrate {
         let label = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        let text = nines_core::input::read_to_string(path, nines_core::input::REPORT_MAX_BYTES)
             .with_context(|| format!("--calibrate {label}: cannot read it"))?;
         let report = nines_core::report::Report::from_json(&text)
             .with_context(|| format!("--calibrate {label}"))?;
@@ -577,6 +584,9 @@ pub fn run(mut args: Args) -> Result<()> {
              whose description has [[power.states]], or drop --trace-start",
             args.device
         );
+    }
+    if DeviceConfig::is_file_spec(&args.device) {
+        super::output::note_inputs("--device", [Path::new(&args.device)]);
     }
     args.volume.check()?;
     let layout = args.volume.spec();

@@ -251,8 +251,10 @@ fn plan(args: &Args) -> anyhow::Result<(SweepParam, Vec<Plan>)> {
     let mut plans = Vec::new();
     let param = if let Some(qds) = &args.qd {
         owned.extend(["--rw", "--iodepth"]);
-        if qds.is_empty() || qds.iter().any(|q| *q == 0 || *q > 65_536) {
-            bail!("--qd takes queue depths from 1 to 65536, e.g. --qd 1,2,4,8");
+        // The points' own limit (--iodepth), checked before any folder or point exists.
+        let max = nines_core::workload::IODEPTH_MAX;
+        if qds.is_empty() || qds.iter().any(|q| *q == 0 || *q > max) {
+            bail!("--qd takes queue depths from 1 to {max}, e.g. --qd 1,2,4,8");
         }
         for rw in &args.rws {
             rw.parse::<RwMode>()
@@ -333,7 +335,21 @@ fn plan(args: &Args) -> anyhow::Result<(SweepParam, Vec<Plan>)> {
 }
 
 /// Runs one point; Ok(report) or Err(one-line reason).
-fn run_point(exe: &Path, args: &Args, plan: &Plan, json: &Path) -> Result<Report, String> {
+/// One point, run as a child nines. The bool: the sweep was interrupted while it ran (its
+/// report, if any, is of an unfinished point).
+fn run_point(exe: &Path, args: &Args, plan: &Plan, json: &Path) -> (Result<Report, String>, bool) {
+    let mut interrupted = false;
+    let r = run_point_inner(exe, args, plan, json, &mut interrupted);
+    (r, interrupted)
+}
+
+fn run_point_inner(
+    exe: &Path,
+    args: &Args,
+    plan: &Plan,
+    json: &Path,
+    interrupted: &mut bool,
+) -> Result<Report, String> {
     let mut cmd = Command::new(exe);
     match &args.sim {
         None => {
@@ -351,11 +367,26 @@ fn run_point(exe: &Path, args: &Args, plan: &Plan, json: &Path) -> Result<Report
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let out = cmd
-        .output()
+    let mut child = super::spawn_own_group(&mut cmd)
         .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
+    // Its stderr read on the side (bounded by what the child writes), so it never blocks.
+    let mut pipe = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(p) = pipe.as_mut() {
+            let _ = std::io::Read::read_to_end(p, &mut bytes);
+        }
+        bytes
+    });
+    let (status, stopped) =
+        super::wait_forwarding(&mut child).map_err(|e| format!("waiting for the point: {e}"))?;
+    *interrupted = stopped;
+    let stderr_bytes = reader.join().unwrap_or_default();
+    if stopped {
+        return Err("interrupted".into());
+    }
+    if !status.success() {
+        let stderr = String::from_utf8_lossy(&stderr_bytes);
         let last = stderr
             .lines()
             .rev()
@@ -364,7 +395,7 @@ fn run_point(exe: &Path, args: &Args, plan: &Plan, json: &Path) -> Result<Report
             .trim();
         return Err(last.strip_prefix("nines: ").unwrap_or(last).to_string());
     }
-    let text = std::fs::read_to_string(json)
+    let text = nines_core::input::read_to_string(json, nines_core::input::REPORT_MAX_BYTES)
         .map_err(|e| format!("the point wrote no JSON at {}: {e}", json.display()))?;
     Report::from_json(&text).map_err(|e| format!("reading {}: {e}", json.display()))
 }
@@ -396,8 +427,19 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     {
         super::output::check_path("--html", h)?;
     }
+    // The folders this sweep creates (deepest first): removed again if it measures nothing.
+    let created: Vec<PathBuf> = points_dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .map(Path::to_path_buf)
+        .collect();
     std::fs::create_dir_all(&points_dir)
         .with_context(|| format!("creating {}", points_dir.display()))?;
+    // SIGINT/SIGTERM: the running point is told to stop (SIGTERM), the points done are written,
+    // the unfinished point's files removed, and the sweep exits 130.
+    nines_io::sched::install_interrupt_handler()
+        .context("cannot install the SIGINT/SIGTERM handler")?;
+    let mut point_files: Vec<PathBuf> = Vec::new();
     let exe = std::env::current_exe().context("finding the nines executable to run each point")?;
     let driver = match &args.sim {
         None => "profile".to_string(),
@@ -414,10 +456,27 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     };
     let total = plans.len();
     let mut failed: Vec<String> = Vec::new();
+    let mut interrupted = false;
     for (i, plan) in plans.into_iter().enumerate() {
+        if nines_io::sched::interrupted() {
+            interrupted = true;
+            break;
+        }
         let json = points_dir.join(format!("{:02}-{}.json", i + 1, plan.name));
         let mut point = plan.point.clone();
-        match run_point(&exe, &args, &plan, &json) {
+        point_files.push(json.clone());
+        let (result, stopped) = run_point(&exe, &args, &plan, &json);
+        if stopped {
+            // Unfinished: what the point wrote goes, with a temporary file it may have left.
+            let _ = std::fs::remove_file(&json);
+            if let Some(name) = json.file_name() {
+                super::output::remove_stale_partials(&points_dir, &name.to_string_lossy());
+            }
+            point_files.pop();
+            interrupted = true;
+            break;
+        }
+        match result {
             Ok(report) => {
                 let m = metrics(&report);
                 let summary = [m.read.as_ref(), m.write.as_ref()]
@@ -458,7 +517,25 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         sweep.points.push(point);
     }
     // A sweep that measured nothing writes nothing (its points' errors say why).
+    if interrupted && sweep.points.iter().all(|p| p.metrics.is_none()) {
+        for f in &point_files {
+            let _ = std::fs::remove_file(f);
+        }
+        for d in &created {
+            let _ = std::fs::remove_dir(d);
+        }
+        eprintln!("nines sweep: interrupted before a point finished; nothing written");
+        std::process::exit(super::EXIT_INTERRUPTED);
+    }
     if sweep.points.iter().all(|p| p.metrics.is_none()) {
+        // Nothing to keep: the points' files and the folders made for them go (only empty
+        // folders are removed, so nothing else in them is touched).
+        for f in &point_files {
+            let _ = std::fs::remove_file(f);
+        }
+        for d in &created {
+            let _ = std::fs::remove_dir(d);
+        }
         bail!(
             "every point of the sweep failed; the first said: {}",
             sweep
@@ -485,6 +562,13 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     }
     if let Some(dir) = &args.png {
         super::report::write_pngs(dir, &figs)?;
+    }
+    if interrupted {
+        eprintln!(
+            "nines sweep: interrupted after {} of {total} points; the sweep of those is written",
+            sweep.points.len()
+        );
+        std::process::exit(super::EXIT_INTERRUPTED);
     }
     // What succeeded is written; the exit status still says that points failed.
     if !failed.is_empty() {

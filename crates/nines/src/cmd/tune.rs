@@ -86,11 +86,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(plan_path) = &args.apply {
         refuse_unless_root(&root, "--apply")?;
-        let plan = Plan::load(plan_path)?;
         let state_path = args
             .state
             .clone()
             .unwrap_or_else(|| PathBuf::from("nines-tune-state.json"));
+        // The record is written by a rename: onto the file a symlink names, never over the plan,
+        // a device or a directory.
+        super::output::note_inputs("--apply plan", [plan_path.as_path()]);
+        let state_path = super::output::regular_file_destination("--state", &state_path)?;
+        let plan = Plan::load(plan_path)?;
         println!(
             "applying {} change(s) from {}:",
             plan.changes.len(),

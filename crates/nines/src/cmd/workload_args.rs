@@ -1,7 +1,6 @@
 //! Workload options shared by `nines profile` and `nines sim`: one definition, so a simulated run
 //! and a real run of the same command line do the same thing.
 
-use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 
@@ -144,6 +143,7 @@ impl JobArgs {
         let Some(path) = self.file()? else {
             return Ok(None);
         };
+        super::output::note_inputs("--job file", [path.as_path()]);
         let len = std::fs::metadata(&path)
             .with_context(|| format!("--job {}: cannot read the job file", path.display()))?
             .len();
@@ -154,7 +154,7 @@ impl JobArgs {
                 jobfile::JOB_FILE_BYTES_MAX
             );
         }
-        let text = std::fs::read_to_string(&path)
+        let text = nines_core::input::read_to_string(&path, jobfile::JOB_FILE_BYTES_MAX as u64)
             .with_context(|| format!("--job {}: cannot read the job file", path.display()))?;
         let f = jobfile::parse_replacing(&text, base, replace)
             .with_context(|| format!("--job {}", path.display()))?;
@@ -300,6 +300,16 @@ impl VolumeArgs {
 
     /// Options that belong to another layout are refused, not ignored.
     pub fn check(&self) -> anyhow::Result<()> {
+        // Zero would divide by zero in the estimates and the mapping: refused before anything.
+        if self.stripe == 0 {
+            anyhow::bail!("--stripe 0: give a positive size, e.g. --stripe 128k");
+        }
+        if self.chunk == 0 {
+            anyhow::bail!("--chunk 0: give a positive size, e.g. --chunk 64k");
+        }
+        if self.segment == Some(0) {
+            anyhow::bail!("--segment 0: give a positive size, e.g. --segment 64m");
+        }
         if self.failed.is_some() && self.layout != "raid5" {
             anyhow::bail!("--failed applies to --layout raid5 only");
         }
@@ -517,6 +527,7 @@ impl TraceArgs {
         let Some(path) = &self.trace else {
             return Ok(None);
         };
+        super::output::note_inputs("--trace", [path.as_path()]);
         let format: TraceFormat = self.trace_format.parse()?;
         let unit: TraceUnit = self.trace_unit.parse()?;
         let opts = TraceOptions {
@@ -524,8 +535,8 @@ impl TraceArgs {
             time_scale: self.trace_time_scale,
             lines_max: None,
         };
-        let f =
-            File::open(path).with_context(|| format!("--trace {}: cannot open", path.display()))?;
+        let f = nines_core::input::open(path)
+            .with_context(|| format!("--trace {}: cannot open", path.display()))?;
         let t = read_trace(BufReader::new(f), format, &opts)
             .with_context(|| format!("--trace {}", path.display()))?;
         if let Some(odd) = t.odd_sizes() {
