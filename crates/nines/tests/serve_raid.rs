@@ -672,6 +672,24 @@ fn check_finds_a_corrupted_parity_chunk_and_repair_rewrites_it() {
     assert!(buf.iter().all(|&b| b == 0x22));
     drop(c);
     s.stop();
+    // A member given twice, or --json naming a member, is refused before anything is read or
+    // written: the members keep their bytes.
+    let before: Vec<Vec<u8>> = members.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    for bad in [
+        vec!["check", "--chunk", "64k", "--repair", m[0], m[0], m[2]],
+        vec!["check", "--chunk", "64k", "--json", m[1], m[0], m[1], m[2]],
+    ] {
+        let out = Command::new(BIN)
+            .args(&bad)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad:?} ran");
+        assert!(err.lines().count() == 1 && err.contains("member"), "{err}");
+    }
+    let after: Vec<Vec<u8>> = members.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    assert!(before == after, "a refused check changed a member");
 }
 
 /// A raid5 killed while degraded, with writes in its bitmap, has rows whose lost chunk cannot

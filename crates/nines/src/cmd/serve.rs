@@ -181,6 +181,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ("--json", args.json.as_deref()),
         ("--hdr-log", args.hdr_log.as_deref()),
         ("--lat-log", args.lat_log.as_deref()),
+        ("--pidfile", args.pidfile.as_deref()),
     ])?;
     let emu = args.emu.context(1)?;
     let members: Vec<Target> = args
@@ -392,8 +393,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     )
     .context("cannot start the server")?;
     if let Some(p) = &args.pidfile {
-        std::fs::write(p, format!("{}\n", std::process::id()))
-            .with_context(|| format!("--pidfile: cannot write {}", p.display()))?;
+        // Through the one output layer: a symlink is followed, a device or a member refused.
+        output::write_all(
+            "--pidfile",
+            p,
+            format!("{}\n", std::process::id()).as_bytes(),
+        )?;
     }
     if let nines_array::LayoutSpec::Serial(sp) = spec.base()
         && !sp.persist
