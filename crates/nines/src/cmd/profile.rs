@@ -312,6 +312,8 @@ pub fn run(mut args: Args) -> Result<()> {
     // A write buffer writes its device, and flushes what it holds to the members even when the
     // workload only reads (after a restart); a rebuild writes its replacement.
     let workload_writes = match &trace {
+        // A flush counts: it is an fdatasync of the target, so a replay with flushes asks for
+        // --allow-writes on a block device like one with writes (the cautious side).
         Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
         None => jobs.iter().any(|j| j.workload.writes()),
     };

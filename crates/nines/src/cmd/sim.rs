@@ -606,7 +606,11 @@ pub fn run(mut args: Args) -> Result<()> {
     let memory_budget_bytes = memory_budget(args.memory_budget, super::hostmem::host_memory())?;
     let trace = args.trace.load()?;
     let writes = match &trace {
-        Some(t) => t.records.iter().any(|r| r.op == nines_core::op::Op::Write),
+        // A flush writes no data: a trace of reads and flushes preconditions as a read one.
+        Some(t) => t
+            .records
+            .iter()
+            .any(|r| r.op == nines_core::op::Op::Write && !r.flush),
         None => jobs.iter().any(|j| j.workload.writes()),
     };
     if args.hdr_interval == 0 {
