@@ -272,6 +272,8 @@ pub fn assemble(
         }
     };
     let mut left_out_current = false;
+    // Members past the mask's 64 bits are never marked out (superblocks cover 64 members).
+    let out_bit = |k: usize| 1u64.checked_shl(k as u32).unwrap_or(0);
     for (k, f) in found.iter().enumerate() {
         let sb = match &f.sb {
             Ok(sb) => sb,
@@ -325,10 +327,10 @@ pub fn assemble(
             ));
         }
         if out {
-            left_out_current = sb.events == newest.events && newest.failed_mask & (1 << k) == 0;
+            left_out_current = sb.events == newest.events && newest.failed_mask & out_bit(k) == 0;
             continue;
         }
-        if sb.events < newest.events || newest.failed_mask & (1 << k) != 0 {
+        if sb.events < newest.events || newest.failed_mask & out_bit(k) != 0 {
             return Err(refuse(
                 k,
                 format!(
