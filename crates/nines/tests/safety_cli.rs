@@ -637,3 +637,46 @@ fn messages_name_what_failed_and_only_options_the_verb_has() {
     );
     assert!(err.contains("No space"), "{err}");
 }
+
+#[test]
+fn refused_fleets_and_sweeps_leave_no_folders() {
+    let dir = disk_dir();
+    let d = dir.path();
+    // A task command naming an unknown parameter: refused before --out is made.
+    let out = nines(
+        &[
+            "fleet",
+            "--engine",
+            "local",
+            "--tasks",
+            "2",
+            "--out",
+            "flx",
+            "--",
+            "sim",
+            "--devices",
+            "{n}",
+        ],
+        d,
+    );
+    refused(&out, "{n} is not a parameter");
+    assert!(!d.join("flx").exists(), "a refused fleet left its --out");
+    // A queue depth above the points' limit: refused before a folder or point exists.
+    let out = nines(
+        &[
+            "sweep",
+            "--sim",
+            "afa-m2-2018",
+            "--qd",
+            "1,5000",
+            "-o",
+            "swx",
+            "--",
+            "--ios",
+            "10",
+        ],
+        d,
+    );
+    refused(&out, "from 1 to 4096");
+    assert!(!d.join("swx").exists());
+}
