@@ -530,6 +530,7 @@ fn raid5_dnd_with_fast_fail_rebuilds_exactly_the_busy_owners_pieces() {
                 }),
                 rebuild: None,
                 fast_fail_ns,
+                bitmap_region_rows: None,
             },
             &VolumeParams {
                 member_sizes_bytes: &sizes,
