@@ -5,12 +5,11 @@
 # every LUN at its GC threshold), replaying real traces with writes. Three modes per trace:
 #   base    GC on, reads wait for it (the members' GC whenever it is due)
 #   ioda    fast-fail reads (IODA's PL_IO: a read a member would keep waiting longer than
-#           FAST_FAIL is rebuilt from the others). IODA's PL_Win (PLM windows: --policy dnd
-#           --window 100ms, members take turns to collect garbage) is not on by default: with
-#           it (IODA_ARGS="--policy dnd --window 100ms") the most_thpt replay (6 copies) gave
-#           read p90 1.19 s and p99 1.29 s, and simulated 230 I/Os per wall second (43,000
-#           without): the D/ND write-back path does not keep up with this trace's 95 MB/s of
-#           writes at 4 KiB chunks; see the report of issue 28.
+#           FAST_FAIL is rebuilt from the others) plus PLM windows (PL_Win: IODA_ARGS, default
+#           --policy dnd --window 100ms: members take turns to collect garbage, the owner's
+#           reads rebuilt). Not the MSR window most_thpt_rand_iops.1006 (95 MB/s of writes):
+#           there D/ND gave read p90 1.19 s and p99 1.29 s (6 copies) and simulated 230 I/Os per
+#           wall second (43,000 without it); fast-fail alone gave p99 1.43x Ideal, p99.9 89 ms.
 #   ideal   no GC in the measured time (the members preconditioned by a fill only)
 # Printed: read p50 / p90 / p99 / p99.9 (ms) per mode and trace, beside IODA's published p99 for
 # its own workloads (its Fig. 7 CDFs on the same FEMU geometry: azurestorage Base / IODA / Ideal
@@ -20,8 +19,8 @@
 #
 # Usage: bench/ioda.sh   (QUICK=1: each trace replayed 6 times back to back instead of 12)
 # Environment: NINES (a prebuilt binary; default cargo build --release), TRACES (space separated
-# paths; default MQSim's tpcc-small and the MSR window most_thpt_rand_iops.1006 of
-# ../shared/traces: the two with the most write bytes per second), REPEAT (copies of each trace
+# paths; default MQSim's tpcc-small and the MSR window rw_40_60.1370 of ../shared/traces),
+# REPEAT (copies of each trace
 # replayed back to back, 12), TIME_SCALE (inter-arrival time multiplier, 1), FAST_FAIL (1ms),
 # IODA_ARGS (more options for the ioda mode, e.g. "--policy dnd --window 100ms").
 # Last line: RESULT base_vs_ideal_p99=<base p99 / ideal p99> ioda_vs_ideal_p99=<ioda / ideal>,
@@ -38,10 +37,10 @@ if [ -z "${NINES:-}" ]; then
     NINES=${CARGO_TARGET_DIR:-$ROOT/target}/release/nines
 fi
 [ -x "$NINES" ] || die "no nines binary at $NINES"
-TRACES=${TRACES:-"$SHARED/mqsim-tpcc-small.trace $SHARED/msr-cut-most_thpt_rand_iops.1006.trace"}
+TRACES=${TRACES:-"$SHARED/mqsim-tpcc-small.trace $SHARED/msr-cut-rw_40_60.1370.trace"}
 TIME_SCALE=${TIME_SCALE:-1}
 FAST_FAIL=${FAST_FAIL:-1ms}
-IODA_ARGS=${IODA_ARGS:-}
+IODA_ARGS=${IODA_ARGS:-"--policy dnd --window 100ms"}
 REPEAT=${REPEAT:-12}
 [ "${QUICK:-0}" = 1 ] && REPEAT=${QUICK_REPEAT:-6}
 WORK=$(mktemp -d /tmp/nines-ioda.XXXXXX)

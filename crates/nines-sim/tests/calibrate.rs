@@ -11,7 +11,7 @@ use nines_sim::calibrate::{CalibrateOptions, Measured, calibrate, quantile_ns};
 use nines_sim::{SimConfig, prepare, run};
 
 fn truth() -> DeviceConfig {
-    let mut d = DeviceConfig::preset("afa-m2-2018")
+    let mut d = DeviceConfig::preset("afa-m2-2018-ideal")
         .unwrap()
         .time_scaled(0.8);
     d.name = "truth".into();
@@ -52,7 +52,7 @@ fn a_simulated_device_is_fitted_back_within_ten_percent() {
     let t = truth();
     // Other seeds than the fit's: the fit never sees the same random draws.
     let runs = [measured(&t, 1, 200_000, 7), measured(&t, 16, 200_000, 8)];
-    let base = DeviceConfig::preset("afa-m2-2018").unwrap();
+    let base = DeviceConfig::preset("afa-m2-2018-ideal").unwrap();
     let opts = CalibrateOptions {
         ios: 200_000,
         memory_budget_bytes: 64 << 20,
@@ -123,7 +123,7 @@ fn a_simulated_device_is_fitted_back_within_ten_percent() {
 
 #[test]
 fn inputs_it_cannot_fit_are_refused_with_a_reason() {
-    let base = DeviceConfig::preset("afa-m2-2018").unwrap();
+    let base = DeviceConfig::preset("afa-m2-2018-ideal").unwrap();
     let opts = CalibrateOptions {
         ios: 2_000,
         memory_budget_bytes: 64 << 20,
@@ -132,7 +132,7 @@ fn inputs_it_cannot_fit_are_refused_with_a_reason() {
     let e = calibrate(&base, &[], &opts).unwrap_err().to_string();
     assert!(e.contains("no measured run"), "{e}");
     // A device faster than the host model's own costs (4 us per I/O with interrupts).
-    let mut fast = DeviceConfig::preset("afa-m2-2018").unwrap();
+    let mut fast = DeviceConfig::preset("afa-m2-2018-ideal").unwrap();
     fast.controller.overhead_ns = 0;
     fast.controller.command_ns = 0;
     fast.timing.read_ns = 1;
@@ -175,7 +175,7 @@ fn inputs_it_cannot_fit_are_refused_with_a_reason() {
 #[test]
 fn a_cliff_in_the_tail_is_fitted_at_every_percentile() {
     for (below, above) in [(0.99985, 0.99995), (0.99989, 0.99991), (0.99992, 0.99994)] {
-        let mut t = DeviceConfig::preset("afa-m2-2018")
+        let mut t = DeviceConfig::preset("afa-m2-2018-ideal")
             .unwrap()
             .time_scaled(0.05);
         t.name = "cliff".into();
@@ -190,7 +190,7 @@ fn a_cliff_in_the_tail_is_fitted_at_every_percentile() {
         ];
         t.validate().unwrap();
         let runs = [measured(&t, 1, 800_000, 7)];
-        let base = DeviceConfig::preset("afa-m2-2018").unwrap();
+        let base = DeviceConfig::preset("afa-m2-2018-ideal").unwrap();
         let opts = CalibrateOptions {
             memory_budget_bytes: 64 << 20,
             ..CalibrateOptions::default()
