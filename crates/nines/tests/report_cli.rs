@@ -60,6 +60,7 @@ fn report_of_a_simulated_run_and_explicit_output() {
             &[
                 "sim",
                 "--quiet",
+                "--ideal",
                 "--devices",
                 "5",
                 "--runtime",

@@ -240,6 +240,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // raid0 and raid5 over files and block devices carry superblocks (emulated members keep
     // nothing across runs, shaped layouts are not covered).
     let mut spec = spec;
+    // A raid5 of two members is a wrong command, not a member problem: say that before the
+    // superblocks are read (their refusal would blame a member).
+    if matches!(spec.base(), nines_array::LayoutSpec::Raid5 { .. }) && members.len() < 3 {
+        return Err(nines_array::ArrayError::TooFewMembers {
+            layout: "raid5",
+            min: 3,
+        })
+        .context("cannot serve the array");
+    }
     let mut meta_report = serde_json::Value::Null;
     let meta_writer = if array_meta::meta_layout(&spec).is_some()
         && members.iter().all(|t| t.file().is_some())
