@@ -163,6 +163,40 @@ pub fn merge(inputs: Vec<MergeInput>) -> Result<Report, MergeError> {
         .extra
         .insert("merged_runs".into(), serde_json::json!(inputs.len()));
     config.extra.remove("hostname");
+    // Every run's device models under the merged device names, not the first run's alone (the
+    // header listed only one host's devices).
+    let mut models = serde_json::Map::new();
+    for (input, label) in inputs.iter().zip(&labels) {
+        let extra = &input.report.config.extra;
+        match extra.get("device_models").and_then(|m| m.as_object()) {
+            Some(m) => {
+                for (dev, model) in m {
+                    models.insert(format!("{label}:{dev}"), model.clone());
+                }
+            }
+            None => {
+                let sim = extra
+                    .get("device_name")
+                    .or(extra.get("device"))
+                    .and_then(|v| v.as_str());
+                if let Some(name) = sim {
+                    for d in &input.report.devices {
+                        models.insert(
+                            format!("{label}:{}", d.name),
+                            serde_json::json!(format!("simulated {name}")),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if models.is_empty() {
+        config.extra.remove("device_models");
+    } else {
+        config
+            .extra
+            .insert("device_models".into(), serde_json::Value::Object(models));
+    }
     let mut b = ReportBuilder::new(first.report.kind, config);
     // Per merged device: its source's figures to carry over (rates, slat/clat).
     let mut carried: Vec<(DirectionStats, DirectionStats)> = Vec::new();
@@ -711,6 +745,32 @@ mod tests {
             m.aggregate.read.iops,
             3.0 * 1000.0,
             "rates add up over hosts"
+        );
+    }
+
+    #[test]
+    fn every_runs_device_models_are_kept() {
+        // The header listed only the first run's (zram) devices.
+        let mut a = run("a", &[vec![5, 6, 7]]);
+        a.config
+            .extra
+            .insert("device_models".into(), serde_json::json!({"d0": "zram"}));
+        let mut b = run("b", &[vec![5, 6, 7], vec![8]]);
+        b.config.extra.remove("hostname");
+        b.config
+            .extra
+            .insert("device_name".into(), serde_json::json!("afa-m2-2018"));
+        b.config.measured_ns = 3_000_000_000;
+        let m = merge(vec![input(a), input(b)]).unwrap();
+        assert_eq!(
+            m.config.extra["device_models"],
+            serde_json::json!({"a:d0": "zram", "x:d0": "simulated afa-m2-2018",
+                "x:d1": "simulated afa-m2-2018"})
+        );
+        // Each run's own measured time stays in its source.
+        assert_eq!(
+            m.sources.iter().map(|s| s.measured_ns).collect::<Vec<_>>(),
+            [1_000_000_000, 3_000_000_000]
         );
     }
 

@@ -573,6 +573,9 @@ pub fn samples_to_resolve(p: f64) -> u64 {
     (1.0 / (1.0 - p / 100.0)).round() as u64 + 1
 }
 
+/// How many other short devices [`too_few_samples`] names before it counts the rest.
+const SHORT_NAMED_MAX: usize = 4;
+
 /// A warning naming the percentiles that the device with the fewest I/Os in this direction
 /// cannot resolve (with too few samples they are simply its max, which users misread as a tail),
 /// and every other device short of them too.
@@ -602,14 +605,20 @@ fn too_few_samples(devices: &[DeviceReport], op: Op, percentiles: &[f64]) -> Opt
         })
         .map(|d| format!("{} ({})", d.name, d.dir(op).ios))
         .collect();
-    let also = if others.is_empty() {
-        String::new()
-    } else {
-        format!(
+    // Named up to a few; past that, counted, so 64 devices do not make a 63-name paragraph.
+    let also = match others.len() {
+        0 => String::new(),
+        n if n <= SHORT_NAMED_MAX => format!(
             "; also short of p{}: {}",
             percentile_key(first),
             others.join(", ")
-        )
+        ),
+        n => format!(
+            "; also short of p{}: {} and {} more devices",
+            percentile_key(first),
+            others[..SHORT_NAMED_MAX - 1].join(", "),
+            n - (SHORT_NAMED_MAX - 1)
+        ),
     };
     Some(format!(
         "{} did {ios} {}s: too few for {} (p{} needs at least {} I/Os, ten times that to be stable), so those \
@@ -729,6 +738,30 @@ mod tests {
             w.contains("also short of p99.99: b (7000)") && !w.contains("c ("),
             "{w}"
         );
+        // 64 short devices: four named, the rest counted (the whole list was a 63-name
+        // paragraph).
+        let mut b = ReportBuilder::new(RunKind::Sim, config());
+        for i in 0..64u64 {
+            let mut r = DeviceRecorder::new();
+            for k in 0..(5000 + i) {
+                r.record(Op::Read, 1000 + k, 4096);
+            }
+            b.device(
+                DeviceMeta {
+                    name: format!("d{i}"),
+                    ..Default::default()
+                },
+                &r,
+            );
+        }
+        let w = &b.finish().warnings[0];
+        assert!(
+            w.contains(
+                "also short of p99.99: d1 (5001), d2 (5002), d3 (5003) and 60 more devices;"
+            ),
+            "{w}"
+        );
+        assert!(!w.contains("d4 ("), "{w}");
         // Enough samples: no warning.
         let mut b = ReportBuilder::new(
             RunKind::Sim,

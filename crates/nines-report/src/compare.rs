@@ -77,6 +77,36 @@ pub fn differences(runs: &[Run]) -> Vec<String> {
         if a.config.percentiles != b.config.percentiles {
             d.push("percentiles requested".into());
         }
+        // Every other setting the JSON records, generically: what is not in the list above
+        // (real-time priority, a rebuild, SQPOLL, the layout's options ...) is named too.
+        let (sa, sb) = (settings(a), settings(b));
+        let keys: std::collections::BTreeSet<&String> = sa.keys().chain(sb.keys()).collect();
+        // A setting that follows the number of devices (the simulated host's CPUs, one per
+        // device by default) is that difference again, already named with the devices.
+        let per_device = |va: Option<&String>, vb: Option<&String>| {
+            na.len() != nb.len()
+                && va.is_some_and(|v| *v == na.len().to_string())
+                && vb.is_some_and(|v| *v == nb.len().to_string())
+        };
+        for k in keys {
+            let (va, vb) = (sa.get(k), sb.get(k));
+            if va != vb && !per_device(va, vb) {
+                let show = |v: Option<&String>| {
+                    v.map_or_else(|| "unset".to_string(), |v| crate::run::readable_value(k, v))
+                };
+                // The unit is in the values: `thinktime (0 ns vs 100 µs)`.
+                let label = ["_ns", "_bytes", "_pct"]
+                    .iter()
+                    .find_map(|u| k.strip_suffix(u))
+                    .unwrap_or(k);
+                d.push(format!(
+                    "{} ({} vs {})",
+                    label.replace(['_', '.'], " "),
+                    show(va),
+                    show(vb)
+                ));
+            }
+        }
         let (ta, tb) = (a.config.measured_ns as f64, b.config.measured_ns as f64);
         if ta > 0.0 && (tb / ta > 1.25 || ta / tb > 1.25) {
             d.push(format!(
@@ -99,6 +129,74 @@ pub fn differences(runs: &[Run]) -> Vec<String> {
                 d.join(", ")
             )),
         }
+    }
+    out
+}
+
+/// Configuration keys (flattened, as [`settings`] names them; each a prefix) that are not
+/// settings to name: what the run measured or derived (events, simulated end, I/Os issued, the
+/// model's scale), where its logs went, and what the hand-written comparisons in
+/// [`differences`] already name.
+const NOT_SETTINGS: [&str; 29] = [
+    // The device list is compared by name above; the seed picks the sample, not the setup
+    // (two seeds of one setup show run-to-run variation).
+    "devices",
+    "seed",
+    "engine",
+    "percentiles",
+    "measured_ns",
+    "start_unix_ns",
+    "lat_log",
+    "hdr_log",
+    "rw",
+    "read_mix_pct",
+    "block_size_bytes",
+    "iodepth",
+    "rate_iops",
+    "distribution",
+    "runtime_ns",
+    "events",
+    "sim_end_ns",
+    "ios_executed",
+    "io_errors",
+    "interrupted",
+    "merged_runs",
+    "scale",
+    "blocks_per_plane",
+    "model_bytes_per_device",
+    "over_provisioning_simulated",
+    "device_logical_bytes",
+    "device_models",
+    "host_model.background_busy_ns",
+    "host_model.cpu_wait",
+];
+
+/// A run's settings as flat `key -> value`: the workload, the driver's settings
+/// (`config.extra`) and the first volume's layout options (`volume.*`), without
+/// [`NOT_SETTINGS`] and without anything measured (emulation overheads and model counters, a
+/// trace's replay counts).
+fn settings(r: &Report) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut add = |prefix: &str, v: &serde_json::Value| {
+        for (k, v) in crate::html::flatten_json(v) {
+            let skip = NOT_SETTINGS.iter().any(|n| k.starts_with(n))
+                || k.contains("overhead_ns")
+                || k.contains(".model.")
+                || k.starts_with("emu.charged")
+                || k.starts_with("host_model.background_tasks")
+                || k.starts_with("trace.requests_replayed")
+                || k.starts_with("trace.in_flight_max");
+            if !skip && v != "null" {
+                out.insert(format!("{prefix}{k}"), v);
+            }
+        }
+    };
+    if let Ok(w) = serde_json::to_value(&r.config.workload) {
+        add("", &w);
+    }
+    add("", &serde_json::Value::Object(r.config.extra.clone()));
+    if let Some(v) = r.devices.iter().find_map(|d| d.volume.as_ref()) {
+        add("volume.", &v.options);
     }
     out
 }

@@ -318,8 +318,18 @@ pub fn legend_entries(plot: &Plot) -> Vec<LegendEntry> {
             }
         })
         .collect();
+    // A line drawn exactly under a later one (every point within 1%) is not an entry of its
+    // own, which a reader could not find: the later, visible line's entry names both
+    // ("mean = fastest device").
+    let hidden_under: Vec<Option<usize>> = (0..plot.series.len())
+        .map(|i| {
+            (i + 1..plot.series.len())
+                .find(|&j| coincide(&plot.series[i], &plot.series[j]))
+                .filter(|_| plot.series[i].style != SeriesStyle::Points)
+        })
+        .collect();
     for (i, s) in plot.series.iter().enumerate() {
-        if drawable_runs(plot, &s.points).is_empty() {
+        if drawable_runs(plot, &s.points).is_empty() || hidden_under[i].is_some() {
             continue;
         }
         if s.style == SeriesStyle::Points
@@ -329,8 +339,21 @@ pub fn legend_entries(plot: &Plot) -> Vec<LegendEntry> {
         {
             continue;
         }
+        // Every line hidden under this one, transitively, in drawing order.
+        let mut names: Vec<&str> = Vec::new();
+        for (k, under) in hidden_under.iter().enumerate() {
+            let mut at = *under;
+            while let Some(j) = at {
+                if j == i {
+                    names.push(&plot.series[k].name);
+                    break;
+                }
+                at = hidden_under[j];
+            }
+        }
+        names.push(&s.name);
         out.push(LegendEntry {
-            name: s.name.clone(),
+            name: names.join(" = "),
             color: s.color,
             kind: match s.style {
                 SeriesStyle::Points => LegendKind::Points,
@@ -341,9 +364,24 @@ pub fn legend_entries(plot: &Plot) -> Vec<LegendEntry> {
     out
 }
 
+/// Whether two line series draw the same line: the same x values and every y within 1% (as
+/// `run::same_curves` groups device curves), gaps (NaN) at the same places.
+fn coincide(a: &Series, b: &Series) -> bool {
+    a.style != SeriesStyle::Points
+        && b.style != SeriesStyle::Points
+        && a.points.len() == b.points.len()
+        && !a.points.is_empty()
+        && a.points.iter().zip(&b.points).all(|(p, q)| {
+            p.0 == q.0
+                && ((p.1.is_nan() && q.1.is_nan())
+                    || (p.1 - q.1).abs() <= 0.01 * p.1.abs().max(q.1.abs()))
+        })
+}
+
 /// Left edge of the plotting area (margin plus the y label area), where the legend starts.
 const PLOT_LEFT_PX: i32 = 12 + 78;
 const LEGEND_ROW_PX: i32 = 18;
+const LEGEND_CHAR_PX: i32 = 8;
 
 /// Where each legend entry goes in a strip `width` pixels wide, and the strip's height.
 fn legend_layout(entries: &[LegendEntry], width: u32) -> (Vec<(i32, i32)>, u32) {
@@ -354,8 +392,10 @@ fn legend_layout(entries: &[LegendEntry], width: u32) -> (Vec<(i32, i32)>, u32) 
     let (mut x, mut y) = (PLOT_LEFT_PX, 4);
     let mut at = Vec::with_capacity(entries.len());
     for e in entries {
-        // Sample, gap, text (about 7 px a character at 12 px), space before the next.
-        let w = 18 + 6 + 7 * e.name.chars().count() as i32 + 18;
+        // Sample, gap, text (8 px a character at 12 px: digits and `#` are 7.6 px in DejaVu
+        // Sans, and browsers' sans-serif may be wider; at 7, "#0 ... #63 (24 devices)" ran into
+        // the next entry), space before the next.
+        let w = 18 + 6 + LEGEND_CHAR_PX * e.name.chars().count() as i32 + 18;
         if x + w > right && x > PLOT_LEFT_PX {
             x = PLOT_LEFT_PX;
             y += LEGEND_ROW_PX;
@@ -714,6 +754,60 @@ mod tests {
         assert_eq!(s.polygons, 2);
         assert!(s.texts.iter().any(|t| t == "over"));
         assert!(!s.texts.iter().any(|t| t == "under" || t == "nothing"));
+    }
+
+    #[test]
+    fn a_line_drawn_under_another_shares_its_legend_entry() {
+        // The spread figure of identical devices drew "fastest device" and "slowest device"
+        // exactly under "mean": three entries, two of which showed nothing.
+        let x = Axis::linear("p", 0.0, 4.0, LabelFormat::Plain);
+        let y = Axis::log("latency", 1e3, 1e6, LabelFormat::Nanoseconds);
+        let mut p = Plot::new("t", x, y);
+        let line = |name: &str, c: usize, ys: [f64; 3]| {
+            let mut s = Series::new(name, SeriesStyle::Line, palette(c));
+            s.points = vec![(1.0, ys[0]), (2.0, ys[1]), (3.0, ys[2])];
+            s
+        };
+        p.series = vec![
+            line("mean", 0, [2e3, 3e3, 4e3]),
+            line("fastest", 2, [2e3, 3e3, 4.01e3]),
+            line("slowest", 3, [2e3, 3e3, 4e3]),
+            line("other", 4, [2e3, 3e3, 9e3]),
+        ];
+        let names: Vec<String> = legend_entries(&p).into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["mean = fastest = slowest", "other"]);
+        // Each entry left is a line of its own colour in the picture.
+        let svg = inspect_svg(&render_svg(&p, DEFAULT_SIZE).unwrap());
+        for e in legend_entries(&p) {
+            assert!(svg.texts.contains(&e.name), "{e:?}");
+            assert!(svg.polyline_strokes.contains(&hex(e.color)), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn legend_entries_of_device_groups_do_not_overlap() {
+        // 64 devices in groups: "#0 ... #63 (24 devices)" ran into "#3 ... #62 (34 devices)".
+        let entries: Vec<LegendEntry> = [
+            "afa-m2-2018#0 ... afa-m2-2018#63 (24 devices)",
+            "afa-m2-2018#3 ... afa-m2-2018#62 (34 devices)",
+            "afa-m2-2018#1 ... afa-m2-2018#61 (6 devices)",
+        ]
+        .iter()
+        .map(|n| LegendEntry {
+            name: n.to_string(),
+            color: palette(0),
+            kind: LegendKind::Line,
+        })
+        .collect();
+        let (at, _) = legend_layout(&entries, DEFAULT_SIZE.0);
+        // DejaVu Sans at 12 px: digits and '#' 7.6 px, letters up to 7.5 px; every entry's text
+        // ends before the next entry on its row starts.
+        for k in 1..at.len() {
+            if at[k].1 == at[k - 1].1 {
+                let text_end = at[k - 1].0 + 24 + (7.6 * entries[k - 1].name.len() as f64) as i32;
+                assert!(text_end < at[k].0, "{k}: {at:?}");
+            }
+        }
     }
 
     #[test]

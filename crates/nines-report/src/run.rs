@@ -436,7 +436,11 @@ pub fn percentile_figure(report: &Report, op: Op) -> Option<Figure> {
     }
     let mut caption = format!(
         "Latency at each percentile (x on a nines scale: each step is ten times rarer) for {}.",
-        count(devices.len(), "device", "devices")
+        if report.devices.iter().any(|d| d.volume.is_some()) {
+            count(devices.len(), "volume", "volumes")
+        } else {
+            count(devices.len(), "device", "devices")
+        }
     );
     if cut {
         caption.push_str(&format!(
@@ -842,10 +846,10 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
             ));
         } else {
             caption.push_str(&format!(
-                " Not shaded: the {} reaching {} or more {} most of the run.",
-                count(major.len(), "spike", "spikes"),
+                " Not shaded: slow I/Os of {} or more overlap through most of the run ({} covering {} of it), so there is no isolated spike to mark.",
                 format_ns(major_floor_ns(&view.spikes) as f64),
-                if major.len() == 1 { "covers" } else { "cover" }
+                count(major.len(), "stretch", "stretches"),
+                format_ns(shaded_s * 1e9),
             ));
         }
     }
@@ -972,16 +976,24 @@ pub fn throughput_figures(series: &[IntervalSeries], block_size_bytes: u64) -> V
                 fmt,
             ),
         );
-        plot.legend = active.len() <= DEVICES_COLOURED_MAX;
-        for (i, (s, r)) in active.iter().zip(&rates).enumerate() {
-            let mut line = Series::new(
-                format!("{} {}", s.device, s.op.name()),
-                SeriesStyle::Line,
-                palette(i),
-            );
-            line.points = r.0.iter().map(|&(t, v)| (t, v * scale)).collect();
-            plot.series.push(line);
+        if active.len() <= DEVICES_COLOURED_MAX {
+            for (i, (s, r)) in active.iter().zip(&rates).enumerate() {
+                let mut line = Series::new(
+                    format!("{} {}", s.device, s.op.name()),
+                    SeriesStyle::Line,
+                    palette(i),
+                );
+                line.points = r.0.iter().map(|&(t, v)| (t, v * scale)).collect();
+                plot.series.push(line);
+            }
+        } else {
+            // Many devices (64 drew 128 unlabelled lines): per direction, the mean over the
+            // devices and the lowest and highest device in each interval, with a legend.
+            plot.title = format!("{title}: mean, lowest and highest device");
+            plot.series
+                .extend(device_rate_summary(&active, &rates, scale));
         }
+        plot.legend = true;
         let mut caption = format!(
             "From the interval histograms, each interval's I/Os over its length{}.",
             if scale == 1.0 {
@@ -1001,6 +1013,58 @@ pub fn throughput_figures(series: &[IntervalSeries], block_size_bytes: u64) -> V
             caption,
             plot,
         });
+    }
+    out
+}
+
+/// Per direction, three lines over the devices' interval rates (aligned by interval start):
+/// the mean over the devices, the lowest device and the highest device in each interval.
+fn device_rate_summary(
+    active: &[&IntervalSeries],
+    rates: &[(Vec<RatePoint>, usize)],
+    scale: f64,
+) -> Vec<Series> {
+    let mut out = Vec::new();
+    for (k, op) in Op::ALL.into_iter().enumerate() {
+        let mut by_t: std::collections::BTreeMap<i64, (f64, Vec<f64>)> = Default::default();
+        let mut devices = 0;
+        for (s, r) in active.iter().zip(rates) {
+            if s.op != op {
+                continue;
+            }
+            devices += 1;
+            for &(t, v) in &r.0 {
+                let e = by_t
+                    .entry((t * 1e6).round() as i64)
+                    .or_insert((t, Vec::new()));
+                e.1.push(v * scale);
+            }
+        }
+        if devices == 0 {
+            continue;
+        }
+        let line = |name: String, c: usize, f: &dyn Fn(&[f64]) -> f64| {
+            let mut l = Series::new(name, SeriesStyle::Line, palette(c));
+            l.points = by_t.values().map(|(t, v)| (*t, f(v))).collect();
+            l
+        };
+        let mut mean = line(
+            format!("{} mean of {devices} devices", op.name()),
+            3 * k,
+            &|v| v.iter().sum::<f64>() / v.len() as f64,
+        );
+        mean.bold = true;
+        out.push(line(
+            format!("{} lowest device", op.name()),
+            3 * k + 1,
+            &|v| v.iter().copied().fold(f64::INFINITY, f64::min),
+        ));
+        out.push(line(
+            format!("{} highest device", op.name()),
+            3 * k + 2,
+            &|v| v.iter().copied().fold(0.0, f64::max),
+        ));
+        out.push(mean);
     }
     out
 }
@@ -1046,17 +1110,17 @@ pub fn summary(
     let mut out = Vec::new();
     let w = &report.config.workload;
     out.push(format!(
-        "{} run of {}: {} {} QD{} on {}, {} measured.",
+        "{} run of {}: {} {} QD{} on {}, {}.",
         match report.kind {
             nines_core::report::RunKind::Profile => "Measured",
             nines_core::report::RunKind::Sim => "Simulated",
         },
-        count(report.devices.len(), "device", "devices"),
+        crate::table::targets_phrase(report),
         w.rw,
         format_block(w.block_size_bytes),
         w.iodepth,
         report.config.engine,
-        format_ns(report.config.measured_ns as f64)
+        crate::table::measured_phrase(report)
     ));
     let percentiles = plotted_percentiles(report);
     for op in Op::ALL {
@@ -1162,11 +1226,23 @@ pub fn summary(
                 .iter()
                 .map(|&d| names.get(usize::from(d)).copied().unwrap_or("?"))
                 .collect();
+            // A stall that every waiting I/O sat through lasts as long as its slowest I/O took:
+            // one figure then, not a duration and a height that read as two findings.
+            let shape = if p.duration_ns.abs_diff(p.height_ns) * 20 <= p.height_ns.max(1) {
+                format!(
+                    "a stall of about {} each time",
+                    format_ns(p.height_ns as f64)
+                )
+            } else {
+                format!(
+                    "slow for about {} each time, I/Os taking up to {}",
+                    format_ns(p.duration_ns as f64),
+                    format_ns(p.height_ns as f64)
+                )
+            };
             v.push(format!(
-                "Periodic latency spikes ({source}): every {} lasting about {} and reaching {} (max {}), on {}{}; {} of {} expected occurrences seen.",
+                "Periodic latency spikes ({source}): every {}, {shape} (the tallest {}), on {}{}; {} of {} expected occurrences seen.",
                 format_ns(p.period_ns as f64),
-                format_ns(p.duration_ns as f64),
-                format_ns(p.height_ns as f64),
                 format_ns(p.height_ns_max as f64),
                 devs.join(", "),
                 if p.devices.len() > 1 {
@@ -1196,12 +1272,31 @@ pub fn summary(
                 let worst = a.spikes.iter().map(|s| s.height_ns).max().unwrap_or(0);
                 let floor = major_floor_ns(a);
                 let major = a.spikes.iter().filter(|s| s.height_ns >= floor).count();
-                v.push(format!(
-                    "{} of at least {basis} ({source}), {major} of them reaching {} or more, the worst {}; not periodic.",
-                    count(a.spikes.len(), "latency spike", "latency spikes"),
-                    format_ns(floor as f64),
-                    format_ns(worst as f64)
-                ));
+                let longest = a.spikes.iter().map(|s| s.duration_ns()).max().unwrap_or(0);
+                if longest.saturating_mul(2) > report.config.measured_ns.max(1) {
+                    // Slow I/Os on many devices overlap into one stretch: not "1 spike".
+                    let slow: u64 = a.spikes.iter().map(|s| s.slow_ios).sum();
+                    let mut devs: Vec<u16> = a
+                        .spikes
+                        .iter()
+                        .flat_map(|s| s.devices.iter().copied())
+                        .collect();
+                    devs.sort_unstable();
+                    devs.dedup();
+                    v.push(format!(
+                        "No isolated latency spikes ({source}): {} of at least {basis} on {} overlap through most of the run, the worst {}.",
+                        count(slow as usize, "slow I/O", "slow I/Os"),
+                        count(devs.len(), "device", "devices"),
+                        format_ns(worst as f64)
+                    ));
+                } else {
+                    v.push(format!(
+                        "{} of at least {basis} ({source}), {major} of them reaching {} or more, the worst {}; not periodic.",
+                        count(a.spikes.len(), "latency spike", "latency spikes"),
+                        format_ns(floor as f64),
+                        format_ns(worst as f64)
+                    ));
+                }
             }
         }
         if a.slow_dropped > 0 {
@@ -1380,12 +1475,184 @@ pub fn config_rows(report: &Report) -> Vec<Vec<String>> {
     if let Some(n) = w.ios_max {
         rows.push(vec!["I/Os per target".into(), n.to_string()]);
     }
-    for (k, v) in flatten_json(&serde_json::Value::Object(c.extra.clone())) {
+    let mut extra = c.extra.clone();
+    // Emulated devices: one readable row each and one for the emulation's overhead, not every
+    // counter under its JSON path (`emu devices[0] overhead ns p99 99 3080191`).
+    if let Some(emu) = extra.remove("emu") {
+        rows.extend(emu_rows(&emu));
+    }
+    for (k, v) in flatten_json(&serde_json::Value::Object(extra)) {
         if let Some(row) = extra_row(&k, &v) {
             rows.push(row);
         }
     }
     rows
+}
+
+/// The configuration rows of `config.extra.emu` (profile's `emu:` targets).
+fn emu_rows(emu: &serde_json::Value) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let n = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+    let s = |v: &serde_json::Value, k: &str| {
+        v.get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("?")
+            .to_string()
+    };
+    let devices = emu
+        .get("devices")
+        .and_then(serde_json::Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (i, d) in devices.iter().enumerate() {
+        let name = d
+            .get("name")
+            .and_then(serde_json::Value::as_str)
+            .map_or_else(|| format!("#{i}"), str::to_string);
+        rows.push(vec![
+            format!("emulated {name}"),
+            format!(
+                "{} at scale {}, {} exported, preconditioning {}",
+                s(d, "preset"),
+                d.get("scale")
+                    .and_then(serde_json::Value::as_f64)
+                    .map_or("?".into(), format_plain),
+                readable_value("size_bytes", &n(d, "size_bytes").unwrap_or(0).to_string()),
+                s(d, "precondition"),
+            ),
+        ]);
+        if let Some(o) = d.get("overhead_ns") {
+            let at = |k: &str| n(o, k).map_or("?".into(), |v| format_ns(v as f64));
+            rows.push(vec![
+                format!("emulation overhead, {name}"),
+                format!(
+                    "p50 {}, p99 {}, p99.99 {}, max {} over {} I/Os",
+                    at("p50"),
+                    at("p99"),
+                    at("p99.99"),
+                    at("max"),
+                    n(o, "count").unwrap_or(0)
+                ),
+            ]);
+        }
+    }
+    if let (Some(used), Some(budget)) = (n(emu, "charged_bytes"), n(emu, "memory_budget_bytes")) {
+        rows.push(vec![
+            "emulation memory".into(),
+            format!(
+                "{} of {}",
+                readable_value("x_bytes", &used.to_string()),
+                readable_value("x_bytes", &budget.to_string())
+            ),
+        ]);
+    }
+    rows
+}
+
+/// A volume's policy counters as people read them: labels without underscores, times with
+/// units, byte counts in MB, shares in percent, ratios to 3 significant digits, nothing for unset
+/// (`null`) values, and no write amplification for a run that wrote nothing (it is 0/0).
+pub fn policy_counter_rows(stats: &serde_json::Value) -> Vec<Vec<String>> {
+    let wrote = stats
+        .get("client_write_bytes")
+        .and_then(serde_json::Value::as_u64)
+        .is_none_or(|b| b > 0);
+    flatten_json(stats)
+        .into_iter()
+        .filter(|(k, v)| v != "null" && (wrote || !k.ends_with("write_amplification")))
+        .map(|(k, v)| {
+            let value = readable_value(&k, &v);
+            vec![k.replace(['_', '.'], " "), value]
+        })
+        .collect()
+}
+
+/// A JSON scalar under `key` as people read it (see [`policy_counter_rows`]).
+pub fn readable_value(key: &str, v: &str) -> String {
+    let Ok(x) = v.parse::<f64>() else {
+        return match v {
+            "true" => "yes".into(),
+            "false" => "no".into(),
+            v => v.to_string(),
+        };
+    };
+    let last = key.rsplit(['.', '_']).next().unwrap_or("");
+    let leaf = key.rsplit('.').next().unwrap_or(key);
+    if key.ends_with("_ns") || key.contains("_ns.") || key.contains("overhead_ns") {
+        format_ns(x)
+    } else if key.ends_with("_bytes_per_s") {
+        if x == 0.0 {
+            // md's convention as nines': 0 is no limit.
+            "unlimited".into()
+        } else {
+            format_bytes_per_s(x)
+        }
+    } else if leaf.ends_with("_bytes") || leaf.starts_with("bytes") {
+        if x >= 1e6 {
+            format!("{} MB", format_plain(x / 1e6))
+        } else {
+            format_block(x as u64)
+        }
+    } else if matches!(last, "share" | "fraction" | "provisioning" | "simulated")
+        || key.contains("fraction_")
+        || key.starts_with("over_provisioning")
+    {
+        format!("{}%", format_plain(x * 100.0))
+    } else if x.fract() != 0.0 {
+        format_plain(x)
+    } else {
+        v.to_string()
+    }
+}
+
+/// The emulation's own overhead (`emu:` targets: the model driven at the real clock) when it is
+/// a large share of the measured tail: at p99.99 (or the highest it recorded) at least a quarter
+/// of the run's own latency there, the tail is partly the emulator's.
+pub fn emulation_overhead(r: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(emu) = r.config.extra.get("emu") else {
+        return out;
+    };
+    let devices: Vec<&serde_json::Value> = match emu {
+        serde_json::Value::Object(m) => match m.get("devices") {
+            Some(serde_json::Value::Array(a)) => a.iter().collect(),
+            _ => vec![emu],
+        },
+        serde_json::Value::Array(a) => a.iter().collect(),
+        _ => Vec::new(),
+    };
+    let tail = [Op::Read, Op::Write]
+        .iter()
+        .filter_map(|&op| {
+            let a = r.aggregate.dir(op);
+            (a.ios > 0).then(|| a.lat_ns.percentiles.at(99.99).unwrap_or(a.lat_ns.max_ns))
+        })
+        .max()
+        .unwrap_or(0);
+    for (i, d) in devices.iter().enumerate() {
+        let Some(o) = d.get("overhead_ns") else {
+            continue;
+        };
+        let name = d
+            .get("name")
+            .and_then(serde_json::Value::as_str)
+            .map_or_else(|| format!("emulated device {i}"), str::to_string);
+        let at = ["p99.99", "p99", "max"].iter().find_map(|k| {
+            o.get(*k)
+                .and_then(serde_json::Value::as_u64)
+                .map(|v| (*k, v))
+        });
+        let Some((at, ns)) = at else { continue };
+        if tail > 0 && ns * 4 >= tail {
+            out.push(format!(
+                "the emulation's own overhead on {name} is {} at {at}, {}% of the run's p99.99 latency ({}): that much of the tail is the emulator, not the model",
+                format_ns(ns as f64),
+                format_plain(ns as f64 * 100.0 / tail as f64),
+                format_ns(tail as f64)
+            ));
+        }
+    }
+    out
 }
 
 /// One driver-specific setting as a readable row: a label instead of the JSON key, yes/no
@@ -1432,7 +1699,7 @@ fn extra_row(key: &str, value: &str) -> Option<Vec<String>> {
         (_, "false") => "no".to_string(),
         ("stripe_bytes", v) => v.parse().map_or(v.to_string(), format_block),
         ("sim_end_ns", v) => v.parse::<f64>().map_or(v.to_string(), format_ns),
-        (_, v) => v.to_string(),
+        (k, v) => readable_value(k, v),
     };
     Some(vec![label, value])
 }
@@ -1473,6 +1740,35 @@ pub fn run_meta(r: &Report) -> String {
         (None, Some(k)) => parts.push(format!("{kind} on Linux {k}")),
         (None, None) if sim => parts.push(kind.to_string()),
         (None, None) => parts.push(format!("{kind} on an unrecorded host")),
+    }
+    if !r.sources.is_empty() {
+        // A merged run: every run's host, kind and own duration (the hostname above is gone).
+        parts.clear();
+        let runs: Vec<String> = r
+            .sources
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} ({}{}, {})",
+                    s.label,
+                    match s.kind {
+                        nines_core::report::RunKind::Profile => "profile",
+                        nines_core::report::RunKind::Sim => "sim",
+                    },
+                    s.host
+                        .as_ref()
+                        .filter(|h| **h != s.label)
+                        .map(|h| format!(" on {h}"))
+                        .unwrap_or_default(),
+                    format_ns(s.measured_ns as f64)
+                )
+            })
+            .collect();
+        parts.push(format!(
+            "Merged from {}: {}",
+            count(r.sources.len(), "run", "runs"),
+            runs.join(", ")
+        ));
     }
     match r.config.start_unix_ns {
         Some(ns) => parts.push(format!(
@@ -1520,7 +1816,16 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
     page.meta(&run_meta(r));
     page.h2("Summary");
     page.list(&summary(r, inp.lat.as_ref(), interval_spikes.as_ref()));
+    for line in crate::table::rebuild_progress(r) {
+        page.p(&format!("{}{}.", line[..1].to_uppercase(), &line[1..]));
+    }
     for w in &r.warnings {
+        page.warning(&format!("Warning: {w}"));
+    }
+    for w in crate::table::constant_distributions(r) {
+        page.warning(&format!("Warning: {w}."));
+    }
+    for w in emulation_overhead(r) {
         page.warning(&format!("Warning: {w}"));
     }
     let omitted = omitted_figures(inp);
@@ -1600,28 +1905,43 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
                 let Some(st) = st.as_ref().filter(|s| s.ios > 0) else {
                     continue;
                 };
+                // This direction's own commands (the member's total was on both rows).
                 let mut row = vec![
                     m.name.clone(),
                     m.path.clone().unwrap_or_default(),
                     op.name().into(),
-                    m.commands.to_string(),
+                    st.ios.to_string(),
                     m.errors.to_string(),
                     format_ns(st.lat_ns.mean_ns),
                 ];
                 row.extend(latency_cells(st, &percentiles));
                 rows.push(row);
             }
+            // The rebuild's writes to this member, when it is the replacement.
+            if let Some((ios, _)) = crate::table::rebuild_writes(d, m.index) {
+                let mut row = vec![
+                    m.name.clone(),
+                    m.path.clone().unwrap_or_default(),
+                    "rebuild writes".into(),
+                    ios.to_string(),
+                    String::new(),
+                    String::new(),
+                ];
+                row.extend(std::iter::repeat_n(String::new(), percentiles.len() + 1));
+                rows.push(row);
+            }
+        }
+        if !v.members.iter().any(|m| m.path.is_some()) {
+            // No member has a path (simulated): drop the empty column.
+            header.remove(1);
+            for row in &mut rows {
+                row.remove(1);
+            }
         }
         page.table(&header, &rows);
-        let counters = crate::html::flatten_json(&v.stats);
+        let counters = policy_counter_rows(&v.stats);
         if !counters.is_empty() {
-            page.table(
-                &["policy counter".into(), "value".into()],
-                &counters
-                    .into_iter()
-                    .map(|(k, v)| vec![k, v])
-                    .collect::<Vec<_>>(),
-            );
+            page.table(&["policy counter".into(), "value".into()], &counters);
         }
     }
     // A merged run (`nines merge`): each source run's own distribution beside the fleet's.
@@ -1668,10 +1988,15 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
         shown.truncate(50);
         shown.sort_by_key(|s| s.start_ns);
         if spikes.spikes.len() > shown.len() {
+            let lo = shown.iter().map(|s| s.height_ns).min().unwrap_or(0);
+            let hi = shown.iter().map(|s| s.height_ns).max().unwrap_or(0);
             page.p(&format!(
-                "The {} tallest of {} spikes, in time order.",
+                "The {} tallest of {} spikes ({} to {} high; the other {} are lower), in time order.",
                 shown.len(),
-                spikes.spikes.len()
+                spikes.spikes.len(),
+                format_ns(lo as f64),
+                format_ns(hi as f64),
+                spikes.spikes.len() - shown.len()
             ));
         }
         for s in shown {

@@ -513,7 +513,7 @@ pub fn table(s: &Sweep) -> (Vec<String>, Vec<Vec<String>>) {
     .iter()
     .map(|s| s.to_string())
     .chain([
-        format!("p{tail}"),
+        TAIL_COLUMN.into(),
         "max".into(),
         "CPU/I/O".into(),
         "note".into(),
@@ -556,7 +556,43 @@ pub fn table(s: &Sweep) -> (Vec<String>, Vec<Vec<String>>) {
             }
         }
     }
-    (header, rows)
+    drop_empty_columns(header, rows)
+}
+
+/// The tail column's one name in every sweep (profile or sim); [`tail_note`] says which
+/// percentile it holds.
+pub const TAIL_COLUMN: &str = "tail latency";
+
+/// Which percentile the [`TAIL_COLUMN`] holds and why.
+pub fn tail_note(s: &Sweep) -> String {
+    let ok: Vec<&SweepPoint> = s.points.iter().filter(|p| p.metrics.is_some()).collect();
+    let tail = tail_label(&ok);
+    if tail == TAIL_PERCENTILE {
+        format!("{TAIL_COLUMN}: p{tail}.")
+    } else {
+        format!(
+            "{TAIL_COLUMN}: p{tail}, the highest percentile up to p{TAIL_PERCENTILE} that every point's I/Os resolve."
+        )
+    }
+}
+
+/// The table without the columns no row fills (the write share of a QD sweep, the engine of
+/// a profile sweep over QD, notes when nothing failed).
+fn drop_empty_columns(
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+) -> (Vec<String>, Vec<Vec<String>>) {
+    let keep: Vec<bool> = (0..header.len())
+        .map(|i| rows.iter().any(|r| r.get(i).is_some_and(|c| !c.is_empty())))
+        .collect();
+    let pick = |v: Vec<String>| -> Vec<String> {
+        v.into_iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(c, _)| c)
+            .collect()
+    };
+    (pick(header), rows.into_iter().map(pick).collect())
 }
 
 /// Aligned text of [`table`] for the terminal.
@@ -578,6 +614,8 @@ pub fn text_table(s: &Sweep) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
     }
+    out.push_str(&tail_note(s));
+    out.push('\n');
     out
 }
 
@@ -602,6 +640,7 @@ pub fn render_html(s: &Sweep, figs: &[Figure]) -> Result<String, PlotError> {
     page.h2("Points");
     let (h, rows) = table(s);
     page.table(&h, &rows);
+    page.p(&tail_note(s));
     if rows.iter().flatten().any(|c| c == crate::html::UNRESOLVED) {
         page.p(&format!(
             "{}: not resolved, too few I/Os at that point for the tail percentile (with fewer it is only the max).",

@@ -8,13 +8,14 @@ use nines_core::op::Op;
 use nines_core::report::{DirectionStats, Report, RunKind};
 use nines_core::units::format_cpu_list;
 
-/// Formats nanoseconds with a unit chosen for 3-4 significant digits: `812ns`, `25.1us`, `1.20ms`,
-/// `2.50s`. ASCII `us`, so the table aligns in every terminal.
+/// Formats nanoseconds with a unit chosen for 3-4 significant digits: `812ns`, `25.1µs`, `1.20ms`,
+/// `2.50s`: the unit written as everywhere else (`µs`, which the table counts as one column),
+/// without the space prose puts before it, so that every cell stays one word.
 pub fn format_ns(ns: f64) -> String {
     let (v, unit) = if ns < 1e3 {
         (ns, "ns")
     } else if ns < 1e6 {
-        (ns / 1e3, "us")
+        (ns / 1e3, "µs")
     } else if ns < 1e9 {
         (ns / 1e6, "ms")
     } else {
@@ -166,6 +167,176 @@ fn job_summary(name: &str, w: &nines_core::workload::WorkloadSpec) -> String {
     s
 }
 
+/// How long the run measured: `10 s measured`; for a merged run of different durations, each
+/// run's (`10 s, 3 s and 3 s measured (3 runs merged)`), not the longest alone.
+pub fn measured_phrase(report: &Report) -> String {
+    let f = |ns: u64| crate::axis::format_ns(ns as f64);
+    let times: Vec<u64> = report.sources.iter().map(|s| s.measured_ns).collect();
+    match times.as_slice() {
+        [] => format!("{} measured", f(report.config.measured_ns)),
+        [one] => format!("{} measured", f(*one)),
+        [first, ..] if times.iter().all(|t| t == first) => {
+            format!(
+                "{} measured by each of {} merged runs",
+                f(*first),
+                times.len()
+            )
+        }
+        [init @ .., last] => format!(
+            "{} and {} measured ({} runs merged)",
+            init.iter().map(|&t| f(t)).collect::<Vec<_>>().join(", "),
+            f(*last),
+            times.len()
+        ),
+    }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// What the run addressed: `3 devices`, or `1 volume (raid5 of 4 devices)` for an array.
+pub fn targets_phrase(report: &Report) -> String {
+    let volumes: Vec<_> = report
+        .devices
+        .iter()
+        .filter_map(|d| d.volume.as_ref())
+        .collect();
+    let Some(v) = volumes.first() else {
+        return plural(report.devices.len(), "device");
+    };
+    let vols = format!(
+        "{} ({} of {})",
+        plural(volumes.len(), "volume"),
+        v.layout,
+        plural(v.members.len(), "device")
+    );
+    match report.devices.len() - volumes.len() {
+        // A merged report may hold plain devices beside a volume.
+        0 => vols,
+        n => format!("{} and {vols}", plural(n, "device")),
+    }
+}
+
+/// Whether a direction's latencies are one value: min and max within 0.1% (the histogram's own
+/// precision), so p50 equals max and the standard deviation is nil. Such a distribution has no
+/// tail at all, and its percentiles must not be read as one.
+pub fn is_constant(s: &DirectionStats) -> bool {
+    s.ios >= 2 && (s.lat_ns.max_ns - s.lat_ns.min_ns.min(s.lat_ns.max_ns)) * 1000 <= s.lat_ns.max_ns
+}
+
+/// One sentence per direction in which a target's latencies are constant ([`is_constant`]): a
+/// simulated one says the model has no variance for this workload; a measured one, that nothing
+/// varied. Empty when every distribution varies.
+pub fn constant_distributions(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for op in Op::ALL {
+        let active: Vec<_> = report
+            .devices
+            .iter()
+            .filter(|d| d.dir(op).ios > 0)
+            .collect();
+        let constant: Vec<_> = active.iter().filter(|d| is_constant(d.dir(op))).collect();
+        let Some(first) = constant.first() else {
+            continue;
+        };
+        let lat = crate::axis::format_ns(first.dir(op).lat_ns.max_ns as f64);
+        let same = constant
+            .iter()
+            .all(|d| d.dir(op).lat_ns.max_ns == first.dir(op).lat_ns.max_ns);
+        let who = if constant.len() == active.len() && active.len() > 1 {
+            format!("every {op} on all {} targets", active.len())
+        } else if constant.len() == 1 {
+            format!("every {op} on {}", first.name)
+        } else {
+            format!(
+                "every {op} on {} of {} targets",
+                constant.len(),
+                active.len()
+            )
+        };
+        let took = if same {
+            format!("took {lat}")
+        } else {
+            "took one fixed time per target".to_string()
+        };
+        let why = match report.kind {
+            RunKind::Sim => {
+                "the model has no variance for this workload, so its percentiles are one \
+                 service time, not a tail (variance comes from writes and garbage collection, \
+                 --bg-rate, or a device description with firmware jitter)"
+            }
+            RunKind::Profile => {
+                "nothing varied, so its percentiles are not a measured tail (a target that does \
+                 no I/O, or a clock too coarse to tell the I/Os apart?)"
+            }
+        };
+        out.push(format!(
+            "constant latency: {who} {took} (p50 = max, stdev 0): {why}"
+        ));
+    }
+    out
+}
+
+/// A RAID5 rebuild's progress, one sentence per volume rebuilding a member: rows rebuilt of
+/// the total, what it wrote and read, and whether it finished, stopped or was still going when
+/// the run ended.
+pub fn rebuild_progress(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in &report.devices {
+        let Some(v) = &d.volume else { continue };
+        let Some(rb) = v.stats.get("rebuild").filter(|r| r.is_object()) else {
+            continue;
+        };
+        let n = |k: &str| rb.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let member = n("member");
+        let name = v
+            .members
+            .get(member as usize)
+            .map_or_else(|| format!("member {member}"), |m| m.name.clone());
+        let (done, total) = (n("rows_rebuilt"), n("rows_total"));
+        let pct = if total > 0 {
+            done as f64 * 100.0 / total as f64
+        } else {
+            0.0
+        };
+        let state = match (
+            rb.get("aborted").and_then(serde_json::Value::as_str),
+            rb.get("done_ns").and_then(serde_json::Value::as_u64),
+        ) {
+            (Some(why), _) => format!("stopped: {why}"),
+            (None, Some(ns)) => format!("finished at {}", crate::axis::format_ns(ns as f64)),
+            (None, None) => "still going when the run ended".to_string(),
+        };
+        out.push(format!(
+            "rebuild of {name} on {}: {done} of {total} rows ({pct:.1}%), {} rebuild writes ({:.1} MB), \
+             {} reads of the other members; {state}",
+            d.name,
+            done,
+            n("bytes_written") as f64 / 1e6,
+            n("member_reads"),
+        ));
+    }
+    out
+}
+
+/// The rebuild's writes to its replacement member as a table row's counts (I/Os = rows
+/// written, one chunk each), when the volume is rebuilding that member.
+pub fn rebuild_writes(d: &nines_core::report::DeviceReport, member: u32) -> Option<(u64, u64)> {
+    let rb = d.volume.as_ref()?.stats.get("rebuild")?;
+    if rb.get("member")?.as_u64()? != u64::from(member) {
+        return None;
+    }
+    Some((
+        rb.get("rows_rebuilt")?.as_u64()?,
+        rb.get("bytes_written")?.as_u64()?,
+    ))
+}
+
 /// The whole table, ending with a newline.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
@@ -202,27 +373,16 @@ pub fn render(report: &Report) -> String {
             w.iodepth
         ),
     };
-    let plural = |n: usize, what: &str| {
-        if n == 1 {
-            format!("1 {what}")
-        } else {
-            format!("{n} {what}s")
-        }
-    };
-    let targets = match report.devices.iter().find_map(|d| d.volume.as_ref()) {
-        Some(v) => format!(
-            "{} ({} of {})",
-            plural(report.devices.len(), "volume"),
-            v.layout,
-            plural(v.members.len(), "device")
-        ),
-        None => plural(report.devices.len(), "device"),
+    let targets = targets_phrase(report);
+    let measured = if report.sources.is_empty() {
+        format!("{:.2} s measured", c.measured_ns as f64 / 1e9)
+    } else {
+        measured_phrase(report)
     };
     let _ = writeln!(
         out,
-        "nines {kind}: {what}, engine {}, {targets}, {:.2} s measured",
+        "nines {kind}: {what}, engine {}, {targets}, {measured}",
         c.engine,
-        c.measured_ns as f64 / 1e9,
     );
     let keys: Vec<String> = c
         .percentiles
@@ -271,6 +431,32 @@ pub fn render(report: &Report) -> String {
                 let mut row = vec![format!("  {}", m.name), String::new(), op.to_string()];
                 row.extend(stats_cells(ms, &keys));
                 t.rows.push(row);
+            }
+            // A rebuild's writes to its replacement: a row of their own, under the device's
+            // last direction (a read-only workload showed none of them).
+            let last_op = Op::ALL
+                .into_iter()
+                .rev()
+                .find(|&o| report.has(o) && d.dir(o).ios > 0);
+            if last_op == Some(op)
+                && let Some(v) = &d.volume
+            {
+                for m in &v.members {
+                    let Some((ios, bytes)) = rebuild_writes(d, m.index) else {
+                        continue;
+                    };
+                    let secs = (c.measured_ns as f64 / 1e9).max(1e-9);
+                    let mut row = vec![
+                        format!("  {} rebuild", m.name),
+                        String::new(),
+                        "write".into(),
+                        ios.to_string(),
+                        format_rate(ios as f64 / secs),
+                        format!("{:.1}", bytes as f64 / 1e6 / secs),
+                    ];
+                    row.extend(std::iter::repeat_n("-".to_string(), keys.len() + 4));
+                    t.rows.push(row);
+                }
             }
         }
         if report.devices.len() > 1 {
@@ -353,7 +539,16 @@ pub fn render(report: &Report) -> String {
         }
         wt.render(&mut out);
     }
+    for line in rebuild_progress(report) {
+        let _ = writeln!(out, "{line}");
+    }
     for w in &report.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    for w in constant_distributions(report)
+        .into_iter()
+        .chain(crate::run::emulation_overhead(report))
+    {
         let _ = writeln!(out, "warning: {w}");
     }
     out
@@ -410,7 +605,7 @@ mod tests {
     #[test]
     fn formats() {
         assert_eq!(format_ns(812.0), "812ns");
-        assert_eq!(format_ns(25_100.0), "25.1us");
+        assert_eq!(format_ns(25_100.0), "25.1µs");
         assert_eq!(format_ns(1_204_000.0), "1.20ms");
         assert_eq!(format_ns(250_000_000.0), "250ms");
         assert_eq!(format_ns(2.5e9), "2.50s");
@@ -496,7 +691,149 @@ mod tests {
             "{text}"
         );
         // Rows align: every device row is as wide as the header or narrower.
-        let width = header.len();
-        assert!(dev_rows.iter().all(|l| l.len() <= width + 2));
+        let width = header.chars().count();
+        assert!(dev_rows.iter().all(|l| l.chars().count() <= width + 2));
+        // Units as everywhere else: µs, not us.
+        assert!(
+            dev_rows[0].contains("µs") && !text.contains("us "),
+            "{text}"
+        );
+        // The latencies vary: nothing is flagged constant.
+        assert!(constant_distributions(&r).is_empty());
+    }
+
+    fn constant_report(kind: RunKind, devices: usize) -> Report {
+        let config = RunConfig {
+            workload: WorkloadSpec::default(),
+            engine: "sim".into(),
+            percentiles: DEFAULT_PERCENTILES.to_vec(),
+            measured_ns: 1_000_000_000,
+            start_unix_ns: None,
+            lat_log: None,
+            hdr_log: None,
+            extra: Default::default(),
+        };
+        let mut b = ReportBuilder::new(kind, config);
+        for i in 0..devices {
+            let mut r = DeviceRecorder::new();
+            for _ in 0..50_000 {
+                r.record(Op::Read, 25_824, 4096);
+            }
+            b.device(
+                DeviceMeta {
+                    name: format!("afa#{i}"),
+                    ..Default::default()
+                },
+                &r,
+            );
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn a_constant_distribution_is_flagged_not_shown_as_a_tail() {
+        // The default sim: every percentile 25.8 µs on 64 devices, shown as if it were a tail.
+        let r = constant_report(RunKind::Sim, 64);
+        let w = constant_distributions(&r);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("constant latency: every read on all 64 targets took 25.8 µs (p50 = max, stdev 0): the model has no variance for this workload"),
+            "{w:?}"
+        );
+        let text = render(&r);
+        assert_eq!(text.matches("constant latency").count(), 1, "{text}");
+        // A measured run says nothing varied, not that a model did not.
+        let r = constant_report(RunKind::Profile, 1);
+        let w = constant_distributions(&r);
+        assert!(
+            w[0].starts_with("constant latency: every read on afa#0 took 25.8 µs")
+                && w[0].contains("nothing varied")
+                && !w[0].contains("model"),
+            "{w:?}"
+        );
+        // One slow I/O among them is a tail: not flagged.
+        let mut r = constant_report(RunKind::Sim, 1);
+        r.devices[0].read.lat_ns.max_ns = 900_000;
+        assert!(constant_distributions(&r).is_empty());
+    }
+
+    #[test]
+    fn a_rebuild_has_its_row_and_its_progress() {
+        // raid5 --rebuild 1: the JSON had rows_rebuilt 63311 of 290055; the table showed
+        // neither the rebuild's writes nor its progress.
+        let mut r = sample_report();
+        let member = |i: u32| nines_core::report::MemberReport {
+            index: i,
+            name: format!("m{i}"),
+            path: None,
+            size_bytes: 1 << 30,
+            commands: 71_141,
+            errors: 0,
+            read: Some(r.devices[0].read.clone()),
+            write: None,
+            internals: None,
+            interrupts: None,
+        };
+        let members = (0..3).map(member).collect();
+        r.devices[0].volume = Some(nines_core::report::VolumeReport {
+            layout: "raid5".into(),
+            options: serde_json::json!({}),
+            stats: serde_json::json!({"rebuild": {"member": 1, "rows_total": 290_055,
+                "rows_rebuilt": 63_311, "bytes_written": 4_149_149_696u64, "member_reads": 126_622,
+                "done_ns": null, "aborted": null}}),
+            members,
+        });
+        let text = render(&r);
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("  m1 rebuild")
+                    && l.split_whitespace().nth(3) == Some("63311")),
+            "{text}"
+        );
+        assert!(
+            text.contains("rebuild of m1 on zram0: 63311 of 290055 rows (21.8%), 63311 rebuild writes (4149.1 MB), 126622 reads of the other members; still going when the run ended"),
+            "{text}"
+        );
+        assert!(
+            text.starts_with(
+                "nines profile: randread 4KiB QD1, engine io_uring, 2 devices and 1 volume (raid5 of 3 devices)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn merged_runs_of_different_lengths_say_each() {
+        let mut r = sample_report();
+        assert_eq!(measured_phrase(&r), "1 s measured");
+        let src = |ns: u64| nines_core::report::SourceRun {
+            label: "h".into(),
+            file: "f".into(),
+            host: None,
+            kind: RunKind::Profile,
+            nines_version: "0".into(),
+            start_unix_ns: None,
+            measured_ns: ns,
+            devices: vec![],
+            read: r.devices[0].read.clone(),
+            write: r.devices[0].write.clone(),
+        };
+        r.sources = vec![src(10_000_000_000), src(3_000_000_000), src(3_000_000_000)];
+        assert_eq!(
+            measured_phrase(&r),
+            "10 s, 3 s and 3 s measured (3 runs merged)"
+        );
+        assert!(
+            render(&r)
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with("3 devices, 10 s, 3 s and 3 s measured (3 runs merged)"),
+            "{}",
+            render(&r)
+        );
+        r.sources.truncate(2);
+        r.sources[0].measured_ns = 3_000_000_000;
+        assert_eq!(measured_phrase(&r), "3 s measured by each of 2 merged runs");
     }
 }

@@ -522,6 +522,56 @@ fn a_sliver_interval_at_the_end_is_no_false_drop() {
     }
 }
 
+#[test]
+fn many_devices_over_time_are_three_labelled_lines_per_direction() {
+    use nines_report::intervals::{IntervalPoint, IntervalSeries};
+    use nines_report::run::throughput_figures;
+    // 64 devices, reads and writes: 128 unlabelled lines before. Device d does 100 + d reads
+    // and 200 + d writes in each 100 ms interval.
+    let series: Vec<IntervalSeries> = (0..64u64)
+        .flat_map(|d| {
+            Op::ALL.into_iter().map(move |op| IntervalSeries {
+                device: format!("afa#{d}"),
+                op,
+                points: (0..3)
+                    .map(|i| IntervalPoint {
+                        start_s: i as f64 * 0.1,
+                        duration_s: 0.1,
+                        ios: if op == Op::Read { 100 + d } else { 200 + d },
+                        p50_ns: 1000,
+                        p99_ns: 2000,
+                        max_ns: 3000,
+                    })
+                    .collect(),
+            })
+        })
+        .collect();
+    let figs = throughput_figures(&series, 4096);
+    let f = figs.iter().find(|f| f.id == "iops-over-time").unwrap();
+    assert_eq!(f.plot.series.len(), 6);
+    assert!(f.plot.legend);
+    let line = |name: &str| {
+        f.plot
+            .series
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("{name}"))
+            .points
+            .iter()
+            .map(|p| p.1)
+            .collect::<Vec<f64>>()
+    };
+    assert_eq!(line("read lowest device"), [1000.0; 3]);
+    assert_eq!(line("read highest device"), [1630.0; 3]);
+    let mean = line("write mean of 64 devices");
+    assert!(mean.iter().all(|v| (v - 2315.0).abs() < 1e-9), "{mean:?}");
+    // Every legend entry is a line of its own colour.
+    let legend = nines_report::plot::legend_entries(&f.plot);
+    assert_eq!(legend.len(), 6);
+    let colours: std::collections::HashSet<_> = legend.iter().map(|e| e.color).collect();
+    assert_eq!(colours.len(), 6);
+}
+
 /// One device, every read at `latency_ns`.
 fn constant_report(latency_ns: u64) -> Report {
     let mut b = ReportBuilder::new(RunKind::Profile, config());
@@ -594,6 +644,61 @@ fn compare_ratios_keep_significant_digits() {
         [
             "qd8 differs from qd1 in iodepth (1 vs 8) only: the comparison shows its effect.",
             "x differs from qd1 in engine (io_uring vs psync), iodepth (1 vs 8); compare with care."
+        ]
+    );
+    // Every setting the JSON holds is compared, not a hand list: the real-time priority beside
+    // the engine ("differs in engine only" hid it), a rebuild in the volume's options, the
+    // thinktime; what a run measured (simulator events) is not a setting.
+    let mut rt = constant_report(25_800);
+    rt.config.engine = "psync".into();
+    rt.config
+        .extra
+        .insert("rt_priority".into(), serde_json::json!(50));
+    rt.config
+        .extra
+        .insert("events".into(), serde_json::json!(9));
+    rt.config.workload.thinktime_ns = 100_000;
+    let mut rebuild = constant_report(25_800);
+    let mut base = constant_report(25_800);
+    for (r, opts) in [
+        (
+            &mut base,
+            serde_json::json!({"layout": "raid5", "chunk_bytes": 65536}),
+        ),
+        (
+            &mut rebuild,
+            serde_json::json!({"layout": "raid5", "chunk_bytes": 65536, "rebuild": {"member": 1}}),
+        ),
+    ] {
+        r.devices[0].volume = Some(nines_core::report::VolumeReport {
+            layout: "raid5".into(),
+            options: opts,
+            stats: serde_json::json!({}),
+            members: Vec::new(),
+        });
+    }
+    let d = differences(&[
+        Run {
+            label: "a".into(),
+            report: base,
+        },
+        Run {
+            label: "rt".into(),
+            report: {
+                rt.devices[0].volume = None;
+                rt
+            },
+        },
+        Run {
+            label: "rebuild".into(),
+            report: rebuild,
+        },
+    ]);
+    assert_eq!(
+        d,
+        [
+            "rt differs from a in engine (io_uring vs psync), rt priority (unset vs 50), thinktime (0 ns vs 100 µs), volume chunk (64 KiB vs unset), volume layout (raid5 vs unset); compare with care.",
+            "rebuild differs from a in volume rebuild member (unset vs 1) only: the comparison shows its effect."
         ]
     );
 }
@@ -1254,8 +1359,32 @@ fn a_sweep_of_short_points_plots_the_tail_they_resolve() {
     assert_eq!(pts.iter().map(|p| p.1).collect::<Vec<_>>(), want);
     assert!(!f.caption.contains("not drawn"), "{}", f.caption);
     let (h, rows) = table(&s);
-    let col = h.iter().position(|c| c == "p99.9").expect("p99.9 column");
+    // One name for the tail column in every sweep; the note says which percentile it is.
+    let col = h
+        .iter()
+        .position(|c| c == "tail latency")
+        .expect("tail column");
     assert_eq!(rows[0][col], nines_report::axis::format_ns(want[0]));
+    assert!(
+        nines_report::sweep::tail_note(&s).starts_with("tail latency: p99.9, the highest"),
+        "{}",
+        nines_report::sweep::tail_note(&s)
+    );
+    // No column that no point fills (write share, engine, CPU per I/O, note).
+    assert_eq!(
+        h,
+        [
+            "rw",
+            "QD",
+            "op",
+            "IOPS",
+            "bandwidth",
+            "average",
+            "tail latency",
+            "max"
+        ]
+    );
+    assert!(rows.iter().all(|r| r.len() == h.len()));
     // Without the run JSONs the points keep their own tail, which they cannot resolve: nothing
     // drawn, n/r in the table, and the caption says why.
     let mut bare = s.clone();
@@ -1265,6 +1394,10 @@ fn a_sweep_of_short_points_plots_the_tail_they_resolve() {
     assert!(f.plot.series[0].points.iter().all(|p| p.1.is_nan()));
     assert!(f.caption.contains("are not drawn"), "{}", f.caption);
     let (h, rows) = table(&bare);
-    let col = h.iter().position(|c| c == "p99.999").unwrap();
+    let col = h.iter().position(|c| c == "tail latency").unwrap();
     assert_eq!(rows[0][col], "n/r");
+    assert_eq!(
+        nines_report::sweep::tail_note(&bare),
+        "tail latency: p99.999."
+    );
 }

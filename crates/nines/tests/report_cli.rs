@@ -166,7 +166,9 @@ fn periodic_stalls_in_a_lat_log_are_reported() {
     );
     let html = std::fs::read_to_string(dir.path().join("s.html")).unwrap();
     assert!(
-        html.contains("Periodic latency spikes (per-I/O log): every 700 ms lasting about 30"),
+        html.contains("Periodic latency spikes (per-I/O log): every 700 ms, a stall of about 30")
+            || html
+                .contains("Periodic latency spikes (per-I/O log): every 700 ms, slow for about 30"),
         "{}",
         &html[html.find("<ul").unwrap()..html.find("</ul>").unwrap()]
     );

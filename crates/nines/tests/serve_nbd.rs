@@ -302,8 +302,28 @@ fn fio_nbd_randrw_verify_crc32c_and_the_json_report() {
     let written = job["write"]["io_bytes"].as_u64().unwrap();
     assert!(written > 0);
     assert!(s.stop().success(), "SIGTERM ends the server cleanly");
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(d.join("serve.json")).unwrap()).unwrap();
+    let text = std::fs::read_to_string(d.join("serve.json")).unwrap();
+    // A served volume's run is a nines report: report, compare and merge read it ("schema is
+    // ''" before), and it holds what the clients did.
+    let report = nines_core::report::Report::from_json(&text).expect("serve --json is a report");
+    assert_eq!(report.config.engine, "serve");
+    assert_eq!(report.devices[0].write.bytes, written);
+    assert!(report.config.measured_ns > 0);
+    for verb in [
+        &["report", "serve.json", "-o", "serve.html"][..],
+        &["compare", "serve.json", "serve.json"][..],
+        &["merge", "serve.json", "serve.json", "-o", "merged.json"][..],
+    ] {
+        let o = common::nines(verb, d);
+        assert!(
+            o.status.success(),
+            "{verb:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let html = std::fs::read_to_string(d.join("serve.html")).unwrap();
+    assert!(html.contains("Measured run of 1 device: randrw"), "{html}");
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
     let r = &r["nines_serve"];
     assert_eq!(r["write"]["bytes"].as_u64().unwrap(), written);
     assert!(

@@ -747,8 +747,8 @@ pub fn run(mut args: Args) -> Result<()> {
             v["off_cpu_count"], v["total"], served.join(", ")
         ));
     }
+    // Printed once, with the table's other warnings (it was on stderr as well).
     for w in blocking_warnings(&outcome, &names, &paths) {
-        eprintln!("nines: warning: {w}");
         b.warn(w);
     }
     b.host(nines_host::doctor_summary(Path::new("/")));
@@ -874,7 +874,7 @@ fn blocking_warnings(
                 warnings.push(format!(
                     "{}: its submissions blocked for {} at p99 ({:.1}% of the run inside submit calls), and the {} of other targets on its worker (CPU {}) wait behind them; give it a worker of its own with --isolate {}",
                     names[m],
-                    nines_report::table::format_ns(p99 as f64),
+                    nines_report::axis::format_ns(p99 as f64),
                     share * 100.0,
                     match others.len() {
                         1 => "1 device".to_string(),
@@ -991,9 +991,9 @@ fn emu_report(targets: &[Target], names: &[String]) -> Vec<(String, serde_json::
                 .with_device(|d| (d.ssd().map(|s| s.counters()), d.controls()))
                 .map(|(c, n)| (c.unwrap_or_default(), n))
                 .unwrap_or_default();
-            let us = |ns: u64| ns as f64 / 1000.0;
+            let us = |ns: u64| nines_report::axis::format_ns(ns as f64);
             let line = format!(
-                "emu {name}: {} at scale {:.5} ({} blocks/plane, {} MiB model capacity), {} MiB exported, precondition {}; emulation overhead p50 {:.1} us, p99.99 {:.1} us, max {:.1} us over {} I/Os",
+                "emu {name}: {} at scale {:.5} ({} blocks/plane, {} MiB model capacity), {} MiB exported, precondition {}; emulation overhead p50 {}, p99.99 {}, max {} over {} I/Os",
                 i.preset,
                 i.scale,
                 i.blocks_per_plane,
@@ -1297,7 +1297,8 @@ mod tests {
         let w = blocking_warnings(&o, &names, &paths);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
-            w[0].starts_with("slow: its submissions blocked for 60")
+            // Prose writes µs with a space, as the report does (it read "60.0us").
+            w[0].starts_with("slow: its submissions blocked for 60 µs at p99")
                 && w[0].contains("the 2 devices of other targets")
                 && w[0].contains("--isolate /var/tmp/slow"),
             "{w:?}"

@@ -427,6 +427,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         size_bytes,
         args.export
     );
+    // What the report's measured time and start are: from the first accept to the stop.
+    let served_since = std::time::Instant::now();
+    let start_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     while !nines_io::sched::interrupted() {
         // Socket activation (nbdinfo/nbdcopy -- [ nines serve ... ]): the server is its
         // client's, and ends when the last client left, as qemu-nbd and nbdkit do.
@@ -473,6 +478,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .clean_stop(rebuilt)
             .context("cannot mark the array clean in its superblocks")?;
     }
+    let measured_ns = (served_since.elapsed().as_nanos() as u64).max(1);
     if let Some(p) = &args.socket {
         let _ = std::fs::remove_file(p);
     }
@@ -491,8 +497,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "latency_ns": d.summary(&percentiles),
         })
     };
-    let report = serde_json::json!({
-        "nines_serve": {
+    let serve_block = serde_json::json!({
             "export": args.export,
             "layout": layout,
             "layout_options": spec.options(),
@@ -545,8 +550,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     })
                 })
                 .collect::<Vec<_>>(),
-        }
     });
+    let report = served_report(
+        &args,
+        layout,
+        spec.options(),
+        size_bytes,
+        &outcome,
+        &percentiles,
+        measured_ns,
+        start_unix_ns,
+        serve_block,
+    )?;
     if let Some(pending) = hdr_pending {
         if let Some(e) = outcome.hdr_log_error {
             return Err(e)
@@ -667,6 +682,116 @@ fn set_nonblocking(l: &Listener) -> anyhow::Result<()> {
         Listener::Tcp(l) => l.set_nonblocking(true),
     }
     .context("cannot make the listening socket non-blocking")
+}
+
+/// What `serve --json` writes: a nines report (docs/report-schema.md: `kind` "profile", engine
+/// "serve", one target, the export, with the volume's members) that `report`, `compare` and
+/// `merge` read, plus the server's own counters under `nines_serve`. The workload is what the
+/// clients sent: the directions seen, the read share and the mean request size; the clients'
+/// queue depth is not known (`iodepth` 1).
+#[allow(clippy::too_many_arguments)]
+fn served_report(
+    args: &Args,
+    layout: &str,
+    layout_options: serde_json::Value,
+    size_bytes: u64,
+    outcome: &nines_io::serve::ServeOutcome,
+    percentiles: &[f64],
+    measured_ns: u64,
+    start_unix_ns: u64,
+    serve_block: serde_json::Value,
+) -> anyhow::Result<serde_json::Value> {
+    use nines_core::report::{
+        DeviceMeta, MemberReport, ReportBuilder, RunConfig, RunKind, VolumeReport,
+    };
+    use nines_core::workload::{RwMode, WorkloadSpec};
+    let (r, w) = (
+        outcome.recorder.dir(Op::Read),
+        outcome.recorder.dir(Op::Write),
+    );
+    let ios = r.ios + w.ios;
+    let workload = WorkloadSpec {
+        rw: match (r.ios, w.ios) {
+            (_, 0) => RwMode::RandRead,
+            (0, _) => RwMode::RandWrite,
+            _ => RwMode::RandRw,
+        },
+        read_mix_pct: (r.ios * 100).checked_div(ios).unwrap_or(100) as u8,
+        block_size_bytes: (r.bytes + w.bytes).checked_div(ios).unwrap_or(0),
+        runtime_ns: Some(measured_ns),
+        ..WorkloadSpec::default()
+    };
+    let mut extra = serde_json::Map::new();
+    if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        extra.insert("hostname".into(), serde_json::json!(h.trim()));
+    }
+    if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
+        extra.insert("kernel".into(), serde_json::json!(k.trim()));
+    }
+    extra.insert("verb".into(), serde_json::json!("serve"));
+    extra.insert("export".into(), serde_json::json!(args.export));
+    extra.insert("layout".into(), serde_json::json!(layout));
+    extra.insert("connections".into(), serde_json::json!(outcome.connections));
+    extra.insert("flushes".into(), serde_json::json!(outcome.flushes));
+    extra.insert("trims".into(), serde_json::json!(outcome.trims));
+    extra.insert("refused".into(), serde_json::json!(outcome.refused));
+    if let Some(emu) = serve_block
+        .get("emu")
+        .filter(|e| e.as_array().is_some_and(|a| !a.is_empty()))
+    {
+        extra.insert("emu".into(), serde_json::json!({ "devices": emu }));
+    }
+    let config = RunConfig {
+        workload,
+        engine: "serve".into(),
+        percentiles: percentiles.to_vec(),
+        measured_ns,
+        start_unix_ns: Some(start_unix_ns),
+        lat_log: args.lat_log.as_ref().map(|p| p.display().to_string()),
+        hdr_log: args.hdr_log.as_ref().map(|p| p.display().to_string()),
+        extra,
+    };
+    let mut b = ReportBuilder::new(RunKind::Profile, config);
+    b.device(
+        DeviceMeta {
+            name: args.export.clone(),
+            path: None,
+            size_bytes,
+            cpu: None,
+        },
+        &outcome.recorder,
+    );
+    if args.targets.len() > 1 {
+        let members = args
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| MemberReport {
+                index: i as u32,
+                name: t.display().to_string(),
+                path: Some(t.display().to_string()),
+                size_bytes: 0,
+                commands: outcome.member_cmds.get(i).copied().unwrap_or(0),
+                errors: outcome.member_errors.get(i).copied().unwrap_or(0),
+                read: None,
+                write: None,
+                internals: None,
+                interrupts: None,
+            })
+            .collect();
+        b.device_volume(VolumeReport {
+            layout: layout.to_string(),
+            options: layout_options,
+            stats: outcome.volume_stats.clone(),
+            members,
+        });
+    }
+    let mut v = serde_json::to_value(b.finish())?;
+    // The server's own counters, as before (tools that read `nines_serve` keep working).
+    if let Some(o) = v.as_object_mut() {
+        o.insert("nines_serve".into(), serve_block);
+    }
+    Ok(v)
 }
 
 #[cfg(test)]
