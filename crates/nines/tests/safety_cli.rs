@@ -521,6 +521,25 @@ fn failed_target_creation_leaves_no_file_and_space_is_checked_first() {
         "the message names the free space: {err}"
     );
     assert!(!d.join("big.img").exists(), "the created file was left");
+    // A check after the open (an unaligned --offset) refuses the run: the file it created goes.
+    let out = nines(
+        &[
+            "profile",
+            "--quiet",
+            "--ios",
+            "10",
+            "--rw",
+            "randwrite",
+            "--size",
+            "1m",
+            "--offset",
+            "100",
+            "new.img",
+        ],
+        d,
+    );
+    refused(&out, "--offset");
+    assert!(!d.join("new.img").exists(), "the created file was left");
     // Where tmpfs refuses O_DIRECT (kernels before 6.6), the file the open created is removed
     // too; where it accepts it, the run succeeds.
     if Path::new("/dev/shm").is_dir() {

@@ -363,6 +363,19 @@ pub fn run(mut args: Args) -> Result<()> {
         ),
     };
     let emu = args.emu.context(spec.seed)?;
+    // Target files this run creates go again if it fails before the run completes (a later
+    // check such as alignment, a failed start): a refused run leaves nothing behind. Target::open
+    // removes what it created when the open itself fails.
+    let mut created = CreatedFiles(
+        paths
+            .iter()
+            .filter(|p| {
+                p.to_str().and_then(nines_io::emu::EmuSpec::parse).is_none()
+                    && std::fs::symlink_metadata(p).is_err()
+            })
+            .cloned()
+            .collect(),
+    );
     let mut targets = Vec::with_capacity(paths.len());
     for p in &paths {
         targets.push(Target::open_with(p, &topts, &emu)?);
@@ -525,6 +538,8 @@ pub fn run(mut args: Args) -> Result<()> {
             _ => anyhow::Error::new(e),
         }
     })?;
+    // The run happened: the files it created hold its data and stay, as fio's do.
+    created.0.clear();
     let irq_delta = match (irq_before, nines_host::IrqSnapshot::read(Path::new("/"))) {
         (Ok(before), Ok(after)) => Some(before.delta(&after)),
         (Err(e), _) | (_, Err(e)) => {
@@ -1219,6 +1234,17 @@ fn relative_to(path: &Path, dir: &Path) -> PathBuf {
         out.push(c.as_os_str());
     }
     out
+}
+
+/// Files a run created, removed when it is dropped before the run completes (see `run`).
+struct CreatedFiles(Vec<PathBuf>);
+
+impl Drop for CreatedFiles {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }
 
 #[cfg(test)]
