@@ -192,6 +192,16 @@ pub fn parse_thinktime_ns(s: &str) -> Result<u64, ParseError> {
     parse_duration_ns(s)
 }
 
+/// A count with its noun in the right number, for messages: `counted(1, "read", "reads")` is
+/// "1 read", `counted(2, "read", "reads")` "2 reads" ("waited 1 times" read as a bug).
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
 /// The largest CPU number accepted in a list; Linux's NR_CPUS maximum is 8192.
 pub const CPU_INDEX_MAX: usize = 8191;
 
@@ -397,6 +407,13 @@ mod tests {
             keys,
             ["50", "90", "99", "99.9", "99.99", "99.999", "99.9999"]
         );
+    }
+
+    #[test]
+    fn counts_take_their_noun_in_the_right_number() {
+        assert_eq!(counted(0, "read", "reads"), "0 reads");
+        assert_eq!(counted(1, "read", "reads"), "1 read");
+        assert_eq!(counted(2, "flush", "flushes"), "2 flushes");
     }
 
     proptest! {

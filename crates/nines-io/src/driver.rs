@@ -626,8 +626,8 @@ fn run_locked(
         }
         if r.latlog_stalls > 0 {
             warnings.push(format!(
-                "worker {w} waited {} times for the per-I/O log writer (the log's disk is slower than the I/O rate); those waits delayed I/O",
-                r.latlog_stalls
+                "worker {w} waited {} for the per-I/O log writer (the log's disk is slower than the I/O rate); those waits delayed I/O",
+                nines_core::units::counted(r.latlog_stalls, "time", "times")
             ));
         }
         if r.interval_misses > 0 {

@@ -576,8 +576,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if outcome.lat_log_stalls > 0 {
             eprintln!(
-                "nines: warning: the server waited {} times for the --lat-log writer (a slow disk under the log); no record was dropped",
-                outcome.lat_log_stalls
+                "nines: warning: the server waited {} for the --lat-log writer (a slow disk under the log); no record was dropped",
+                nines_core::units::counted(outcome.lat_log_stalls, "time", "times")
             );
         }
         pending.commit()?;
@@ -587,12 +587,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         text.push(b'\n');
         output::write_all("--json", path, &text)?;
     }
+    use nines_core::units::counted;
     eprintln!(
-        "nines: served {} reads, {} writes, {} flushes over {} connections",
-        outcome.recorder.dir(Op::Read).ios,
-        outcome.recorder.dir(Op::Write).ios,
-        outcome.flushes,
-        outcome.connections
+        "nines: served {}, {}, {} over {}",
+        counted(outcome.recorder.dir(Op::Read).ios, "read", "reads"),
+        counted(outcome.recorder.dir(Op::Write).ios, "write", "writes"),
+        counted(outcome.flushes, "flush", "flushes"),
+        counted(outcome.connections, "connection", "connections")
     );
     Ok(())
 }
@@ -669,7 +670,7 @@ fn listen(args: &Args) -> anyhow::Result<(Listener, bool)> {
                 .with_context(|| format!("cannot listen on {a}: is the port in use?"))?,
         ),
         (None, None) => bail!(
-            "nines serve needs --socket PATH or --listen ADDR:PORT (or socket activation, as `nbdinfo -- [ nines serve ... ]` does)"
+            "serve needs --socket PATH or --listen ADDR:PORT (or socket activation, as `nbdinfo -- [ nines serve ... ]` does)"
         ),
     };
     set_nonblocking(&l)?;
