@@ -73,7 +73,16 @@ fn queue_depth_sweep_on_zram() {
     assert_eq!(html.matches("<svg").count(), 3);
     assert!(html.contains("vs queue depth"));
     let table = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(table.lines().count(), 5, "{table}");
+    // A header, four points, and the line that says which percentile the tail column holds.
+    assert_eq!(table.lines().count(), 6, "{table}");
+    assert!(
+        table
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("tail latency: p99"),
+        "{table}"
+    );
 }
 
 #[test]
