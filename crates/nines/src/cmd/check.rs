@@ -54,16 +54,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.force && !args.allow_writes {
         bail!("--force only applies with --allow-writes; add --allow-writes or drop --force");
     }
-    // The same file twice would be "checked" against itself and repaired into garbage; --json
-    // must not name a member.
-    let named: Vec<(String, &std::path::Path)> = args
-        .targets
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (format!("member {i}"), p.as_path()))
-        .collect();
-    super::output::check_distinct_inputs(&named)?;
-    super::output::note_inputs("member", args.targets.iter().map(PathBuf::as_path));
+    // The same file twice would corrupt the volume; no output may name a member.
+    super::output::note_members(&args.targets)?;
     super::output::check_outputs(&[("--json", args.json.as_deref())])?;
     let n = args.targets.len() as u32;
     if n < 3 {

@@ -87,6 +87,20 @@ pub fn note_inputs<'a>(role: &str, paths: impl IntoIterator<Item = &'a Path>) {
     }
 }
 
+/// A volume's members (`member 0`, `member 1`, ...): refused when one file or device is given
+/// twice ([`check_distinct_inputs`]), then recorded as inputs ([`note_inputs`]) so no output can
+/// name one. Every verb that takes a volume's members calls this before its outputs are checked.
+pub fn note_members(members: &[std::path::PathBuf]) -> Result<()> {
+    let named: Vec<(String, &Path)> = members
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (format!("member {i}"), p.as_path()))
+        .collect();
+    check_distinct_inputs(&named)?;
+    note_inputs("member", members.iter().map(|p| p.as_path()));
+    Ok(())
+}
+
 /// Refuses a file or device given twice among the members or inputs of one volume (`items`:
 /// how each is named in messages, and its path): the same device and inode after symlinks, or
 /// the same path for files not yet created. Writing one file as two members corrupts the data.

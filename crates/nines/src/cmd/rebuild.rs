@@ -6,7 +6,7 @@
 //! when the policy says it has reached the last row.
 
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -125,14 +125,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.force && !args.allow_writes {
         bail!("--force only applies with --allow-writes; add --allow-writes or drop --force");
     }
-    let named: Vec<(String, &Path)> = args
-        .targets
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (format!("member {i}"), p.as_path()))
-        .collect();
-    super::output::check_distinct_inputs(&named)?;
-    super::output::note_inputs("member", args.targets.iter().map(PathBuf::as_path));
+    // The same file twice would corrupt the volume; no output may name a member.
+    super::output::note_members(&args.targets)?;
     super::output::check_outputs(&[("--json", args.json.as_deref())])?;
     let n = args.targets.len();
     if n < 3 {
