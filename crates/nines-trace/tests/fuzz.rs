@@ -136,7 +136,12 @@ fn check(result: Result<nines_trace::Trace, TraceError>, lines_total: usize) {
                     .windows(2)
                     .all(|w| w[0].arrival_ns <= w[1].arrival_ns)
             );
-            assert!(trace.records.iter().all(|r| r.len_bytes > 0));
+            assert!(
+                trace
+                    .records
+                    .iter()
+                    .all(|r| r.len_bytes > 0 || (r.flush && r.offset_bytes == 0))
+            );
             assert!(trace.lines.iter().all(|&l| l as usize <= lines_total));
         }
         Err(e) => {
