@@ -76,6 +76,11 @@ pub struct DeviceConfig {
     pub durability: Durability,
     #[serde(default)]
     pub firmware_jitter: FirmwareJitter,
+    /// The host completion mode (`interrupt`, `polled` or `none`) that `nines sim --calibrate`
+    /// fitted this description with: its latencies hold under that host model only, so a run
+    /// that names no `--completion` uses it. Absent in presets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitted_completion: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -641,6 +646,14 @@ impl DeviceConfig {
     /// Check every rule; the first broken one is returned naming its field.
     pub fn validate(&self) -> Result<(), FlashError> {
         let g = &self.geometry;
+        if let Some(m) = &self.fitted_completion
+            && !matches!(m.as_str(), "interrupt" | "polled" | "none")
+        {
+            return Err(invalid(
+                "fitted_completion",
+                format!("{m:?} is not a completion mode (interrupt, polled or none)"),
+            ));
+        }
         if self.controller.die_gaps && self.suspend.enabled {
             return Err(invalid(
                 "controller.die_gaps",

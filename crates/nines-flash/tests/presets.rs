@@ -123,3 +123,24 @@ fn femu_ioda_is_the_geometry_ioda_ran_on() {
     assert_eq!(soft, 26);
     assert_eq!(d.physical_bytes(), 16 << 30);
 }
+
+/// A calibrated description names the host model it was fitted with; it survives the TOML round
+/// trip, no preset has one, and a mode that does not exist is refused naming the field.
+#[test]
+fn fitted_completion_round_trips_and_is_checked() {
+    for name in preset_names() {
+        assert_eq!(DeviceConfig::preset(name).unwrap().fitted_completion, None);
+    }
+    let mut d = DeviceConfig::preset("afa-m2-2018").unwrap();
+    d.fitted_completion = Some("none".into());
+    let text = d.to_toml().unwrap();
+    assert!(text.contains("fitted_completion = \"none\""), "{text}");
+    let back = DeviceConfig::from_toml(&text, "fitted.toml").unwrap();
+    assert_eq!(back, d);
+    let bad = text.replace("fitted_completion = \"none\"", "fitted_completion = \"irq\"");
+    let err = DeviceConfig::from_toml(&bad, "bad.toml").unwrap_err().to_string();
+    assert!(
+        err.contains("fitted_completion") && err.contains("interrupt, polled or none"),
+        "{err}"
+    );
+}

@@ -706,15 +706,18 @@ fn calibrates_a_zram_profile_to_within_ten_percent() {
     );
     assert!(written.contains("capacity_bytes = 67108864"), "{written}");
     assert!(!written.contains("960 GB"), "{written}");
+    // The description carries its host model, so a run that names none simulates it as fitted
+    // (issue 31 item 9), and says so.
+    assert!(
+        written.contains("fitted_completion = \"none\""),
+        "{written}"
+    );
     let sim = dir.path().join("sim.json");
-    common::ok(
+    let simulated_run = common::ok(
         nines(&[
             "sim",
-            "--quiet",
             "--device",
             s(&toml),
-            "--completion",
-            "none",
             "--rw",
             "randread",
             "--bs",
@@ -727,6 +730,11 @@ fn calibrates_a_zram_profile_to_within_ten_percent() {
             s(&sim),
         ]),
         "simulating the calibrated device",
+    );
+    assert!(
+        stderr(&simulated_run).contains("was fitted with --completion none: simulating with it"),
+        "{}",
+        stderr(&simulated_run)
     );
     let read = |p: &Path| -> serde_json::Value {
         let v: serde_json::Value =
