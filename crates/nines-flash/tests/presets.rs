@@ -137,8 +137,13 @@ fn fitted_completion_round_trips_and_is_checked() {
     assert!(text.contains("fitted_completion = \"none\""), "{text}");
     let back = DeviceConfig::from_toml(&text, "fitted.toml").unwrap();
     assert_eq!(back, d);
-    let bad = text.replace("fitted_completion = \"none\"", "fitted_completion = \"irq\"");
-    let err = DeviceConfig::from_toml(&bad, "bad.toml").unwrap_err().to_string();
+    let bad = text.replace(
+        "fitted_completion = \"none\"",
+        "fitted_completion = \"irq\"",
+    );
+    let err = DeviceConfig::from_toml(&bad, "bad.toml")
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("fitted_completion") && err.contains("interrupt, polled or none"),
         "{err}"

@@ -378,3 +378,102 @@ fn slurm_fleet_of_simulations_and_zram_profiles() {
     assert!(err.contains("task 0 failed"), "{err}");
     assert!(!bad.join("merged.json").exists());
 }
+
+/// A folder of stand-ins for Slurm's commands, put first on PATH: `sbatch` answers job ids from
+/// `ok_submissions` and then fails as sbatch does on a machine with no cluster configuration;
+/// `scancel` records what it cancelled.
+fn fake_slurm(dir: &Path, ok_submissions: u32) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = |name: &str, body: String| {
+        let p = bin.join(name);
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let count = dir.join("sbatch-calls");
+    script(
+        "sbatch",
+        format!(
+            "#!/bin/sh\nn=$(cat '{c}' 2>/dev/null || echo 0)\necho $((n + 1)) > '{c}'\n\
+             if [ \"$n\" -lt {ok_submissions} ]; then echo $((4100 + n)); exit 0; fi\n\
+             echo 'sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host' >&2\n\
+             echo 'sbatch: error: fetch_config: DNS SRV lookup failed' >&2\n\
+             echo 'sbatch: fatal: Could not establish a configuration source' >&2\nexit 1\n",
+            c = count.display()
+        ),
+    );
+    script(
+        "scancel",
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\n",
+            dir.join("cancelled").display()
+        ),
+    );
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// `fleet --engine slurm` where sbatch cannot submit: one line that says what failed and what
+/// to do, nothing left behind (a job array already submitted is cancelled when the merge job
+/// cannot be), and the same --out works again with --engine local (issue 31 item 10).
+#[test]
+fn a_slurm_fleet_that_cannot_be_submitted_leaves_nothing_and_says_what_to_do() {
+    let dir = disk_dir();
+    for (ok_submissions, cancelled) in [(0, None), (1, Some("4100"))] {
+        let tools = dir.path().join(format!("tools-{ok_submissions}"));
+        let path = fake_slurm(&tools, ok_submissions);
+        let out = dir.path().join("study");
+        let o = Command::new(env!("CARGO_BIN_EXE_nines"))
+            .env("PATH", &path)
+            .args([
+                "fleet",
+                "--engine",
+                "slurm",
+                "--tasks",
+                "3",
+                "--out",
+                s(&out),
+            ])
+            .args(["--", "sim", "--ios", "1000"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        assert!(
+            err.contains("Could not establish a configuration source")
+                && !err.contains("DNS SRV")
+                && err.contains("--engine local")
+                && err.contains("nothing was left in"),
+            "{err}"
+        );
+        assert!(!out.exists(), "the folder this run made is gone");
+        let recorded = std::fs::read_to_string(tools.join("cancelled")).ok();
+        assert_eq!(recorded.as_deref().map(str::trim), cancelled, "{err}");
+        if let Some(job) = cancelled {
+            assert!(
+                err.contains(&format!("job array {job} was cancelled")),
+                "{err}"
+            );
+        }
+        let again = run(&[
+            "fleet",
+            "--engine",
+            "local",
+            "--tasks",
+            "1",
+            "--out",
+            s(&out),
+            "--",
+            "sim",
+            "--ios",
+            "1000",
+        ]);
+        assert_success(&again);
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+}

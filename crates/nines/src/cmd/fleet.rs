@@ -248,9 +248,16 @@ fn start(args: RunArgs) -> Result<()> {
     let tasks = expand(&args.params, args.tasks)?;
     let dir = &args.out;
     if dir.join("fleet.json").exists() {
+        let never =
+            read_fleet(dir).is_ok_and(|f| f.engine == Engine::Slurm && f.array_job.is_none());
         bail!(
-            "{} already holds a fleet; choose another --out",
-            dir.display()
+            "{} already holds a fleet{}; choose another --out",
+            dir.display(),
+            if never {
+                " that was never submitted (sbatch failed or was interrupted): remove it, or"
+            } else {
+                ""
+            }
         );
     }
     let mut fleet = Fleet {
@@ -264,6 +271,7 @@ fn start(args: RunArgs) -> Result<()> {
     for i in 0..fleet.tasks.len() {
         task_command(&fleet, dir, i)?;
     }
+    let created = !dir.exists();
     std::fs::create_dir_all(dir)
         .with_context(|| format!("--out {}: cannot create", dir.display()))?;
     write_fleet(dir, &fleet)?;
@@ -299,7 +307,10 @@ fn start(args: RunArgs) -> Result<()> {
                 .arg(format!("--output={}/task-%a.log", dir_abs.display()))
                 .args(&args.sbatch)
                 .arg(&script);
-            let array = sbatch(sb)?;
+            let array = match sbatch(sb) {
+                Ok(id) => id,
+                Err(e) => return Err(unsubmitted(dir, created, e, None)),
+            };
             let mut mb = Command::new("sbatch");
             mb.arg("--parsable")
                 .arg(format!("--dependency=afterok:{array}"))
@@ -311,7 +322,10 @@ fn start(args: RunArgs) -> Result<()> {
                     exe.display(),
                     dir_abs.display()
                 ));
-            let merge = sbatch(mb)?;
+            let merge = match sbatch(mb) {
+                Ok(id) => id,
+                Err(e) => return Err(unsubmitted(dir, created, e, Some(&array))),
+            };
             fleet.array_job = Some(array.clone());
             fleet.merge_job = Some(merge.clone());
             write_fleet(dir, &fleet)?;
@@ -333,16 +347,60 @@ fn start(args: RunArgs) -> Result<()> {
     }
 }
 
+/// A Slurm fleet that could not be submitted leaves nothing behind: the job array already
+/// submitted (when the merge job failed) is cancelled, the files this run wrote are removed, and
+/// the folder too when this run made it, so the same `--out` can be used again (issue 31 item
+/// 10: a failed submission left a fleet that `status` showed as waiting and a rerun refused).
+fn unsubmitted(dir: &Path, created: bool, e: anyhow::Error, array: Option<&str>) -> anyhow::Error {
+    let cancelled = array.map(|job| {
+        let ok = Command::new("scancel")
+            .arg(job)
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            format!("; job array {job} was cancelled")
+        } else {
+            format!("; cancel job array {job} with `scancel {job}`")
+        }
+    });
+    for f in ["fleet.json", "fleet.json.tmp", "task.sh"] {
+        let _ = std::fs::remove_file(dir.join(f));
+    }
+    // remove_dir removes only an empty folder: anything else in it stays.
+    if created {
+        let _ = std::fs::remove_dir(dir);
+    }
+    anyhow::anyhow!(
+        "{e}{}; is this machine part of a Slurm cluster (`sinfo` should list its nodes)? To run \
+         the tasks on this machine use --engine local; nothing was left in {}",
+        cancelled.unwrap_or_default(),
+        dir.display()
+    )
+}
+
+/// sbatch's own words, short: its first `fatal:` line, else its last non-empty line (sbatch
+/// without a configuration prints four lines about DNS before the one that says what failed).
+fn sbatch_reason(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines
+        .iter()
+        .find(|l| l.contains("fatal:"))
+        .or(lines.last())
+        .map_or_else(|| "no message".to_string(), |l| l.to_string())
+}
+
 fn sbatch(mut cmd: Command) -> Result<String> {
     let out = cmd
         .output()
         .context("sbatch: cannot run it; is Slurm installed and on PATH?")?;
     if !out.status.success() {
         bail!(
-            "sbatch failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-                .trim()
-                .replace('\n', "; ")
+            "sbatch could not submit the job ({})",
+            sbatch_reason(&String::from_utf8_lossy(&out.stderr))
         );
     }
     let id = String::from_utf8_lossy(&out.stdout)
@@ -592,11 +650,27 @@ fn status(dir: &Path) -> Result<()> {
     );
     println!("{}", summary_line(dir)?);
     let merged = dir.join("merged.json");
+    let missing = (0..fleet.tasks.len()).any(|i| !task_done(dir, i));
     if merged.exists() {
         println!("merged report: {}", merged.display());
+    } else if fleet.engine == Engine::Slurm && fleet.array_job.is_none() {
+        println!(
+            "never submitted: sbatch failed or was interrupted; remove {} and start the fleet again",
+            dir.display()
+        );
     } else if let Some(m) = &fleet.merge_job {
+        let array_over = fleet
+            .array_job
+            .as_deref()
+            .map_or(Ok(true), |a| slurm_states(a).map(|s| s.is_empty()))?;
         if slurm_states(m)?.is_empty() {
             println!("not merged: {}", failure_hint(dir)?);
+        } else if array_over && missing {
+            // afterok can never be met: the merge job would stay pending for ever.
+            println!(
+                "not merged: {}; merge job {m} can never start: cancel it with `scancel {m}`",
+                failure_hint(dir)?
+            );
         } else {
             println!("merge job {m} waits for the tasks");
         }
