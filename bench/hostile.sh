@@ -197,7 +197,7 @@ echo old > real.json; ln -sf real.json link.json
 truncate -s 16m t29.img; h29=$(sha256sum < t29.img)
 # Copies, so that an old binary destroying them does not spoil the other classes.
 for args in "profile --quiet --ios 100 --json t29.img t29.img" "profile --quiet --ios 100 --lat-log t29.img t29.img" \
-  "report v29.json -o v29.json" "compare v29.json v29.json -o v29.json" "log v29.lat -o v29.lat" "merge v29.json -o v29.json --force"; do
+  "report v29.json -o v29.json" "compare v29.json v29.json -o v29.json" "log v29.lat -o v29.lat" "merge v29.json -o v29.json --replace"; do
   cp s.json v29.json; cp s.lat v29.lat; hs=$(sha256sum < v29.json); hl=$(sha256sum < v29.lat)
   "$BIN" $args >/dev/null 2>&1; rc=$?
   [ $rc = 1 ] && [ "$(sha256sum < t29.img)" = "$h29" ] && [ "$(sha256sum < v29.json)" = "$hs" ] && [ "$(sha256sum < v29.lat)" = "$hl" ]
@@ -282,7 +282,7 @@ if [ "$(id -u)" = 0 ] && [ -e /sys/class/zram-control/hot_add ]; then
   mkfs.ext4 -q -F /dev/zram$n >/dev/null 2>&1; ln -sf /dev/zram$n zl
   before=$(sha256sum < /dev/zram$n)
   for args in "sim --quiet --ios 100 --json /dev/zram$n" "sim --quiet --ios 100 --hdr-log zl" "report s.json -o /dev/zram$n" \
-    "doctor --json /dev/zram$n" "merge s.json -o /dev/zram$n --force" "tune --plan -o /dev/zram$n loop0"; do
+    "doctor --json /dev/zram$n" "merge s.json -o /dev/zram$n --replace" "tune --plan -o /dev/zram$n loop0"; do
     "$BIN" $args >/dev/null 2>&1; rc=$?
     [ $rc = 1 ] && [ "$(sha256sum < /dev/zram$n)" = "$before" ] && [ ! -e /dev/zram$n.hlog ]
     record signatures $? "$args rc=$rc wrote the device"

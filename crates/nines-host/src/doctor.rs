@@ -283,7 +283,7 @@ fn cpus(h: &Host, o: &mut Out) {
             "no CPUs are isolated for I/O workers".into(),
             vec![ev("/sys/devices/system/cpu/isolated", "(empty)"), cmd_ev()],
             "the scheduler puts other tasks, kernel threads and timer ticks on the CPUs that run I/O workers; \
-             each preemption adds its duration to an I/O's latency (paper 000 IV-C: isolation shrinks the spread of the worst case)",
+             each preemption adds its duration to an I/O's latency (Jin et al., ISPASS\'18 §IV-C: isolation shrinks the spread of the worst case)",
             if io_cpus.is_empty() {
                 "add more CPUs: every online CPU is needed for housekeeping".into()
             } else {
@@ -394,7 +394,7 @@ fn cpus(h: &Host, o: &mut Out) {
             vec![ev(format!("/sys/devices/system/cpu/cpu{}/cpuidle/state{idx}/latency", worst.0), worst.2.to_string())],
             "a CPU waiting for a completion sleeps; waking from a deep C-state adds its exit latency to that I/O",
             format!(
-                "boot with processor.max_cstate=1 intel_idle.max_cstate=0 (or idle=poll, as paper 000 did), or at run time: cpupower idle-set -D {IDLE_EXIT_LATENCY_US_MAX}"
+                "boot with processor.max_cstate=1 intel_idle.max_cstate=0 (or idle=poll, as Jin et al., ISPASS'18 did), or at run time: cpupower idle-set -D {IDLE_EXIT_LATENCY_US_MAX}"
             ),
         );
     } else if !h.cpus.is_empty() {
@@ -487,7 +487,7 @@ fn irqs(h: &Host, o: &mut Out) {
             "irqbalance is running".into(),
             vec![ev(format!("/proc/{}/comm", p.pid), "irqbalance")],
             "irqbalance moves interrupts between CPUs every 10 s without knowing which CPU submits each device's I/O \
-             (paper 000 IV-D: completions served on another CPU must be handed back to the submitter)",
+             (Jin et al., ISPASS\'18 §IV-D: completions served on another CPU must be handed back to the submitter)",
             "systemctl stop irqbalance   (or `nines tune --apply PLAN --stop-irqbalance`; or set IRQBALANCE_BANNED_CPULIST to the I/O CPUs)".into(),
         );
     }
@@ -565,7 +565,7 @@ fn irqs(h: &Host, o: &mut Out) {
                     served_ev,
                 ],
                 "when a completion interrupt lands on a CPU other than the one that submitted the I/O, the wakeup crosses CPUs \
-                 (an IPI and cold caches), which paper 000 IV-D found to widen the latency spread",
+                 (an IPI and cold caches), which Jin et al., ISPASS\'18 §IV-D found to widen the latency spread",
                 format!(
                     "pin each queue interrupt to its I/O worker's CPU: echo CPU > /proc/irq/{}/smp_affinity_list \
                      (`nines tune --plan` then `nines tune --apply PLAN` does all {} of them); a kernel-managed \
@@ -755,7 +755,7 @@ fn housekeeping(h: &Host, o: &mut Out) {
             format!("smartd polls device health every {interval_s} s{}", if interval.is_none() { " (its default)" } else { "" }),
             vec![ev(format!("/proc/{}/comm", p.pid), "smartd"), ev(src.0, src.1)],
             "each SMART log read makes the SSD's firmware collect and save health data, stalling reads behind it: \
-             paper 000 IV-E found periodic spikes whose removal cut the worst case from about 600 µs to 90 µs",
+             Jin et al., ISPASS\'18 §IV-E found periodic spikes whose removal cut the worst case from about 600 µs to 90 µs",
             "systemctl stop smartd while measuring (or raise its interval: `-i 86400` in smartd.conf / smartd_opts)".into(),
         );
     }
@@ -779,7 +779,7 @@ fn housekeeping(h: &Host, o: &mut Out) {
                 &format!("pid {}", p.pid),
                 format!("`{comm}` is running and may read SMART/health logs"),
                 vec![ev(format!("/proc/{}/cmdline", p.pid), args)],
-                "a health-log read stalls the device's reads behind firmware housekeeping (paper 000 IV-E)",
+                "a health-log read stalls the device's reads behind firmware housekeeping (Jin et al., ISPASS\'18 §IV-E)",
                 format!("stop it while measuring: kill {} (or disable its SMART/nvme collector)", p.pid),
             );
         }
@@ -852,7 +852,7 @@ fn process(h: &Host, o: &mut Out) {
                 ev("/proc/self/limits", format!("Max realtime priority {soft}")),
                 ev("/proc/self/status", format!("CapEff {:016x}", h.cap_eff.unwrap_or(0))),
             ],
-            "real-time priority for the I/O workers was the largest single gain in paper 000 IV-B (worst case 5 ms to about 600 µs)",
+            "real-time priority for the I/O workers was the largest single gain in Jin et al., ISPASS\'18 §IV-B (worst case 5 ms to about 600 µs)",
             if allowed { String::new() } else { "run as root, or `setcap cap_sys_nice+ep $(which nines)`, or add `USER - rtprio 99` to /etc/security/limits.conf".into() },
         );
     }
@@ -971,7 +971,7 @@ pub fn check_plan(h: &Host, plan: &crate::plan::Plan) -> Vec<Finding> {
                         format!("/proc/irq/{}/effective_affinity_list", irqs[0].irq),
                         irqs[0].effective_affinity.as_deref().map(format_cpulist).unwrap_or_default(),
                     )],
-                    "each completion is served on another CPU and handed back to the worker (paper 000 IV-D)",
+                    "each completion is served on another CPU and handed back to the worker (Jin et al., ISPASS\'18 §IV-D)",
                     format!(
                         "apply the plan: nines tune --apply PLAN; if the kernel refuses (managed interrupts), re-plan with --cpus {}",
                         format_cpulist(&eff)

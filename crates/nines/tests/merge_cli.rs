@@ -282,20 +282,21 @@ fn bad_inputs_are_refused_and_write_nothing() {
     .unwrap();
     assert!(fails(&["merge", s(&fio_plain), "-o", s(&out_path)]).contains("json+"));
     assert!(!out_path.exists(), "nothing written on refusal");
-    // An existing output is kept unless --force.
+    // An existing output is kept unless --replace; the old --force says what it became and
+    // changes nothing (--force only ever means writing over a device's data).
     std::fs::write(&out_path, "keep").unwrap();
-    assert!(fails(&["merge", s(&json), "-o", s(&out_path)]).contains("--force"));
+    assert!(fails(&["merge", s(&json), "-o", s(&out_path)]).contains("--replace"));
+    assert!(
+        fails(&["merge", s(&json), "-o", s(&out_path), "--force"])
+            .contains("merge --force is now --replace")
+    );
     assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "keep");
     assert!(
-        fails(&["merge", s(&json), "-o", s(&json), "--force"]).contains("is also the run's input")
+        fails(&["merge", s(&json), "-o", s(&json), "--replace"])
+            .contains("is also the run's input")
     );
-    assert_success(&run(&[
-        "merge",
-        s(&json),
-        "-o",
-        s(&out_path),
-        "--force",
-        "-q",
-    ]));
+    let quiet = run(&["merge", s(&json), "-o", s(&out_path), "--replace", "-q"]);
+    assert_success(&quiet);
+    assert!(quiet.stdout.is_empty(), "-q prints no table");
     assert!(report(&out_path).devices.len() == 1);
 }

@@ -731,7 +731,7 @@ fn sigint_stops_the_run_reports_it_and_removes_the_temporary_files() {
     let json = tmp.path().join("int.json");
     let mut child = Command::new(BIN)
         .env("TMPDIR", tmp.path())
-        .args(["profile", "--quiet", "--runtime", "60s", "--json", s(&json)])
+        .args(["profile", "--runtime", "60s", "--json", s(&json)])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -997,7 +997,6 @@ fn zram_thinktime_plan_host_interrupts_and_fio_percentiles() {
     let json = dir.path().join("plan-run.json");
     let stdout = ok(&[
         "profile",
-        "--quiet",
         "--ios",
         "100",
         "--plan",

@@ -75,7 +75,7 @@ fn outputs_never_write_block_devices_and_merge_makes_no_sibling() {
         vec!["report", "s.json", "-o", &dev],
         vec!["compare", "s.json", "s.json", "-o", &dev],
         vec!["doctor", "--json", &dev],
-        vec!["merge", "h.json", "-o", &dev, "--force"],
+        vec!["merge", "h.json", "-o", &dev, "--replace"],
         vec!["profile", "--quiet", "--ios", "100", "--json", "dev.link"],
     ] {
         let out = nines(&args, d);
@@ -214,7 +214,7 @@ fn an_output_naming_an_input_or_a_target_is_refused_before_anything_runs() {
         vec!["report", "v.json", "-o", "v.lat"],
         vec!["compare", "v.json", "w.json", "-o", "v.json"],
         vec!["log", "v.lat", "-o", "v.lat"],
-        vec!["merge", "v.json", "w.json", "-o", "v.json", "--force"],
+        vec!["merge", "v.json", "w.json", "-o", "v.json", "--replace"],
     ] {
         let out = nines(&args, d);
         refused(&out, "is also the run's");

@@ -39,14 +39,16 @@ pub struct Args {
     /// Allow writing to block devices (--repair).
     #[arg(long)]
     pub allow_writes: bool,
-    /// Write even to a block device that is mounted or holds a filesystem signature.
+    /// With --allow-writes: write even to a device that is mounted or holds a filesystem or
+    /// partition-table signature. Destroys its data.
     #[arg(long)]
     pub force: bool,
     /// Write the result (rows, mismatches, repaired, time) here as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// No progress bar (it is drawn only on a terminal anyway).
-    #[arg(long)]
+    /// Print nothing but errors and warnings: no table or summary on stdout, no live status or
+    /// progress on stderr (which is drawn only on a terminal anyway).
+    #[arg(long, short)]
     pub quiet: bool,
 }
 
@@ -166,7 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let elapsed_s = start.elapsed().as_secs_f64();
-    for m in listed.iter().take(100) {
+    for m in listed.iter().take(if args.quiet { 0 } else { 100 }) {
         println!(
             "row {}: the parity on member {} ({}) disagrees with the data from byte {} of the chunk{}",
             m.row,
@@ -177,14 +179,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     let mib = (checked * row_read_bytes) as f64 / f64::from(1u32 << 20);
-    println!(
-        "checked {checked} of {rows} rows ({mib:.1} MiB read) in {elapsed_s:.2} s: {count} with parity that disagrees with the data{}",
-        if args.repair {
-            format!(", {count} repaired")
-        } else {
-            String::new()
-        }
-    );
+    if !args.quiet {
+        println!(
+            "checked {checked} of {rows} rows ({mib:.1} MiB read) in {elapsed_s:.2} s: {count} with parity that disagrees with the data{}",
+            if args.repair {
+                format!(", {count} repaired")
+            } else {
+                String::new()
+            }
+        );
+    }
     if let Some(path) = &args.json {
         let report = serde_json::json!({
             "layout": "raid5",

@@ -10,7 +10,7 @@ pub struct Args {
     /// Run JSONs (from `nines profile --json` or `nines sim --json`); the first is the baseline.
     #[arg(value_name = "RUN.json", num_args = 2.., required = true)]
     pub runs: Vec<PathBuf>,
-    /// Write the comparison page here.
+    /// Write the comparison page (HTML, every figure) here [default: no page; the table alone].
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Also write every figure as a PNG into this directory.
@@ -73,6 +73,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!(
             "nines: wrote {} ({})",
             out.display(),
+            nines_report::run::count(figs.len(), "figure", "figures")
+        );
+    } else if args.png.is_none() {
+        // report writes RUN.html by default; compare has no single run to name a page after,
+        // so it writes none unless asked, and says so rather than staying silent.
+        eprintln!(
+            "next: add -o compare.html for the comparison page ({}), or --png DIR",
             nines_report::run::count(figs.len(), "figure", "figures")
         );
     }

@@ -70,7 +70,7 @@ pub struct RunArgs {
     #[arg(long = "param", value_name = "NAME=V0,V1,...")]
     pub params: Vec<String>,
     /// Output directory (task reports, logs, fleet.json, merged.json); must not hold a fleet
-    #[arg(short, long, default_value = "fleet")]
+    #[arg(short, long, default_value = "fleet", value_name = "DIR")]
     pub out: PathBuf,
     /// local: tasks run at the same time
     #[arg(long, default_value_t = 1)]

@@ -16,7 +16,7 @@ pub struct Args {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Write the CSV here instead of standard output.
-    #[arg(long, short, value_name = "OUT")]
+    #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Order records by completion time (reads the whole log into memory).
     #[arg(long)]

@@ -20,12 +20,17 @@ pub struct Args {
     pub output: PathBuf,
     /// Replace the output file if it exists
     #[arg(long)]
+    pub replace: bool,
+    /// Renamed --replace (--force only ever means writing over a device's data); refused with
+    /// that advice.
+    #[arg(long, hide = true)]
     pub force: bool,
     /// Merge runs whose files are identical (the same run given twice counts its I/Os twice;
     /// refused unless this is given)
     #[arg(long)]
     pub allow_duplicates: bool,
-    /// No table on stdout
+    /// Print nothing but errors and warnings: no table or summary on stdout, no live status or
+    /// progress on stderr (which is drawn only on a terminal anyway).
     #[arg(short, long)]
     pub quiet: bool,
 }
@@ -61,9 +66,15 @@ pub fn run(args: Args) -> Result<()> {
     // The inputs are never an output (cmd/output.rs refuses -o naming one of them).
     super::output::note_inputs("input", args.runs.iter().map(PathBuf::as_path));
     let regular = super::output::is_regular_destination("-o", &args.output)?;
-    if regular && args.output.exists() && !args.force {
+    if args.force {
         bail!(
-            "{} exists; choose another -o or add --force to replace it",
+            "merge --force is now --replace (replace an existing -o file); --force only ever \
+             means writing over a device's data"
+        );
+    }
+    if regular && args.output.exists() && !args.replace {
+        bail!(
+            "{} exists; choose another -o or add --replace to replace it",
             args.output.display()
         );
     }

@@ -36,8 +36,8 @@ const DEFAULT_RUNTIME_NS: u64 = 8_000_000_000;
 
 #[derive(clap::Args, Debug)]
 #[command(mut_arg("runtime", |a| a.help(
-    "Measured time (10s, 500ms, 2m ...), after the ramp. Default 10s unless --ios is given; \
-     8s for the embedded default (no TARGET)"
+    "Measured time (10s, 500ms, 2m ...), after the ramp [default: 10s unless --ios is given; \
+     8s for the embedded default (no TARGET)]"
 )))]
 pub struct Args {
     /// Block devices, regular files or emulated SSDs (emu:PRESET[:SIZE], e.g.
@@ -128,7 +128,8 @@ pub struct Args {
     #[arg(help_heading = "Outputs")]
     #[arg(long, value_name = "FILE")]
     pub lat_log: Option<PathBuf>,
-    /// No live status line.
+    /// Print nothing but errors and warnings: no table or summary on stdout, no live status or
+    /// progress on stderr (which is drawn only on a terminal anyway).
     #[arg(help_heading = "Outputs")]
     #[arg(long, short)]
     pub quiet: bool,
@@ -491,15 +492,17 @@ pub fn run(mut args: Args) -> Result<()> {
             }
         }
     };
-    println!(
-        "{}",
-        placement_line(
-            args.engine,
-            &volume_names,
-            &cpus,
-            &isolated_volumes(&volumes, &cfg.isolate)
-        )
-    );
+    if !args.quiet {
+        println!(
+            "{}",
+            placement_line(
+                args.engine,
+                &volume_names,
+                &cpus,
+                &isolated_volumes(&volumes, &cfg.isolate)
+            )
+        );
+    }
 
     let trace_shape = cfg.trace.as_ref().map(|t| t.shape());
     let cfg_trace_info = cfg.trace.as_ref().map(|t| {
@@ -782,9 +785,11 @@ pub fn run(mut args: Args) -> Result<()> {
         b.warn(warning.clone());
     }
     let report = b.finish();
-    print!("{}", nines_report::table::render(&report));
-    for (line, _) in &emu_lines {
-        println!("{line}");
+    if !args.quiet {
+        print!("{}", nines_report::table::render(&report));
+        for (line, _) in &emu_lines {
+            println!("{line}");
+        }
     }
 
     if let Some(mut f) = json_file {

@@ -39,14 +39,16 @@ pub struct Args {
     /// Allow writing to a block device (files are always writable).
     #[arg(long)]
     pub allow_writes: bool,
-    /// Write even to a block device that is mounted or holds a filesystem signature.
+    /// With --allow-writes: write even to a device that is mounted or holds a filesystem or
+    /// partition-table signature. Destroys its data.
     #[arg(long)]
     pub force: bool,
     /// Write the rebuild's counters (rows, bytes, time, member reads) here as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// No progress bar (it is drawn only on a terminal anyway).
-    #[arg(long)]
+    /// Print nothing but errors and warnings: no table or summary on stdout, no live status or
+    /// progress on stderr (which is drawn only on a terminal anyway).
+    #[arg(long, short)]
     pub quiet: bool,
 }
 
@@ -321,13 +323,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
         std::process::exit(super::EXIT_INTERRUPTED);
     }
-    println!(
-        "rebuilt member {} ({}): {rows} rows, {mib:.1} MiB in {elapsed_s:.2} s ({:.1} MiB/s), {} member reads",
-        args.member,
-        args.targets[args.member as usize].display(),
-        mib / elapsed_s.max(1e-9),
-        rb["member_reads"]
-    );
+    if !args.quiet {
+        println!(
+            "rebuilt member {} ({}): {rows} rows, {mib:.1} MiB in {elapsed_s:.2} s ({:.1} MiB/s), {} member reads",
+            args.member,
+            args.targets[args.member as usize].display(),
+            mib / elapsed_s.max(1e-9),
+            rb["member_reads"]
+        );
+    }
     Ok(())
 }
 

@@ -53,7 +53,8 @@ pub struct Args {
     /// Allow writing to block devices (files are always writable).
     #[arg(long)]
     pub allow_writes: bool,
-    /// Write even to a block device that is mounted or holds a filesystem signature.
+    /// With --allow-writes: write even to a device that is mounted or holds a filesystem or
+    /// partition-table signature. Destroys its data.
     #[arg(long)]
     pub force: bool,
     /// Write the server-side report (latency per request, counters) here at shutdown.
@@ -82,7 +83,7 @@ pub struct Args {
     /// start_dirty_degraded).
     #[arg(long)]
     pub start_dirty_degraded: bool,
-    /// Percentiles in the --json report (default 50,90,99,99.9,99.99,99.999,99.9999).
+    /// Percentiles in the --json report [default: 50,90,99,99.9,99.99,99.999,99.9999].
     #[arg(long, value_parser = parse_pct)]
     pub percentiles: Option<PercentileList>,
     /// Connections served at once (handshaking or transmitting); more are closed at once and

@@ -56,15 +56,15 @@ pub struct Args {
     #[arg(help_heading = "Simulated host")]
     #[arg(long, value_parser = parse_completion)]
     pub completion: Option<CompletionMode>,
-    /// Host CPUs the I/O workers share (default: one per worker).
+    /// Host CPUs the I/O workers share [default: one per worker].
     #[arg(help_heading = "Simulated host")]
     #[arg(long)]
     pub host_cpus: Option<u32>,
-    /// CPU time to submit one I/O (default 1.5us).
+    /// CPU time to submit one I/O [default: 1.5us].
     #[arg(help_heading = "Simulated host")]
     #[arg(long, value_parser = parse_duration)]
     pub submit_cost: Option<u64>,
-    /// CPU time to complete one I/O (default 2.5us interrupt, 1.4us polled).
+    /// CPU time to complete one I/O [default: 2.5us interrupt, 1.4us polled].
     #[arg(help_heading = "Simulated host")]
     #[arg(long, value_parser = parse_duration)]
     pub complete_cost: Option<u64>,
@@ -95,7 +95,7 @@ pub struct Args {
     pub trace_start: Option<String>,
     /// Write the report (nines JSON schema) to this file.
     #[arg(help_heading = "Outputs")]
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write every measured I/O to this per-I/O log (virtual completion time, latency, offset,
     /// device, direction; read it with `nines log` or `nines report`).
@@ -113,9 +113,10 @@ pub struct Args {
     pub hdr_interval: u64,
     #[command(flatten)]
     pub fio: super::fio_export::FioArgs,
-    /// Print no table.
+    /// Print nothing but errors and warnings: no table or summary on stdout, no live status or
+    /// progress on stderr (which is drawn only on a terminal anyway).
     #[arg(help_heading = "Outputs")]
-    #[arg(long)]
+    #[arg(long, short)]
     pub quiet: bool,
     /// Calibrate instead of simulating: fit --device (the starting description) to this
     /// measured run of one real device (`nines profile --json`); give it again for a deeper run
@@ -136,6 +137,10 @@ pub struct Args {
     /// its --lat-log does not fit on its disk (both are upper bounds).
     #[arg(help_heading = "Simulated devices")]
     #[arg(long)]
+    pub allow_long: bool,
+    /// Renamed --allow-long (--force only ever means writing over a device's data); refused
+    /// with that advice.
+    #[arg(long, hide = true)]
     pub force: bool,
     /// Print the shipped device presets (name, capacity, class, the variance sources and GC
     /// mode each turns on, what it models) and exit.
@@ -148,14 +153,14 @@ pub struct Args {
     pub ideal: bool,
 }
 
-/// Runs estimated to take longer than this in wall time are refused without --force.
+/// Runs estimated to take longer than this in wall time are refused without --allow-long.
 const WALL_S_MAX: f64 = 3600.0;
 
 /// The estimate is printed when the run is expected to take at least this long.
 const WALL_S_SHOW: f64 = 10.0;
 
 /// Estimates the run (see sim_estimate.rs), says it when it is long, and refuses runs that never
-/// end, and (without --force) runs of over an hour or whose --lat-log the disk cannot hold.
+/// end, and (without --allow-long) runs of over an hour or whose --lat-log the disk cannot hold.
 fn check_estimate(args: &Args, e: &super::sim_estimate::Estimate) -> Result<()> {
     use super::sim_estimate::{count, wall};
     let (Some(ios), Some(events), Some(wall_s)) = (e.ios, e.events, e.wall_s) else {
@@ -177,10 +182,10 @@ fn check_estimate(args: &Args, e: &super::sim_estimate::Estimate) -> Result<()> 
         count(events),
         wall(wall_s)
     );
-    if wall_s > WALL_S_MAX && !args.force {
+    if wall_s > WALL_S_MAX && !args.allow_long {
         bail!(
             "this run would simulate {text}: more than an hour; give a smaller --ios or --runtime \
-             (or fewer devices), or --force to run it anyway"
+             (or fewer devices), or --allow-long to run it anyway"
         );
     }
     if let Some((path, bytes)) = lat {
@@ -190,20 +195,20 @@ fn check_estimate(args: &Args, e: &super::sim_estimate::Estimate) -> Result<()> 
         };
         let regular = std::fs::metadata(path).map_or(true, |m| m.is_file());
         if regular
-            && !args.force
+            && !args.allow_long
             && let Some(free) = nines_io::scratch::free_bytes(&dir)
             && bytes > free
         {
             bail!(
                 "--lat-log {}: the log may grow to {} MiB but only {} MiB are free on its disk; \
-                 give a smaller --ios or --runtime, another directory, or --force ({text})",
+                 give a smaller --ios or --runtime, another directory, or --allow-long ({text})",
                 path.display(),
                 bytes.div_ceil(1 << 20),
                 free >> 20
             );
         }
     }
-    if wall_s >= WALL_S_SHOW || args.force {
+    if wall_s >= WALL_S_SHOW || args.allow_long {
         eprintln!("nines sim: estimate: {text}");
     }
     Ok(())
@@ -585,6 +590,12 @@ fn apply_fitted_completion(args: &mut Args, device: &DeviceConfig) -> Result<()>
 }
 
 pub fn run(mut args: Args) -> Result<()> {
+    if args.force {
+        bail!(
+            "sim --force is now --allow-long (run past the estimate's limits); --force only ever \
+             means writing over a device's data"
+        );
+    }
     if args.list_devices {
         return super::sim_devices::list(&mut std::io::stdout().lock());
     }

@@ -11,7 +11,7 @@ use nines_host::plan::Plan;
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("mode").required(true).args(["plan", "apply", "revert"])))]
 pub struct Args {
-    /// Compute a placement plan for TARGETs (default: every NVMe device).
+    /// Compute a placement plan for TARGETs [default: every NVMe device].
     #[arg(long)]
     pub plan: bool,
     /// Apply the runtime changes of plan file PLAN (root only), saving previous values first.
@@ -20,10 +20,10 @@ pub struct Args {
     /// Restore the values saved in state file STATE by `--apply`.
     #[arg(long, value_name = "STATE")]
     pub revert: Option<PathBuf>,
-    /// CPUs for I/O workers, e.g. 4-19,24-39 (default: all but the housekeeping CPUs).
+    /// CPUs for I/O workers, e.g. 4-19,24-39 [default: all but the housekeeping CPUs].
     #[arg(long, value_name = "LIST", requires = "plan")]
     pub cpus: Option<String>,
-    /// CPUs kept for everything else (default: the first CPU of each NUMA node and its SMT siblings).
+    /// CPUs kept for everything else [default: the first CPU of each NUMA node and its SMT siblings].
     #[arg(long, value_name = "LIST", requires = "plan")]
     pub housekeeping: Option<String>,
     /// Write the plan (JSON, schema "nines-plan" v1) to PLAN.
@@ -36,7 +36,7 @@ pub struct Args {
     /// EPERM) instead of rolling back; they are listed.
     #[arg(long, requires = "apply")]
     pub skip_refused_irqs: bool,
-    /// With --apply: where to save the previous values (default: nines-tune-state.json).
+    /// With --apply: where to save the previous values [default: nines-tune-state.json].
     #[arg(long, value_name = "FILE", requires = "apply")]
     pub state: Option<PathBuf>,
     /// Read (and with --apply/--revert, write) the host tree under DIR instead of / (for testing).

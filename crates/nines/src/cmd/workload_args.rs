@@ -34,7 +34,7 @@ pub struct WorkloadArgs {
     /// I/Os in flight per target.
     #[arg(long, default_value_t = 1)]
     pub iodepth: u32,
-    /// Measured time (10s, 500ms, 2m ...), after the ramp. Default 10s unless --ios is given.
+    /// Measured time (10s, 500ms, 2m ...), after the ramp [default: 10s unless --ios is given].
     #[arg(long, value_parser = parse_duration)]
     pub runtime: Option<u64>,
     /// Stop after this many I/Os per target (ramp excluded).
@@ -43,7 +43,7 @@ pub struct WorkloadArgs {
     /// Time run first and excluded from the statistics.
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub ramp: u64,
-    /// Size of the region used on each target (default: from --offset to the end).
+    /// Size of the region used on each target [default: from --offset to the end].
     #[arg(long, value_parser = parse_size)]
     pub size: Option<u64>,
     /// Start of the region used on each target.
@@ -65,7 +65,7 @@ pub struct WorkloadArgs {
     /// Seed of the request stream: the same seed gives the same offsets on every engine.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Percentiles to report (default 50,90,99,99.9,99.99,99.999,99.9999).
+    /// Percentiles to report [default: 50,90,99,99.9,99.99,99.999,99.9999].
     #[arg(long, value_parser = parse_pct)]
     pub percentiles: Option<PercentileList>,
 }
@@ -191,7 +191,7 @@ impl JobArgs {
 pub struct VolumeArgs {
     /// independent (each target on its own), raid0 (one volume striped over every target),
     /// raid5 (one volume over every target, a rotating parity chunk per row; at least 3) or
-    /// serial (paper 003: every write log-structured onto one front-end column, the front-end
+    /// serial (Kim et al., HotStorage'17: every write log-structured onto one front-end column, the front-end
     /// rotating as it fills, the array's own GC moving data between back-ends; at least 2
     /// columns).
     #[arg(long, default_value = "independent", value_parser = ["independent", "raid0", "raid5", "serial"])]
@@ -238,7 +238,7 @@ pub struct VolumeArgs {
     /// serial: members striped together in one column [default: 1].
     #[arg(long, value_name = "N")]
     pub column_members: Option<u32>,
-    /// serial: segment size of a column (all its members) [default: 128m, SWAN's group].
+    /// serial: segment size of a column (all its members) [default: 128m, SWAN's group (ATC'19)].
     #[arg(long, value_parser = parse_size)]
     pub segment: Option<u64>,
     /// serial: mapping unit; I/Os must be aligned to it [default: 4k].
@@ -378,10 +378,10 @@ impl VolumeArgs {
 
 /// Write shaping around any layout (paper 004): throttling and chopping.
 #[derive(Args, Debug, Clone, Default)]
-#[command(next_help_heading = "Layout: write shaping (paper 004)")]
+#[command(next_help_heading = "Layout: write shaping (Karkra, FMS'18)")]
 pub struct ShapingArgs {
-    /// Token bucket on writes: RATE bytes per second, optionally a BURST (default: the largest
-    /// request), sizes with k/m/g suffixes (powers of 1024): `--throttle 20m` or `20m,4m`.
+    /// Token bucket on writes: RATE bytes per second, optionally a BURST [default: the largest
+    /// request], sizes with k/m/g suffixes (powers of 1024): `--throttle 20m` or `20m,4m`.
     #[arg(long, value_name = "RATE[,BURST]", value_parser = parse_throttle)]
     pub throttle: Option<(u64, Option<u64>)>,
     /// Tokens each read byte costs under --throttle (0: reads pass; 0.1: a write costs ten reads,
@@ -391,16 +391,17 @@ pub struct ShapingArgs {
     /// Split writes larger than SIZE into SIZE pieces issued one after another.
     #[arg(long, value_name = "SIZE", value_parser = parse_chop)]
     pub chop: Option<u32>,
-    /// Put a write buffer in front of the volume: a fast device (profile: a block device or
-    /// file, its contents overwritten; sim: a preset such as z-ssd) where writes land, sorted
-    /// by the velocity of their LBA range and flushed one bucket at a time.
+    /// Put a write buffer in front of the volume: a fast device where writes land, sorted by the
+    /// velocity of their LBA range and flushed one bucket at a time (on real members, as with
+    /// profile and serve: a block device or file, its contents overwritten; in nines sim: a
+    /// device preset such as z-ssd).
     #[arg(long, value_name = "DEVICE_OR_PRESET")]
     pub buffer: Option<String>,
-    /// Bytes of the buffer device used (default: all of it).
+    /// Bytes of the buffer device used [default: all of it].
     #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "buffer")]
     pub buffer_size: Option<u64>,
-    /// Bucket flushed at a time (default: the simulated NAND drive's erase unit; 4m on real
-    /// devices).
+    /// Bucket flushed at a time [default: the simulated NAND drive's erase unit; 4m on real
+    /// devices].
     #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "buffer")]
     pub buffer_bucket: Option<u64>,
     /// Velocity classes the buffer is partitioned into.
@@ -410,7 +411,7 @@ pub struct ShapingArgs {
     /// many halvings its range's write rate lies below that mean).
     #[arg(long, default_value = "3600s", value_name = "DURATION", value_parser = parse_duration, requires = "buffer")]
     pub buffer_half_life: u64,
-    /// Token bucket pacing the buffer's flushes, bytes per second (default: unpaced).
+    /// Token bucket pacing the buffer's flushes, bytes per second [default: unpaced].
     #[arg(long, value_name = "RATE", value_parser = parse_rate, requires = "buffer")]
     pub flush_rate: Option<u64>,
 }
