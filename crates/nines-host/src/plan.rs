@@ -29,8 +29,8 @@ pub enum PlanError {
     NoIoCpus { online: String },
     #[error("CPU(s) {0} given both as I/O and as housekeeping CPUs: choose one role per CPU")]
     Overlap(String),
-    #[error("CPU(s) {0} not online: pick from /sys/devices/system/cpu/online")]
-    Offline(String),
+    #[error("CPU(s) {cpus} not online (online: {online}); pick CPUs from that list")]
+    Offline { cpus: String, online: String },
     #[error(
         "no NVMe devices found to plan for: name the targets, e.g. `nines tune --plan /dev/zram0`"
     )]
@@ -197,7 +197,10 @@ impl Plan {
             .filter(|c| !h.online.contains(c))
             .collect();
         if !offline.is_empty() && !h.online.is_empty() {
-            return Err(PlanError::Offline(format_cpulist(&offline)));
+            return Err(PlanError::Offline {
+                cpus: format_cpulist(&offline),
+                online: format_cpulist(&h.online),
+            });
         }
         if io.is_empty() {
             return Err(PlanError::NoIoCpus {

@@ -81,7 +81,7 @@ fn an_aged_emulated_device_shows_gc_stalls_in_its_report() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("emu emu:tiny.toml:128m: tiny at scale 0.3")
+        stdout.contains("emulated emu:tiny.toml:128m: the tiny model at scale 0.3")
             && stdout.contains("precondition steady; emulation overhead p50"),
         "{stdout}"
     );

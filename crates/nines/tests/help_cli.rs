@@ -154,3 +154,31 @@ fn placeholders_and_defaults_read_the_same_in_every_verb() {
         }
     }
 }
+
+/// profile says up front how large its --lat-log can grow (issue 31 item 21), as sim does.
+#[test]
+fn profile_estimates_its_lat_log_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let lat = dir.path().join("run.lat");
+    let lat_s = lat.to_str().unwrap();
+    let out = run(&[
+        "profile",
+        "--size",
+        "8m",
+        "--ios",
+        "500",
+        "--lat-log",
+        lat_s,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // The embedded default profiles 4 files: 4 x 500 I/Os x 24 bytes.
+    assert!(
+        err.contains(&format!(
+            "--lat-log {lat_s}: at most 0.0 MiB (24 bytes per I/O, 2000 I/Os)"
+        )),
+        "{err}"
+    );
+    let len = std::fs::metadata(&lat).unwrap().len();
+    assert!(len >= 2000 * 24, "{len}");
+}

@@ -187,6 +187,16 @@ fn bad_plans_and_states_are_refused_in_one_line_and_change_nothing() {
         err
     };
 
+    // CPUs the host does not have: the message lists the ones it has, as profile's does.
+    let e = refused(
+        &["tune", "--root", s(&root), "--plan", "--cpus", "2,99"],
+        "offline CPUs",
+    );
+    assert!(
+        e.contains("CPU(s) 99 not online (online: 0-39); pick CPUs from that list"),
+        "{e}"
+    );
+
     // A truncated plan.
     std::fs::write(work.join("cut.json"), &good[..good.len() / 2]).unwrap();
     let e = refused(

@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod fio_export;
 pub mod fleet;
 pub mod hostmem;
+pub mod latlog_estimate;
 pub mod log;
 pub mod merge;
 pub mod output;

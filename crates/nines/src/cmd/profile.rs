@@ -475,6 +475,17 @@ pub fn run(mut args: Args) -> Result<()> {
         cfg.trace = Some(t);
     }
     let volume_names: Vec<String> = volumes.iter().map(|v| v.name.clone()).collect();
+    if let Some(path) = &args.lat_log
+        && !args.quiet
+    {
+        let workloads: Vec<_> = jobs.iter().map(|j| j.workload.clone()).collect();
+        let dir = super::latlog_estimate::dir_of(path);
+        let free = nines_io::scratch::free_bytes(&dir);
+        eprintln!(
+            "nines: {}",
+            super::latlog_estimate::note(path, &workloads, volume_names.len(), free)
+        );
+    }
     let mut run_warnings = Vec::new();
     // Printed once, with the table's other warnings, and kept in the report.
     run_warnings.extend(sparse);
@@ -1013,7 +1024,7 @@ fn emu_report(targets: &[Target], names: &[String]) -> Vec<(String, serde_json::
                 .unwrap_or_default();
             let us = |ns: u64| nines_report::axis::format_ns(ns as f64);
             let line = format!(
-                "emu {name}: {} at scale {:.5} ({} blocks/plane, {} MiB model capacity), {} MiB exported, precondition {}; emulation overhead p50 {}, p99.99 {}, max {} over {} I/Os",
+                "emulated {name}: the {} model at scale {:.5} ({} blocks/plane, {} MiB model capacity), {} MiB exported, precondition {}; emulation overhead p50 {}, p99.99 {}, max {} over {} I/Os",
                 i.preset,
                 i.scale,
                 i.blocks_per_plane,
