@@ -242,7 +242,6 @@ fn a_job_file_sets_jobs_logs_percentiles_and_targets() {
             "--runtime",
             "300ms",
             "--no-mlock",
-            "-q",
             "--json",
             "r.json",
         ],

@@ -110,7 +110,6 @@ fn engines_on_files_issue_the_same_ios_and_every_output_is_right() {
             "4",
             "--seed",
             "7",
-            "--quiet",
             "--json",
             s(&json),
             "--fio-json",

@@ -295,7 +295,6 @@ fn a_second_writer_on_a_device_is_refused_naming_the_first() {
     let mut first = Command::new(BIN)
         .args([
             "profile",
-            "--quiet",
             "--rw",
             "randwrite",
             "--allow-writes",
