@@ -189,7 +189,16 @@ pub struct TraceOptions {
     /// Read at most this many input lines (every line counts: comments, blank lines and blkparse's
     /// non-dispatch events too). None reads the whole file.
     pub lines_max: Option<u64>,
+    /// Refuse a trace of more than this many requests: a trace is held in memory
+    /// ([`RECORD_MEMORY_BYTES`] a request), and a pipe has no size to check up front, so an
+    /// endless one (`yes ... |`) would grow until the OOM killer. None: no bound (library
+    /// callers that know their input); the binary derives one from the host's memory.
+    pub records_max: Option<u64>,
 }
+
+/// Memory a request of a read trace takes: its record and its line number.
+pub const RECORD_MEMORY_BYTES: u64 =
+    (std::mem::size_of::<TraceRecord>() + std::mem::size_of::<u64>()) as u64;
 
 impl Default for TraceOptions {
     fn default() -> Self {
@@ -197,6 +206,7 @@ impl Default for TraceOptions {
             unit: TraceUnit::Bytes,
             time_scale: 1.0,
             lines_max: None,
+            records_max: None,
         }
     }
 }
@@ -542,6 +552,18 @@ pub fn read_trace(
         let time_ns = state.time_to_ns(raw.time, line)?;
         let first = *first_ns.get_or_insert(time_ns);
         let arrival_ns = scale_arrival(first, time_ns, opts.time_scale, line)?;
+        if let Some(max) = opts.records_max
+            && records.len() as u64 + u64::from(raw.flush) + u64::from(raw.len_bytes > 0) > max
+        {
+            return Err(TraceError::Line {
+                line,
+                problem: format!(
+                    "the trace holds more than {max} requests, more than this host's memory \
+                     can replay ({RECORD_MEMORY_BYTES} bytes each); replay a part of it (e.g. \
+                     `head -n {max} FILE`)"
+                ),
+            });
+        }
         if raw.flush {
             // A flush, or the flush a write with data asks for before it (the device sees
             // both, in this order, at the same time).

@@ -481,3 +481,29 @@ fn fit_error_names_the_input_line() {
         "{err}"
     );
 }
+
+/// A trace longer than `records_max` requests is refused at the line that would pass the bound,
+/// saying what to do, rather than read until memory runs out (an endless pipe); a preflushed
+/// write counts as two requests.
+#[test]
+fn a_trace_past_records_max_is_refused_at_that_line() {
+    let text = "0 0 0 4096 1\n1 0 4096 4096 1\n2 0 8192 4096 0\n3 0 0 4096 1\n";
+    let opts = |max| TraceOptions {
+        records_max: Some(max),
+        ..TraceOptions::default()
+    };
+    let t = read_trace(text.as_bytes(), TraceFormat::Replayer, &opts(4)).unwrap();
+    assert_eq!(t.records.len(), 4);
+    let e = read_trace(text.as_bytes(), TraceFormat::Replayer, &opts(3)).unwrap_err();
+    assert_eq!(e.line(), Some(4), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("line 4: ")
+            && msg.contains("more than 3 requests")
+            && msg.contains("head -n 3"),
+        "{msg}"
+    );
+    let blk = "8,0 1 1 0.000000000 1 D FWS 8 + 8 [x]\n";
+    let e = read_trace(blk.as_bytes(), TraceFormat::Blkparse, &opts(1)).unwrap_err();
+    assert_eq!(e.line(), Some(1), "{e}");
+}

@@ -699,3 +699,47 @@ fn refused_fleets_and_sweeps_leave_no_folders() {
     refused(&out, "from 1 to 4096");
     assert!(!d.join("swx").exists());
 }
+
+/// A member on a read-only filesystem: serve's advice is its own `--read-only` (not the
+/// workload advice profile gives), and with `--read-only` the same member is served (issue 29
+/// case 15). The read-only mount is a bind mount in a private mount namespace (`unshare`, as
+/// root), so nothing outside the test sees it and it goes away with the command.
+#[test]
+fn serve_on_a_read_only_filesystem_advises_read_only() {
+    let dir = disk_dir();
+    let d = dir.path();
+    make_file(d, "m.img", 1 << 20);
+    let bin = env!("CARGO_BIN_EXE_nines");
+    let in_ro = |serve_args: &str| -> Output {
+        std::process::Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(format!(
+                "mount --bind '{d}' '{d}' && mount -o remount,bind,ro '{d}' && \
+                 {bin} serve '{d}/m.img' {serve_args}",
+                d = d.display()
+            ))
+            .output()
+            .expect("unshare (util-linux) runs")
+    };
+    let out = in_ro(&format!(
+        "--socket /tmp/nines-ro-{}.sock",
+        std::process::id()
+    ));
+    let err = refused(&out, "read-only filesystem");
+    assert!(
+        err.contains("pass --read-only to serve it without writing") && !err.contains("workload"),
+        "{err}"
+    );
+    // With --read-only the same member is served: the socket appears, and SIGTERM from the same
+    // shell ends the server cleanly.
+    let sock = format!("/tmp/nines-ro-ok-{}.sock", std::process::id());
+    let out = in_ro(&format!(
+        "--read-only --socket {sock} & pid=$!; for i in $(seq 100); do [ -S {sock} ] && break; \
+         sleep 0.05; done; [ -S {sock} ] || exit 9; kill -TERM $pid; wait $pid"
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -42,6 +42,12 @@ pub fn host_memory() -> Option<HostMemory> {
     parse_meminfo(&std::fs::read_to_string("/proc/meminfo").ok()?)
 }
 
+/// The most requests a replayed trace may hold: half of the memory available now, at
+/// `record_bytes` each (the rest is for the run itself). None when the host's memory is unknown.
+pub fn trace_records_max(record_bytes: u64, host: Option<HostMemory>) -> Option<u64> {
+    host.map(|h| (h.available_bytes / 2 / record_bytes.max(1)).max(1))
+}
+
 /// A memory budget's default: `default_bytes`, or less when the host has less available.
 pub fn default_budget(default_bytes: u64, host: Option<HostMemory>) -> u64 {
     host.map_or(default_bytes, |h| {
@@ -102,6 +108,10 @@ mod tests {
         check_budget("--memory-budget", 10 << 30, h).unwrap();
         check_budget("--memory-budget", 1 << 50, None).unwrap();
         assert_eq!(default_budget(8 << 30, h), 8 << 30);
+        // 1 GiB available: 512 MiB of 48-byte requests.
+        let host = parse_meminfo("MemTotal: 4194304 kB\nMemAvailable: 1048576 kB\n");
+        assert_eq!(trace_records_max(48, host), Some((512 << 20) / 48));
+        assert_eq!(trace_records_max(48, None), None);
         let small = parse_meminfo("MemTotal: 4194304 kB\nMemAvailable: 1048576 kB\n");
         assert_eq!(default_budget(8 << 30, small), 1 << 30);
         assert_eq!(default_budget(8 << 30, None), 8 << 30);

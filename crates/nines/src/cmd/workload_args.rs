@@ -535,6 +535,12 @@ impl TraceArgs {
             unit,
             time_scale: self.trace_time_scale,
             lines_max: None,
+            // A pipe has no size to check up front; a regular file's size says little about
+            // its requests: bound what is held by the memory there is.
+            records_max: super::hostmem::trace_records_max(
+                nines_trace::RECORD_MEMORY_BYTES,
+                super::hostmem::host_memory(),
+            ),
         };
         let f = nines_core::input::open(path)
             .with_context(|| format!("--trace {}: cannot open", path.display()))?;
