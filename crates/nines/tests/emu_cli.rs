@@ -62,7 +62,6 @@ fn an_aged_emulated_device_shows_gc_stalls_in_its_report() {
         nines(
             &[
                 "profile",
-                "--quiet",
                 "--rw",
                 "randrw",
                 "--mix",
