@@ -56,6 +56,10 @@ pub struct FioSource<'a> {
     pub job_recorders: Option<&'a [Vec<DeviceRecorder>]>,
     /// Interval series of the run (`--hdr-log`), for the bandwidth and IOPS samples.
     pub intervals: &'a [IntervalSeries],
+    /// fio's `group_reporting`: one fio job per nines job with its targets merged (I/O-weighted
+    /// statistics, merged histograms, summed rates), which is what fio-plot's `-l` expects;
+    /// otherwise one fio job per target.
+    pub group_reporting: bool,
 }
 
 impl<'a> FioSource<'a> {
@@ -65,6 +69,7 @@ impl<'a> FioSource<'a> {
             recorders: None,
             job_recorders: None,
             intervals: &[],
+            group_reporting: false,
         }
     }
 }
@@ -126,6 +131,8 @@ struct JobIn<'a> {
     cpu: (f64, f64, u64),
     /// Share of the target's interval I/Os that belong to this job (1 with one job).
     interval_share: f64,
+    /// A group_reporting job: every target's intervals, summed.
+    group: bool,
 }
 
 /// Sample statistics of per-interval rates, as fio computes them (sample standard deviation).
@@ -174,6 +181,20 @@ fn interval_iops(intervals: &[IntervalSeries], target: &str, op: Op) -> Vec<f64>
         .0
         .into_iter()
         .map(|(_, iops)| iops)
+        .collect()
+}
+
+/// IOPS of each interval summed over every target (cut to the shortest series), times `share`.
+fn group_interval_iops(src: &FioSource, op: Op, share: f64) -> Vec<f64> {
+    let per: Vec<Vec<f64>> = src
+        .report
+        .devices
+        .iter()
+        .map(|d| interval_iops(src.intervals, &d.name, op))
+        .collect();
+    let n = per.iter().map(Vec::len).min().unwrap_or(0);
+    (0..n)
+        .map(|i| per.iter().map(|v| v[i]).sum::<f64>() * share)
         .collect()
 }
 
@@ -269,10 +290,14 @@ fn dir_json(
         .push("clat_ns", part_lat(s.clat_ns.as_ref(), s.ios))
         .push("lat_ns", lat_json(s, rec, percentiles, flavor));
     let iops: Vec<f64> = if s.ios > 0 {
-        interval_iops(src.intervals, job.target, op)
-            .into_iter()
-            .map(|x| x * job.interval_share)
-            .collect()
+        if job.group {
+            group_interval_iops(src, op, job.interval_share)
+        } else {
+            interval_iops(src.intervals, job.target, op)
+                .into_iter()
+                .map(|x| x * job.interval_share)
+                .collect()
+        }
     } else {
         Vec::new()
     };
@@ -411,6 +436,9 @@ fn job_options(job: &JobIn, report: &Report, percentiles: &[f64]) -> Json {
         o.push("ramp_time", fio_duration(w.ramp_ns));
     }
     o.push("numjobs", "1");
+    if job.group {
+        o.push("group_reporting", "");
+    }
     if w.thinktime_ns > 0 {
         o.push("thinktime", fio_duration(w.thinktime_ns));
     }
@@ -466,6 +494,7 @@ fn jobs_of<'a>(src: &FioSource<'a>) -> Vec<JobIn<'a>> {
                 rec: src.recorders.and_then(|r| r.get(t)),
                 cpu: shares[t],
                 interval_share: 1.0,
+                group: false,
             })
             .collect();
     }
@@ -498,16 +527,119 @@ fn jobs_of<'a>(src: &FioSource<'a>) -> Vec<JobIn<'a>> {
                     (c.2 as f64 * share).round() as u64,
                 ),
                 interval_share: share,
+                group: false,
             });
         }
     }
     out
 }
 
+/// The fio jobs of a report under fio's `group_reporting`: one per nines job (one for a run
+/// without `--job`s), over every target: the job's own I/O-weighted statistics, the targets'
+/// recorders merged (`merged[j]`), CPU shared by I/O count, `filename` every target's.
+fn groups_of<'a>(src: &FioSource<'a>, merged: &'a [Option<DeviceRecorder>]) -> Vec<JobIn<'a>> {
+    let report = src.report;
+    let shares = target_cpu_shares(report);
+    let cpu_all = shares
+        .iter()
+        .fold((0.0, 0.0, 0u64), |a, c| (a.0 + c.0, a.1 + c.1, a.2 + c.2));
+    let filename = report
+        .devices
+        .iter()
+        .map(|d| d.path.clone().unwrap_or_else(|| d.name.clone()))
+        .collect::<Vec<_>>()
+        .join(":");
+    let first = report.devices.first().map_or("", |d| d.name.as_str());
+    let all_ios = (report.aggregate.read.ios + report.aggregate.write.ios).max(1) as f64;
+    if report.jobs.len() <= 1 {
+        return vec![JobIn {
+            name: report
+                .jobs
+                .first()
+                .map_or_else(|| first.to_string(), |j| j.name.clone()),
+            groupid: 0,
+            workload: report
+                .jobs
+                .first()
+                .map_or(&report.config.workload, |j| &j.workload),
+            filename,
+            target: first,
+            read: &report.aggregate.read,
+            write: &report.aggregate.write,
+            rec: merged.first().and_then(Option::as_ref),
+            cpu: cpu_all,
+            interval_share: 1.0,
+            group: true,
+        }];
+    }
+    report
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(j, job)| {
+            let share = (job.read.ios + job.write.ios) as f64 / all_ios;
+            JobIn {
+                name: job.name.clone(),
+                groupid: j as u32,
+                workload: &job.workload,
+                filename: filename.clone(),
+                target: first,
+                read: &job.read,
+                write: &job.write,
+                rec: merged.get(j).and_then(Option::as_ref),
+                cpu: (
+                    cpu_all.0 * share,
+                    cpu_all.1 * share,
+                    (cpu_all.2 as f64 * share).round() as u64,
+                ),
+                interval_share: share,
+                group: true,
+            }
+        })
+        .collect()
+}
+
+/// Each group's merged recorder (see [`groups_of`]); None where a target's recorder is missing.
+fn group_recorders(src: &FioSource) -> Vec<Option<DeviceRecorder>> {
+    let merge = |recs: Vec<Option<&DeviceRecorder>>| -> Option<DeviceRecorder> {
+        let mut out = DeviceRecorder::new();
+        for r in recs {
+            out.merge_from(r?);
+        }
+        Some(out)
+    };
+    let targets = src.report.devices.len();
+    if src.report.jobs.len() <= 1 {
+        return vec![merge(
+            (0..targets)
+                .map(|t| src.recorders.and_then(|r| r.get(t)))
+                .collect(),
+        )];
+    }
+    (0..src.report.jobs.len())
+        .map(|j| {
+            merge(
+                (0..targets)
+                    .map(|t| src.job_recorders.and_then(|r| r.get(j)?.get(t)))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
 /// The fio-format document.
 pub fn export(src: &FioSource, flavor: FioFlavor) -> Json {
     let report = src.report;
-    let jobs = jobs_of(src);
+    let merged = if src.group_reporting {
+        group_recorders(src)
+    } else {
+        Vec::new()
+    };
+    let jobs = if src.group_reporting {
+        groups_of(src, &merged)
+    } else {
+        jobs_of(src)
+    };
     let with_recorders = jobs.iter().all(|j| j.rec.is_some()) && !jobs.is_empty();
     let percentiles = percentile_list(report, with_recorders);
     let runtime_ms = report.config.measured_ns / 1_000_000;
@@ -674,6 +806,87 @@ mod tests {
             ctx_involuntary: 3,
         });
         (b.finish(), recs)
+    }
+
+    /// Two targets of different speeds and I/O counts: fio-plot's `-l` averages jobs
+    /// unweighted, so per-target jobs show a mean that is not the run's; under group_reporting
+    /// the one job carries the run's I/O-weighted mean, every I/O in its histogram and both
+    /// files in `filename`.
+    #[test]
+    fn group_reporting_gives_one_job_with_the_runs_weighted_mean() {
+        let config = RunConfig {
+            workload: WorkloadSpec::default(),
+            engine: "psync".into(),
+            percentiles: DEFAULT_PERCENTILES.to_vec(),
+            measured_ns: 1_000_000_000,
+            start_unix_ns: None,
+            lat_log: None,
+            hdr_log: None,
+            extra: Default::default(),
+        };
+        let mut b = ReportBuilder::new(RunKind::Profile, config);
+        let mut recs = Vec::new();
+        // d0: 3000 I/Os at 2 us; d1: 1000 I/Os at 30 us. Weighted mean 9 us; unweighted 16 us.
+        for (i, (n, ns)) in [(3000u64, 2_000u64), (1000, 30_000)]
+            .into_iter()
+            .enumerate()
+        {
+            let mut r = DeviceRecorder::new();
+            for _ in 0..n {
+                r.record(Op::Read, ns, 4096);
+            }
+            b.device(
+                DeviceMeta {
+                    name: format!("f{i}"),
+                    path: Some(format!("/data/f{i}")),
+                    size_bytes: 1 << 30,
+                    cpu: Some(0),
+                },
+                &r,
+            );
+            recs.push(r);
+        }
+        let report = b.finish();
+        let per_target = FioSource {
+            recorders: Some(&recs),
+            ..FioSource::new(&report)
+        };
+        let v = export(&per_target, FioFlavor::Json).to_value();
+        let means: Vec<f64> = v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["read"]["lat_ns"]["mean"].as_f64().unwrap())
+            .collect();
+        assert_eq!(means.len(), 2);
+        let unweighted = means.iter().sum::<f64>() / 2.0;
+        let grouped = FioSource {
+            group_reporting: true,
+            ..per_target
+        };
+        let v = export(&grouped, FioFlavor::JsonPlus).to_value();
+        let jobs = v["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 1);
+        let r = &jobs[0]["read"];
+        let mean = r["lat_ns"]["mean"].as_f64().unwrap();
+        let want = report.aggregate.read.lat_ns.mean_ns;
+        assert!((mean - want).abs() < 1e-6, "{mean} vs {want}");
+        assert!((mean - 9_000.0).abs() / 9_000.0 < 0.01, "{mean}");
+        assert!(
+            (unweighted - 16_000.0).abs() / 16_000.0 < 0.01,
+            "{unweighted}"
+        );
+        assert_eq!(r["total_ios"], 4000);
+        let bins: u64 = r["lat_ns"]["bins"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|c| c.as_u64().unwrap())
+            .sum();
+        assert_eq!(bins, 4000, "every target's I/Os in the merged histogram");
+        let o = &jobs[0]["job options"];
+        assert_eq!(o["filename"], "/data/f0:/data/f1");
+        assert_eq!(o["group_reporting"], "");
     }
 
     #[test]

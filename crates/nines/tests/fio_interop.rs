@@ -243,6 +243,53 @@ fn fio_plot_draws_nines_fio_json_from_profile_and_sim() {
         "nines sim",
     );
     fio_plot(&sim, &dir.path().join("sim.png"), "-l", "randrw", &["2"]);
+
+    // Under --fio-group-reporting the two devices are one fio job carrying the run's
+    // I/O-weighted mean (what fio-plot's -l draws), and fio-plot still reads it.
+    let grouped = dir.path().join("grouped");
+    std::fs::create_dir(&grouped).unwrap();
+    let nines_json = dir.path().join("grouped-nines.json");
+    let mut args = vec![
+        "sim",
+        "--devices",
+        "2",
+        "--rw",
+        "randrw",
+        "--mix",
+        "70",
+        "--iodepth",
+        "2",
+        "--runtime",
+        "50ms",
+        "--quiet",
+        "--fio-group-reporting",
+        "--json",
+        s(&nines_json),
+        "--fio-json",
+    ];
+    let fio_path = grouped.join("sim.json");
+    args.push(s(&fio_path));
+    ok(nines(&args, dir.path()), "nines sim --fio-group-reporting");
+    let fio: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&fio_path).unwrap()).unwrap();
+    let own: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&nines_json).unwrap()).unwrap();
+    assert_eq!(fio["jobs"].as_array().unwrap().len(), 1);
+    for op in ["read", "write"] {
+        let a = fio["jobs"][0][op]["lat_ns"]["mean"].as_f64().unwrap();
+        let b = own["aggregate"][op]["lat_ns"]["mean_ns"].as_f64().unwrap();
+        assert!(
+            (a - b).abs() <= 1e-6 * b.max(1.0),
+            "{op}: fio {a} vs nines {b}"
+        );
+    }
+    fio_plot(
+        &grouped,
+        &dir.path().join("grouped.png"),
+        "-l",
+        "randrw",
+        &["2"],
+    );
 }
 
 #[test]

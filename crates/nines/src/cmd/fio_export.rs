@@ -22,6 +22,11 @@ pub struct FioArgs {
     /// fio_jsonplus_clat2csv and histogram tools.
     #[arg(long, value_name = "FILE")]
     pub fio_json_plus: Option<PathBuf>,
+    /// Write --fio-json/--fio-json-plus as fio's group_reporting does: one job per nines job,
+    /// its targets merged (I/O-weighted mean, merged histograms, summed IOPS), so fio-plot's
+    /// -l shows nines' mean rather than the unweighted mean of per-target jobs.
+    #[arg(long)]
+    pub fio_group_reporting: bool,
 }
 
 /// The interval series of a run's --hdr-log, for the fio bandwidth and IOPS samples. A log that
@@ -51,12 +56,14 @@ pub fn write(
     recorders: &[DeviceRecorder],
     job_recorders: Option<&[Vec<DeviceRecorder>]>,
     intervals: &[IntervalSeries],
+    group_reporting: bool,
 ) -> Result<()> {
     let src = FioSource {
         report,
         recorders: Some(recorders),
         job_recorders,
         intervals,
+        group_reporting,
     };
     let doc = nines_report::fio::export(&src, flavor);
     file.write_all(doc.to_pretty().as_bytes())

@@ -837,6 +837,7 @@ pub fn run(mut args: Args) -> Result<()> {
                     &recorders,
                     Some(&per_job),
                     &intervals,
+                    args.fio.fio_group_reporting,
                 )?;
             }
         }

@@ -934,6 +934,7 @@ pub fn run(mut args: Args) -> Result<()> {
                     &out.recorders,
                     None,
                     &intervals,
+                    args.fio.fio_group_reporting,
                 )?;
             }
         }
