@@ -6,8 +6,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use nines_core::report::Report;
-use nines_core::stats::DeviceRecorder;
 use nines_report::fio::{FioFlavor, FioSource};
 use nines_report::intervals::IntervalSeries;
 
@@ -48,24 +46,8 @@ pub fn read_intervals(path: &Path) -> Vec<IntervalSeries> {
 }
 
 /// Writes one fio export to an opened file.
-pub fn write(
-    mut file: File,
-    option: &str,
-    flavor: FioFlavor,
-    report: &Report,
-    recorders: &[DeviceRecorder],
-    job_recorders: Option<&[Vec<DeviceRecorder>]>,
-    intervals: &[IntervalSeries],
-    group_reporting: bool,
-) -> Result<()> {
-    let src = FioSource {
-        report,
-        recorders: Some(recorders),
-        job_recorders,
-        intervals,
-        group_reporting,
-    };
-    let doc = nines_report::fio::export(&src, flavor);
+pub fn write(mut file: File, option: &str, flavor: FioFlavor, src: &FioSource) -> Result<()> {
+    let doc = nines_report::fio::export(src, flavor);
     file.write_all(doc.to_pretty().as_bytes())
         .with_context(|| format!("{option}: write failed"))
 }

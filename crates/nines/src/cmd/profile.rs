@@ -20,7 +20,7 @@ use nines_io::driver::{self, DriverConfig, DriverTarget};
 use nines_io::engine::{EngineKind, EngineOptions};
 use nines_io::scratch::ScratchFiles;
 use nines_io::target::{Target, TargetOptions, check_region};
-use nines_report::fio::FioFlavor;
+use nines_report::fio::{FioFlavor, FioSource};
 use serde_json::{Map, json};
 
 use super::fio_export::FioArgs;
@@ -833,11 +833,13 @@ pub fn run(mut args: Args) -> Result<()> {
                     f,
                     option,
                     flavor,
-                    &report,
-                    &recorders,
-                    Some(&per_job),
-                    &intervals,
-                    args.fio.fio_group_reporting,
+                    &FioSource {
+                        report: &report,
+                        recorders: Some(&recorders),
+                        job_recorders: Some(&per_job),
+                        intervals: &intervals,
+                        group_reporting: args.fio.fio_group_reporting,
+                    },
                 )?;
             }
         }

@@ -930,11 +930,13 @@ pub fn run(mut args: Args) -> Result<()> {
                     f,
                     option,
                     flavor,
-                    &report,
-                    &out.recorders,
-                    None,
-                    &intervals,
-                    args.fio.fio_group_reporting,
+                    &nines_report::fio::FioSource {
+                        report: &report,
+                        recorders: Some(&out.recorders),
+                        job_recorders: None,
+                        intervals: &intervals,
+                        group_reporting: args.fio.fio_group_reporting,
+                    },
                 )?;
             }
         }
