@@ -96,7 +96,104 @@ pub struct Args {
     /// Write the server's process id here once it listens (removed at exit).
     #[arg(long, value_name = "FILE")]
     pub pidfile: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
+
+/// TLS, as nbdkit and qemu-nbd offer it (NBD_OPT_STARTTLS).
+#[derive(ClapArgs, Debug)]
+pub struct TlsArgs {
+    /// TLS: off, on (offered; plain-text clients served too) or require (every option but
+    /// STARTTLS refused before TLS, as nbdkit --tls=require). Default: require when
+    /// credentials are given, else off.
+    #[arg(long, value_name = "MODE", value_parser = parse_tls_mode)]
+    pub tls: Option<nines_nbd::TlsMode>,
+    /// X.509 credentials: a directory holding server-cert.pem and server-key.pem (and
+    /// ca-cert.pem for --tls-verify-peer), as qemu-nbd and nbdkit name them.
+    #[arg(long, value_name = "DIR", conflicts_with = "tls_psk")]
+    pub tls_certificates: Option<PathBuf>,
+    /// Pre-shared keys: a psktool file of username:hexkey lines (as nbdkit --tls-psk reads).
+    #[arg(long, value_name = "FILE")]
+    pub tls_psk: Option<PathBuf>,
+    /// With --tls-certificates: clients must present a certificate signed by ca-cert.pem.
+    #[arg(long, requires = "tls_certificates")]
+    pub tls_verify_peer: bool,
+}
+
+fn parse_tls_mode(s: &str) -> Result<nines_nbd::TlsMode, String> {
+    match s {
+        "off" => Ok(nines_nbd::TlsMode::Off),
+        "on" => Ok(nines_nbd::TlsMode::On),
+        "require" => Ok(nines_nbd::TlsMode::Require),
+        _ => Err("must be off, on or require".into()),
+    }
+}
+
+/// The TLS the server offers, its credentials read and checked: None for --tls off.
+fn tls_config(t: &TlsArgs) -> anyhow::Result<Option<nines_io::serve::TlsConfig>> {
+    use super::serve_tls::{Credentials, OpensslTls};
+    use nines_nbd::TlsMode;
+    let creds = match (&t.tls_certificates, &t.tls_psk) {
+        (Some(dir), _) => Some(Credentials::X509 {
+            dir: dir.clone(),
+            verify_peer: t.tls_verify_peer,
+        }),
+        (None, Some(file)) => Some(Credentials::Psk { file: file.clone() }),
+        (None, None) => None,
+    };
+    let mode = t.tls.unwrap_or(if creds.is_some() {
+        TlsMode::Require
+    } else {
+        TlsMode::Off
+    });
+    match (mode, creds) {
+        (TlsMode::Off, _) => Ok(None),
+        (_, None) => bail!(
+            "--tls on/require needs credentials: give --tls-certificates DIR or --tls-psk FILE"
+        ),
+        (mode, Some(c)) => Ok(Some(nines_io::serve::TlsConfig {
+            mode,
+            upgrade: std::sync::Arc::new(OpensslTls::new(&c)?),
+        })),
+    }
+}
+
+/// TCP keepalive on an accepted connection: a peer that vanished (a crashed host, a cut
+/// link) is detected after [`KEEPALIVE_IDLE_S`] idle plus [`KEEPALIVE_COUNT`] unanswered probes
+/// [`KEEPALIVE_INTERVAL_S`] apart (about two minutes), and its connection closed, instead of
+/// holding a slot and its credits for ever.
+pub fn set_keepalive(s: &std::net::TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = s.as_raw_fd();
+    for (level, opt, v) in [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, KEEPALIVE_IDLE_S),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, KEEPALIVE_INTERVAL_S),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, KEEPALIVE_COUNT),
+    ] {
+        // SAFETY: setsockopt of an int option on a socket we hold.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                opt,
+                (&raw const v).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Seconds a TCP connection is idle before the first keepalive probe.
+pub const KEEPALIVE_IDLE_S: libc::c_int = 60;
+/// Seconds between keepalive probes.
+pub const KEEPALIVE_INTERVAL_S: libc::c_int = 10;
+/// Unanswered probes after which the connection is closed.
+pub const KEEPALIVE_COUNT: libc::c_int = 6;
 
 fn parse_max_connections(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
@@ -146,6 +243,19 @@ enum Listener {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     args.volume.check()?;
+    // Credentials are read and checked before anything is opened or bound.
+    let tls = tls_config(&args.tls)?;
+    let tls_note = match &tls {
+        None => String::new(),
+        Some(t) => format!(
+            " (TLS {})",
+            if t.mode == nines_nbd::TlsMode::Require {
+                "required"
+            } else {
+                "offered"
+            }
+        ),
+    };
     if args.force && !args.allow_writes {
         bail!("--force only applies with --allow-writes; add --allow-writes or drop --force");
     }
@@ -398,6 +508,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             max_connections: args.max_connections,
             handshake_timeout: Duration::from_nanos(args.handshake_timeout),
             identity_file_map,
+            tls,
         },
     )
     .context("cannot start the server")?;
@@ -418,7 +529,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     eprintln!(
-        "nines: serving {} ({layout}, {} bytes) as export {:?}; SIGINT/SIGTERM stops",
+        "nines: serving {} ({layout}, {} bytes) as export {:?}{tls_note}; SIGINT/SIGTERM stops",
         args.targets
             .iter()
             .map(|p| p.display().to_string())
@@ -447,6 +558,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Listener::Tcp(l) => match l.accept() {
                 Ok((s, _)) => {
                     s.set_nonblocking(false)?;
+                    if let Err(e) = set_keepalive(&s) {
+                        // Served anyway: only a vanished peer's detection is lost.
+                        eprintln!("nines: warning: cannot set TCP keepalive on a connection: {e}");
+                    }
                     Some(Box::new(s))
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
