@@ -14,6 +14,7 @@ pub mod profile;
 pub mod rebuild;
 pub mod report;
 pub mod serve;
+pub mod serve_exports;
 pub mod serve_tls;
 pub mod sim;
 pub mod sim_devices;
