@@ -21,9 +21,9 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use nines_io::serve::{Conn, TlsUpgrade};
 use nines_nbd::psk::PskKeys;
+use openssl::pkey::PKey;
 use openssl::ssl::{
-    ErrorCode, HandshakeError, SslAcceptor, SslFiletype, SslMethod, SslStream, SslVerifyMode,
-    SslVersion,
+    ErrorCode, HandshakeError, SslAcceptor, SslMethod, SslStream, SslVerifyMode, SslVersion,
 };
 
 /// Bytes moved per read in each direction of the pump.
@@ -83,20 +83,24 @@ impl OpensslTls {
                         cert.display()
                     )
                 })?;
-                b.set_private_key_file(&key, SslFiletype::PEM)
-                    .with_context(|| {
-                        format!(
-                            "--tls-certificates: {} is not a PEM private key",
-                            key.display()
-                        )
-                    })?;
-                b.check_private_key().with_context(|| {
+                let pem = std::fs::read(&key).with_context(|| {
+                    format!("--tls-certificates: cannot read {}", key.display())
+                })?;
+                let pkey = PKey::private_key_from_pem(&pem).with_context(|| {
                     format!(
-                        "--tls-certificates: {} does not match {}; give the key the certificate was made for",
-                        key.display(),
-                        cert.display()
+                        "--tls-certificates: {} is not a PEM private key",
+                        key.display()
                     )
                 })?;
+                b.set_private_key(&pkey)
+                    .and_then(|()| b.check_private_key())
+                    .with_context(|| {
+                        format!(
+                            "--tls-certificates: {} does not match {}; give the key the certificate was made for",
+                            key.display(),
+                            cert.display()
+                        )
+                    })?;
                 if *verify_peer {
                     need(&ca)?;
                     b.set_ca_file(&ca).with_context(|| {
