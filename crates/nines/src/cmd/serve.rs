@@ -968,6 +968,47 @@ mod tests {
         assert!(parse_handshake_timeout("soon").is_err());
     }
 
+    /// The four keepalive options of an accepted connection, read back with getsockopt.
+    #[test]
+    fn accepted_tcp_sockets_get_keepalive() {
+        use std::os::fd::AsRawFd;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let get = |level, opt| {
+            let mut v: libc::c_int = -1;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: getsockopt of an int option into a local of that size.
+            let rc = unsafe {
+                libc::getsockopt(s.as_raw_fd(), level, opt, (&raw mut v).cast(), &mut len)
+            };
+            assert_eq!(rc, 0);
+            v
+        };
+        assert_eq!(
+            get(libc::SOL_SOCKET, libc::SO_KEEPALIVE),
+            0,
+            "off by default"
+        );
+        set_keepalive(&s).unwrap();
+        assert_eq!(get(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE), KEEPALIVE_IDLE_S);
+        assert_eq!(
+            get(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL),
+            KEEPALIVE_INTERVAL_S
+        );
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPCNT), KEEPALIVE_COUNT);
+    }
+
+    #[test]
+    fn tls_modes_parse() {
+        use nines_nbd::TlsMode;
+        assert_eq!(parse_tls_mode("off"), Ok(TlsMode::Off));
+        assert_eq!(parse_tls_mode("on"), Ok(TlsMode::On));
+        assert_eq!(parse_tls_mode("require"), Ok(TlsMode::Require));
+        assert!(parse_tls_mode("yes").is_err());
+    }
+
     proptest! {
         /// Any text: a count in range equal to what was written, or an error that says why.
         #[test]
