@@ -107,6 +107,7 @@ pub struct Args {
 
 /// TLS, as nbdkit and qemu-nbd offer it (NBD_OPT_STARTTLS).
 #[derive(ClapArgs, Debug)]
+#[command(next_help_heading = "TLS")]
 pub struct TlsArgs {
     /// TLS: off, on (offered; plain-text clients served too) or require (every option but
     /// STARTTLS refused before TLS, as nbdkit --tls=require). Default: require when
