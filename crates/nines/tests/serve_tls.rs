@@ -263,6 +263,22 @@ fn tls_psk_nbdcopy_round_trip_of_64_mib_and_a_wrong_key_is_refused() {
     );
     assert!(std::fs::read(&back).unwrap() == want, "read back differs");
     assert!(std::fs::read(&vol).unwrap() == want, "the member differs");
+    // qemu's client too (tls-creds-psk reads DIR/keys.psk): the export equals the source.
+    let cmp = ok(tool("qemu-img")
+        .arg("compare")
+        .arg("--object")
+        .arg(format!(
+            "tls-creds-psk,id=tls0,dir={},username=alice,endpoint=client",
+            dir.display()
+        ))
+        .arg("--image-opts")
+        .arg(format!(
+            "driver=nbd,path={},tls-creds=tls0",
+            srv.socket.display()
+        ))
+        .arg("--image-opts")
+        .arg(format!("driver=file,filename={}", src.display())));
+    assert!(cmp.contains("Images are identical"), "{cmp}");
 
     // A wrong key and an unknown user: the handshake fails, nothing is served, the server
     // says so on stderr and goes on serving.
@@ -789,6 +805,32 @@ fn exports_from_files_are_listed_chosen_by_name_and_each_written() {
     assert!(st.success());
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let e = r["nines_serve"]["exports"].as_array().unwrap();
+    // Over TLS (required): listed inside the session, chosen by name.
+    let keys = psk_file(dir, "keys.psk", "alice", 5);
+    let srv = Serving::start(
+        dir,
+        &[
+            "--exports-from-files",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--tls-psk",
+            keys.to_str().unwrap(),
+        ],
+    );
+    let q = format!("tls-psk-file={}", keys.display());
+    let list = ok(tool("nbdinfo")
+        .arg("--list")
+        .arg(srv.uri("nbds", "alice@", "", &q)));
+    assert!(
+        list.contains("with TLS")
+            && list.contains("export=\"a.img\"")
+            && list.contains("export=\"b.img\""),
+        "{list}"
+    );
+    let size = ok(tool("nbdinfo")
+        .arg("--size")
+        .arg(srv.uri("nbds", "alice@", "b.img", &q)));
+    assert_eq!(size.trim(), (3u64 << 20).to_string());
     assert_eq!(e[0]["export"], "a.img");
     assert_eq!(e[0]["write"]["bytes"], 1u64 << 20);
     assert_eq!(e[1]["export"], "b.img");
