@@ -599,6 +599,9 @@ fn missing_or_mismatched_credentials_are_refused_before_listening() {
     };
     let e = serve(&["--tls", "require"]);
     assert!(e.contains("needs credentials"), "{e}");
+    let psk = psk_file(dir, "keys.psk", "alice", 1);
+    let e = serve(&["--tls", "off", "--tls-psk", psk.to_str().unwrap()]);
+    assert!(e.contains("--tls off contradicts"), "{e}");
     let empty = dir.join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     let e = serve(&["--tls-certificates", empty.to_str().unwrap()]);

@@ -153,7 +153,10 @@ pub(super) fn tls_config(t: &TlsArgs) -> anyhow::Result<Option<nines_io::serve::
         TlsMode::Off
     });
     match (mode, creds) {
-        (TlsMode::Off, _) => Ok(None),
+        (TlsMode::Off, None) => Ok(None),
+        (TlsMode::Off, Some(_)) => bail!(
+            "--tls off contradicts the TLS credentials given; drop --tls off, or the credentials"
+        ),
         (_, None) => bail!(
             "--tls on/require needs credentials: give --tls-certificates DIR or --tls-psk FILE"
         ),
