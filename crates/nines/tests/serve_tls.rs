@@ -839,3 +839,41 @@ fn exports_from_files_are_listed_chosen_by_name_and_each_written() {
     assert_eq!(e[1]["export"], "b.img");
     assert_eq!(e[1]["write"]["bytes"], 3u64 << 20);
 }
+
+/// The TLS handshake runs within --handshake-timeout: a client silent after STARTTLS's
+/// acknowledgement is closed once it is over, and logged as a failed handshake.
+#[test]
+fn a_client_silent_inside_the_tls_handshake_is_closed_by_the_handshake_timeout() {
+    let d = disk_dir();
+    let dir = d.path();
+    let vol = sparse(dir, "vol.img", 1 << 20);
+    let keys = psk_file(dir, "keys.psk", "alice", 1);
+    let srv = Serving::start(
+        dir,
+        &[
+            vol.to_str().unwrap(),
+            "--tls-psk",
+            keys.to_str().unwrap(),
+            "--handshake-timeout",
+            "700ms",
+        ],
+    );
+    let mut c = UnixStream::connect(&srv.socket).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let t0 = Instant::now();
+    greet(&mut c);
+    option(&mut c, OPT_STARTTLS, &[]);
+    assert_eq!(opt_reply(&mut c).1, REP_ACK);
+    let mut b = [0u8; 1];
+    let n = c.read(&mut b).unwrap_or(0);
+    let took = t0.elapsed();
+    assert_eq!(n, 0, "the server sent TLS bytes to a client that sent none");
+    assert!(
+        took >= Duration::from_millis(600) && took < Duration::from_secs(3),
+        "closed after {took:?}"
+    );
+    srv.wait_stderr("TLS handshake with a client failed (1 so far)");
+    // And the server still serves.
+    let q = format!("tls-psk-file={}", keys.display());
+    ok(tool("nbdinfo").arg(srv.uri("nbds", "alice@", "", &q)));
+}
