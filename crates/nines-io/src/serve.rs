@@ -514,7 +514,8 @@ impl Server {
         let mut links = Vec::with_capacity(volumes.len());
         let mut exports = Vec::with_capacity(volumes.len());
         for v in volumes {
-            let (backend, link) = start_backend(v.vol, v.members, &v.export, v.logs, &config)?;
+            let (backend, link) =
+                Server::start_backend(v.vol, v.members, &v.export, v.logs, &config)?;
             backends.push(backend);
             links.push(link);
             exports.push(v.export);
@@ -532,111 +533,109 @@ impl Server {
             readers: Vec::new(),
         })
     }
-}
 
-/// Starts one export's core, I/O pool and log writers.
-fn start_backend(
-    vol: AnyVolume,
-    members: Members,
-    export: &Export,
-    logs: ServeLogs,
-    config: &ServeConfig,
-) -> io::Result<(Backend, BackendLink)> {
-    let (lat_sink, lat_lane) = match logs.lat {
-        None => (None, None),
-        Some(file) => {
-            let (sink, mut lanes) = LatLogSink::start(
-                file,
-                1,
-                LATLOG_BUFFERS,
-                LATLOG_RECORDS_PER_BUFFER,
-                RECORD_BYTES,
-                None,
-            )?;
-            (Some(sink), lanes.pop())
-        }
-    };
-    let (intervals, logger) = match logs.hdr {
-        None => (None, None),
-        Some(h) => {
-            let (full_tx, full_rx) = sync_channel(2);
-            let (spare_tx, spare_rx) = sync_channel(2);
-            let _ = spare_tx.send(DeviceRecorder::new());
-            let log = h.log;
-            let logger = thread::spawn(move || logger_thread(log, &full_rx, &spare_tx));
-            let iv = Intervals {
-                rec: DeviceRecorder::new(),
-                interval_ns: h.interval_ns.max(1_000_000),
-                from_ns: 0,
-                full: full_tx,
-                spare: spare_rx,
-            };
-            (Some(iv), Some(logger))
-        }
-    };
-    let cmds_max = vol.cmds_max() as usize;
-    let (inbox, rx) = sync_channel::<Msg>(inbox_bound(config.max_connections, cmds_max));
-    // At most cmds_max member commands are in flight: the core never waits on this queue.
-    let (cmd_tx, cmd_rx) = crossbeam_channel::bounded::<PoolCmd>(cmds_max.max(1));
-    // Block status reads the holes of the one member through its own descriptor (lseek
-    // SEEK_DATA/SEEK_HOLE moves no data and is safe from any thread).
-    let map_file = match (config.identity_file_map, members.files.as_slice()) {
-        (true, [Some(f)]) if !members.block_device.first().copied().unwrap_or(true) => {
-            Some(Arc::new(f.try_clone()?))
-        }
-        _ => None,
-    };
-    let fds = Arc::new(MemberFds(
-        members
-            .files
-            .into_iter()
-            .zip(&members.block_device)
-            .map(|(f, &block)| MemberFd {
-                fd: AtomicI32::new(f.map_or(-1, |f| f.into_raw_fd())),
-                block,
+    /// Starts one export's core, I/O pool and log writers.
+    fn start_backend(
+        vol: AnyVolume,
+        members: Members,
+        export: &Export,
+        logs: ServeLogs,
+        config: &ServeConfig,
+    ) -> io::Result<(Backend, BackendLink)> {
+        let (lat_sink, lat_lane) = match logs.lat {
+            None => (None, None),
+            Some(file) => {
+                let (sink, mut lanes) = LatLogSink::start(
+                    file,
+                    1,
+                    LATLOG_BUFFERS,
+                    LATLOG_RECORDS_PER_BUFFER,
+                    RECORD_BYTES,
+                    None,
+                )?;
+                (Some(sink), lanes.pop())
+            }
+        };
+        let (intervals, logger) = match logs.hdr {
+            None => (None, None),
+            Some(h) => {
+                let (full_tx, full_rx) = sync_channel(2);
+                let (spare_tx, spare_rx) = sync_channel(2);
+                let _ = spare_tx.send(DeviceRecorder::new());
+                let log = h.log;
+                let logger = thread::spawn(move || logger_thread(log, &full_rx, &spare_tx));
+                let iv = Intervals {
+                    rec: DeviceRecorder::new(),
+                    interval_ns: h.interval_ns.max(1_000_000),
+                    from_ns: 0,
+                    full: full_tx,
+                    spare: spare_rx,
+                };
+                (Some(iv), Some(logger))
+            }
+        };
+        let cmds_max = vol.cmds_max() as usize;
+        let (inbox, rx) = sync_channel::<Msg>(inbox_bound(config.max_connections, cmds_max));
+        // At most cmds_max member commands are in flight: the core never waits on this queue.
+        let (cmd_tx, cmd_rx) = crossbeam_channel::bounded::<PoolCmd>(cmds_max.max(1));
+        // Block status reads the holes of the one member through its own descriptor (lseek
+        // SEEK_DATA/SEEK_HOLE moves no data and is safe from any thread).
+        let map_file = match (config.identity_file_map, members.files.as_slice()) {
+            (true, [Some(f)]) if !members.block_device.first().copied().unwrap_or(true) => {
+                Some(Arc::new(f.try_clone()?))
+            }
+            _ => None,
+        };
+        let fds = Arc::new(MemberFds(
+            members
+                .files
+                .into_iter()
+                .zip(&members.block_device)
+                .map(|(f, &block)| MemberFd {
+                    fd: AtomicI32::new(f.map_or(-1, |f| f.into_raw_fd())),
+                    block,
+                })
+                .collect(),
+        ));
+        let pool = (0..IO_THREADS)
+            .map(|_| {
+                let rx = cmd_rx.clone();
+                let done = inbox.clone();
+                let fds = Arc::clone(&fds);
+                thread::spawn(move || pool_thread(&rx, &done, &fds.0))
             })
-            .collect(),
-    ));
-    let pool = (0..IO_THREADS)
-        .map(|_| {
-            let rx = cmd_rx.clone();
-            let done = inbox.clone();
-            let fds = Arc::clone(&fds);
-            thread::spawn(move || pool_thread(&rx, &done, &fds.0))
-        })
-        .collect();
-    let core_cmd_tx = cmd_tx.clone();
-    let names = members.names;
-    let on_failed = members.on_failed;
-    // Emulated members are lent to the core for the server's life (opened just before,
-    // so nothing else holds them).
-    let emu: Vec<Option<EmuLease>> = members
-        .emu
-        .iter()
-        .map(|h| h.as_ref().and_then(crate::emu::EmuHandle::lease))
-        .collect();
-    let conns_max = config.max_connections;
-    let block_bytes = export.block_min_bytes;
-    let core = thread::spawn(move || {
-        let mut core = Core::new(vol, core_cmd_tx, fds, names, emu, conns_max, block_bytes);
-        core.intervals = intervals;
-        core.lat = lat_lane;
-        core.on_failed = on_failed;
-        core.run(rx)
-    });
-    Ok((
-        Backend {
-            core: Some(core),
-            pool,
-            logger,
-            lat_sink,
-            cmd_tx: Some(cmd_tx),
-        },
-        BackendLink { inbox, map_file },
-    ))
-}
+            .collect();
+        let core_cmd_tx = cmd_tx.clone();
+        let names = members.names;
+        let on_failed = members.on_failed;
+        // Emulated members are lent to the core for the server's life (opened just before,
+        // so nothing else holds them).
+        let emu: Vec<Option<EmuLease>> = members
+            .emu
+            .iter()
+            .map(|h| h.as_ref().and_then(crate::emu::EmuHandle::lease))
+            .collect();
+        let conns_max = config.max_connections;
+        let block_bytes = export.block_min_bytes;
+        let core = thread::spawn(move || {
+            let mut core = Core::new(vol, core_cmd_tx, fds, names, emu, conns_max, block_bytes);
+            core.intervals = intervals;
+            core.lat = lat_lane;
+            core.on_failed = on_failed;
+            core.run(rx)
+        });
+        Ok((
+            Backend {
+                core: Some(core),
+                pool,
+                logger,
+                lat_sink,
+                cmd_tx: Some(cmd_tx),
+            },
+            BackendLink { inbox, map_file },
+        ))
+    }
 
-impl Server {
     /// Serves one client connection (handshake and transmission on threads of its own), or,
     /// when `--max-connections` are already served, closes it at once (logged on stderr).
     /// Returns whether it is served.
