@@ -375,6 +375,8 @@ pub struct ServeConfig {
     /// with no write-back buffer): block status reports that file's holes. Otherwise every
     /// range is reported allocated (always true to the protocol).
     pub identity_file_map: bool,
+    /// TLS (NBD_OPT_STARTTLS), when offered: how, and who runs the TLS session.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for ServeConfig {
@@ -383,17 +385,54 @@ impl Default for ServeConfig {
             max_connections: CONNS_MAX_DEFAULT,
             handshake_timeout: HANDSHAKE_TIMEOUT_DEFAULT,
             identity_file_map: false,
+            tls: None,
         }
     }
 }
 
+/// Runs the server side of a TLS handshake on a connection that just acknowledged
+/// NBD_OPT_STARTTLS, and returns the stream the rest of the connection speaks plain NBD over
+/// (the TLS library lives with the caller; nines-io moves only plain bytes). The returned
+/// stream must behave as a socket of its own: the reader, the writer and the core use clones
+/// of it independently (the core sends on its descriptor), and shutting the original
+/// connection down (as the stop does) must end it.
+pub trait TlsUpgrade: Send + Sync {
+    /// `deadline`: the handshake's; a client slower than it is refused.
+    fn start_tls(&self, conn: Box<dyn Conn>, deadline: Instant) -> io::Result<Box<dyn Conn>>;
+}
+
+/// TLS as the server offers it.
+#[derive(Clone)]
+pub struct TlsConfig {
+    /// [`nbd::TlsMode::On`] or [`nbd::TlsMode::Require`].
+    pub mode: nbd::TlsMode,
+    pub upgrade: Arc<dyn TlsUpgrade>,
+}
+
+impl std::fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsConfig")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One export of a server: its volume, members, description and logs.
+pub struct ServedVolume {
+    pub vol: AnyVolume,
+    pub members: Members,
+    pub export: Export,
+    pub logs: ServeLogs,
+}
+
 /// A handle to a running server: hand it connections, then stop it.
 pub struct Server {
-    inbox: SyncSender<Msg>,
-    export: Arc<Export>,
+    /// One per export, in the exports' order (the first is the default export).
+    backends: Vec<Backend>,
+    /// What a connection's handshake needs of every export.
+    links: Arc<Vec<BackendLink>>,
+    exports: Arc<Vec<Export>>,
     config: ServeConfig,
-    /// The member whose holes block status reports (see [`ServeConfig::identity_file_map`]).
-    map_file: Option<Arc<File>>,
     /// Set at stop: readers waiting for a credit give up.
     stopping: Arc<AtomicBool>,
     next_conn: usize,
@@ -402,15 +441,26 @@ pub struct Server {
     refused_conns: u64,
     refused_unlogged: u64,
     refused_logged_at: Option<Instant>,
+    /// Each connection's thread (its reader, which joins its writer before it ends) and a
+    /// handle to shut its socket down at stop.
+    readers: Vec<(thread::JoinHandle<()>, Box<dyn Conn>)>,
+}
+
+/// One export's volume: its core, I/O pool and log writers.
+struct Backend {
     core: Option<thread::JoinHandle<ServeOutcome>>,
     pool: Vec<thread::JoinHandle<()>>,
     logger: Option<thread::JoinHandle<io::Result<()>>>,
     /// The --lat-log writer thread.
     lat_sink: Option<LatLogSink>,
     cmd_tx: Option<crossbeam_channel::Sender<PoolCmd>>,
-    /// Each connection's thread (its reader, which joins its writer before it ends) and a
-    /// handle to shut its socket down at stop.
-    readers: Vec<(thread::JoinHandle<()>, Box<dyn Conn>)>,
+}
+
+/// What a connection needs of an export once it chose it.
+struct BackendLink {
+    inbox: SyncSender<Msg>,
+    /// The member whose holes block status reports (see [`ServeConfig::identity_file_map`]).
+    map_file: Option<Arc<File>>,
 }
 
 struct PoolCmd {
@@ -432,7 +482,8 @@ fn inbox_bound(conns_max: usize, cmds_max: usize) -> usize {
 }
 
 impl Server {
-    /// Starts the core and the I/O pool over `vol` on `members`, and the writers of `logs`.
+    /// Starts the core and the I/O pool over `vol` on `members`, and the writers of `logs`:
+    /// a server of one export.
     pub fn start(
         vol: AnyVolume,
         members: Members,
@@ -440,10 +491,57 @@ impl Server {
         logs: ServeLogs,
         config: ServeConfig,
     ) -> io::Result<Server> {
+        Server::start_many(
+            vec![ServedVolume {
+                vol,
+                members,
+                export,
+                logs,
+            }],
+            config,
+        )
+    }
+
+    /// A server of several exports (names distinct; the first is the default export that
+    /// the empty name chooses): a core, an I/O pool and log writers per export, one limit on
+    /// connections for all of them.
+    pub fn start_many(volumes: Vec<ServedVolume>, config: ServeConfig) -> io::Result<Server> {
         let config = ServeConfig {
             max_connections: config.max_connections.max(1),
             ..config
         };
+        let mut backends = Vec::with_capacity(volumes.len());
+        let mut links = Vec::with_capacity(volumes.len());
+        let mut exports = Vec::with_capacity(volumes.len());
+        for v in volumes {
+            let (backend, link) =
+                Server::start_backend(v.vol, v.members, &v.export, v.logs, &config)?;
+            backends.push(backend);
+            links.push(link);
+            exports.push(v.export);
+        }
+        Ok(Server {
+            backends,
+            links: Arc::new(links),
+            exports: Arc::new(exports),
+            config,
+            stopping: Arc::new(AtomicBool::new(false)),
+            next_conn: 0,
+            refused_conns: 0,
+            refused_unlogged: 0,
+            refused_logged_at: None,
+            readers: Vec::new(),
+        })
+    }
+
+    /// Starts one export's core, I/O pool and log writers.
+    fn start_backend(
+        vol: AnyVolume,
+        members: Members,
+        export: &Export,
+        logs: ServeLogs,
+        config: &ServeConfig,
+    ) -> io::Result<(Backend, BackendLink)> {
         let (lat_sink, lat_lane) = match logs.lat {
             None => (None, None),
             Some(file) => {
@@ -526,23 +624,16 @@ impl Server {
             core.on_failed = on_failed;
             core.run(rx)
         });
-        Ok(Server {
-            inbox,
-            export: Arc::new(export),
-            config,
-            map_file,
-            stopping: Arc::new(AtomicBool::new(false)),
-            next_conn: 0,
-            refused_conns: 0,
-            refused_unlogged: 0,
-            refused_logged_at: None,
-            core: Some(core),
-            pool,
-            logger,
-            lat_sink,
-            cmd_tx: Some(cmd_tx),
-            readers: Vec::new(),
-        })
+        Ok((
+            Backend {
+                core: Some(core),
+                pool,
+                logger,
+                lat_sink,
+                cmd_tx: Some(cmd_tx),
+            },
+            BackendLink { inbox, map_file },
+        ))
     }
 
     /// Serves one client connection (handshake and transmission on threads of its own), or,
@@ -559,31 +650,34 @@ impl Server {
         self.log_refusals(true);
         let id = self.next_conn;
         self.next_conn += 1;
-        let writer = conn.try_clone_conn()?;
         let handle = conn.try_clone_conn()?;
-        let inbox = self.inbox.clone();
-        let export = Arc::clone(&self.export);
+        let links = Arc::clone(&self.links);
+        let exports = Arc::clone(&self.exports);
         let shut = conn.try_clone_conn()?;
         let stopping = Arc::clone(&self.stopping);
         let handshake_timeout = self.config.handshake_timeout;
-        let map_file = self.map_file.clone();
+        let tls = self.config.tls.clone();
         let r = thread::spawn(move || {
             let mut w = None;
+            let mut chosen = None;
             // A protocol violation, a client gone, or an option phase ended by the client:
             // close now (other handles to the socket would keep it open). After DISC the
             // writer closes once every reply is out.
-            let ctx = ReaderCtx {
+            let ctx = HandshakeCtx {
                 id,
-                inbox: &inbox,
-                export: &export,
+                links: &links,
+                exports: &exports,
                 stopping: &stopping,
                 handshake_timeout,
-                map_file: map_file.as_deref(),
+                tls: tls.as_ref(),
             };
-            if reader(&ctx, conn, writer, &mut w).is_err() {
+            if reader(&ctx, conn, &mut chosen, &mut w).is_err() {
                 shut.shutdown_both();
             }
-            let _ = inbox.send(Msg::Gone { conn: id });
+            // Only the export the client chose knows the connection.
+            if let Some(i) = chosen {
+                let _ = links[i].inbox.send(Msg::Gone { conn: id });
+            }
             // The connection ends when its last reply is out (or the client is gone): the
             // writer returns every credit on every path, so this join is bounded by the
             // requests in the core.
@@ -637,7 +731,15 @@ impl Server {
     /// Stops reading new requests, finishes those in flight, flushes the volume, and returns
     /// what was counted. Bounded whatever clients do: clients get [`STOP_GRACE`] to take the
     /// replies owed to them, then their sockets are shut down both ways.
-    pub fn stop(mut self) -> ServeOutcome {
+    pub fn stop(self) -> ServeOutcome {
+        self.stop_all()
+            .into_iter()
+            .next()
+            .expect("a server has at least one export")
+    }
+
+    /// [`Server::stop`] for a server of several exports: each export's outcome, in order.
+    pub fn stop_all(mut self) -> Vec<ServeOutcome> {
         self.log_refusals(true);
         // Readers stop at once (a request whose header was read but not its payload is
         // dropped unanswered, as a client's disconnect would); requests already in the core
@@ -658,40 +760,57 @@ impl Server {
         for (r, _) in self.readers.drain(..) {
             let _ = r.join();
         }
-        let _ = self.inbox.send(Msg::Shutdown);
-        let mut outcome = self
-            .core
-            .take()
-            .expect("core joined once")
-            .join()
-            .expect("the serve core panicked");
-        // The core dropped its end of the interval queue: the logger writes the last one.
-        if let Some(l) = self.logger.take() {
-            outcome.hdr_log_error = match l.join() {
-                Ok(r) => r.err(),
-                Err(_) => Some(io::Error::other("the HdrHistogram log writer panicked")),
-            };
+        let mut outcomes = Vec::with_capacity(self.backends.len());
+        for (b, link) in self.backends.iter_mut().zip(self.links.iter()) {
+            let _ = link.inbox.send(Msg::Shutdown);
+            let mut outcome = b
+                .core
+                .take()
+                .expect("core joined once")
+                .join()
+                .expect("the serve core panicked");
+            // The core dropped its end of the interval queue: the logger writes the last one.
+            if let Some(l) = b.logger.take() {
+                outcome.hdr_log_error = match l.join() {
+                    Ok(r) => r.err(),
+                    Err(_) => Some(io::Error::other("the HdrHistogram log writer panicked")),
+                };
+            }
+            // The core finished its lane: the writer writes the last buffer and syncs the file.
+            if let Some(s) = b.lat_sink.take() {
+                outcome.lat_log_error = s.finish().err();
+            }
+            drop(b.cmd_tx.take());
+            outcomes.push(outcome);
         }
-        // The core finished its lane: the writer writes the last buffer and syncs the file.
-        if let Some(s) = self.lat_sink.take() {
-            outcome.lat_log_error = s.finish().err();
+        // The pools end once their queues and every sender to the cores are gone.
+        drop(self.links);
+        for b in &mut self.backends {
+            for p in b.pool.drain(..) {
+                let _ = p.join();
+            }
         }
-        drop(self.cmd_tx.take());
-        drop(self.inbox);
-        for p in self.pool.drain(..) {
-            let _ = p.join();
-        }
-        outcome
+        outcomes
     }
 }
 
-/// What a connection's reader needs besides its socket.
+/// What a connection's handshake needs besides its socket: every export, and TLS.
+struct HandshakeCtx<'a> {
+    id: usize,
+    links: &'a [BackendLink],
+    exports: &'a [Export],
+    stopping: &'a AtomicBool,
+    handshake_timeout: Duration,
+    tls: Option<&'a TlsConfig>,
+}
+
+/// What a connection's reader needs besides its socket, in transmission (of the export the
+/// client chose).
 struct ReaderCtx<'a> {
     id: usize,
     inbox: &'a SyncSender<Msg>,
     export: &'a Export,
     stopping: &'a AtomicBool,
-    handshake_timeout: Duration,
     map_file: Option<&'a File>,
 }
 
@@ -765,19 +884,21 @@ fn discard(conn: &mut impl Read, len_bytes: u64) -> io::Result<()> {
 }
 
 /// The handshake (within the handshake timeout), then requests until the client disconnects or
-/// breaks the protocol. `w` receives the connection's writer thread once it is started.
+/// breaks the protocol. `chosen` receives the export the client chose, `w` the connection's
+/// writer thread once it is started.
 fn reader(
-    ctx: &ReaderCtx,
+    hs: &HandshakeCtx,
     mut conn: Box<dyn Conn>,
-    writer: Box<dyn Conn>,
+    chosen: &mut Option<usize>,
     w: &mut Option<thread::JoinHandle<()>>,
 ) -> io::Result<()> {
-    let deadline = Instant::now() + ctx.handshake_timeout;
+    let deadline = Instant::now() + hs.handshake_timeout;
     write_by(conn.as_mut(), &nbd::greeting(), deadline)?;
     let mut flags = [0u8; 4];
     read_by(conn.as_mut(), &mut flags, deadline)?;
     let client = nbd::client_flags(flags).map_err(io::Error::other)?;
-    let mut neg = nbd::Negotiation::new(client);
+    let mut neg =
+        nbd::Negotiation::new(client).with_tls(hs.tls.map_or(nbd::TlsMode::Off, |t| t.mode));
     let mut data = Vec::with_capacity(nbd::consts::OPT_DATA_MAX as usize);
     let mut out = Vec::new();
     loop {
@@ -799,10 +920,19 @@ fn reader(
         }
         data.resize(h.len_bytes as usize, 0);
         read_by(conn.as_mut(), &mut data, deadline)?;
-        let outcome = neg.option(h.option, &data, ctx.export, &mut out);
+        let outcome = neg.option_in(h.option, &data, hs.exports, &mut out);
         write_by(conn.as_mut(), &out, deadline)?;
         match outcome {
             OptOutcome::Continue => {}
+            OptOutcome::StartTls => {
+                // Acknowledged: the TLS handshake follows on the same socket, and the rest of
+                // the connection (options, requests, replies) runs over the stream it gives.
+                let Some(tls) = hs.tls else {
+                    return Err(io::Error::other("STARTTLS acknowledged without TLS"));
+                };
+                conn = tls.upgrade.start_tls(conn, deadline)?;
+                neg.tls_started();
+            }
             OptOutcome::Close => {
                 return Err(io::Error::new(
                     io::ErrorKind::ConnectionAborted,
@@ -812,6 +942,20 @@ fn reader(
             OptOutcome::Transmit => break,
         }
     }
+    let index = neg
+        .export_index()
+        .ok_or_else(|| io::Error::other("transmission without an export"))?;
+    *chosen = Some(index);
+    let link = &hs.links[index];
+    let ctx = ReaderCtx {
+        id: hs.id,
+        inbox: &link.inbox,
+        export: &hs.exports[index],
+        stopping: hs.stopping,
+        map_file: link.map_file.as_deref(),
+    };
+    let ctx = &ctx;
+    let writer = conn.try_clone_conn()?;
     // Transmission waits for requests as long as the client likes (an idle client is legal).
     conn.set_timeouts(None)?;
     let structured = neg.structured;

@@ -11,12 +11,15 @@
 //! Covered: the fixed newstyle handshake (NO_ZEROES), OPT_EXPORT_NAME, OPT_INFO/OPT_GO with
 //! NBD_INFO_EXPORT, NBD_INFO_NAME, NBD_INFO_DESCRIPTION and NBD_INFO_BLOCK_SIZE, OPT_LIST,
 //! OPT_ABORT, OPT_STRUCTURED_REPLY, OPT_LIST/SET_META_CONTEXT (`base:allocation`),
-//! NBD_REP_ERR_UNSUP for every other option; READ (at any alignment: the server widens it to
+//! OPT_STARTTLS when the server offers TLS ([`TlsMode`]: the TLS session itself is the
+//! caller's), several exports chosen by name, NBD_REP_ERR_UNSUP for every other option; READ (at any alignment: the server widens it to
 //! whole blocks), WRITE, FLUSH, TRIM, WRITE_ZEROES (FUA on the writing ones, FAST_ZERO), CACHE,
 //! BLOCK_STATUS, DISC; simple and structured replies. Every request is answered (a write's
 //! payload, even over the maximum, is read and dropped when refused), so a connection never
 //! leaves step; only a bad magic closes. Replies carry the request's cookie, so a server may
 //! send them in any order.
+
+pub mod psk;
 
 /// Protocol constants (names as in doc/proto.md, without the `NBD_` prefix).
 pub mod consts {
@@ -47,7 +50,9 @@ pub mod consts {
     pub const REP_INFO: u32 = 3;
     pub const REP_META_CONTEXT: u32 = 4;
     pub const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
+    pub const REP_ERR_POLICY: u32 = (1 << 31) + 2;
     pub const REP_ERR_INVALID: u32 = (1 << 31) + 3;
+    pub const REP_ERR_TLS_REQD: u32 = (1 << 31) + 5;
     pub const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
     pub const REP_ERR_TOO_BIG: u32 = (1 << 31) + 9;
 
@@ -237,10 +242,28 @@ pub fn too_big_reply(option: u32, out: &mut Vec<u8>) {
 pub enum OptOutcome {
     /// Read the next option.
     Continue,
+    /// Send the reply (NBD_REP_ACK to NBD_OPT_STARTTLS), then run the TLS handshake as the
+    /// server on the same stream, call [`Negotiation::tls_started`], and read the next option
+    /// inside TLS.
+    StartTls,
     /// Enter transmission (after OPT_GO or OPT_EXPORT_NAME).
     Transmit,
     /// Close the connection (after OPT_ABORT, or OPT_EXPORT_NAME naming no export).
     Close,
+}
+
+/// How the server offers TLS (nbdkit `--tls`, qemu-nbd `--tls-creds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsMode {
+    /// No TLS: NBD_OPT_STARTTLS is answered NBD_REP_ERR_UNSUP.
+    #[default]
+    Off,
+    /// TLS offered: a client may start it (NBD_OPT_STARTTLS) or stay in plain text.
+    On,
+    /// TLS required: before TLS every option but NBD_OPT_STARTTLS and NBD_OPT_ABORT is
+    /// answered NBD_REP_ERR_TLS_REQD, and NBD_OPT_EXPORT_NAME (which has no error reply)
+    /// closes the connection, as nbdkit `--tls=require` and the protocol's FORCEDTLS mode.
+    Require,
 }
 
 /// The negotiation phase of one connection.
@@ -252,6 +275,10 @@ pub struct Negotiation {
     /// Whether the last NBD_OPT_SET_META_CONTEXT selected `base:allocation` (block status may
     /// be asked for).
     pub base_allocation: bool,
+    tls: TlsMode,
+    tls_active: bool,
+    /// The export chosen by NBD_OPT_GO or NBD_OPT_EXPORT_NAME (an index into the exports).
+    chosen: Option<usize>,
 }
 
 impl Negotiation {
@@ -260,11 +287,39 @@ impl Negotiation {
             client,
             structured: false,
             base_allocation: false,
+            tls: TlsMode::Off,
+            tls_active: false,
+            chosen: None,
         }
     }
 
+    /// The same negotiation with TLS offered as `mode` says.
+    pub fn with_tls(mut self, mode: TlsMode) -> Negotiation {
+        self.tls = mode;
+        self
+    }
+
+    /// Whether the connection runs inside TLS now.
+    pub fn tls_active(&self) -> bool {
+        self.tls_active
+    }
+
+    /// The caller finished the TLS handshake after [`OptOutcome::StartTls`]: what was
+    /// negotiated in plain text is forgotten (the protocol: the client starts over inside TLS).
+    pub fn tls_started(&mut self) {
+        self.tls_active = true;
+        self.structured = false;
+        self.base_allocation = false;
+    }
+
+    /// The export the client chose (after [`OptOutcome::Transmit`]): an index into the
+    /// exports given to [`Negotiation::option_in`].
+    pub fn export_index(&self) -> Option<usize> {
+        self.chosen
+    }
+
     /// Answers one option (`data` is its whole payload, at most [`OPT_DATA_MAX`] bytes) into
-    /// `out`.
+    /// `out`, for a server with the one export `export`.
     pub fn option(
         &mut self,
         option: u32,
@@ -272,12 +327,43 @@ impl Negotiation {
         export: &Export,
         out: &mut Vec<u8>,
     ) -> OptOutcome {
+        self.option_in(option, data, std::slice::from_ref(export), out)
+    }
+
+    /// Answers one option for a server with several exports (chosen by name; the empty name
+    /// chooses the first, the default export).
+    pub fn option_in(
+        &mut self,
+        option: u32,
+        data: &[u8],
+        exports: &[Export],
+        out: &mut Vec<u8>,
+    ) -> OptOutcome {
+        if self.tls == TlsMode::Require
+            && !self.tls_active
+            && !matches!(option, OPT_STARTTLS | OPT_ABORT)
+        {
+            if option == OPT_EXPORT_NAME {
+                // No error reply exists for this option: the protocol says close.
+                return OptOutcome::Close;
+            }
+            opt_reply(
+                out,
+                option,
+                REP_ERR_TLS_REQD,
+                b"TLS is required: send NBD_OPT_STARTTLS first",
+            );
+            return OptOutcome::Continue;
+        }
         match option {
+            OPT_STARTTLS => self.starttls(data, out),
             OPT_EXPORT_NAME => {
-                if !export_matches(export, data) {
+                let Some(i) = find_export(exports, data) else {
                     // No error reply exists for this option: the protocol says close.
                     return OptOutcome::Close;
-                }
+                };
+                let export = &exports[i];
+                self.chosen = Some(i);
                 out.extend_from_slice(&export.size_bytes.to_be_bytes());
                 out.extend_from_slice(&export.transmission_flags(self.structured).to_be_bytes());
                 if !self.client.no_zeroes {
@@ -294,10 +380,12 @@ impl Negotiation {
                     opt_reply(out, option, REP_ERR_INVALID, b"OPT_LIST takes no data");
                     return OptOutcome::Continue;
                 }
-                let mut rep = Vec::with_capacity(4 + export.name.len());
-                rep.extend_from_slice(&(export.name.len() as u32).to_be_bytes());
-                rep.extend_from_slice(export.name.as_bytes());
-                opt_reply(out, option, REP_SERVER, &rep);
+                for export in exports {
+                    let mut rep = Vec::with_capacity(4 + export.name.len());
+                    rep.extend_from_slice(&(export.name.len() as u32).to_be_bytes());
+                    rep.extend_from_slice(export.name.as_bytes());
+                    opt_reply(out, option, REP_SERVER, &rep);
+                }
                 opt_reply(out, option, REP_ACK, &[]);
                 OptOutcome::Continue
             }
@@ -315,9 +403,9 @@ impl Negotiation {
                 opt_reply(out, option, REP_ACK, &[]);
                 OptOutcome::Continue
             }
-            OPT_INFO | OPT_GO => self.info(option, data, export, out),
+            OPT_INFO | OPT_GO => self.info(option, data, exports, out),
             OPT_LIST_META_CONTEXT | OPT_SET_META_CONTEXT => {
-                self.meta_context(option, data, export, out);
+                self.meta_context(option, data, exports, out);
                 OptOutcome::Continue
             }
             _ => {
@@ -327,7 +415,34 @@ impl Negotiation {
         }
     }
 
-    fn info(&mut self, option: u32, data: &[u8], export: &Export, out: &mut Vec<u8>) -> OptOutcome {
+    /// NBD_OPT_STARTTLS: acknowledged when TLS is offered and not yet running.
+    fn starttls(&mut self, data: &[u8], out: &mut Vec<u8>) -> OptOutcome {
+        let option = OPT_STARTTLS;
+        if self.tls == TlsMode::Off {
+            opt_reply(
+                out,
+                option,
+                REP_ERR_UNSUP,
+                b"TLS is not configured on this server (nines serve --tls)",
+            );
+        } else if !data.is_empty() {
+            opt_reply(out, option, REP_ERR_INVALID, b"OPT_STARTTLS takes no data");
+        } else if self.tls_active {
+            opt_reply(out, option, REP_ERR_INVALID, b"TLS is already running");
+        } else {
+            opt_reply(out, option, REP_ACK, &[]);
+            return OptOutcome::StartTls;
+        }
+        OptOutcome::Continue
+    }
+
+    fn info(
+        &mut self,
+        option: u32,
+        data: &[u8],
+        exports: &[Export],
+        out: &mut Vec<u8>,
+    ) -> OptOutcome {
         let Some(req) = InfoRequest::parse(data) else {
             opt_reply(
                 out,
@@ -337,10 +452,11 @@ impl Negotiation {
             );
             return OptOutcome::Continue;
         };
-        if !export_matches(export, req.name) {
+        let Some(index) = find_export(exports, req.name) else {
             opt_reply(out, option, REP_ERR_UNKNOWN, b"no such export");
             return OptOutcome::Continue;
-        }
+        };
+        let export = &exports[index];
         let mut info = [0u8; 12];
         info[..2].copy_from_slice(&INFO_EXPORT.to_be_bytes());
         info[2..10].copy_from_slice(&export.size_bytes.to_be_bytes());
@@ -378,6 +494,7 @@ impl Negotiation {
         }
         opt_reply(out, option, REP_ACK, &[]);
         if option == OPT_GO {
+            self.chosen = Some(index);
             OptOutcome::Transmit
         } else {
             OptOutcome::Continue
@@ -389,7 +506,7 @@ impl Negotiation {
     /// NBD_OPT_LIST_META_CONTEXT / NBD_OPT_SET_META_CONTEXT: the one context served is
     /// `base:allocation` (queries `base:` and `base:allocation` match it; other namespaces are
     /// ignored, as the protocol asks).
-    fn meta_context(&mut self, option: u32, data: &[u8], export: &Export, out: &mut Vec<u8>) {
+    fn meta_context(&mut self, option: u32, data: &[u8], exports: &[Export], out: &mut Vec<u8>) {
         let set = option == OPT_SET_META_CONTEXT;
         if set {
             // Whatever the outcome, the previous selection is replaced.
@@ -413,7 +530,7 @@ impl Negotiation {
             );
             return;
         };
-        if !export_matches(export, q.name) {
+        if find_export(exports, q.name).is_none() {
             opt_reply(out, option, REP_ERR_UNKNOWN, b"no such export");
             return;
         }
@@ -483,9 +600,12 @@ impl<'a> MetaQuery<'a> {
     }
 }
 
-/// The empty name selects the default (the one) export.
-fn export_matches(export: &Export, name: &[u8]) -> bool {
-    name.is_empty() || name == export.name.as_bytes()
+/// The export a name chooses: the empty name chooses the default (the first) export.
+fn find_export(exports: &[Export], name: &[u8]) -> Option<usize> {
+    if name.is_empty() && !exports.is_empty() {
+        return Some(0);
+    }
+    exports.iter().position(|e| e.name.as_bytes() == name)
 }
 
 /// An OPT_INFO/OPT_GO payload: name length, name, count of info requests, the requests.

@@ -512,3 +512,226 @@ proptest! {
         prop_assert!(VALID_ERRORS.contains(&wire_errno(errno)));
     }
 }
+
+fn named(name: &str, size_bytes: u64) -> Export {
+    Export {
+        name: name.into(),
+        size_bytes,
+        ..export()
+    }
+}
+
+#[test]
+fn starttls_is_unsupported_when_off_acknowledged_once_when_on() {
+    let c = ClientFlags { no_zeroes: true };
+    let mut out = Vec::new();
+    let mut off = Negotiation::new(c);
+    assert_eq!(
+        off.option(OPT_STARTTLS, &[], &export(), &mut out),
+        OptOutcome::Continue
+    );
+    assert_eq!(opt_replies(&out)[0].1, REP_ERR_UNSUP);
+    out.clear();
+    let mut on = Negotiation::new(c).with_tls(TlsMode::On);
+    // With data: invalid, TLS not started.
+    assert_eq!(
+        on.option(OPT_STARTTLS, b"x", &export(), &mut out),
+        OptOutcome::Continue
+    );
+    assert_eq!(opt_replies(&out)[0].1, REP_ERR_INVALID);
+    out.clear();
+    // Structured replies negotiated in plain text are forgotten once TLS runs.
+    on.option(OPT_STRUCTURED_REPLY, &[], &export(), &mut out);
+    assert!(on.structured);
+    out.clear();
+    assert_eq!(
+        on.option(OPT_STARTTLS, &[], &export(), &mut out),
+        OptOutcome::StartTls
+    );
+    let r = opt_replies(&out);
+    assert_eq!((r.len(), r[0].0, r[0].1), (1, OPT_STARTTLS, REP_ACK));
+    assert!(!on.tls_active());
+    on.tls_started();
+    assert!(on.tls_active() && !on.structured);
+    out.clear();
+    assert_eq!(
+        on.option(OPT_STARTTLS, &[], &export(), &mut out),
+        OptOutcome::Continue
+    );
+    assert_eq!(opt_replies(&out)[0].1, REP_ERR_INVALID);
+    // TLS on but optional: a plain client is served.
+    let mut plain = Negotiation::new(c).with_tls(TlsMode::On);
+    out.clear();
+    assert_eq!(
+        plain.option(OPT_GO, &info_payload(b"", &[]), &export(), &mut out),
+        OptOutcome::Transmit
+    );
+}
+
+#[test]
+fn tls_require_refuses_every_option_but_starttls_and_abort_before_tls() {
+    let c = ClientFlags { no_zeroes: true };
+    let mut out = Vec::new();
+    let mut n = Negotiation::new(c).with_tls(TlsMode::Require);
+    for (opt, data) in [
+        (OPT_LIST, vec![]),
+        (OPT_INFO, info_payload(b"", &[])),
+        (OPT_GO, info_payload(b"vol", &[])),
+        (OPT_STRUCTURED_REPLY, vec![]),
+        (OPT_LIST_META_CONTEXT, meta_payload(b"", &[])),
+        (4, vec![]),
+        (0x7fff_ffff, vec![1, 2]),
+    ] {
+        out.clear();
+        assert_eq!(
+            n.option(opt, &data, &export(), &mut out),
+            OptOutcome::Continue,
+            "option {opt}"
+        );
+        let r = opt_replies(&out);
+        assert_eq!((r.len(), r[0].0, r[0].1), (1, opt, REP_ERR_TLS_REQD));
+    }
+    assert!(!n.structured, "a refused option changes nothing");
+    out.clear();
+    assert_eq!(
+        n.option(OPT_EXPORT_NAME, b"vol", &export(), &mut out),
+        OptOutcome::Close
+    );
+    assert!(out.is_empty(), "EXPORT_NAME has no error reply: closed");
+    out.clear();
+    assert_eq!(
+        n.option(OPT_STARTTLS, &[], &export(), &mut out),
+        OptOutcome::StartTls
+    );
+    n.tls_started();
+    out.clear();
+    assert_eq!(
+        n.option(OPT_GO, &info_payload(b"vol", &[]), &export(), &mut out),
+        OptOutcome::Transmit
+    );
+    assert_eq!(n.export_index(), Some(0));
+    let mut a = Negotiation::new(c).with_tls(TlsMode::Require);
+    out.clear();
+    assert_eq!(
+        a.option(OPT_ABORT, &[], &export(), &mut out),
+        OptOutcome::Close
+    );
+    assert_eq!(opt_replies(&out)[0].1, REP_ACK);
+}
+
+#[test]
+fn several_exports_are_listed_and_chosen_by_name() {
+    let exports = [
+        named("a", 1 << 20),
+        named("b", 2 << 20),
+        named("c", 3 << 20),
+    ];
+    let c = ClientFlags { no_zeroes: true };
+    let mut out = Vec::new();
+    let mut n = Negotiation::new(c);
+    n.option_in(OPT_LIST, &[], &exports, &mut out);
+    let r = opt_replies(&out);
+    let names: Vec<_> = r
+        .iter()
+        .filter(|(_, t, _)| *t == REP_SERVER)
+        .map(|(_, _, d)| (be32(d), d[4..].to_vec()))
+        .collect();
+    assert_eq!(
+        names,
+        vec![(1, b"a".to_vec()), (1, b"b".to_vec()), (1, b"c".to_vec())]
+    );
+    assert_eq!(r.last().unwrap().1, REP_ACK);
+    // INFO on each name answers that export's size; an unknown name is ERR_UNKNOWN.
+    for (i, e) in exports.iter().enumerate() {
+        out.clear();
+        assert_eq!(
+            n.option_in(
+                OPT_INFO,
+                &info_payload(e.name.as_bytes(), &[]),
+                &exports,
+                &mut out
+            ),
+            OptOutcome::Continue
+        );
+        let r = opt_replies(&out);
+        assert_eq!(be64(&r[0].2[2..]), (i as u64 + 1) << 20);
+    }
+    out.clear();
+    n.option_in(OPT_GO, &info_payload(b"d", &[]), &exports, &mut out);
+    assert_eq!(opt_replies(&out)[0].1, REP_ERR_UNKNOWN);
+    assert_eq!(n.export_index(), None);
+    // Meta contexts of an unknown export: ERR_UNKNOWN too; of a known one: answered.
+    n.option_in(OPT_STRUCTURED_REPLY, &[], &exports, &mut out);
+    out.clear();
+    n.option_in(
+        OPT_LIST_META_CONTEXT,
+        &meta_payload(b"zz", &[]),
+        &exports,
+        &mut out,
+    );
+    assert_eq!(opt_replies(&out)[0].1, REP_ERR_UNKNOWN);
+    out.clear();
+    n.option_in(
+        OPT_LIST_META_CONTEXT,
+        &meta_payload(b"c", &[]),
+        &exports,
+        &mut out,
+    );
+    assert_eq!(opt_replies(&out)[0].1, REP_META_CONTEXT);
+    out.clear();
+    assert_eq!(
+        n.option_in(OPT_GO, &info_payload(b"b", &[]), &exports, &mut out),
+        OptOutcome::Transmit
+    );
+    assert_eq!(n.export_index(), Some(1));
+    // The empty name is the first export; EXPORT_NAME picks by name, unknown closes.
+    let mut m = Negotiation::new(c);
+    out.clear();
+    assert_eq!(
+        m.option_in(OPT_EXPORT_NAME, b"", &exports, &mut out),
+        OptOutcome::Transmit
+    );
+    assert_eq!((m.export_index(), be64(&out)), (Some(0), 1 << 20));
+    let mut m = Negotiation::new(c);
+    out.clear();
+    assert_eq!(
+        m.option_in(OPT_EXPORT_NAME, b"c", &exports, &mut out),
+        OptOutcome::Transmit
+    );
+    assert_eq!((m.export_index(), be64(&out)), (Some(2), 3 << 20));
+    let mut m = Negotiation::new(c);
+    assert_eq!(
+        m.option_in(OPT_EXPORT_NAME, b"x", &exports, &mut out),
+        OptOutcome::Close
+    );
+}
+
+proptest! {
+    /// Under --tls require, no option sent before TLS reaches an export: every one but
+    /// STARTTLS and ABORT is answered NBD_REP_ERR_TLS_REQD (EXPORT_NAME closes), and nothing
+    /// is negotiated.
+    #[test]
+    fn tls_require_lets_nothing_through_before_tls(opt in prop_oneof![0u32..16, any::<u32>()],
+                                                   data in proptest::collection::vec(any::<u8>(), 0..64)) {
+        let mut n = Negotiation::new(ClientFlags { no_zeroes: true }).with_tls(TlsMode::Require);
+        let mut out = Vec::new();
+        let outcome = n.option_in(opt, &data, &[export(), named("b", 4096)], &mut out);
+        prop_assert_eq!(n.export_index(), None);
+        prop_assert!(!n.structured && !n.base_allocation);
+        match opt {
+            OPT_EXPORT_NAME => {
+                prop_assert_eq!(outcome, OptOutcome::Close);
+                prop_assert!(out.is_empty());
+            }
+            OPT_ABORT => prop_assert_eq!(outcome, OptOutcome::Close),
+            OPT_STARTTLS if data.is_empty() => prop_assert_eq!(outcome, OptOutcome::StartTls),
+            OPT_STARTTLS => prop_assert_eq!(opt_replies(&out)[0].1, REP_ERR_INVALID),
+            _ => {
+                prop_assert_eq!(outcome, OptOutcome::Continue);
+                let r = opt_replies(&out);
+                prop_assert_eq!(r.len(), 1);
+                prop_assert_eq!(r[0].1, REP_ERR_TLS_REQD);
+            }
+        }
+    }
+}

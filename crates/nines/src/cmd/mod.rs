@@ -15,6 +15,8 @@ pub mod profile;
 pub mod rebuild;
 pub mod report;
 pub mod serve;
+pub mod serve_exports;
+pub mod serve_tls;
 pub mod sim;
 pub mod sim_devices;
 pub mod sim_estimate;

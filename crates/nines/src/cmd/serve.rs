@@ -97,7 +97,113 @@ pub struct Args {
     /// Write the server's process id here once it listens (removed at exit).
     #[arg(long, value_name = "FILE")]
     pub pidfile: Option<PathBuf>,
+    /// Serve each target as an export of its own, named by its file name (clients list them
+    /// with NBD_OPT_LIST, e.g. `nbdinfo --list`, and choose one by name; the first is the
+    /// default export), instead of one volume of all the targets.
+    #[arg(long, conflicts_with = "export")]
+    pub exports_from_files: bool,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
+
+/// TLS, as nbdkit and qemu-nbd offer it (NBD_OPT_STARTTLS).
+#[derive(ClapArgs, Debug)]
+#[command(next_help_heading = "TLS")]
+pub struct TlsArgs {
+    /// TLS: off, on (offered; plain-text clients served too) or require (every option but
+    /// STARTTLS refused before TLS, as nbdkit --tls=require). Default: require when
+    /// credentials are given, else off.
+    #[arg(long, value_name = "MODE", value_parser = parse_tls_mode)]
+    pub tls: Option<nines_nbd::TlsMode>,
+    /// X.509 credentials: a directory holding server-cert.pem and server-key.pem (and
+    /// ca-cert.pem for --tls-verify-peer), as qemu-nbd and nbdkit name them.
+    #[arg(long, value_name = "DIR", conflicts_with = "tls_psk")]
+    pub tls_certificates: Option<PathBuf>,
+    /// Pre-shared keys: a psktool file of username:hexkey lines (as nbdkit --tls-psk reads).
+    #[arg(long, value_name = "FILE")]
+    pub tls_psk: Option<PathBuf>,
+    /// With --tls-certificates: clients must present a certificate signed by ca-cert.pem.
+    #[arg(long, requires = "tls_certificates")]
+    pub tls_verify_peer: bool,
+}
+
+fn parse_tls_mode(s: &str) -> Result<nines_nbd::TlsMode, String> {
+    match s {
+        "off" => Ok(nines_nbd::TlsMode::Off),
+        "on" => Ok(nines_nbd::TlsMode::On),
+        "require" => Ok(nines_nbd::TlsMode::Require),
+        _ => Err("must be off, on or require".into()),
+    }
+}
+
+/// The TLS the server offers, its credentials read and checked: None for --tls off.
+pub(super) fn tls_config(t: &TlsArgs) -> anyhow::Result<Option<nines_io::serve::TlsConfig>> {
+    use super::serve_tls::{Credentials, OpensslTls};
+    use nines_nbd::TlsMode;
+    let creds = match (&t.tls_certificates, &t.tls_psk) {
+        (Some(dir), _) => Some(Credentials::X509 {
+            dir: dir.clone(),
+            verify_peer: t.tls_verify_peer,
+        }),
+        (None, Some(file)) => Some(Credentials::Psk { file: file.clone() }),
+        (None, None) => None,
+    };
+    let mode = t.tls.unwrap_or(if creds.is_some() {
+        TlsMode::Require
+    } else {
+        TlsMode::Off
+    });
+    match (mode, creds) {
+        (TlsMode::Off, None) => Ok(None),
+        (TlsMode::Off, Some(_)) => bail!(
+            "--tls off contradicts the TLS credentials given; drop --tls off, or the credentials"
+        ),
+        (_, None) => bail!(
+            "--tls on/require needs credentials: give --tls-certificates DIR or --tls-psk FILE"
+        ),
+        (mode, Some(c)) => Ok(Some(nines_io::serve::TlsConfig {
+            mode,
+            upgrade: std::sync::Arc::new(OpensslTls::new(&c)?),
+        })),
+    }
+}
+
+/// TCP keepalive on an accepted connection: a peer that vanished (a crashed host, a cut
+/// link) is detected after [`KEEPALIVE_IDLE_S`] idle plus [`KEEPALIVE_COUNT`] unanswered probes
+/// [`KEEPALIVE_INTERVAL_S`] apart (about two minutes), and its connection closed, instead of
+/// holding a slot and its credits for ever.
+pub fn set_keepalive(s: &std::net::TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = s.as_raw_fd();
+    for (level, opt, v) in [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, KEEPALIVE_IDLE_S),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, KEEPALIVE_INTERVAL_S),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, KEEPALIVE_COUNT),
+    ] {
+        // SAFETY: setsockopt of an int option on a socket we hold.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                opt,
+                (&raw const v).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Seconds a TCP connection is idle before the first keepalive probe.
+pub const KEEPALIVE_IDLE_S: libc::c_int = 60;
+/// Seconds between keepalive probes.
+pub const KEEPALIVE_INTERVAL_S: libc::c_int = 10;
+/// Unanswered probes after which the connection is closed.
+pub const KEEPALIVE_COUNT: libc::c_int = 6;
 
 fn parse_max_connections(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
@@ -140,13 +246,29 @@ fn writer_options(spec: &nines_array::LayoutSpec) -> String {
     v.join(" and ")
 }
 
-enum Listener {
+pub(super) enum Listener {
     Unix(UnixListener),
     Tcp(std::net::TcpListener),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     args.volume.check()?;
+    // Credentials are read and checked before anything is opened or bound.
+    let tls = tls_config(&args.tls)?;
+    if args.exports_from_files {
+        return super::serve_exports::run(args, tls);
+    }
+    let tls_note = match &tls {
+        None => String::new(),
+        Some(t) => format!(
+            " (TLS {})",
+            if t.mode == nines_nbd::TlsMode::Require {
+                "required"
+            } else {
+                "offered"
+            }
+        ),
+    };
     if args.force && !args.allow_writes {
         bail!("--force only applies with --allow-writes; add --allow-writes or drop --force");
     }
@@ -188,36 +310,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let members: Vec<Target> = args
         .targets
         .iter()
-        .map(|p| {
-            // Block devices are served O_DIRECT, as qemu's cache=none: the device's own
-            // latency, and an I/O error when the command fails, not at a later writeback.
-            // Regular files go through the page cache (FLUSH fdatasyncs them).
-            let block = std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device());
-            Target::open_with(
-                p,
-                &TargetOptions {
-                    write: !args.read_only || spec.writes_members(),
-                    allow_writes: args.allow_writes,
-                    force: args.force,
-                    buffered: !block,
-                    create_size_bytes: args.size,
-                },
-                &emu,
-            )
-            .map_err(|e| match e {
-                // The target's own advice speaks of workloads; serve's fix is --read-only.
-                nines_io::target::TargetError::ReadOnly { .. } => anyhow::anyhow!(
-                    "cannot serve {}: it is on a read-only filesystem; pass --read-only to serve it without writing",
-                    p.display()
-                ),
-                e => anyhow::Error::new(e).context(format!("cannot serve {}", p.display())),
-            })
-        })
+        .map(|p| open_member(&args, &spec, &emu, p))
         .collect::<anyhow::Result<_>>()?;
     let groups = spec.group(members.len() as u32);
     if groups.len() != 1 {
         bail!(
-            "nines serve serves one volume; {} targets with --layout {} make {} volumes: give one target, or a layout over all of them (--layout raid0, raid5 or serial)",
+            "nines serve serves one volume; {} targets with --layout {} make {} volumes: give one target, a layout over all of them (--layout raid0, raid5 or serial), or --exports-from-files to serve each target as an export of its own",
             members.len(),
             spec.name(),
             groups.len()
@@ -399,6 +497,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             max_connections: args.max_connections,
             handshake_timeout: Duration::from_nanos(args.handshake_timeout),
             identity_file_map,
+            tls,
         },
     )
     .context("cannot start the server")?;
@@ -419,7 +518,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     eprintln!(
-        "nines: serving {} ({layout}, {} bytes) as export {:?}; SIGINT/SIGTERM stops",
+        "nines: serving {} ({layout}, {} bytes) as export {:?}{tls_note}; SIGINT/SIGTERM stops",
         args.targets
             .iter()
             .map(|p| p.display().to_string())
@@ -433,36 +532,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    while !nines_io::sched::interrupted() {
-        // Socket activation (nbdinfo/nbdcopy -- [ nines serve ... ]): the server is its
-        // client's, and ends when the last client left, as qemu-nbd and nbdkit do.
-        if activated && server.accepted_connections() > 0 && server.live_connections() == 0 {
-            break;
-        }
-        let conn: Option<Box<dyn nines_io::serve::Conn>> = match &listener {
-            Listener::Unix(l) => match l.accept() {
-                Ok((s, _)) => Some(Box::new(blocking(s)?)),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
-                Err(e) => return Err(e).context("accept failed"),
-            },
-            Listener::Tcp(l) => match l.accept() {
-                Ok((s, _)) => {
-                    s.set_nonblocking(false)?;
-                    Some(Box::new(s))
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
-                Err(e) => return Err(e).context("accept failed"),
-            },
-        };
-        match conn {
-            Some(c) => {
-                server.accept(c).context("cannot serve a connection")?;
-            }
-            // Wait for the next client, waking often enough to see a signal (or, when
-            // activated, the last client leaving) promptly.
-            None => wait_readable(&listener, 50),
-        }
-    }
+    accept_loop(&listener, activated, &mut server)?;
     let connections_refused = server.refused_connections();
     let outcome = server.stop();
     if let Some(w) = &meta_writer {
@@ -599,6 +669,83 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Opens one member as serve does: block devices O_DIRECT, regular files buffered, with
+/// profile's write-safety checks.
+pub(super) fn open_member(
+    args: &Args,
+    spec: &nines_array::LayoutSpec,
+    emu: &nines_io::emu::EmuContext,
+    p: &Path,
+) -> anyhow::Result<Target> {
+    // Block devices are served O_DIRECT, as qemu's cache=none: the device's own
+    // latency, and an I/O error when the command fails, not at a later writeback.
+    // Regular files go through the page cache (FLUSH fdatasyncs them).
+    let block = std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device());
+    Target::open_with(
+        p,
+        &TargetOptions {
+            write: !args.read_only || spec.writes_members(),
+            allow_writes: args.allow_writes,
+            force: args.force,
+            buffered: !block,
+            create_size_bytes: args.size,
+        },
+        emu,
+    )
+    .map_err(|e| match e {
+        // The target's own advice speaks of workloads; serve's fix is --read-only.
+        nines_io::target::TargetError::ReadOnly { .. } => anyhow::anyhow!(
+            "cannot serve {}: it is on a read-only filesystem; pass --read-only to serve it without writing",
+            p.display()
+        ),
+        e => anyhow::Error::new(e).context(format!("cannot serve {}", p.display())),
+    })
+}
+
+/// Hands every client to the server until SIGINT/SIGTERM (or, when socket-activated, until the
+/// last client has left).
+pub(super) fn accept_loop(
+    listener: &Listener,
+    activated: bool,
+    server: &mut Server,
+) -> anyhow::Result<()> {
+    while !nines_io::sched::interrupted() {
+        // Socket activation (nbdinfo/nbdcopy -- [ nines serve ... ]): the server is its
+        // client's, and ends when the last client left, as qemu-nbd and nbdkit do.
+        if activated && server.accepted_connections() > 0 && server.live_connections() == 0 {
+            break;
+        }
+        let conn: Option<Box<dyn nines_io::serve::Conn>> = match listener {
+            Listener::Unix(l) => match l.accept() {
+                Ok((s, _)) => Some(Box::new(blocking(s)?)),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+                Err(e) => return Err(e).context("accept failed"),
+            },
+            Listener::Tcp(l) => match l.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false)?;
+                    if let Err(e) = set_keepalive(&s) {
+                        // Served anyway: only a vanished peer's detection is lost.
+                        eprintln!("nines: warning: cannot set TCP keepalive on a connection: {e}");
+                    }
+                    Some(Box::new(s))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+                Err(e) => return Err(e).context("accept failed"),
+            },
+        };
+        match conn {
+            Some(c) => {
+                server.accept(c).context("cannot serve a connection")?;
+            }
+            // Wait for the next client, waking often enough to see a signal (or, when
+            // activated, the last client leaving) promptly.
+            None => wait_readable(listener, 50),
+        }
+    }
+    Ok(())
+}
+
 fn blocking(s: std::os::unix::net::UnixStream) -> anyhow::Result<std::os::unix::net::UnixStream> {
     s.set_nonblocking(false)?;
     Ok(s)
@@ -623,7 +770,7 @@ fn wait_readable(l: &Listener, timeout_ms: i32) {
 /// The listening socket: systemd-style activation (LISTEN_PID is us, LISTEN_FDS=1: fd 3), or
 /// --socket / --listen; and whether it came by activation. Listeners are non-blocking so
 /// SIGINT/SIGTERM are seen promptly.
-fn listen(args: &Args) -> anyhow::Result<(Listener, bool)> {
+pub(super) fn listen(args: &Args) -> anyhow::Result<(Listener, bool)> {
     let activated = std::env::var("LISTEN_PID")
         .ok()
         .and_then(|p| p.parse::<u32>().ok())
@@ -686,6 +833,41 @@ fn set_nonblocking(l: &Listener) -> anyhow::Result<()> {
     .context("cannot make the listening socket non-blocking")
 }
 
+/// The workload a server saw, as a report states it: the directions seen, the read share and
+/// the mean request size (the clients' queue depth is not known).
+pub(super) fn served_workload(
+    rec: &nines_core::stats::DeviceRecorder,
+    measured_ns: u64,
+) -> nines_core::workload::WorkloadSpec {
+    use nines_core::workload::{RwMode, WorkloadSpec};
+    let (r, w) = (rec.dir(Op::Read), rec.dir(Op::Write));
+    let ios = r.ios + w.ios;
+    WorkloadSpec {
+        rw: match (r.ios, w.ios) {
+            (_, 0) => RwMode::RandRead,
+            (0, _) => RwMode::RandWrite,
+            _ => RwMode::RandRw,
+        },
+        read_mix_pct: (r.ios * 100).checked_div(ios).unwrap_or(100) as u8,
+        block_size_bytes: (r.bytes + w.bytes).checked_div(ios).unwrap_or(0),
+        runtime_ns: Some(measured_ns),
+        ..WorkloadSpec::default()
+    }
+}
+
+/// A serve report's `extra` start: host, kernel, verb.
+pub(super) fn served_extra() -> serde_json::Map<String, serde_json::Value> {
+    let mut extra = serde_json::Map::new();
+    if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        extra.insert("hostname".into(), serde_json::json!(h.trim()));
+    }
+    if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
+        extra.insert("kernel".into(), serde_json::json!(k.trim()));
+    }
+    extra.insert("verb".into(), serde_json::json!("serve"));
+    extra
+}
+
 /// What `serve --json` writes: a nines report (docs/report-schema.md: `kind` "profile", engine
 /// "serve", one target, the export, with the volume's members) that `report`, `compare` and
 /// `merge` read, plus the server's own counters under `nines_serve`. The workload is what the
@@ -706,31 +888,8 @@ fn served_report(
     use nines_core::report::{
         DeviceMeta, MemberReport, ReportBuilder, RunConfig, RunKind, VolumeReport,
     };
-    use nines_core::workload::{RwMode, WorkloadSpec};
-    let (r, w) = (
-        outcome.recorder.dir(Op::Read),
-        outcome.recorder.dir(Op::Write),
-    );
-    let ios = r.ios + w.ios;
-    let workload = WorkloadSpec {
-        rw: match (r.ios, w.ios) {
-            (_, 0) => RwMode::RandRead,
-            (0, _) => RwMode::RandWrite,
-            _ => RwMode::RandRw,
-        },
-        read_mix_pct: (r.ios * 100).checked_div(ios).unwrap_or(100) as u8,
-        block_size_bytes: (r.bytes + w.bytes).checked_div(ios).unwrap_or(0),
-        runtime_ns: Some(measured_ns),
-        ..WorkloadSpec::default()
-    };
-    let mut extra = serde_json::Map::new();
-    if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
-        extra.insert("hostname".into(), serde_json::json!(h.trim()));
-    }
-    if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
-        extra.insert("kernel".into(), serde_json::json!(k.trim()));
-    }
-    extra.insert("verb".into(), serde_json::json!("serve"));
+    let workload = served_workload(&outcome.recorder, measured_ns);
+    let mut extra = served_extra();
     extra.insert("export".into(), serde_json::json!(args.export));
     extra.insert("layout".into(), serde_json::json!(layout));
     extra.insert("connections".into(), serde_json::json!(outcome.connections));
@@ -812,6 +971,47 @@ mod tests {
         assert!(parse_handshake_timeout("0s").is_err());
         assert!(parse_handshake_timeout("2h").is_err());
         assert!(parse_handshake_timeout("soon").is_err());
+    }
+
+    /// The four keepalive options of an accepted connection, read back with getsockopt.
+    #[test]
+    fn accepted_tcp_sockets_get_keepalive() {
+        use std::os::fd::AsRawFd;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let get = |level, opt| {
+            let mut v: libc::c_int = -1;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: getsockopt of an int option into a local of that size.
+            let rc = unsafe {
+                libc::getsockopt(s.as_raw_fd(), level, opt, (&raw mut v).cast(), &mut len)
+            };
+            assert_eq!(rc, 0);
+            v
+        };
+        assert_eq!(
+            get(libc::SOL_SOCKET, libc::SO_KEEPALIVE),
+            0,
+            "off by default"
+        );
+        set_keepalive(&s).unwrap();
+        assert_eq!(get(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE), KEEPALIVE_IDLE_S);
+        assert_eq!(
+            get(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL),
+            KEEPALIVE_INTERVAL_S
+        );
+        assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPCNT), KEEPALIVE_COUNT);
+    }
+
+    #[test]
+    fn tls_modes_parse() {
+        use nines_nbd::TlsMode;
+        assert_eq!(parse_tls_mode("off"), Ok(TlsMode::Off));
+        assert_eq!(parse_tls_mode("on"), Ok(TlsMode::On));
+        assert_eq!(parse_tls_mode("require"), Ok(TlsMode::Require));
+        assert!(parse_tls_mode("yes").is_err());
     }
 
     proptest! {
