@@ -74,7 +74,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ArrayError;
 use crate::api::{
-    BufRef, CmdDone, CmdOp, CmdResult, Cx, IoResult, MemberCmd, VolIo, VolOp, Volume,
+    BufRef, CmdDone, CmdOp, CmdResult, Cx, Extent, IoResult, MemberCmd, VolIo, VolOp, Volume,
 };
 
 const EIO: i32 = 5;
@@ -1818,6 +1818,28 @@ impl Volume for Serial {
     }
     fn block_bytes(&self) -> u32 {
         self.unit as u32
+    }
+    /// Units never written (or trimmed) read as zeros: a run of unmapped units is a hole, a run
+    /// of mapped ones data. A persisted volume whose table is not read yet says nothing.
+    fn extent_at(&self, offset_bytes: u64) -> Extent {
+        let left = self.size_bytes.saturating_sub(offset_bytes).max(1);
+        if self.meta.as_ref().is_some_and(|m| m.boot != Boot::Ready)
+            || offset_bytes >= self.size_bytes
+        {
+            return Extent::Mapped { len_bytes: left };
+        }
+        let first = (offset_bytes / self.unit) as usize;
+        let unmapped = self.map[first] == NONE;
+        let run = self.map[first..]
+            .iter()
+            .take_while(|&&p| (p == NONE) == unmapped)
+            .count() as u64;
+        let len_bytes = (run * self.unit - offset_bytes % self.unit).min(left);
+        if unmapped {
+            Extent::Unmapped { len_bytes }
+        } else {
+            Extent::Mapped { len_bytes }
+        }
     }
     fn scratch(&self) -> (u32, u32) {
         // GC's slots, then the metadata region's image (persisted volumes).

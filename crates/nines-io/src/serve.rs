@@ -33,8 +33,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nines_array::{
-    AnyVolume, BufRef, CmdDone, CmdOp, CmdResult, IoResult, MemberCmd, Output, VolIo, VolOp,
-    Volume, VolumeHost,
+    AnyVolume, BufRef, CmdDone, CmdOp, CmdResult, Extent, IoResult, MemberCmd, Output, VolIo,
+    VolOp, Volume, VolumeHost,
 };
 use nines_core::hdrlog::IntervalLog;
 use nines_core::latlog::{LatRecord, RECORD_BYTES};
@@ -919,9 +919,14 @@ fn transmit(
                     },
                 )?;
             }
-            Ok(cmd) if matches!(cmd.kind, CmdKind::Cache | CmdKind::BlockStatus) => {
+            Ok(cmd)
+                if cmd.kind == CmdKind::Cache
+                    || (cmd.kind == CmdKind::BlockStatus && ctx.map_file.is_some()) =>
+            {
                 // Answered here, off the core: CACHE is a hint (members are read on demand),
-                // block status needs only the member's map.
+                // block status of one file served as is needs only its map. Block status of
+                // any other volume goes to the core, which holds the volume's mapping and the
+                // emulated members.
                 buf.set_len(0);
                 buf.header.clear();
                 if cmd.kind == CmdKind::Cache {
@@ -965,41 +970,52 @@ fn allocation_map(file: Option<&File>, cmd: &Command, size_bytes: u64, out: &mut
         out.push(((end - start) as u32, 0));
         return;
     };
-    let fd = f.as_raw_fd();
-    let hole = nbd::consts::STATE_HOLE | nbd::consts::STATE_ZERO;
     let mut pos = start;
     while pos < end && out.len() < nbd::consts::BLOCK_STATUS_EXTENTS_MAX {
-        // SAFETY: lseek on an open descriptor; SEEK_DATA/SEEK_HOLE return absolute offsets,
-        // so other threads' use of the descriptor (positional I/O only) is unaffected.
-        let data = unsafe { libc::lseek(fd, pos as i64, libc::SEEK_DATA) };
-        let (next, flags) = if data < 0 {
-            match io::Error::last_os_error().raw_os_error() {
-                // No data at or after pos: a hole to the end of the file.
-                Some(libc::ENXIO) => (end, hole),
-                // The file system cannot tell: report the rest allocated.
-                _ => (end, 0),
-            }
-        } else if data as u64 > pos {
-            (data as u64, hole)
-        } else {
-            // SAFETY: as above.
-            let h = unsafe { libc::lseek(fd, pos as i64, libc::SEEK_HOLE) };
-            if h < 0 || h as u64 <= pos {
-                (end, 0)
-            } else {
-                (h as u64, 0)
-            }
-        };
-        let next = next.min(end);
-        match out.last_mut() {
-            Some((len, f)) if *f == flags => *len += (next - pos) as u32,
-            _ => out.push(((next - pos) as u32, flags)),
-        }
+        let (next, flags) = file_run(f.as_raw_fd(), pos, end);
+        push_extent(out, (next - pos) as u32, flags);
         pos = next;
         if cmd.req_one {
             break;
         }
     }
+}
+
+/// Adds an extent, merged with the last when their flags agree.
+fn push_extent(out: &mut Vec<(u32, u32)>, len: u32, flags: u32) {
+    match out.last_mut() {
+        Some((l, f)) if *f == flags => *l += len,
+        _ => out.push((len, flags)),
+    }
+}
+
+/// The run of a regular file from `pos` (below `end`) that is all hole or all data: its end
+/// (above `pos`, at most `end`) and its block-status flags (HOLE|ZERO or 0). A file system
+/// that cannot tell reports data.
+fn file_run(fd: RawFd, pos: u64, end: u64) -> (u64, u32) {
+    let hole = nbd::consts::STATE_HOLE | nbd::consts::STATE_ZERO;
+    // SAFETY: lseek on an open descriptor; SEEK_DATA/SEEK_HOLE return absolute offsets,
+    // so other threads' use of the descriptor (positional I/O only) is unaffected.
+    let data = unsafe { libc::lseek(fd, pos as i64, libc::SEEK_DATA) };
+    let (next, flags) = if data < 0 {
+        match io::Error::last_os_error().raw_os_error() {
+            // No data at or after pos: a hole to the end of the file.
+            Some(libc::ENXIO) => (end, hole),
+            // The file system cannot tell: report the rest allocated.
+            _ => (end, 0),
+        }
+    } else if data as u64 > pos {
+        (data as u64, hole)
+    } else {
+        // SAFETY: as above.
+        let h = unsafe { libc::lseek(fd, pos as i64, libc::SEEK_HOLE) };
+        if h < 0 || h as u64 <= pos {
+            (end, 0)
+        } else {
+            (h as u64, 0)
+        }
+    };
+    (next.min(end), flags)
 }
 
 /// Writes `a` then `b`, less their first `skip_bytes`, with as few system calls as the socket
@@ -1231,6 +1247,8 @@ struct Core {
     on_failed: Option<Box<dyn FnMut(u32) + Send>>,
     /// The export's block: reads are widened to whole blocks.
     block_bytes: u32,
+    /// Block status's extents, reused (nothing allocated per request).
+    extents: Vec<(u32, u32)>,
 }
 
 impl Core {
@@ -1302,6 +1320,7 @@ impl Core {
             lat: None,
             on_failed: None,
             block_bytes,
+            extents: Vec::with_capacity(nbd::consts::BLOCK_STATUS_EXTENTS_MAX),
         }
     }
 
@@ -1528,6 +1547,10 @@ impl Core {
                     // the last, when the reader's Gone arrives and nothing more is owed.
                     return;
                 }
+                if cmd.kind == CmdKind::BlockStatus {
+                    self.block_status(conn, &cmd, buf);
+                    return;
+                }
                 if let Some(c) = self.conns.get_mut(conn) {
                     c.owed += 1;
                 }
@@ -1541,6 +1564,65 @@ impl Core {
             }
             Msg::Shutdown => {}
         }
+    }
+
+    /// Answers a BLOCK_STATUS request (`base:allocation`) from the volume's mapping
+    /// ([`Volume::extent_at`]) and its members' own holes: an emulated member's unwritten
+    /// blocks, a regular file's holes. Rare and bounded (at most
+    /// [`nbd::consts::BLOCK_STATUS_EXTENTS_MAX`] extents), so done in the core, which holds both.
+    fn block_status(&mut self, conn: usize, cmd: &Command, mut buf: IoBuf) {
+        self.out.answered_by_reader += 1;
+        let mut extents = std::mem::take(&mut self.extents);
+        extents.clear();
+        let start = cmd.offset_bytes;
+        let end = (start + u64::from(cmd.len_bytes)).min(self.host.volume().size_bytes());
+        let hole = nbd::consts::STATE_HOLE | nbd::consts::STATE_ZERO;
+        let mut pos = start;
+        while pos < end && extents.len() < nbd::consts::BLOCK_STATUS_EXTENTS_MAX {
+            let (len, flags) = match self.host.volume().extent_at(pos) {
+                Extent::Unmapped { len_bytes } => (len_bytes, hole),
+                Extent::Mapped { len_bytes } => (len_bytes, 0),
+                Extent::OnMember {
+                    member,
+                    offset_bytes,
+                    len_bytes,
+                } => self.member_run(member, offset_bytes, len_bytes.min(end - pos)),
+            };
+            let len = len.clamp(1, end - pos);
+            push_extent(&mut extents, len as u32, flags);
+            pos += len;
+            if cmd.req_one {
+                break;
+            }
+        }
+        if extents.is_empty() {
+            extents.push(((end - start) as u32, 0));
+        }
+        buf.set_len(0);
+        buf.header.clear();
+        nbd::block_status_reply(&mut buf.header, cmd.cookie, &extents);
+        self.extents = extents;
+        self.deliver(conn, buf, false);
+    }
+
+    /// The run of member `member` from `offset_bytes` (at most `len_bytes`) that is all
+    /// unwritten or all data, and its flags: an emulated member's store, a regular file's
+    /// SEEK_DATA/SEEK_HOLE; data for a block device or a released member.
+    fn member_run(&self, member: u32, offset_bytes: u64, len_bytes: u64) -> (u64, u32) {
+        let hole = nbd::consts::STATE_HOLE | nbd::consts::STATE_ZERO;
+        if let Some(dev) = self.emu.get(member as usize).and_then(Option::as_ref) {
+            let (written, n) = dev.written_run(offset_bytes, len_bytes);
+            return (n, if written { 0 } else { hole });
+        }
+        let Some(m) = self.fds.0.get(member as usize) else {
+            return (len_bytes, 0);
+        };
+        let fd = m.fd.load(Ordering::Acquire);
+        if m.block || fd < 0 || self.member_state[member as usize] != MemberState::Working {
+            return (len_bytes, 0);
+        }
+        let (next, flags) = file_run(fd, offset_bytes, offset_bytes + len_bytes);
+        (next - offset_bytes, flags)
     }
 
     fn member_completed(&mut self, member: u32, done: CmdDone) {

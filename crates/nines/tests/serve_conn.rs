@@ -439,8 +439,82 @@ fn cache_and_fast_zero() {
     assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
 }
 
+/// `nbdinfo --map`'s extents (offset, length, type) of what `target` names: a command between
+/// `[ ]` (socket activation) or an NBD URI.
+fn nbdinfo_map(target: &[&str]) -> Vec<(u64, u64, u32)> {
+    let out = Command::new("nbdinfo")
+        .arg("--map")
+        .args(target)
+        .output()
+        .expect("nbdinfo (run scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `nbdinfo --map` of `nines serve ARGS`, started by nbdinfo itself.
+fn map_of_serve(args: &[&str]) -> Vec<(u64, u64, u32)> {
+    let mut a = vec!["--", "[", BIN, "serve"];
+    a.extend_from_slice(args);
+    a.push("]");
+    nbdinfo_map(&a)
+}
+
+/// Extents (offset, length, type 3 = hole|zero, 0 = data) of an export of `size` whose data
+/// is exactly `data` (sorted, disjoint, merged ranges).
+fn expected_map(size: u64, data: &[(u64, u64)]) -> Vec<(u64, u64, u32)> {
+    let mut v = Vec::new();
+    let mut pos = 0;
+    for &(off, len) in data {
+        if off > pos {
+            v.push((pos, off - pos, 3));
+        }
+        v.push((off, len, 0));
+        pos = off + len;
+    }
+    if pos < size {
+        v.push((pos, size - pos, 3));
+    }
+    v
+}
+
+/// Writes `len` bytes of `byte` at each offset over a raw connection (simple replies), trims
+/// each of `trims`, and disconnects.
+fn write_and_trim(socket: &Path, writes: &[(u64, u32)], trims: &[(u64, u32)]) {
+    let (mut c, _) = handshake(socket).unwrap();
+    for (i, &(off, len)) in writes.iter().enumerate() {
+        c.write_all(&request(1, i as u64, off, len)).unwrap();
+        c.write_all(&vec![0x5au8; len as usize]).unwrap();
+        assert_eq!(
+            simple_reply(&mut c).unwrap(),
+            (0, i as u64),
+            "write at {off}"
+        );
+    }
+    for (i, &(off, len)) in trims.iter().enumerate() {
+        let cookie = 1000 + i as u64;
+        c.write_all(&request(4, cookie, off, len)).unwrap();
+        assert_eq!(simple_reply(&mut c).unwrap(), (0, cookie), "trim at {off}");
+    }
+    c.write_all(&request(2, 9999, 0, 0)).unwrap();
+}
+
 /// `nbdinfo --map` (base:allocation block status) on a sparse file member: its holes and
-/// data as the file system has them; on raid0 every range is reported allocated.
+/// data as the file system has them; on raid0 the members' holes where its stripe units put
+/// them (before: raid0 was reported allocated throughout).
 #[test]
 fn nbdinfo_map_reports_the_holes_of_a_sparse_member() {
     let dir = tempfile::tempdir().unwrap();
@@ -453,31 +527,7 @@ fn nbdinfo_map_reports_the_holes_of_a_sparse_member() {
         f.write_all_at(&[2u8; 4096], 5 << 20).unwrap();
         f.sync_all().unwrap();
     }
-    let map = |args: &[&str]| -> Vec<(u64, u64, u32)> {
-        let out = Command::new("nbdinfo")
-            .args(["--map", "--", "[", BIN, "serve"])
-            .args(args)
-            .arg("]")
-            .output()
-            .expect("nbdinfo (run scripts/setup.sh)");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (
-                    f[0].parse().unwrap(),
-                    f[1].parse().unwrap(),
-                    f[2].parse().unwrap(),
-                )
-            })
-            .collect()
-    };
-    let got = map(&[m.to_str().unwrap()]);
+    let got = map_of_serve(&[m.to_str().unwrap()]);
     assert_eq!(
         got,
         vec![
@@ -491,18 +541,144 @@ fn nbdinfo_map_reports_the_holes_of_a_sparse_member() {
     );
     let m1 = file(d, "m1", 8 << 20);
     // m holds data: --create adds the array's superblocks (the export loses each member's last
-    // 4 KiB, rounded down to whole stripes).
-    let got = map(&[
+    // 8 KiB, rounded down to whole stripes: 8 MiB - 64 KiB of each). Member 0's data at 1 MiB
+    // is its stripe unit 16, the volume's unit 32 (2 MiB); at 5 MiB unit 80, the volume's 160
+    // (10 MiB).
+    let got = map_of_serve(&[
         "--layout",
         "raid0",
+        "--stripe",
+        "64k",
         "--create",
         m.to_str().unwrap(),
         m1.to_str().unwrap(),
     ]);
-    assert_eq!(got.len(), 1, "{got:?}");
-    let (start, len, kind) = got[0];
-    assert_eq!((start, kind), (0, 0), "{got:?}");
-    assert!(len > 15 << 20 && len < 16 << 20, "{got:?}");
+    let size = 2 * ((8 << 20) - (64 << 10));
+    assert_eq!(
+        got,
+        expected_map(size, &[(2 << 20, 64 << 10), (10 << 20, 4096)]),
+        "raid0 over the sparse member and an empty one"
+    );
+}
+
+/// Block status of an emulated member: blocks never written (or trimmed) are holes, written
+/// ones data, exactly (before: the whole export was reported allocated).
+#[test]
+fn nbdinfo_map_reports_the_unwritten_blocks_of_an_emulated_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let s = Serving::start(
+        d,
+        &[
+            "--precondition",
+            "none",
+            "--memory-budget",
+            "256m",
+            "emu:afa-m2-2018:64m",
+        ],
+    );
+    write_and_trim(
+        &s.socket,
+        &[
+            (0, 4096),
+            (1 << 20, 64 << 10),
+            (40 << 20, 8192),
+            ((64 << 20) - 4096, 4096),
+        ],
+        &[((1 << 20) + (16 << 10), 8192)],
+    );
+    let uri = format!("nbd+unix:///?socket={}", s.socket.display());
+    let got = nbdinfo_map(&[&uri]);
+    assert_eq!(
+        got,
+        expected_map(
+            64 << 20,
+            &[
+                (0, 4096),
+                (1 << 20, 16 << 10),
+                ((1 << 20) + (24 << 10), 40 << 10),
+                (40 << 20, 8192),
+                ((64 << 20) - 4096, 4096),
+            ]
+        ),
+        "extents of the emulated member"
+    );
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
+}
+
+/// Block status of a serial (log-structured) array: volume units never written or trimmed
+/// are holes, whatever the members hold; and raid0 over emulated members finds each unit's
+/// member's own unwritten blocks.
+#[test]
+fn nbdinfo_map_reports_the_unmapped_units_of_a_serial_array() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let members: Vec<PathBuf> = (0..4)
+        .map(|i| file(d, &format!("s{i}"), 64 << 20))
+        .collect();
+    let mut args = vec![
+        "--layout",
+        "serial",
+        "--column-members",
+        "2",
+        "--stripe",
+        "64k",
+        "--segment",
+        "1m",
+        "--map-unit",
+        "4k",
+    ];
+    args.extend(members.iter().map(|p| p.to_str().unwrap()));
+    let s = Serving::start(d, &args);
+    let (c, size) = handshake(&s.socket).unwrap();
+    drop(c);
+    write_and_trim(
+        &s.socket,
+        &[(8192, 4096), (3 << 20, 128 << 10), (size - 8192, 8192)],
+        &[((3 << 20) + (64 << 10), 4096)],
+    );
+    let uri = format!("nbd+unix:///?socket={}", s.socket.display());
+    let got = nbdinfo_map(&[&uri]);
+    assert_eq!(
+        got,
+        expected_map(
+            size,
+            &[
+                (8192, 4096),
+                (3 << 20, 64 << 10),
+                ((3 << 20) + (68 << 10), 60 << 10),
+                (size - 8192, 8192),
+            ]
+        ),
+        "extents of the serial array (size {size})"
+    );
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
+
+    // raid0 of two emulated members, 64 KiB stripes: volume [0, 192 KiB) written covers
+    // units 0 to 2; a 4 KiB write at 1 MiB + 4 KiB lies inside unit 16 (member 0).
+    let s = Serving::start(
+        d,
+        &[
+            "--precondition",
+            "none",
+            "--memory-budget",
+            "256m",
+            "--layout",
+            "raid0",
+            "--stripe",
+            "64k",
+            "emu:afa-m2-2018:32m",
+            "emu:afa-m2-2018:32m",
+        ],
+    );
+    write_and_trim(&s.socket, &[(0, 192 << 10), ((1 << 20) + 4096, 4096)], &[]);
+    let got = nbdinfo_map(&[&uri]);
+    assert_eq!(
+        got,
+        expected_map(64 << 20, &[(0, 192 << 10), ((1 << 20) + 4096, 4096)]),
+        "extents of raid0 over emulated members"
+    );
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
 }
 
 /// A raid0 member's error reaches the client (EIO) and is printed on stderr (before: nothing
