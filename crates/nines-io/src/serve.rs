@@ -27,7 +27,7 @@ use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -54,8 +54,21 @@ pub const CONN_INFLIGHT_MAX: usize = 64;
 pub const TAGS: u32 = 128;
 /// Threads executing member commands.
 pub const IO_THREADS: usize = 8;
-/// The largest request payload (NBD_INFO_BLOCK_SIZE maximum).
-pub const PAYLOAD_MAX_BYTES: u32 = 32 << 20;
+/// The largest request payload (NBD_INFO_BLOCK_SIZE maximum). nbd-server and nbdkit serve
+/// larger requests than 32 MiB (nbd-tester-client's integrityhuge mode sends up to 50 MB with
+/// EXPORT_NAME, never seeing the advertised maximum); the memory they take is bounded by
+/// [`ServeConfig::buffer_budget_bytes`].
+pub const PAYLOAD_MAX_BYTES: u32 = 64 << 20;
+/// The largest volume I/O (the volume's `len_bytes_max`): a request larger than this is
+/// submitted in pieces of it, one after the other on the request's tag, so the volumes'
+/// command bounds (which grow with it) stay what they were.
+pub const VOL_IO_MAX_BYTES: u32 = 32 << 20;
+/// Request buffers over [`BUF_KEEP_MAX_BYTES`] held at once by every server of the process
+/// (each is given back after its reply): checked against [`ServeConfig::buffer_budget_bytes`]
+/// before a buffer grows.
+static BIG_BUF_BYTES: AtomicU64 = AtomicU64::new(0);
+/// [`ServeConfig::buffer_budget_bytes`]'s default where the host's memory is not known.
+pub const BUFFER_BUDGET_DEFAULT_BYTES: u64 = 1 << 30;
 /// Client connections served at once by default (`--max-connections`); more are closed at
 /// once, and the refusal logged. Each costs two threads and, in transmission, its credits.
 pub const CONNS_MAX_DEFAULT: usize = 512;
@@ -145,6 +158,15 @@ pub struct IoBuf {
     skip: usize,
     /// The reply header (NBD headers are at most 32 bytes: no growth).
     header: Vec<u8>,
+    /// Bytes of [`BIG_BUF_BYTES`] this buffer holds (its request's, when over
+    /// [`BUF_KEEP_MAX_BYTES`]); given back with the buffer.
+    charged_bytes: u64,
+}
+
+impl Drop for IoBuf {
+    fn drop(&mut self) {
+        self.uncharge();
+    }
 }
 
 impl IoBuf {
@@ -154,6 +176,30 @@ impl IoBuf {
             len: 0,
             skip: 0,
             header: Vec::with_capacity(32),
+            charged_bytes: 0,
+        }
+    }
+
+    /// Takes `need_bytes` of the large-buffer budget for a request that will grow this buffer
+    /// past [`BUF_KEEP_MAX_BYTES`] (nothing below it); false when the budget would be exceeded
+    /// (the request is refused ENOMEM instead of the process running out of memory).
+    fn charge(&mut self, need_bytes: u64, budget_bytes: u64) -> bool {
+        if need_bytes <= BUF_KEEP_MAX_BYTES as u64 {
+            return true;
+        }
+        let was = BIG_BUF_BYTES.fetch_add(need_bytes, Ordering::AcqRel);
+        if was + need_bytes > budget_bytes {
+            BIG_BUF_BYTES.fetch_sub(need_bytes, Ordering::AcqRel);
+            return false;
+        }
+        self.charged_bytes += need_bytes;
+        true
+    }
+
+    fn uncharge(&mut self) {
+        if self.charged_bytes > 0 {
+            BIG_BUF_BYTES.fetch_sub(self.charged_bytes, Ordering::AcqRel);
+            self.charged_bytes = 0;
         }
     }
 
@@ -186,6 +232,7 @@ impl IoBuf {
         if self.data.len() > BUF_KEEP_MAX_BYTES {
             self.data = AlignedBuf::new(BUF_ALIGN_BYTES);
         }
+        self.uncharge();
         self.len = 0;
         self.skip = 0;
     }
@@ -375,6 +422,10 @@ pub struct ServeConfig {
     /// with no write-back buffer): block status reports that file's holes. Otherwise every
     /// range is reported allocated (always true to the protocol).
     pub identity_file_map: bool,
+    /// Memory all request buffers over 1 MiB may take at once (a request that would exceed
+    /// it is refused ENOMEM, its payload consumed): half of MemAvailable at start is what
+    /// `nines serve` gives.
+    pub buffer_budget_bytes: u64,
 }
 
 impl Default for ServeConfig {
@@ -383,6 +434,7 @@ impl Default for ServeConfig {
             max_connections: CONNS_MAX_DEFAULT,
             handshake_timeout: HANDSHAKE_TIMEOUT_DEFAULT,
             identity_file_map: false,
+            buffer_budget_bytes: BUFFER_BUDGET_DEFAULT_BYTES,
         }
     }
 }
@@ -567,6 +619,7 @@ impl Server {
         let stopping = Arc::clone(&self.stopping);
         let handshake_timeout = self.config.handshake_timeout;
         let map_file = self.map_file.clone();
+        let buffer_budget_bytes = self.config.buffer_budget_bytes;
         let r = thread::spawn(move || {
             let mut w = None;
             // A protocol violation, a client gone, or an option phase ended by the client:
@@ -579,6 +632,7 @@ impl Server {
                 stopping: &stopping,
                 handshake_timeout,
                 map_file: map_file.as_deref(),
+                buffer_budget_bytes,
             };
             if reader(&ctx, conn, writer, &mut w).is_err() {
                 shut.shutdown_both();
@@ -693,6 +747,7 @@ struct ReaderCtx<'a> {
     stopping: &'a AtomicBool,
     handshake_timeout: Duration,
     map_file: Option<&'a File>,
+    buffer_budget_bytes: u64,
 }
 
 /// Reads exactly `buf` before `deadline` (the handshake's): the socket's timeouts are set to
@@ -905,6 +960,26 @@ fn transmit(
         let raw = nbd::RawRequest::parse(&h).map_err(io::Error::other)?;
         let checked = nbd::check(&raw, ctx.export, &neg).map_err(io::Error::other)?;
         let mut buf = take_credit(credits, ctx.stopping)?;
+        // A large request's buffer comes out of the budget first (a read's is its span of
+        // whole blocks); over it, the request is refused, its payload consumed.
+        let checked = match checked {
+            Ok(cmd) if matches!(cmd.kind, CmdKind::Read | CmdKind::Write) => {
+                let need = if cmd.kind == CmdKind::Read {
+                    cmd.aligned_span(ctx.export.block_min_bytes).1
+                } else {
+                    u64::from(cmd.len_bytes)
+                };
+                if buf.charge(need, ctx.buffer_budget_bytes) {
+                    Ok(cmd)
+                } else {
+                    Err(nbd::Refusal {
+                        cookie: cmd.cookie,
+                        errno: nbd::consts::ENOMEM,
+                    })
+                }
+            }
+            other => other,
+        };
         match checked {
             Err(r) => {
                 // A refused write's payload is read and dropped (the buffer is not grown).
@@ -1183,6 +1258,15 @@ struct Slot {
     offset_bytes: u64,
     len_bytes: u32,
     received_ns: u64,
+    /// The volume range the request covers (a read's widened to whole blocks), submitted in
+    /// pieces of at most [`VOL_IO_MAX_BYTES`]: the current piece starts `done_bytes` in and is
+    /// `piece_bytes` long.
+    vol_offset_bytes: u64,
+    vol_len_bytes: u32,
+    done_bytes: u32,
+    piece_bytes: u32,
+    /// Force unit access: every piece carries it.
+    fua: bool,
 }
 
 struct ConnState {
@@ -1249,6 +1333,8 @@ struct Core {
     block_bytes: u32,
     /// Block status's extents, reused (nothing allocated per request).
     extents: Vec<(u32, u32)>,
+    /// Tags whose next piece is to be submitted ([`Core::next_piece`]).
+    pieces: Vec<u32>,
 }
 
 impl Core {
@@ -1321,6 +1407,7 @@ impl Core {
             on_failed: None,
             block_bytes,
             extents: Vec::with_capacity(nbd::consts::BLOCK_STATUS_EXTENTS_MAX),
+            pieces: Vec::with_capacity(TAGS as usize),
         }
     }
 
@@ -1381,6 +1468,11 @@ impl Core {
             offset_bytes: 0,
             len_bytes: 0,
             received_ns: now_ns(),
+            vol_offset_bytes: 0,
+            vol_len_bytes: 0,
+            done_bytes: 0,
+            piece_bytes: 0,
+            fua: false,
         });
         let io = VolIo {
             tag,
@@ -1731,8 +1823,10 @@ impl Core {
             } else {
                 (cmd.offset_bytes, cmd.len_bytes)
             };
+            let piece_bytes = len_bytes.min(VOL_IO_MAX_BYTES);
             let data = buf.bytes_mut();
-            self.ptr_client[tag as usize] = (data.as_mut_ptr(), data.len());
+            self.ptr_client[tag as usize] =
+                (data.as_mut_ptr(), data.len().min(piece_bytes as usize));
             self.bufs[tag as usize] = Some(buf);
             self.slots[tag as usize] = Some(Slot {
                 conn,
@@ -1741,18 +1835,67 @@ impl Core {
                 offset_bytes: cmd.offset_bytes,
                 len_bytes: cmd.len_bytes,
                 received_ns,
+                vol_offset_bytes: offset_bytes,
+                vol_len_bytes: len_bytes,
+                done_bytes: 0,
+                piece_bytes,
+                fua: cmd.fua,
             });
             let io = VolIo {
                 tag,
                 op,
                 offset_bytes,
-                len_bytes: if op == VolOp::Flush { 0 } else { len_bytes },
+                len_bytes: if op == VolOp::Flush { 0 } else { piece_bytes },
                 fua: cmd.fua,
             };
             let now = self.now();
             self.with_data(|h, d| h.submit(now, io, d));
             self.drain();
         }
+    }
+
+    /// The piece of a request larger than [`VOL_IO_MAX_BYTES`] that completed was not its
+    /// last: moves the tag on to the next piece (submitted by [`Core::drain`] once the
+    /// outputs of the call that completed it are out). False when the request is done.
+    fn next_piece(&mut self, tag: u32, result: IoResult) -> bool {
+        let Some(slot) = self.slots[tag as usize].as_mut() else {
+            return false;
+        };
+        let done = slot.done_bytes + slot.piece_bytes;
+        if result != IoResult::Ok || slot.kind == CmdKind::Flush || done >= slot.vol_len_bytes {
+            return false;
+        }
+        slot.done_bytes = done;
+        slot.piece_bytes = (slot.vol_len_bytes - done).min(VOL_IO_MAX_BYTES);
+        let piece = slot.piece_bytes as usize;
+        let moves_data = matches!(slot.kind, CmdKind::Read | CmdKind::Write);
+        if moves_data && let Some(buf) = self.bufs[tag as usize].as_mut() {
+            let data = buf.bytes_mut();
+            self.ptr_client[tag as usize] = (data[done as usize..].as_mut_ptr(), piece);
+        }
+        self.pieces.push(tag);
+        true
+    }
+
+    /// Submits the next piece of request `tag` ([`Core::next_piece`]).
+    fn submit_piece(&mut self, tag: u32) {
+        let Some(slot) = self.slots[tag as usize].as_ref() else {
+            return;
+        };
+        let io = VolIo {
+            tag,
+            op: match slot.kind {
+                CmdKind::Read => VolOp::Read,
+                CmdKind::Write => VolOp::Write,
+                CmdKind::Trim => VolOp::Trim,
+                _ => VolOp::WriteZeroes,
+            },
+            offset_bytes: slot.vol_offset_bytes + u64::from(slot.done_bytes),
+            len_bytes: slot.piece_bytes,
+            fua: slot.fua,
+        };
+        let now = self.now();
+        self.with_data(|h, d| h.submit(now, io, d));
     }
 
     /// Sends the volume's member commands to the pool (or reads them from the page cache at
@@ -1762,8 +1905,18 @@ impl Core {
             while let Some(o) = self.host.pop() {
                 match o {
                     Output::Cmd(c) => self.send_cmd(c),
-                    Output::Done(d) => self.complete(d.tag, d.result),
+                    Output::Done(d) => {
+                        if !self.next_piece(d.tag, d.result) {
+                            self.complete(d.tag, d.result);
+                        }
+                    }
                 }
+            }
+            // A large request's next piece, once every output of the call that completed
+            // the last is out.
+            if let Some(tag) = self.pieces.pop() {
+                self.submit_piece(tag);
+                continue;
             }
             // Commands done here are delivered once every output of the call that made them
             // is out (as completions from the pool would be).
@@ -2050,6 +2203,26 @@ mod tests {
         assert_eq!(failed_member(&v), Some(2));
         let v = serde_json::json!([{"a": 1}, {"failed_member": 0}]);
         assert_eq!(failed_member(&v), Some(0));
+    }
+
+    #[test]
+    fn large_buffers_are_charged_to_the_budget_and_given_back() {
+        let budget = 1u64 << 40;
+        let mut a = IoBuf::new();
+        assert!(a.charge(4096, 0), "small buffers are never charged");
+        assert!(a.charge(8 << 20, budget));
+        assert_eq!(a.charged_bytes, 8 << 20);
+        let mut b = IoBuf::new();
+        // Over what is left of a budget: refused, nothing charged.
+        let left = budget - BIG_BUF_BYTES.load(Ordering::Acquire);
+        assert!(!b.charge(left + 1, budget));
+        assert_eq!(b.charged_bytes, 0);
+        a.set_len(8 << 20);
+        a.recycle();
+        assert_eq!(a.charged_bytes, 0, "recycling gives the charge back");
+        assert!(b.charge(2 << 20, budget));
+        assert_eq!(b.charged_bytes, 2 << 20);
+        drop(b);
     }
 
     #[test]

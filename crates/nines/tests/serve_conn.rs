@@ -343,7 +343,7 @@ fn read_reply_data(c: &mut UnixStream, cookie: u64, len: usize) -> Vec<u8> {
 
 /// nbd-tester-client's `-o` sequence, reproduced: a 1 MiB read, then offset 1 for 1 MiB + 14
 /// and offset 2 for 2 MiB + 28 (unaligned: the spec's default minimum block is 1 byte, so
-/// they are served, each with its data); then a write payload over the 32 MiB maximum, refused
+/// they are served, each with its data); then a write payload over the 64 MiB maximum, refused
 /// EOVERFLOW with its payload read and dropped, and the connection still in step. Before: the
 /// unaligned reads got EINVAL with no data (the tester, which reads the data anyway, hung) and
 /// the oversized write closed the connection.
@@ -366,8 +366,8 @@ fn unaligned_reads_are_served_and_oversized_writes_refused_in_step() {
     let len = 2 * len;
     c.write_all(&request(0, 2, 2, len as u32)).unwrap();
     assert!(read_reply_data(&mut c, 2, len) == content[2..2 + len]);
-    // A write of 32 MiB + 4 KiB, payload sent in full: refused, nothing written.
-    let big = (32 << 20) + 4096;
+    // A write of 64 MiB + 4 KiB, payload sent in full: refused, nothing written.
+    let big = (64 << 20) + 4096;
     c.write_all(&request(1, 3, 0, big as u32)).unwrap();
     c.write_all(&vec![0xeeu8; big]).unwrap();
     assert_eq!(simple_reply(&mut c).unwrap(), (75, 3)); // EOVERFLOW
@@ -383,6 +383,110 @@ fn unaligned_reads_are_served_and_oversized_writes_refused_in_step() {
         std::fs::read(&m).unwrap() == content,
         "a refused write changed the data"
     );
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
+}
+
+/// nbd-tester-client's integrityhuge mode, reproduced: an EXPORT_NAME client (it never sees
+/// the advertised maximum) sends make-integrityhuge's requests, writes (some FUA), reads and
+/// flushes of 1 KiB-aligned lengths up to 50 MB at 1 KiB-aligned offsets of a 50 MB range, two
+/// at a time; every read must return what the model of the export says. Over a file and over
+/// raid5 (4 KiB-aligned there, its block), whose volume I/Os are at most 32 MiB: larger
+/// requests are served in pieces. Before: every request over 32 MiB was refused EOVERFLOW
+/// ("Server errored a transaction").
+#[test]
+fn integrityhuge_requests_up_to_50_mb_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let span = 50_000_000u64;
+    let m = file(d, "m0", 64 << 20);
+    huge_transactions(d, &[m.to_str().unwrap()], span, 1024, 24);
+    let r: Vec<PathBuf> = (0..3)
+        .map(|i| file(d, &format!("r{i}"), 32 << 20))
+        .collect();
+    let mut args = vec!["--layout", "raid5", "--create"];
+    args.extend(r.iter().map(|p| p.to_str().unwrap()));
+    huge_transactions(d, &args, span.min(60 << 20), 4096, 12);
+}
+
+/// Serves `args` and runs `count` integrityhuge transactions (see above) over `span` bytes,
+/// with lengths and offsets multiples of `align`, two in flight at once.
+fn huge_transactions(d: &Path, args: &[&str], span: u64, align: u64, count: u32) {
+    let s = Serving::start(d, args);
+    let (mut c, size) = handshake(&s.socket).unwrap();
+    let span = span.min(size);
+    let mut model = vec![0u8; span as usize];
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut largest = 0;
+    let mut i = 0u64;
+    while i < u64::from(count) {
+        // Two requests that do not overlap (as the tester never has two overlapping in
+        // flight): a pair over 32 MiB together, each up to span / 2, or one up to span.
+        let mut pair = Vec::new();
+        // The first is a write of the whole span (over 32 MiB: the pieces' case).
+        let halves = i > 0 && next() % 2 == 0;
+        for h in 0..if halves { 2 } else { 1 } {
+            let (lo, room) = if halves {
+                (h * (span / 2 / align * align), span / 2 / align * align)
+            } else {
+                (0, span)
+            };
+            let len = if i == 0 {
+                room / align * align
+            } else {
+                (next() % (room - align)) / align * align + align
+            };
+            let off = lo + (next() % (room - len + 1)) / align * align;
+            let kind = match if i == 0 { 4 } else { next() % 8 } {
+                0 => 3u16,  // flush
+                1..=3 => 0, // read
+                _ => 1,     // write
+            };
+            let fua = kind == 1 && next() % 4 == 0;
+            pair.push((i, kind, fua, off, len));
+            i += 1;
+        }
+        for &(cookie, kind, fua, off, len) in &pair {
+            let (off, len) = if kind == 3 { (0, 0) } else { (off, len) };
+            let mut req = request(kind, cookie, off, len as u32);
+            if fua {
+                req[4..6].copy_from_slice(&1u16.to_be_bytes());
+            }
+            c.write_all(&req).unwrap();
+            if kind == 1 {
+                let data: Vec<u8> = (0..len)
+                    .map(|b| ((off + b) as u8) ^ (cookie as u8).wrapping_mul(31))
+                    .collect();
+                c.write_all(&data).unwrap();
+                model[off as usize..(off + len) as usize].copy_from_slice(&data);
+            }
+            largest = largest.max(len);
+        }
+        for _ in &pair {
+            let (err, got) = simple_reply(&mut c).unwrap();
+            // Replies may come in any order: find the transaction answered.
+            let &(_, kind, _, off, len) = pair.iter().find(|t| t.0 == got).unwrap();
+            assert_eq!(
+                err, 0,
+                "transaction {got}: {kind} of {len} bytes at {off} errored"
+            );
+            if kind == 0 {
+                let mut back = vec![0u8; len as usize];
+                c.read_exact(&mut back).unwrap();
+                assert!(
+                    back == model[off as usize..(off + len) as usize],
+                    "transaction {got}: read of {len} bytes at {off} differs from what was written"
+                );
+            }
+        }
+    }
+    c.write_all(&request(2, u64::MAX, 0, 0)).unwrap();
+    assert!(largest > 32 << 20, "no transaction over 32 MiB ({largest})");
     assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
 }
 
