@@ -1959,8 +1959,11 @@ impl Volume for Serial {
         }
         let first = (offset_bytes / self.unit) as usize;
         let unmapped = self.map[first] == NONE;
+        // A block-status request covers less than 4 GiB: look no further than that.
+        let scan = (u64::from(u32::MAX) / self.unit + 2) as usize;
         let run = self.map[first..]
             .iter()
+            .take(scan)
             .take_while(|&&p| (p == NONE) == unmapped)
             .count() as u64;
         let len_bytes = (run * self.unit - offset_bytes % self.unit).min(left);
