@@ -200,6 +200,30 @@ fn check_finds_a_corrupt_serial_table_and_repair_lets_the_volume_open_again() {
             "block at {off} after repair"
         );
     }
+    // Block status of the reopened volume: its table read back, exactly the written units are
+    // data (nbdinfo --map: offset, length, type; 0 data, 3 hole).
+    let uri = format!("nbd+unix:///?socket={}", d.join("nbd.sock").display());
+    let out = Command::new("nbdinfo")
+        .args(["--map", &uri])
+        .output()
+        .expect("nbdinfo (run scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let data: Vec<(u64, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<u64> = l
+                .split_whitespace()
+                .take(3)
+                .map(|x| x.parse().unwrap())
+                .collect();
+            (f[2] == 0).then_some((f[0], f[1]))
+        })
+        .collect();
+    assert_eq!(data, vec![(0, 4096), (1 << 20, 4096), (5 << 20, 4096)]);
     drop(c);
     stop(child);
 
