@@ -2225,6 +2225,157 @@ mod tests {
         drop(b);
     }
 
+    /// A server whose large-buffer budget is 3 MiB: a 2 MiB write is served, a 4 MiB one is
+    /// refused ENOMEM with its payload consumed (the next request is answered in step), and a
+    /// 48 MiB read (over the 32 MiB volume I/O: served in two pieces) comes back whole once
+    /// the budget allows it.
+    #[test]
+    fn the_buffer_budget_refuses_what_it_cannot_hold_and_large_requests_are_served_in_pieces() {
+        use std::os::unix::fs::FileExt;
+        use std::os::unix::net::UnixStream;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m0");
+        let size = 64u64 << 20;
+        let mut content: Vec<u8> = (0..size).map(|i| (i / 4096 * 7 + i) as u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let vol = nines_array::build(
+            &nines_array::LayoutSpec::Independent,
+            &nines_array::VolumeParams {
+                member_sizes_bytes: &[size],
+                block_bytes: 512,
+                tags: TAGS,
+                len_bytes_max: VOL_IO_MAX_BYTES,
+            },
+        )
+        .unwrap();
+        let export = Export {
+            name: "t".into(),
+            description: String::new(),
+            size_bytes: size,
+            block_min_bytes: 512,
+            block_preferred_bytes: 4096,
+            payload_max_bytes: PAYLOAD_MAX_BYTES,
+            read_only: false,
+            fast_zero: false,
+        };
+        let config = ServeConfig {
+            buffer_budget_bytes: 3 << 20,
+            ..ServeConfig::default()
+        };
+        let members = Members {
+            files: vec![Some(file.try_clone().unwrap())],
+            emu: Vec::new(),
+            block_device: vec![false],
+            names: vec!["m0".into()],
+            on_failed: None,
+        };
+        let mut server = Server::start(vol, members, export, ServeLogs::default(), config).unwrap();
+        let (mut c, theirs) = UnixStream::pair().unwrap();
+        server.accept(Box::new(theirs)).unwrap();
+        let mut g = [0u8; 18];
+        c.read_exact(&mut g).unwrap();
+        c.write_all(&3u32.to_be_bytes()).unwrap();
+        c.write_all(b"IHAVEOPT").unwrap();
+        c.write_all(&1u32.to_be_bytes()).unwrap();
+        c.write_all(&0u32.to_be_bytes()).unwrap();
+        let mut r = [0u8; 10];
+        c.read_exact(&mut r).unwrap();
+        let request = |kind: u16, cookie: u64, off: u64, len: u32| {
+            let mut b = [0u8; 28];
+            b[..4].copy_from_slice(&0x2560_9513u32.to_be_bytes());
+            b[6..8].copy_from_slice(&kind.to_be_bytes());
+            b[8..16].copy_from_slice(&cookie.to_be_bytes());
+            b[16..24].copy_from_slice(&off.to_be_bytes());
+            b[24..28].copy_from_slice(&len.to_be_bytes());
+            b
+        };
+        let reply = |c: &mut UnixStream| {
+            let mut r = [0u8; 16];
+            c.read_exact(&mut r).unwrap();
+            (
+                u32::from_be_bytes(r[4..8].try_into().unwrap()),
+                u64::from_be_bytes(r[8..].try_into().unwrap()),
+            )
+        };
+        c.write_all(&request(1, 1, 0, 2 << 20)).unwrap();
+        c.write_all(&vec![0xaa; 2 << 20]).unwrap();
+        assert_eq!(reply(&mut c), (0, 1), "2 MiB fits the budget");
+        content[..2 << 20].fill(0xaa);
+        c.write_all(&request(1, 2, 8 << 20, 4 << 20)).unwrap();
+        c.write_all(&vec![0xbb; 4 << 20]).unwrap();
+        assert_eq!(reply(&mut c), (nbd::consts::ENOMEM, 2), "4 MiB does not");
+        c.write_all(&request(0, 3, 0, 4096)).unwrap();
+        assert_eq!(reply(&mut c), (0, 3), "in step after the refusal");
+        let mut back = vec![0u8; 4096];
+        c.read_exact(&mut back).unwrap();
+        assert!(back.iter().all(|&b| b == 0xaa));
+        let mut on_disk = vec![0u8; 4 << 20];
+        file.read_exact_at(&mut on_disk, 8 << 20).unwrap();
+        assert!(
+            on_disk == content[8 << 20..12 << 20],
+            "the refused write changed data"
+        );
+        server.stop();
+        // A budget that holds it: a 48 MiB read in two volume pieces, every byte in place.
+        let vol = nines_array::build(
+            &nines_array::LayoutSpec::Independent,
+            &nines_array::VolumeParams {
+                member_sizes_bytes: &[size],
+                block_bytes: 512,
+                tags: TAGS,
+                len_bytes_max: VOL_IO_MAX_BYTES,
+            },
+        )
+        .unwrap();
+        let members = Members {
+            files: vec![Some(file.try_clone().unwrap())],
+            emu: Vec::new(),
+            block_device: vec![false],
+            names: vec!["m0".into()],
+            on_failed: None,
+        };
+        let export = Export {
+            name: "t".into(),
+            description: String::new(),
+            size_bytes: size,
+            block_min_bytes: 512,
+            block_preferred_bytes: 4096,
+            payload_max_bytes: PAYLOAD_MAX_BYTES,
+            read_only: false,
+            fast_zero: false,
+        };
+        let mut server = Server::start(
+            vol,
+            members,
+            export,
+            ServeLogs::default(),
+            ServeConfig::default(),
+        )
+        .unwrap();
+        let (mut c, theirs) = UnixStream::pair().unwrap();
+        server.accept(Box::new(theirs)).unwrap();
+        c.read_exact(&mut g).unwrap();
+        c.write_all(&3u32.to_be_bytes()).unwrap();
+        c.write_all(b"IHAVEOPT").unwrap();
+        c.write_all(&1u32.to_be_bytes()).unwrap();
+        c.write_all(&0u32.to_be_bytes()).unwrap();
+        c.read_exact(&mut r).unwrap();
+        let len = 48usize << 20;
+        c.write_all(&request(0, 4, 4096 + 512, len as u32)).unwrap();
+        assert_eq!(reply(&mut c), (0, 4));
+        let mut back = vec![0u8; len];
+        c.read_exact(&mut back).unwrap();
+        assert!(back == content[4608..4608 + len], "a 48 MiB read differs");
+        drop(c);
+        let out = server.stop();
+        assert_eq!(out.recorder.dir(Op::Read).ios, 1);
+    }
+
     #[test]
     fn io_buf_grows_only_when_needed_and_gives_big_buffers_back() {
         let mut b = IoBuf::new();
