@@ -135,11 +135,11 @@ def cell(s, qd):
     return statistics.median(iops), statistics.median(p) / 1000.0, iops
 res = {}
 print(f"{'server':<12} {'workload':<22} {'IOPS (median)':>14} {'p99.99 us':>10}  rounds")
-for s, qd, w in (("nines", 16, "randrw 70/30 QD16"), ("qemu-nbd", 16, "randrw 70/30 QD16"),
-                 ("nines", 1, "randread QD1"), ("nbdkit-file", 1, "randread QD1")):
-    res[(s, qd)] = cell(s, qd)
-    rounds_iops = " ".join(f"{x:.0f}" for x in res[(s, qd)][2])
-    print(f"{s:<12} {w:<22} {res[(s, qd)][0]:>14.0f} {res[(s, qd)][1]:>10.1f}  {rounds_iops}")
+for s, depth, w in (("nines", 16, "randrw 70/30 QD16"), ("qemu-nbd", 16, "randrw 70/30 QD16"),
+                    ("nines", 1, "randread QD1"), ("nbdkit-file", 1, "randread QD1")):
+    res[(s, depth)] = cell(s, depth)
+    rounds_iops = " ".join(f"{x:.0f}" for x in res[(s, depth)][2])
+    print(f"{s:<12} {w:<22} {res[(s, depth)][0]:>14.0f} {res[(s, depth)][1]:>10.1f}  {rounds_iops}")
 print("goals (issue 30): QD16 70/30 IOPS >= 1.5x qemu-nbd's; QD1 randread IOPS >= 1.0x nbdkit file's")
 def ratio(peer, qd, i):
     return res[("nines", qd)][i] / res[(peer, qd)][i]
