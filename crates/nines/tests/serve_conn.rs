@@ -663,6 +663,22 @@ fn nbdinfo_map_reports_the_holes_of_a_sparse_member() {
         expected_map(size, &[(2 << 20, 64 << 10), (10 << 20, 4096)]),
         "raid0 over the sparse member and an empty one"
     );
+    // Through a wrapper that holds no data (--chop splits writes, --throttle delays): the
+    // same holes (a write-back --buffer would report allocated), and now the raid0
+    // superblock --create wrote in the member's last 4 KiB.
+    let got = map_of_serve(&["--chop", "64k", "--throttle", "1g", m.to_str().unwrap()]);
+    assert_eq!(
+        got,
+        vec![
+            (0, 1 << 20, 3),
+            (1 << 20, 64 << 10, 0),
+            ((1 << 20) + (64 << 10), (4 << 20) - (64 << 10), 3),
+            (5 << 20, 4096, 0),
+            ((5 << 20) + 4096, (3 << 20) - 8192, 3),
+            ((8 << 20) - 4096, 4096, 0),
+        ],
+        "extents of the sparse member through --chop and --throttle"
+    );
 }
 
 /// Block status of an emulated member: blocks never written (or trimmed) are holes, written
