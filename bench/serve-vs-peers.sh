@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
-# nines serve against its peers, side by side on the same socket path and the same backend:
-#   nines serve   a passthrough volume over a file (page cache)
-#   qemu-nbd      the same file (raw, cache=writeback)
-#   nbdkit        the memory plugin (the transport floor: no backend work at all)
-# driven by fio's nbd engine, 4 KiB randrw 50/50 at QD1 and QD16, servers alternating within
-# each round, ROUNDS rounds, medians. Wall-clock figures: run on a quiet machine; the ratios
-# against qemu-nbd come from the same run.
+# nines serve against its peers, the issue's goal table (issue 30): on the same file (SIZE of
+# random data, in the page cache), fio's nbd engine, servers alternating within each round,
+# ROUNDS rounds, medians of IOPS and p99.99:
+#   4 KiB randrw 70/30 at QD16: nines serve vs qemu-nbd (raw, cache=writeback, aio=threads)
+#                               (goal: nines IOPS >= 1.5x qemu-nbd's)
+#   4 KiB randread at QD1:      nines serve vs nbdkit's file plugin
+#                               (goal: nines IOPS >= 1.0x nbdkit file's)
+# Wall-clock figures: run on a quiet machine; ratios come from the same run, servers
+# alternating, so a loaded machine's drift falls on all of them alike.
 #
-# End to end, in the same run: fio through nines serve on a RAID5 D/ND volume of emulated SSDs
+# End to end (E2E=1): fio through nines serve on a RAID5 D/ND volume of emulated SSDs
 # (EMU_MEMBERS x emu:EMU_PRESET:EMU_SIZE, aged to steady state as the emulator does for writing
 # workloads) against a passthrough export of one such emulated member and the transport floor
 # (nbdkit memory), 4 KiB randrw 70/30 at QD EMU_QD, alternating, medians: what the tail-cutting
 # volume gives a real NBD client, and what the server costs on top of the floor.
 #
-# Usage: bench/serve-vs-peers.sh   (QUICK=1: 2 rounds of 2 s per cell, under two minutes)
+# Usage: bench/serve-vs-peers.sh   (QUICK=1: 3 rounds of 2 s per cell, no end-to-end part,
+# under two minutes)
 # Environment: NINES (a prebuilt binary; default cargo build --release), RUNTIME (10),
 # ROUNDS (5), SIZE (256m), EMU_PRESET (p4600), EMU_SIZE (1g), EMU_MEMBERS (4), EMU_QD (16),
-# E2E (1; 0 skips the end-to-end part).
-# Last line: RESULT iops_vs_qemu_nbd=<nines/qemu-nbd IOPS at QD16> p9999_vs_qemu_nbd=<nines/
-# qemu-nbd p99.99 at QD16> iops_vs_qemu_nbd_qd1=... p9999_vs_qemu_nbd_qd1=...
-# e2e_dnd_read_p9999_us=... e2e_one_read_p9999_us=... e2e_floor_read_p9999_us=...
-# e2e_dnd_iops=... e2e_one_iops=... e2e_floor_iops=...
+# E2E (1, 0 with QUICK=1; 0 skips the end-to-end part).
+# Last line: RESULT qd16_7030_vs_qemu_nbd=<nines/qemu-nbd IOPS> qd16_7030_p9999_vs_qemu_nbd=
+# <nines/qemu-nbd p99.99, lower is better> qd1_randread_vs_nbdkit_file=<nines/nbdkit IOPS>
+# qd1_randread_p9999_vs_nbdkit_file=... nines_qd16_7030_iops=... qemu_nbd_qd16_7030_iops=...
+# nines_qd1_randread_iops=... nbdkit_file_qd1_randread_iops=...
+# [e2e_dnd_read_p9999_us=... e2e_one_read_p9999_us=... e2e_floor_read_p9999_us=...
+# e2e_dnd_iops=... e2e_one_iops=... e2e_floor_iops=...]
 set -euo pipefail
 
 RUNTIME=${RUNTIME:-10}
@@ -30,8 +35,8 @@ EMU_PRESET=${EMU_PRESET:-p4600}
 EMU_SIZE=${EMU_SIZE:-1g}
 EMU_MEMBERS=${EMU_MEMBERS:-4}
 EMU_QD=${EMU_QD:-16}
+if [ "${QUICK:-0}" = 1 ]; then RUNTIME=2; ROUNDS=3; E2E=${E2E:-0}; fi
 E2E=${E2E:-1}
-if [ "${QUICK:-0}" = 1 ]; then RUNTIME=2; ROUNDS=2; fi
 
 die() { echo "serve-vs-peers: $*" >&2; exit 1; }
 for t in fio qemu-nbd nbdkit python3; do
@@ -49,7 +54,18 @@ cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; 
 trap cleanup EXIT
 sock="$work/nbd.sock"
 backend="$work/backend.img"
-truncate -s "$SIZE" "$backend"
+# Real data (not a sparse file, whose reads are of holes), then in the page cache.
+python3 - "$backend" "$SIZE" <<'PY'
+import os, sys
+units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+s = sys.argv[2].lower()
+size = int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
+with open(sys.argv[1], "wb") as f:
+    chunk = os.urandom(1 << 20)
+    for i in range(size // len(chunk)):
+        f.write(chunk[i % 251:] + chunk[:i % 251])
+PY
+cat "$backend" >/dev/null
 
 emu_members=()
 for _ in $(seq "$EMU_MEMBERS"); do emu_members+=("emu:$EMU_PRESET:$EMU_SIZE"); done
@@ -62,7 +78,7 @@ start() {
     e2e-one) "$NINES" serve --socket "$sock" "emu:$EMU_PRESET:$EMU_SIZE" 2>"$work/$1.err" & ;;
     e2e-floor) nbdkit -f -U "$sock" memory "$SIZE" 2>/dev/null & ;;
     qemu-nbd) qemu-nbd -f raw --cache=writeback --aio=threads --persistent -k "$sock" -e 64 "$backend" 2>/dev/null & ;;
-    nbdkit) nbdkit -f -U "$sock" memory "$SIZE" 2>/dev/null & ;;
+    nbdkit-file) nbdkit -f -U "$sock" file "file=$backend" 2>/dev/null & ;;
   esac
   pid=$!
   # Emulated members are aged before the server listens: allow minutes.
@@ -75,17 +91,20 @@ start() {
 }
 stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=; }
 
-servers="nines qemu-nbd nbdkit"
+# fio on the nbd engine: job name, fio's --rw, QD, output.
+run_fio() {
+  fio --name=serve --ioengine=nbd --uri="nbd+unix:///?socket=$sock" --rw="$2" \
+    --rwmixread=70 --bs=4k --iodepth="$3" --size="$SIZE" --time_based --runtime="$RUNTIME" \
+    --percentile_list=50:99:99.99 --output-format=json --output="$4" \
+    >/dev/null 2>&1 || die "fio ($2, QD$3) against $1 failed"
+}
+
 for r in $(seq "$ROUNDS"); do
-  for qd in 1 16; do
-    for s in $servers; do
-      start "$s"
-      fio --name=serve --ioengine=nbd --uri="nbd+unix:///?socket=$sock" --rw=randrw \
-        --rwmixread=50 --bs=4k --iodepth="$qd" --size="$SIZE" --time_based --runtime="$RUNTIME" \
-        --percentile_list=50:99:99.99 --output-format=json --output="$work/$s-qd$qd-$r.json" \
-        >/dev/null 2>&1 || die "fio against $s failed"
-      stop
-    done
+  for s in nines qemu-nbd; do
+    start "$s"; run_fio "$s" randrw 16 "$work/$s-qd16-$r.json"; stop
+  done
+  for s in nines nbdkit-file; do
+    start "$s"; run_fio "$s" randread 1 "$work/$s-qd1-$r.json"; stop
   done
 done
 
@@ -111,19 +130,27 @@ def cell(s, qd):
     for r in range(1, rounds + 1):
         j = json.load(open(f"{work}/{s}-qd{qd}-{r}.json"))["jobs"][0]
         iops.append(j["read"]["iops"] + j["write"]["iops"])
-        p.append(max(j[d]["clat_ns"]["percentile"]["99.990000"] for d in ("read", "write")))
-    return statistics.median(iops), statistics.median(p) / 1000.0
+        p.append(max(j[d]["clat_ns"]["percentile"]["99.990000"]
+                     for d in ("read", "write") if j[d]["total_ios"] > 0))
+    return statistics.median(iops), statistics.median(p) / 1000.0, iops
 res = {}
-print(f"{'server':<10} {'QD':>3} {'IOPS (median)':>14} {'p99.99 us':>10}")
-for qd in (1, 16):
-    for s in ("nines", "qemu-nbd", "nbdkit"):
-        res[(s, qd)] = cell(s, qd)
-        print(f"{s:<10} {qd:>3} {res[(s, qd)][0]:>14.0f} {res[(s, qd)][1]:>10.1f}")
-print("goal (issue 13): nines IOPS >= qemu-nbd's, p99.99 <= qemu-nbd's; nbdkit memory is the transport floor")
-def ratio(qd, i):
-    return res[("nines", qd)][i] / res[("qemu-nbd", qd)][i]
-line = (f"RESULT iops_vs_qemu_nbd={ratio(16, 0):.3f} p9999_vs_qemu_nbd={ratio(16, 1):.3f} "
-        f"iops_vs_qemu_nbd_qd1={ratio(1, 0):.3f} p9999_vs_qemu_nbd_qd1={ratio(1, 1):.3f}")
+print(f"{'server':<12} {'workload':<22} {'IOPS (median)':>14} {'p99.99 us':>10}  rounds")
+for s, depth, w in (("nines", 16, "randrw 70/30 QD16"), ("qemu-nbd", 16, "randrw 70/30 QD16"),
+                    ("nines", 1, "randread QD1"), ("nbdkit-file", 1, "randread QD1")):
+    res[(s, depth)] = cell(s, depth)
+    rounds_iops = " ".join(f"{x:.0f}" for x in res[(s, depth)][2])
+    print(f"{s:<12} {w:<22} {res[(s, depth)][0]:>14.0f} {res[(s, depth)][1]:>10.1f}  {rounds_iops}")
+print("goals (issue 30): QD16 70/30 IOPS >= 1.5x qemu-nbd's; QD1 randread IOPS >= 1.0x nbdkit file's")
+def ratio(peer, qd, i):
+    return res[("nines", qd)][i] / res[(peer, qd)][i]
+line = (f"RESULT qd16_7030_vs_qemu_nbd={ratio('qemu-nbd', 16, 0):.3f}"
+        f" qd16_7030_p9999_vs_qemu_nbd={ratio('qemu-nbd', 16, 1):.3f}"
+        f" qd1_randread_vs_nbdkit_file={ratio('nbdkit-file', 1, 0):.3f}"
+        f" qd1_randread_p9999_vs_nbdkit_file={ratio('nbdkit-file', 1, 1):.3f}"
+        f" nines_qd16_7030_iops={res[('nines', 16)][0]:.0f}"
+        f" qemu_nbd_qd16_7030_iops={res[('qemu-nbd', 16)][0]:.0f}"
+        f" nines_qd1_randread_iops={res[('nines', 1)][0]:.0f}"
+        f" nbdkit_file_qd1_randread_iops={res[('nbdkit-file', 1)][0]:.0f}")
 if e2e:
     names = {"e2e-dnd": f"raid5 D/ND of {members} x emu:{preset}:{size}",
              "e2e-one": f"passthrough emu:{preset}:{size}",

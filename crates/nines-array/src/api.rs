@@ -154,6 +154,25 @@ pub struct CmdDone {
     pub result: CmdResult,
 }
 
+/// What the volume holds at an offset, for block status (NBD `base:allocation`): how a server
+/// tells a client which ranges it can skip. Every variant covers `len_bytes` from the offset
+/// asked about (at least one byte, never past the volume).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extent {
+    /// Reads as zeros without reading a member (never written, or trimmed).
+    Unmapped { len_bytes: u64 },
+    /// Lies as is on member `member` from `offset_bytes`: the member's own holes (a sparse
+    /// file's, an emulated device's unwritten blocks) are the volume's.
+    OnMember {
+        member: u32,
+        offset_bytes: u64,
+        len_bytes: u64,
+    },
+    /// Holds data, or the layout cannot say (parity, a write-back buffer): report allocated,
+    /// which the protocol always allows.
+    Mapped { len_bytes: u64 },
+}
+
 /// What a volume asks of its driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Output {
@@ -337,6 +356,14 @@ pub trait Volume: Send {
     /// layout promises nothing.
     fn gc_free_members(&self) -> Option<std::ops::Range<u32>> {
         None
+    }
+    /// What the volume holds at `offset_bytes` (below [`Volume::size_bytes`]): see [`Extent`].
+    /// Asked off the hot path (a client's block-status request). Default: the rest of the
+    /// volume [`Extent::Mapped`], which is true of every layout.
+    fn extent_at(&self, offset_bytes: u64) -> Extent {
+        Extent::Mapped {
+            len_bytes: self.size_bytes().saturating_sub(offset_bytes).max(1),
+        }
     }
     /// The policy's own counters for the report (fan-out, rebuilt reads, ...): a JSON object.
     fn stats(&self) -> serde_json::Value {

@@ -296,6 +296,9 @@ impl Volume for AnyVolume {
     fn warnings(&self) -> Vec<String> {
         each!(self, v => v.warnings())
     }
+    fn extent_at(&self, offset_bytes: u64) -> Extent {
+        each!(self, v => v.extent_at(offset_bytes))
+    }
 }
 
 /// Builds the volume of one group of [`LayoutSpec::group`].

@@ -8,7 +8,7 @@
 
 use crate::ArrayError;
 use crate::api::{
-    BufRef, CmdDone, CmdOp, CmdResult, Cx, IoResult, MemberCmd, VolIo, VolOp, Volume,
+    BufRef, CmdDone, CmdOp, CmdResult, Cx, Extent, IoResult, MemberCmd, VolIo, VolOp, Volume,
 };
 
 /// The operation a member command carries for a volume operation.
@@ -118,6 +118,15 @@ impl Volume for Passthrough {
     #[inline]
     fn member_done(&mut self, _now_ns: u64, done: CmdDone, cx: &mut Cx) {
         cx.out.done(done.id, result_of(done.result));
+    }
+
+    /// The volume is its member, byte for byte.
+    fn extent_at(&self, offset_bytes: u64) -> Extent {
+        Extent::OnMember {
+            member: 0,
+            offset_bytes,
+            len_bytes: self.size_bytes.saturating_sub(offset_bytes).max(1),
+        }
     }
 }
 
@@ -336,6 +345,19 @@ impl Volume for Raid0 {
     }
     fn outputs_max(&self) -> usize {
         self.outputs_max
+    }
+
+    /// The rest of the stripe unit at `offset_bytes`, on its member.
+    fn extent_at(&self, offset_bytes: u64) -> Extent {
+        let (member, row_off, inner) = self.unit_at(offset_bytes);
+        let unit_left = self.stripe_bytes - inner;
+        Extent::OnMember {
+            member,
+            offset_bytes: row_off + inner,
+            len_bytes: unit_left
+                .min(self.size_bytes.saturating_sub(offset_bytes))
+                .max(1),
+        }
     }
 
     fn submit(&mut self, _now_ns: u64, io: VolIo, cx: &mut Cx) {

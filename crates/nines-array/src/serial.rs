@@ -74,7 +74,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ArrayError;
 use crate::api::{
-    BufRef, CmdDone, CmdOp, CmdResult, Cx, IoResult, MemberCmd, VolIo, VolOp, Volume,
+    BufRef, CmdDone, CmdOp, CmdResult, Cx, Extent, IoResult, MemberCmd, VolIo, VolOp, Volume,
 };
 
 const EIO: i32 = 5;
@@ -1806,6 +1806,135 @@ impl Serial {
     }
 }
 
+/// A persisted serial volume's metadata region, as `nines check` reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PersistRegion {
+    /// The member holding it, and its offset there.
+    pub member: u32,
+    pub offset_bytes: u64,
+    /// Pages of the mapping table (after the superblock page).
+    pub table_pages: u32,
+    /// The superblock this geometry writes (the region's page 0).
+    pub superblock: Vec<u8>,
+    /// Mapping units (the table's entries in use) and physical places they may name.
+    pub units: u64,
+    pub places: u64,
+}
+
+impl Serial {
+    /// Where a `--persist` volume of this geometry keeps its table, and the superblock it
+    /// writes there; None without `--persist`.
+    pub fn persist_region(&mut self) -> Option<PersistRegion> {
+        self.meta.as_ref()?;
+        self.superblock();
+        let m = self.meta.as_ref()?;
+        Some(PersistRegion {
+            member: META_MEMBER,
+            offset_bytes: m.off_bytes,
+            table_pages: m.pages,
+            superblock: m.page.clone(),
+            units: self.map.len() as u64,
+            places: self.rev.len() as u64,
+        })
+    }
+}
+
+/// How the superblock found on the metadata member compares with the one expected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuperCheck {
+    /// The same volume, intact.
+    Ok,
+    /// No serial volume's magic: never served with `--persist` (or over another region).
+    NoVolume,
+    /// A serial volume of another geometry (other options or member sizes).
+    OtherGeometry,
+    /// The right magic and geometry, but its checksum (or the rest of the page) is damaged.
+    Damaged,
+}
+
+/// Compares superblock page `found` with the one this geometry writes (`expected`).
+pub fn check_superblock(found: &[u8], expected: &[u8]) -> SuperCheck {
+    // Magic, the seven geometry words, then the checksum.
+    const GEOMETRY_END: usize = 8 + 8 * 7;
+    if found == expected {
+        SuperCheck::Ok
+    } else if found.len() < GEOMETRY_END || found[..8] != META_MAGIC[..] {
+        SuperCheck::NoVolume
+    } else if found[..GEOMETRY_END] == expected[..GEOMETRY_END] {
+        SuperCheck::Damaged
+    } else {
+        SuperCheck::OtherGeometry
+    }
+}
+
+/// A mapping-table entry that cannot be right.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BadEntry {
+    /// The volume unit (the entry's index).
+    pub unit: u64,
+    /// The entry as found (physical place + 1).
+    pub entry: u32,
+    /// Why: `out_of_range` (a place past the members, or an entry past the volume's units)
+    /// or `duplicate` (a place an earlier unit already names).
+    pub why: &'static str,
+}
+
+/// What [`check_table`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TableCheck {
+    /// Units mapped by good entries.
+    pub mapped: u64,
+    /// Bad entries in all, and the first `listed_max` of them.
+    pub bad: u64,
+    pub listed: Vec<BadEntry>,
+}
+
+/// Checks a persisted mapping table (`table`: its pages, 1024 little-endian entries each,
+/// place + 1 or 0 for unmapped) of a volume of `units` units over `places` places: every
+/// entry names a place that exists, no two name the same place, and entries past `units` are
+/// 0. With `repair`, every bad entry is cleared (its unit then reads as zeros; of two units
+/// naming one place the first keeps it, as the volume's own open would have refused both).
+pub fn check_table(
+    table: &mut [u8],
+    units: u64,
+    places: u64,
+    listed_max: usize,
+    repair: bool,
+) -> TableCheck {
+    let mut seen = vec![0u64; places.div_ceil(64) as usize];
+    let mut out = TableCheck::default();
+    for (v, e) in table.chunks_exact_mut(4).enumerate() {
+        let entry = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
+        if entry == 0 {
+            continue;
+        }
+        let v = v as u64;
+        let p = u64::from(entry - 1);
+        let why = if v >= units || p >= places {
+            "out_of_range"
+        } else if seen[(p / 64) as usize] & (1 << (p % 64)) != 0 {
+            "duplicate"
+        } else {
+            seen[(p / 64) as usize] |= 1 << (p % 64);
+            out.mapped += 1;
+            continue;
+        };
+        out.bad += 1;
+        if out.listed.len() < listed_max {
+            out.listed.push(BadEntry {
+                unit: v,
+                entry,
+                why,
+            });
+        }
+        if repair {
+            e.fill(0);
+        }
+    }
+    out
+}
+
 impl Volume for Serial {
     fn layout(&self) -> &'static str {
         "serial"
@@ -1818,6 +1947,31 @@ impl Volume for Serial {
     }
     fn block_bytes(&self) -> u32 {
         self.unit as u32
+    }
+    /// Units never written (or trimmed) read as zeros: a run of unmapped units is a hole, a run
+    /// of mapped ones data. A persisted volume whose table is not read yet says nothing.
+    fn extent_at(&self, offset_bytes: u64) -> Extent {
+        let left = self.size_bytes.saturating_sub(offset_bytes).max(1);
+        if self.meta.as_ref().is_some_and(|m| m.boot != Boot::Ready)
+            || offset_bytes >= self.size_bytes
+        {
+            return Extent::Mapped { len_bytes: left };
+        }
+        let first = (offset_bytes / self.unit) as usize;
+        let unmapped = self.map[first] == NONE;
+        // A block-status request covers less than 4 GiB: look no further than that.
+        let scan = (u64::from(u32::MAX) / self.unit + 2) as usize;
+        let run = self.map[first..]
+            .iter()
+            .take(scan)
+            .take_while(|&&p| (p == NONE) == unmapped)
+            .count() as u64;
+        let len_bytes = (run * self.unit - offset_bytes % self.unit).min(left);
+        if unmapped {
+            Extent::Unmapped { len_bytes }
+        } else {
+            Extent::Mapped { len_bytes }
+        }
     }
     fn scratch(&self) -> (u32, u32) {
         // GC's slots, then the metadata region's image (persisted volumes).
@@ -2181,5 +2335,129 @@ mod tests {
         assert_eq!(s.size_bytes, (64 - 5) * 64 * 1024);
         assert_eq!(spec.size_bytes(1 << 20, 4), s.size_bytes);
         assert!(spec.size_bytes(spec.member_bytes_for(s.size_bytes, 4), 4) >= s.size_bytes);
+    }
+
+    fn entries(e: &[u32]) -> Vec<u8> {
+        e.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn check_table_finds_out_of_range_and_duplicate_entries_and_repair_clears_them() {
+        // 4 units over 8 places: unit 0 -> place 2, unit 1 unmapped, unit 2 -> place 9 (out of
+        // range), unit 3 -> place 2 again (duplicate), entry 4 past the units.
+        let mut t = entries(&[3, 0, 10, 3, 1, 0]);
+        let c = check_table(&mut t, 4, 8, 10, false);
+        assert_eq!(c.mapped, 1);
+        assert_eq!(c.bad, 3);
+        assert_eq!(
+            c.listed,
+            vec![
+                BadEntry {
+                    unit: 2,
+                    entry: 10,
+                    why: "out_of_range"
+                },
+                BadEntry {
+                    unit: 3,
+                    entry: 3,
+                    why: "duplicate"
+                },
+                BadEntry {
+                    unit: 4,
+                    entry: 1,
+                    why: "out_of_range"
+                },
+            ]
+        );
+        assert_eq!(
+            t,
+            entries(&[3, 0, 10, 3, 1, 0]),
+            "checking alone changes nothing"
+        );
+        let c = check_table(&mut t, 4, 8, 1, true);
+        assert_eq!(
+            (c.bad, c.listed.len()),
+            (3, 1),
+            "every bad entry counted, one listed"
+        );
+        assert_eq!(
+            t,
+            entries(&[3, 0, 0, 0, 0, 0]),
+            "the first unit keeps its place"
+        );
+        let c = check_table(&mut t, 4, 8, 10, false);
+        assert_eq!((c.mapped, c.bad), (1, 0));
+    }
+
+    #[test]
+    fn the_superblock_check_tells_damage_from_another_geometry() {
+        let spec = SerialSpec {
+            column_members: 1,
+            stripe_bytes: 8192,
+            segment_bytes: 64 * 1024,
+            unit_bytes: 4096,
+            rotate_free: 1,
+            gc_start: 1,
+            gc_stop: 1,
+            gc_depth: 2,
+            move_bytes: 8192,
+            start_full_bytes: 0,
+            persist: true,
+        };
+        let r = Serial::new(spec, &[1 << 20; 2], 512, 1, 65536)
+            .unwrap()
+            .persist_region()
+            .unwrap();
+        assert_eq!(r.member, 0);
+        assert_eq!(
+            r.units * 4096,
+            Serial::new(spec, &[1 << 20; 2], 512, 1, 65536)
+                .unwrap()
+                .size_bytes
+        );
+        assert_eq!(u64::from(r.table_pages), r.units.div_ceil(1024));
+        assert_eq!(
+            check_superblock(&r.superblock, &r.superblock),
+            SuperCheck::Ok
+        );
+        let mut damaged = r.superblock.clone();
+        damaged[70] ^= 1;
+        assert_eq!(
+            check_superblock(&damaged, &r.superblock),
+            SuperCheck::Damaged
+        );
+        assert_eq!(
+            check_superblock(&[0; 4096], &r.superblock),
+            SuperCheck::NoVolume
+        );
+        let other = Serial::new(
+            SerialSpec {
+                segment_bytes: 128 * 1024,
+                ..spec
+            },
+            &[1 << 20; 2],
+            512,
+            1,
+            65536,
+        )
+        .unwrap()
+        .persist_region()
+        .unwrap();
+        assert_eq!(
+            check_superblock(&other.superblock, &r.superblock),
+            SuperCheck::OtherGeometry
+        );
+        let mut plain = Serial::new(
+            SerialSpec {
+                persist: false,
+                ..spec
+            },
+            &[1 << 20; 2],
+            512,
+            1,
+            65536,
+        )
+        .unwrap();
+        assert!(plain.persist_region().is_none());
     }
 }

@@ -429,6 +429,30 @@ impl EmuDevice {
         self.store.stored_blocks()
     }
 
+    /// Whether the block at `offset_bytes` holds data (was written and not trimmed since), and
+    /// how many bytes from there, at most `len_bytes`, are alike: block status of an emulated
+    /// member (unwritten blocks read as zeros). Never past the device; at least one byte when
+    /// `offset_bytes` is inside it.
+    pub fn written_run(&self, offset_bytes: u64, len_bytes: u64) -> (bool, u64) {
+        let b = u64::from(BLOCK_BYTES);
+        let end = offset_bytes
+            .saturating_add(len_bytes)
+            .min(self.size_bytes());
+        if offset_bytes >= end {
+            return (false, 0);
+        }
+        let first = (offset_bytes / b) as usize;
+        let last = end.div_ceil(b) as usize;
+        let index = &self.store.index[first..last];
+        let written = index[0] != NONE;
+        let run = index
+            .iter()
+            .take_while(|&&slot| (slot != NONE) == written)
+            .count() as u64;
+        let run_end = ((first as u64 + run) * b).min(end);
+        (written, run_end - offset_bytes)
+    }
+
     /// Sends `cmd` at real time `now_ns` (CLOCK_MONOTONIC): the model decides when it completes
     /// (returned, in CLOCK_MONOTONIC ns) and how; its data moves now (`buf`: the command's
     /// buffer of `len_bytes`, valid for this call; null for commands without data). The caller

@@ -27,14 +27,14 @@ use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use nines_array::{
-    AnyVolume, BufRef, CmdDone, CmdOp, CmdResult, IoResult, MemberCmd, Output, VolIo, VolOp,
-    Volume, VolumeHost,
+    AnyVolume, BufRef, CmdDone, CmdOp, CmdResult, Extent, IoResult, MemberCmd, Output, VolIo,
+    VolOp, Volume, VolumeHost,
 };
 use nines_core::hdrlog::IntervalLog;
 use nines_core::latlog::{LatRecord, RECORD_BYTES};
@@ -54,8 +54,21 @@ pub const CONN_INFLIGHT_MAX: usize = 64;
 pub const TAGS: u32 = 128;
 /// Threads executing member commands.
 pub const IO_THREADS: usize = 8;
-/// The largest request payload (NBD_INFO_BLOCK_SIZE maximum).
-pub const PAYLOAD_MAX_BYTES: u32 = 32 << 20;
+/// The largest request payload (NBD_INFO_BLOCK_SIZE maximum). nbd-server and nbdkit serve
+/// larger requests than 32 MiB (nbd-tester-client's integrityhuge mode sends up to 50 MB with
+/// EXPORT_NAME, never seeing the advertised maximum); the memory they take is bounded by
+/// [`ServeConfig::buffer_budget_bytes`].
+pub const PAYLOAD_MAX_BYTES: u32 = 64 << 20;
+/// The largest volume I/O (the volume's `len_bytes_max`): a request larger than this is
+/// submitted in pieces of it, one after the other on the request's tag, so the volumes'
+/// command bounds (which grow with it) stay what they were.
+pub const VOL_IO_MAX_BYTES: u32 = 32 << 20;
+/// Request buffers over [`BUF_KEEP_MAX_BYTES`] held at once by every server of the process
+/// (each is given back after its reply): checked against [`ServeConfig::buffer_budget_bytes`]
+/// before a buffer grows.
+static BIG_BUF_BYTES: AtomicU64 = AtomicU64::new(0);
+/// [`ServeConfig::buffer_budget_bytes`]'s default where the host's memory is not known.
+pub const BUFFER_BUDGET_DEFAULT_BYTES: u64 = 1 << 30;
 /// Client connections served at once by default (`--max-connections`); more are closed at
 /// once, and the refusal logged. Each costs two threads and, in transmission, its credits.
 pub const CONNS_MAX_DEFAULT: usize = 512;
@@ -145,6 +158,15 @@ pub struct IoBuf {
     skip: usize,
     /// The reply header (NBD headers are at most 32 bytes: no growth).
     header: Vec<u8>,
+    /// Bytes of [`BIG_BUF_BYTES`] this buffer holds (its request's, when over
+    /// [`BUF_KEEP_MAX_BYTES`]); given back with the buffer.
+    charged_bytes: u64,
+}
+
+impl Drop for IoBuf {
+    fn drop(&mut self) {
+        self.uncharge();
+    }
 }
 
 impl IoBuf {
@@ -154,6 +176,30 @@ impl IoBuf {
             len: 0,
             skip: 0,
             header: Vec::with_capacity(32),
+            charged_bytes: 0,
+        }
+    }
+
+    /// Takes `need_bytes` of the large-buffer budget for a request that will grow this buffer
+    /// past [`BUF_KEEP_MAX_BYTES`] (nothing below it); false when the budget would be exceeded
+    /// (the request is refused ENOMEM instead of the process running out of memory).
+    fn charge(&mut self, need_bytes: u64, budget_bytes: u64) -> bool {
+        if need_bytes <= BUF_KEEP_MAX_BYTES as u64 {
+            return true;
+        }
+        let was = BIG_BUF_BYTES.fetch_add(need_bytes, Ordering::AcqRel);
+        if was + need_bytes > budget_bytes {
+            BIG_BUF_BYTES.fetch_sub(need_bytes, Ordering::AcqRel);
+            return false;
+        }
+        self.charged_bytes += need_bytes;
+        true
+    }
+
+    fn uncharge(&mut self) {
+        if self.charged_bytes > 0 {
+            BIG_BUF_BYTES.fetch_sub(self.charged_bytes, Ordering::AcqRel);
+            self.charged_bytes = 0;
         }
     }
 
@@ -186,6 +232,7 @@ impl IoBuf {
         if self.data.len() > BUF_KEEP_MAX_BYTES {
             self.data = AlignedBuf::new(BUF_ALIGN_BYTES);
         }
+        self.uncharge();
         self.len = 0;
         self.skip = 0;
     }
@@ -377,6 +424,10 @@ pub struct ServeConfig {
     pub identity_file_map: bool,
     /// TLS (NBD_OPT_STARTTLS), when offered: how, and who runs the TLS session.
     pub tls: Option<TlsConfig>,
+    /// Memory all request buffers over 1 MiB may take at once (a request that would exceed
+    /// it is refused ENOMEM, its payload consumed): half of MemAvailable at start is what
+    /// `nines serve` gives.
+    pub buffer_budget_bytes: u64,
 }
 
 impl Default for ServeConfig {
@@ -386,6 +437,7 @@ impl Default for ServeConfig {
             handshake_timeout: HANDSHAKE_TIMEOUT_DEFAULT,
             identity_file_map: false,
             tls: None,
+            buffer_budget_bytes: BUFFER_BUDGET_DEFAULT_BYTES,
         }
     }
 }
@@ -657,6 +709,7 @@ impl Server {
         let stopping = Arc::clone(&self.stopping);
         let handshake_timeout = self.config.handshake_timeout;
         let tls = self.config.tls.clone();
+        let buffer_budget_bytes = self.config.buffer_budget_bytes;
         let r = thread::spawn(move || {
             let mut w = None;
             let mut chosen = None;
@@ -670,6 +723,7 @@ impl Server {
                 stopping: &stopping,
                 handshake_timeout,
                 tls: tls.as_ref(),
+                buffer_budget_bytes,
             };
             if reader(&ctx, conn, &mut chosen, &mut w).is_err() {
                 shut.shutdown_both();
@@ -802,6 +856,7 @@ struct HandshakeCtx<'a> {
     stopping: &'a AtomicBool,
     handshake_timeout: Duration,
     tls: Option<&'a TlsConfig>,
+    buffer_budget_bytes: u64,
 }
 
 /// What a connection's reader needs besides its socket, in transmission (of the export the
@@ -812,6 +867,7 @@ struct ReaderCtx<'a> {
     export: &'a Export,
     stopping: &'a AtomicBool,
     map_file: Option<&'a File>,
+    buffer_budget_bytes: u64,
 }
 
 /// Reads exactly `buf` before `deadline` (the handshake's): the socket's timeouts are set to
@@ -953,6 +1009,7 @@ fn reader(
         export: &hs.exports[index],
         stopping: hs.stopping,
         map_file: link.map_file.as_deref(),
+        buffer_budget_bytes: hs.buffer_budget_bytes,
     };
     let ctx = &ctx;
     let writer = conn.try_clone_conn()?;
@@ -1049,6 +1106,26 @@ fn transmit(
         let raw = nbd::RawRequest::parse(&h).map_err(io::Error::other)?;
         let checked = nbd::check(&raw, ctx.export, &neg).map_err(io::Error::other)?;
         let mut buf = take_credit(credits, ctx.stopping)?;
+        // A large request's buffer comes out of the budget first (a read's is its span of
+        // whole blocks); over it, the request is refused, its payload consumed.
+        let checked = match checked {
+            Ok(cmd) if matches!(cmd.kind, CmdKind::Read | CmdKind::Write) => {
+                let need = if cmd.kind == CmdKind::Read {
+                    cmd.aligned_span(ctx.export.block_min_bytes).1
+                } else {
+                    u64::from(cmd.len_bytes)
+                };
+                if buf.charge(need, ctx.buffer_budget_bytes) {
+                    Ok(cmd)
+                } else {
+                    Err(nbd::Refusal {
+                        cookie: cmd.cookie,
+                        errno: nbd::consts::ENOMEM,
+                    })
+                }
+            }
+            other => other,
+        };
         match checked {
             Err(r) => {
                 // A refused write's payload is read and dropped (the buffer is not grown).
@@ -1063,9 +1140,14 @@ fn transmit(
                     },
                 )?;
             }
-            Ok(cmd) if matches!(cmd.kind, CmdKind::Cache | CmdKind::BlockStatus) => {
+            Ok(cmd)
+                if cmd.kind == CmdKind::Cache
+                    || (cmd.kind == CmdKind::BlockStatus && ctx.map_file.is_some()) =>
+            {
                 // Answered here, off the core: CACHE is a hint (members are read on demand),
-                // block status needs only the member's map.
+                // block status of one file served as is needs only its map. Block status of
+                // any other volume goes to the core, which holds the volume's mapping and the
+                // emulated members.
                 buf.set_len(0);
                 buf.header.clear();
                 if cmd.kind == CmdKind::Cache {
@@ -1109,41 +1191,52 @@ fn allocation_map(file: Option<&File>, cmd: &Command, size_bytes: u64, out: &mut
         out.push(((end - start) as u32, 0));
         return;
     };
-    let fd = f.as_raw_fd();
-    let hole = nbd::consts::STATE_HOLE | nbd::consts::STATE_ZERO;
     let mut pos = start;
     while pos < end && out.len() < nbd::consts::BLOCK_STATUS_EXTENTS_MAX {
-        // SAFETY: lseek on an open descriptor; SEEK_DATA/SEEK_HOLE return absolute offsets,
-        // so other threads' use of the descriptor (positional I/O only) is unaffected.
-        let data = unsafe { libc::lseek(fd, pos as i64, libc::SEEK_DATA) };
-        let (next, flags) = if data < 0 {
-            match io::Error::last_os_error().raw_os_error() {
-                // No data at or after pos: a hole to the end of the file.
-                Some(libc::ENXIO) => (end, hole),
-                // The file system cannot tell: report the rest allocated.
-                _ => (end, 0),
-            }
-        } else if data as u64 > pos {
-            (data as u64, hole)
-        } else {
-            // SAFETY: as above.
-            let h = unsafe { libc::lseek(fd, pos as i64, libc::SEEK_HOLE) };
-            if h < 0 || h as u64 <= pos {
-                (end, 0)
-            } else {
-                (h as u64, 0)
-            }
-        };
-        let next = next.min(end);
-        match out.last_mut() {
-            Some((len, f)) if *f == flags => *len += (next - pos) as u32,
-            _ => out.push(((next - pos) as u32, flags)),
-        }
+        let (next, flags) = file_run(f.as_raw_fd(), pos, end);
+        push_extent(out, (next - pos) as u32, flags);
         pos = next;
         if cmd.req_one {
             break;
         }
     }
+}
+
+/// Adds an extent, merged with the last when their flags agree.
+fn push_extent(out: &mut Vec<(u32, u32)>, len: u32, flags: u32) {
+    match out.last_mut() {
+        Some((l, f)) if *f == flags => *l += len,
+        _ => out.push((len, flags)),
+    }
+}
+
+/// The run of a regular file from `pos` (below `end`) that is all hole or all data: its end
+/// (above `pos`, at most `end`) and its block-status flags (HOLE|ZERO or 0). A file system
+/// that cannot tell reports data.
+fn file_run(fd: RawFd, pos: u64, end: u64) -> (u64, u32) {
+    let hole = nbd::consts::STATE_HOLE | nbd::consts::STATE_ZERO;
+    // SAFETY: lseek on an open descriptor; SEEK_DATA/SEEK_HOLE return absolute offsets,
+    // so other threads' use of the descriptor (positional I/O only) is unaffected.
+    let data = unsafe { libc::lseek(fd, pos as i64, libc::SEEK_DATA) };
+    let (next, flags) = if data < 0 {
+        match io::Error::last_os_error().raw_os_error() {
+            // No data at or after pos: a hole to the end of the file.
+            Some(libc::ENXIO) => (end, hole),
+            // The file system cannot tell: report the rest allocated.
+            _ => (end, 0),
+        }
+    } else if data as u64 > pos {
+        (data as u64, hole)
+    } else {
+        // SAFETY: as above.
+        let h = unsafe { libc::lseek(fd, pos as i64, libc::SEEK_HOLE) };
+        if h < 0 || h as u64 <= pos {
+            (end, 0)
+        } else {
+            (h as u64, 0)
+        }
+    };
+    (next.min(end), flags)
 }
 
 /// Writes `a` then `b`, less their first `skip_bytes`, with as few system calls as the socket
@@ -1311,6 +1404,15 @@ struct Slot {
     offset_bytes: u64,
     len_bytes: u32,
     received_ns: u64,
+    /// The volume range the request covers (a read's widened to whole blocks), submitted in
+    /// pieces of at most [`VOL_IO_MAX_BYTES`]: the current piece starts `done_bytes` in and is
+    /// `piece_bytes` long.
+    vol_offset_bytes: u64,
+    vol_len_bytes: u32,
+    done_bytes: u32,
+    piece_bytes: u32,
+    /// Force unit access: every piece carries it.
+    fua: bool,
 }
 
 struct ConnState {
@@ -1375,6 +1477,10 @@ struct Core {
     on_failed: Option<Box<dyn FnMut(u32) + Send>>,
     /// The export's block: reads are widened to whole blocks.
     block_bytes: u32,
+    /// Block status's extents, reused (nothing allocated per request).
+    extents: Vec<(u32, u32)>,
+    /// Tags whose next piece is to be submitted ([`Core::next_piece`]).
+    pieces: Vec<u32>,
 }
 
 impl Core {
@@ -1446,6 +1552,8 @@ impl Core {
             lat: None,
             on_failed: None,
             block_bytes,
+            extents: Vec::with_capacity(nbd::consts::BLOCK_STATUS_EXTENTS_MAX),
+            pieces: Vec::with_capacity(TAGS as usize),
         }
     }
 
@@ -1506,6 +1614,11 @@ impl Core {
             offset_bytes: 0,
             len_bytes: 0,
             received_ns: now_ns(),
+            vol_offset_bytes: 0,
+            vol_len_bytes: 0,
+            done_bytes: 0,
+            piece_bytes: 0,
+            fua: false,
         });
         let io = VolIo {
             tag,
@@ -1672,6 +1785,10 @@ impl Core {
                     // the last, when the reader's Gone arrives and nothing more is owed.
                     return;
                 }
+                if cmd.kind == CmdKind::BlockStatus {
+                    self.block_status(conn, &cmd, buf);
+                    return;
+                }
                 if let Some(c) = self.conns.get_mut(conn) {
                     c.owed += 1;
                 }
@@ -1685,6 +1802,65 @@ impl Core {
             }
             Msg::Shutdown => {}
         }
+    }
+
+    /// Answers a BLOCK_STATUS request (`base:allocation`) from the volume's mapping
+    /// ([`Volume::extent_at`]) and its members' own holes: an emulated member's unwritten
+    /// blocks, a regular file's holes. Rare and bounded (at most
+    /// [`nbd::consts::BLOCK_STATUS_EXTENTS_MAX`] extents), so done in the core, which holds both.
+    fn block_status(&mut self, conn: usize, cmd: &Command, mut buf: IoBuf) {
+        self.out.answered_by_reader += 1;
+        let mut extents = std::mem::take(&mut self.extents);
+        extents.clear();
+        let start = cmd.offset_bytes;
+        let end = (start + u64::from(cmd.len_bytes)).min(self.host.volume().size_bytes());
+        let hole = nbd::consts::STATE_HOLE | nbd::consts::STATE_ZERO;
+        let mut pos = start;
+        while pos < end && extents.len() < nbd::consts::BLOCK_STATUS_EXTENTS_MAX {
+            let (len, flags) = match self.host.volume().extent_at(pos) {
+                Extent::Unmapped { len_bytes } => (len_bytes, hole),
+                Extent::Mapped { len_bytes } => (len_bytes, 0),
+                Extent::OnMember {
+                    member,
+                    offset_bytes,
+                    len_bytes,
+                } => self.member_run(member, offset_bytes, len_bytes.min(end - pos)),
+            };
+            let len = len.clamp(1, end - pos);
+            push_extent(&mut extents, len as u32, flags);
+            pos += len;
+            if cmd.req_one {
+                break;
+            }
+        }
+        if extents.is_empty() {
+            extents.push(((end - start) as u32, 0));
+        }
+        buf.set_len(0);
+        buf.header.clear();
+        nbd::block_status_reply(&mut buf.header, cmd.cookie, &extents);
+        self.extents = extents;
+        self.deliver(conn, buf, false);
+    }
+
+    /// The run of member `member` from `offset_bytes` (at most `len_bytes`) that is all
+    /// unwritten or all data, and its flags: an emulated member's store, a regular file's
+    /// SEEK_DATA/SEEK_HOLE; data for a block device or a released member.
+    fn member_run(&self, member: u32, offset_bytes: u64, len_bytes: u64) -> (u64, u32) {
+        let hole = nbd::consts::STATE_HOLE | nbd::consts::STATE_ZERO;
+        if let Some(dev) = self.emu.get(member as usize).and_then(Option::as_ref) {
+            let (written, n) = dev.written_run(offset_bytes, len_bytes);
+            return (n, if written { 0 } else { hole });
+        }
+        let Some(m) = self.fds.0.get(member as usize) else {
+            return (len_bytes, 0);
+        };
+        let fd = m.fd.load(Ordering::Acquire);
+        if m.block || fd < 0 || self.member_state[member as usize] != MemberState::Working {
+            return (len_bytes, 0);
+        }
+        let (next, flags) = file_run(fd, offset_bytes, offset_bytes + len_bytes);
+        (next - offset_bytes, flags)
     }
 
     fn member_completed(&mut self, member: u32, done: CmdDone) {
@@ -1793,8 +1969,10 @@ impl Core {
             } else {
                 (cmd.offset_bytes, cmd.len_bytes)
             };
+            let piece_bytes = len_bytes.min(VOL_IO_MAX_BYTES);
             let data = buf.bytes_mut();
-            self.ptr_client[tag as usize] = (data.as_mut_ptr(), data.len());
+            self.ptr_client[tag as usize] =
+                (data.as_mut_ptr(), data.len().min(piece_bytes as usize));
             self.bufs[tag as usize] = Some(buf);
             self.slots[tag as usize] = Some(Slot {
                 conn,
@@ -1803,18 +1981,67 @@ impl Core {
                 offset_bytes: cmd.offset_bytes,
                 len_bytes: cmd.len_bytes,
                 received_ns,
+                vol_offset_bytes: offset_bytes,
+                vol_len_bytes: len_bytes,
+                done_bytes: 0,
+                piece_bytes,
+                fua: cmd.fua,
             });
             let io = VolIo {
                 tag,
                 op,
                 offset_bytes,
-                len_bytes: if op == VolOp::Flush { 0 } else { len_bytes },
+                len_bytes: if op == VolOp::Flush { 0 } else { piece_bytes },
                 fua: cmd.fua,
             };
             let now = self.now();
             self.with_data(|h, d| h.submit(now, io, d));
             self.drain();
         }
+    }
+
+    /// The piece of a request larger than [`VOL_IO_MAX_BYTES`] that completed was not its
+    /// last: moves the tag on to the next piece (submitted by [`Core::drain`] once the
+    /// outputs of the call that completed it are out). False when the request is done.
+    fn next_piece(&mut self, tag: u32, result: IoResult) -> bool {
+        let Some(slot) = self.slots[tag as usize].as_mut() else {
+            return false;
+        };
+        let done = slot.done_bytes + slot.piece_bytes;
+        if result != IoResult::Ok || slot.kind == CmdKind::Flush || done >= slot.vol_len_bytes {
+            return false;
+        }
+        slot.done_bytes = done;
+        slot.piece_bytes = (slot.vol_len_bytes - done).min(VOL_IO_MAX_BYTES);
+        let piece = slot.piece_bytes as usize;
+        let moves_data = matches!(slot.kind, CmdKind::Read | CmdKind::Write);
+        if moves_data && let Some(buf) = self.bufs[tag as usize].as_mut() {
+            let data = buf.bytes_mut();
+            self.ptr_client[tag as usize] = (data[done as usize..].as_mut_ptr(), piece);
+        }
+        self.pieces.push(tag);
+        true
+    }
+
+    /// Submits the next piece of request `tag` ([`Core::next_piece`]).
+    fn submit_piece(&mut self, tag: u32) {
+        let Some(slot) = self.slots[tag as usize].as_ref() else {
+            return;
+        };
+        let io = VolIo {
+            tag,
+            op: match slot.kind {
+                CmdKind::Read => VolOp::Read,
+                CmdKind::Write => VolOp::Write,
+                CmdKind::Trim => VolOp::Trim,
+                _ => VolOp::WriteZeroes,
+            },
+            offset_bytes: slot.vol_offset_bytes + u64::from(slot.done_bytes),
+            len_bytes: slot.piece_bytes,
+            fua: slot.fua,
+        };
+        let now = self.now();
+        self.with_data(|h, d| h.submit(now, io, d));
     }
 
     /// Sends the volume's member commands to the pool (or reads them from the page cache at
@@ -1824,8 +2051,18 @@ impl Core {
             while let Some(o) = self.host.pop() {
                 match o {
                     Output::Cmd(c) => self.send_cmd(c),
-                    Output::Done(d) => self.complete(d.tag, d.result),
+                    Output::Done(d) => {
+                        if !self.next_piece(d.tag, d.result) {
+                            self.complete(d.tag, d.result);
+                        }
+                    }
                 }
+            }
+            // A large request's next piece, once every output of the call that completed
+            // the last is out.
+            if let Some(tag) = self.pieces.pop() {
+                self.submit_piece(tag);
+                continue;
             }
             // Commands done here are delivered once every output of the call that made them
             // is out (as completions from the pool would be).
@@ -2112,6 +2349,177 @@ mod tests {
         assert_eq!(failed_member(&v), Some(2));
         let v = serde_json::json!([{"a": 1}, {"failed_member": 0}]);
         assert_eq!(failed_member(&v), Some(0));
+    }
+
+    #[test]
+    fn large_buffers_are_charged_to_the_budget_and_given_back() {
+        let budget = 1u64 << 40;
+        let mut a = IoBuf::new();
+        assert!(a.charge(4096, 0), "small buffers are never charged");
+        assert!(a.charge(8 << 20, budget));
+        assert_eq!(a.charged_bytes, 8 << 20);
+        let mut b = IoBuf::new();
+        // Over what is left of a budget: refused, nothing charged.
+        let left = budget - BIG_BUF_BYTES.load(Ordering::Acquire);
+        assert!(!b.charge(left + 1, budget));
+        assert_eq!(b.charged_bytes, 0);
+        a.set_len(8 << 20);
+        a.recycle();
+        assert_eq!(a.charged_bytes, 0, "recycling gives the charge back");
+        assert!(b.charge(2 << 20, budget));
+        assert_eq!(b.charged_bytes, 2 << 20);
+        drop(b);
+    }
+
+    /// A server whose large-buffer budget is 3 MiB: a 2 MiB write is served, a 4 MiB one is
+    /// refused ENOMEM with its payload consumed (the next request is answered in step), and a
+    /// 48 MiB read (over the 32 MiB volume I/O: served in two pieces) comes back whole once
+    /// the budget allows it.
+    #[test]
+    fn the_buffer_budget_refuses_what_it_cannot_hold_and_large_requests_are_served_in_pieces() {
+        use std::os::unix::fs::FileExt;
+        use std::os::unix::net::UnixStream;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m0");
+        let size = 64u64 << 20;
+        let mut content: Vec<u8> = (0..size).map(|i| (i / 4096 * 7 + i) as u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let vol = nines_array::build(
+            &nines_array::LayoutSpec::Independent,
+            &nines_array::VolumeParams {
+                member_sizes_bytes: &[size],
+                block_bytes: 512,
+                tags: TAGS,
+                len_bytes_max: VOL_IO_MAX_BYTES,
+            },
+        )
+        .unwrap();
+        let export = Export {
+            name: "t".into(),
+            description: String::new(),
+            size_bytes: size,
+            block_min_bytes: 512,
+            block_preferred_bytes: 4096,
+            payload_max_bytes: PAYLOAD_MAX_BYTES,
+            read_only: false,
+            fast_zero: false,
+        };
+        let config = ServeConfig {
+            buffer_budget_bytes: 3 << 20,
+            ..ServeConfig::default()
+        };
+        let members = Members {
+            files: vec![Some(file.try_clone().unwrap())],
+            emu: Vec::new(),
+            block_device: vec![false],
+            names: vec!["m0".into()],
+            on_failed: None,
+        };
+        let mut server = Server::start(vol, members, export, ServeLogs::default(), config).unwrap();
+        let (mut c, theirs) = UnixStream::pair().unwrap();
+        server.accept(Box::new(theirs)).unwrap();
+        let mut g = [0u8; 18];
+        c.read_exact(&mut g).unwrap();
+        c.write_all(&3u32.to_be_bytes()).unwrap();
+        c.write_all(b"IHAVEOPT").unwrap();
+        c.write_all(&1u32.to_be_bytes()).unwrap();
+        c.write_all(&0u32.to_be_bytes()).unwrap();
+        let mut r = [0u8; 10];
+        c.read_exact(&mut r).unwrap();
+        let request = |kind: u16, cookie: u64, off: u64, len: u32| {
+            let mut b = [0u8; 28];
+            b[..4].copy_from_slice(&0x2560_9513u32.to_be_bytes());
+            b[6..8].copy_from_slice(&kind.to_be_bytes());
+            b[8..16].copy_from_slice(&cookie.to_be_bytes());
+            b[16..24].copy_from_slice(&off.to_be_bytes());
+            b[24..28].copy_from_slice(&len.to_be_bytes());
+            b
+        };
+        let reply = |c: &mut UnixStream| {
+            let mut r = [0u8; 16];
+            c.read_exact(&mut r).unwrap();
+            (
+                u32::from_be_bytes(r[4..8].try_into().unwrap()),
+                u64::from_be_bytes(r[8..].try_into().unwrap()),
+            )
+        };
+        c.write_all(&request(1, 1, 0, 2 << 20)).unwrap();
+        c.write_all(&vec![0xaa; 2 << 20]).unwrap();
+        assert_eq!(reply(&mut c), (0, 1), "2 MiB fits the budget");
+        content[..2 << 20].fill(0xaa);
+        c.write_all(&request(1, 2, 8 << 20, 4 << 20)).unwrap();
+        c.write_all(&vec![0xbb; 4 << 20]).unwrap();
+        assert_eq!(reply(&mut c), (nbd::consts::ENOMEM, 2), "4 MiB does not");
+        c.write_all(&request(0, 3, 0, 4096)).unwrap();
+        assert_eq!(reply(&mut c), (0, 3), "in step after the refusal");
+        let mut back = vec![0u8; 4096];
+        c.read_exact(&mut back).unwrap();
+        assert!(back.iter().all(|&b| b == 0xaa));
+        let mut on_disk = vec![0u8; 4 << 20];
+        file.read_exact_at(&mut on_disk, 8 << 20).unwrap();
+        assert!(
+            on_disk == content[8 << 20..12 << 20],
+            "the refused write changed data"
+        );
+        server.stop();
+        // A budget that holds it: a 48 MiB read in two volume pieces, every byte in place.
+        let vol = nines_array::build(
+            &nines_array::LayoutSpec::Independent,
+            &nines_array::VolumeParams {
+                member_sizes_bytes: &[size],
+                block_bytes: 512,
+                tags: TAGS,
+                len_bytes_max: VOL_IO_MAX_BYTES,
+            },
+        )
+        .unwrap();
+        let members = Members {
+            files: vec![Some(file.try_clone().unwrap())],
+            emu: Vec::new(),
+            block_device: vec![false],
+            names: vec!["m0".into()],
+            on_failed: None,
+        };
+        let export = Export {
+            name: "t".into(),
+            description: String::new(),
+            size_bytes: size,
+            block_min_bytes: 512,
+            block_preferred_bytes: 4096,
+            payload_max_bytes: PAYLOAD_MAX_BYTES,
+            read_only: false,
+            fast_zero: false,
+        };
+        let mut server = Server::start(
+            vol,
+            members,
+            export,
+            ServeLogs::default(),
+            ServeConfig::default(),
+        )
+        .unwrap();
+        let (mut c, theirs) = UnixStream::pair().unwrap();
+        server.accept(Box::new(theirs)).unwrap();
+        c.read_exact(&mut g).unwrap();
+        c.write_all(&3u32.to_be_bytes()).unwrap();
+        c.write_all(b"IHAVEOPT").unwrap();
+        c.write_all(&1u32.to_be_bytes()).unwrap();
+        c.write_all(&0u32.to_be_bytes()).unwrap();
+        c.read_exact(&mut r).unwrap();
+        let len = 48usize << 20;
+        c.write_all(&request(0, 4, 4096 + 512, len as u32)).unwrap();
+        assert_eq!(reply(&mut c), (0, 4));
+        let mut back = vec![0u8; len];
+        c.read_exact(&mut back).unwrap();
+        assert!(back == content[4608..4608 + len], "a 48 MiB read differs");
+        drop(c);
+        let out = server.stop();
+        assert_eq!(out.recorder.dir(Op::Read).ios, 1);
     }
 
     #[test]

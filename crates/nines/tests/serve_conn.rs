@@ -343,7 +343,7 @@ fn read_reply_data(c: &mut UnixStream, cookie: u64, len: usize) -> Vec<u8> {
 
 /// nbd-tester-client's `-o` sequence, reproduced: a 1 MiB read, then offset 1 for 1 MiB + 14
 /// and offset 2 for 2 MiB + 28 (unaligned: the spec's default minimum block is 1 byte, so
-/// they are served, each with its data); then a write payload over the 32 MiB maximum, refused
+/// they are served, each with its data); then a write payload over the 64 MiB maximum, refused
 /// EOVERFLOW with its payload read and dropped, and the connection still in step. Before: the
 /// unaligned reads got EINVAL with no data (the tester, which reads the data anyway, hung) and
 /// the oversized write closed the connection.
@@ -366,8 +366,8 @@ fn unaligned_reads_are_served_and_oversized_writes_refused_in_step() {
     let len = 2 * len;
     c.write_all(&request(0, 2, 2, len as u32)).unwrap();
     assert!(read_reply_data(&mut c, 2, len) == content[2..2 + len]);
-    // A write of 32 MiB + 4 KiB, payload sent in full: refused, nothing written.
-    let big = (32 << 20) + 4096;
+    // A write of 64 MiB + 4 KiB, payload sent in full: refused, nothing written.
+    let big = (64 << 20) + 4096;
     c.write_all(&request(1, 3, 0, big as u32)).unwrap();
     c.write_all(&vec![0xeeu8; big]).unwrap();
     assert_eq!(simple_reply(&mut c).unwrap(), (75, 3)); // EOVERFLOW
@@ -383,6 +383,110 @@ fn unaligned_reads_are_served_and_oversized_writes_refused_in_step() {
         std::fs::read(&m).unwrap() == content,
         "a refused write changed the data"
     );
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
+}
+
+/// nbd-tester-client's integrityhuge mode, reproduced: an EXPORT_NAME client (it never sees
+/// the advertised maximum) sends make-integrityhuge's requests, writes (some FUA), reads and
+/// flushes of 1 KiB-aligned lengths up to 50 MB at 1 KiB-aligned offsets of a 50 MB range, two
+/// at a time; every read must return what the model of the export says. Over a file and over
+/// raid5 (4 KiB-aligned there, its block), whose volume I/Os are at most 32 MiB: larger
+/// requests are served in pieces. Before: every request over 32 MiB was refused EOVERFLOW
+/// ("Server errored a transaction").
+#[test]
+fn integrityhuge_requests_up_to_50_mb_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let span = 50_000_000u64;
+    let m = file(d, "m0", 64 << 20);
+    huge_transactions(d, &[m.to_str().unwrap()], span, 1024, 24);
+    let r: Vec<PathBuf> = (0..3)
+        .map(|i| file(d, &format!("r{i}"), 32 << 20))
+        .collect();
+    let mut args = vec!["--layout", "raid5", "--create"];
+    args.extend(r.iter().map(|p| p.to_str().unwrap()));
+    huge_transactions(d, &args, span.min(60 << 20), 4096, 12);
+}
+
+/// Serves `args` and runs `count` integrityhuge transactions (see above) over `span` bytes,
+/// with lengths and offsets multiples of `align`, two in flight at once.
+fn huge_transactions(d: &Path, args: &[&str], span: u64, align: u64, count: u32) {
+    let s = Serving::start(d, args);
+    let (mut c, size) = handshake(&s.socket).unwrap();
+    let span = span.min(size);
+    let mut model = vec![0u8; span as usize];
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut largest = 0;
+    let mut i = 0u64;
+    while i < u64::from(count) {
+        // Two requests that do not overlap (as the tester never has two overlapping in
+        // flight): a pair over 32 MiB together, each up to span / 2, or one up to span.
+        let mut pair = Vec::new();
+        // The first is a write of the whole span (over 32 MiB: the pieces' case).
+        let halves = i > 0 && next() % 2 == 0;
+        for h in 0..if halves { 2 } else { 1 } {
+            let (lo, room) = if halves {
+                (h * (span / 2 / align * align), span / 2 / align * align)
+            } else {
+                (0, span)
+            };
+            let len = if i == 0 {
+                room / align * align
+            } else {
+                (next() % (room - align)) / align * align + align
+            };
+            let off = lo + (next() % (room - len + 1)) / align * align;
+            let kind = match if i == 0 { 4 } else { next() % 8 } {
+                0 => 3u16,  // flush
+                1..=3 => 0, // read
+                _ => 1,     // write
+            };
+            let fua = kind == 1 && next() % 4 == 0;
+            pair.push((i, kind, fua, off, len));
+            i += 1;
+        }
+        for &(cookie, kind, fua, off, len) in &pair {
+            let (off, len) = if kind == 3 { (0, 0) } else { (off, len) };
+            let mut req = request(kind, cookie, off, len as u32);
+            if fua {
+                req[4..6].copy_from_slice(&1u16.to_be_bytes());
+            }
+            c.write_all(&req).unwrap();
+            if kind == 1 {
+                let data: Vec<u8> = (0..len)
+                    .map(|b| ((off + b) as u8) ^ (cookie as u8).wrapping_mul(31))
+                    .collect();
+                c.write_all(&data).unwrap();
+                model[off as usize..(off + len) as usize].copy_from_slice(&data);
+            }
+            largest = largest.max(len);
+        }
+        for _ in &pair {
+            let (err, got) = simple_reply(&mut c).unwrap();
+            // Replies may come in any order: find the transaction answered.
+            let &(_, kind, _, off, len) = pair.iter().find(|t| t.0 == got).unwrap();
+            assert_eq!(
+                err, 0,
+                "transaction {got}: {kind} of {len} bytes at {off} errored"
+            );
+            if kind == 0 {
+                let mut back = vec![0u8; len as usize];
+                c.read_exact(&mut back).unwrap();
+                assert!(
+                    back == model[off as usize..(off + len) as usize],
+                    "transaction {got}: read of {len} bytes at {off} differs from what was written"
+                );
+            }
+        }
+    }
+    c.write_all(&request(2, u64::MAX, 0, 0)).unwrap();
+    assert!(largest > 32 << 20, "no transaction over 32 MiB ({largest})");
     assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
 }
 
@@ -439,8 +543,82 @@ fn cache_and_fast_zero() {
     assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
 }
 
+/// `nbdinfo --map`'s extents (offset, length, type) of what `target` names: a command between
+/// `[ ]` (socket activation) or an NBD URI.
+fn nbdinfo_map(target: &[&str]) -> Vec<(u64, u64, u32)> {
+    let out = Command::new("nbdinfo")
+        .arg("--map")
+        .args(target)
+        .output()
+        .expect("nbdinfo (run scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `nbdinfo --map` of `nines serve ARGS`, started by nbdinfo itself.
+fn map_of_serve(args: &[&str]) -> Vec<(u64, u64, u32)> {
+    let mut a = vec!["--", "[", BIN, "serve"];
+    a.extend_from_slice(args);
+    a.push("]");
+    nbdinfo_map(&a)
+}
+
+/// Extents (offset, length, type 3 = hole|zero, 0 = data) of an export of `size` whose data
+/// is exactly `data` (sorted, disjoint, merged ranges).
+fn expected_map(size: u64, data: &[(u64, u64)]) -> Vec<(u64, u64, u32)> {
+    let mut v = Vec::new();
+    let mut pos = 0;
+    for &(off, len) in data {
+        if off > pos {
+            v.push((pos, off - pos, 3));
+        }
+        v.push((off, len, 0));
+        pos = off + len;
+    }
+    if pos < size {
+        v.push((pos, size - pos, 3));
+    }
+    v
+}
+
+/// Writes `len` bytes of `byte` at each offset over a raw connection (simple replies), trims
+/// each of `trims`, and disconnects.
+fn write_and_trim(socket: &Path, writes: &[(u64, u32)], trims: &[(u64, u32)]) {
+    let (mut c, _) = handshake(socket).unwrap();
+    for (i, &(off, len)) in writes.iter().enumerate() {
+        c.write_all(&request(1, i as u64, off, len)).unwrap();
+        c.write_all(&vec![0x5au8; len as usize]).unwrap();
+        assert_eq!(
+            simple_reply(&mut c).unwrap(),
+            (0, i as u64),
+            "write at {off}"
+        );
+    }
+    for (i, &(off, len)) in trims.iter().enumerate() {
+        let cookie = 1000 + i as u64;
+        c.write_all(&request(4, cookie, off, len)).unwrap();
+        assert_eq!(simple_reply(&mut c).unwrap(), (0, cookie), "trim at {off}");
+    }
+    c.write_all(&request(2, 9999, 0, 0)).unwrap();
+}
+
 /// `nbdinfo --map` (base:allocation block status) on a sparse file member: its holes and
-/// data as the file system has them; on raid0 every range is reported allocated.
+/// data as the file system has them; on raid0 the members' holes where its stripe units put
+/// them (before: raid0 was reported allocated throughout).
 #[test]
 fn nbdinfo_map_reports_the_holes_of_a_sparse_member() {
     let dir = tempfile::tempdir().unwrap();
@@ -453,31 +631,7 @@ fn nbdinfo_map_reports_the_holes_of_a_sparse_member() {
         f.write_all_at(&[2u8; 4096], 5 << 20).unwrap();
         f.sync_all().unwrap();
     }
-    let map = |args: &[&str]| -> Vec<(u64, u64, u32)> {
-        let out = Command::new("nbdinfo")
-            .args(["--map", "--", "[", BIN, "serve"])
-            .args(args)
-            .arg("]")
-            .output()
-            .expect("nbdinfo (run scripts/setup.sh)");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (
-                    f[0].parse().unwrap(),
-                    f[1].parse().unwrap(),
-                    f[2].parse().unwrap(),
-                )
-            })
-            .collect()
-    };
-    let got = map(&[m.to_str().unwrap()]);
+    let got = map_of_serve(&[m.to_str().unwrap()]);
     assert_eq!(
         got,
         vec![
@@ -491,18 +645,199 @@ fn nbdinfo_map_reports_the_holes_of_a_sparse_member() {
     );
     let m1 = file(d, "m1", 8 << 20);
     // m holds data: --create adds the array's superblocks (the export loses each member's last
-    // 4 KiB, rounded down to whole stripes).
-    let got = map(&[
+    // 8 KiB, rounded down to whole stripes: 8 MiB - 64 KiB of each). Member 0's data at 1 MiB
+    // is its stripe unit 16, the volume's unit 32 (2 MiB); at 5 MiB unit 80, the volume's 160
+    // (10 MiB).
+    let got = map_of_serve(&[
         "--layout",
         "raid0",
+        "--stripe",
+        "64k",
         "--create",
         m.to_str().unwrap(),
         m1.to_str().unwrap(),
     ]);
-    assert_eq!(got.len(), 1, "{got:?}");
-    let (start, len, kind) = got[0];
-    assert_eq!((start, kind), (0, 0), "{got:?}");
-    assert!(len > 15 << 20 && len < 16 << 20, "{got:?}");
+    let size = 2 * ((8 << 20) - (64 << 10));
+    assert_eq!(
+        got,
+        expected_map(size, &[(2 << 20, 64 << 10), (10 << 20, 4096)]),
+        "raid0 over the sparse member and an empty one"
+    );
+    // Through a wrapper that holds no data (--chop splits writes, --throttle delays): the
+    // same holes (a write-back --buffer would report allocated), and now the raid0
+    // superblock --create wrote in the member's last 4 KiB.
+    let got = map_of_serve(&["--chop", "64k", "--throttle", "1g", m.to_str().unwrap()]);
+    assert_eq!(
+        got,
+        vec![
+            (0, 1 << 20, 3),
+            (1 << 20, 64 << 10, 0),
+            ((1 << 20) + (64 << 10), (4 << 20) - (64 << 10), 3),
+            (5 << 20, 4096, 0),
+            ((5 << 20) + 4096, (3 << 20) - 8192, 3),
+            ((8 << 20) - 4096, 4096, 0),
+        ],
+        "extents of the sparse member through --chop and --throttle"
+    );
+}
+
+/// Block status of an emulated member: blocks never written (or trimmed) are holes, written
+/// ones data, exactly (before: the whole export was reported allocated).
+#[test]
+fn nbdinfo_map_reports_the_unwritten_blocks_of_an_emulated_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let json = d.join("serve.json");
+    let s = Serving::start(
+        d,
+        &[
+            "--precondition",
+            "none",
+            "--memory-budget",
+            "256m",
+            "--json",
+            json.to_str().unwrap(),
+            "emu:afa-m2-2018:64m",
+        ],
+    );
+    write_and_trim(
+        &s.socket,
+        &[
+            (0, 4096),
+            (1 << 20, 64 << 10),
+            (40 << 20, 8192),
+            ((64 << 20) - 4096, 4096),
+        ],
+        &[((1 << 20) + (16 << 10), 8192)],
+    );
+    let uri = format!("nbd+unix:///?socket={}", s.socket.display());
+    let got = nbdinfo_map(&[&uri]);
+    assert_eq!(
+        got,
+        expected_map(
+            64 << 20,
+            &[
+                (0, 4096),
+                (1 << 20, 16 << 10),
+                ((1 << 20) + (24 << 10), 40 << 10),
+                (40 << 20, 8192),
+                ((64 << 20) - 4096, 4096),
+            ]
+        ),
+        "extents of the emulated member"
+    );
+    // nbdcopy skips the holes: it reads only around the data extents (the server's report),
+    // and the copy holds the written bytes, little else allocated.
+    let copy = d.join("copy.img");
+    let out = Command::new("nbdcopy")
+        .arg(&uri)
+        .arg(&copy)
+        .output()
+        .expect("nbdcopy (run scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&copy).unwrap();
+    assert_eq!(bytes.len(), 64 << 20);
+    assert!(bytes[..4096].iter().all(|&b| b == 0x5a));
+    assert!(
+        bytes[40 << 20..(40 << 20) + 8192]
+            .iter()
+            .all(|&b| b == 0x5a)
+    );
+    assert!(bytes[4096..1 << 20].iter().all(|&b| b == 0));
+    use std::os::unix::fs::MetadataExt;
+    let allocated = std::fs::metadata(&copy).unwrap().blocks() * 512;
+    assert!(
+        allocated <= 1 << 20,
+        "the copy of 72 KiB of data allocates {allocated} bytes: holes were copied"
+    );
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let read = r["nines_serve"]["read"]["bytes"].as_u64().unwrap();
+    // nbdcopy reads whole 256 KiB requests around data: the four touched are 1 MiB (before,
+    // the export was all data and all 64 MiB were read).
+    assert!(
+        read <= 1 << 20,
+        "nbdcopy read {read} bytes of 72 KiB of data: holes were read"
+    );
+}
+
+/// Block status of a serial (log-structured) array: volume units never written or trimmed
+/// are holes, whatever the members hold; and raid0 over emulated members finds each unit's
+/// member's own unwritten blocks.
+#[test]
+fn nbdinfo_map_reports_the_unmapped_units_of_a_serial_array() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let members: Vec<PathBuf> = (0..4)
+        .map(|i| file(d, &format!("s{i}"), 64 << 20))
+        .collect();
+    let mut args = vec![
+        "--layout",
+        "serial",
+        "--column-members",
+        "2",
+        "--stripe",
+        "64k",
+        "--segment",
+        "1m",
+        "--map-unit",
+        "4k",
+    ];
+    args.extend(members.iter().map(|p| p.to_str().unwrap()));
+    let s = Serving::start(d, &args);
+    let (c, size) = handshake(&s.socket).unwrap();
+    drop(c);
+    write_and_trim(
+        &s.socket,
+        &[(8192, 4096), (3 << 20, 128 << 10), (size - 8192, 8192)],
+        &[((3 << 20) + (64 << 10), 4096)],
+    );
+    let uri = format!("nbd+unix:///?socket={}", s.socket.display());
+    let got = nbdinfo_map(&[&uri]);
+    assert_eq!(
+        got,
+        expected_map(
+            size,
+            &[
+                (8192, 4096),
+                (3 << 20, 64 << 10),
+                ((3 << 20) + (68 << 10), 60 << 10),
+                (size - 8192, 8192),
+            ]
+        ),
+        "extents of the serial array (size {size})"
+    );
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
+
+    // raid0 of two emulated members, 64 KiB stripes: volume [0, 192 KiB) written covers
+    // units 0 to 2; a 4 KiB write at 1 MiB + 4 KiB lies inside unit 16 (member 0).
+    let s = Serving::start(
+        d,
+        &[
+            "--precondition",
+            "none",
+            "--memory-budget",
+            "256m",
+            "--layout",
+            "raid0",
+            "--stripe",
+            "64k",
+            "emu:afa-m2-2018:32m",
+            "emu:afa-m2-2018:32m",
+        ],
+    );
+    write_and_trim(&s.socket, &[(0, 192 << 10), ((1 << 20) + 4096, 4096)], &[]);
+    let got = nbdinfo_map(&[&uri]);
+    assert_eq!(
+        got,
+        expected_map(64 << 20, &[(0, 192 << 10), ((1 << 20) + 4096, 4096)]),
+        "extents of raid0 over emulated members"
+    );
+    assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
 }
 
 /// A raid0 member's error reaches the client (EIO) and is printed on stderr (before: nothing

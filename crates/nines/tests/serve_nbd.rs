@@ -144,7 +144,7 @@ fn nbdinfo_json_over_socket_activation_reports_size_block_sizes_and_flags() {
             &e["block_size_preferred"],
             &e["block_size_maximum"]
         ),
-        (&512.into(), &4096.into(), &(32u64 << 20).into())
+        (&512.into(), &4096.into(), &(64u64 << 20).into())
     );
     for flag in [
         "can_flush",

@@ -125,6 +125,11 @@ macro_rules! same_as_inner {
         fn warnings(&self) -> Vec<String> {
             self.inner.warnings()
         }
+        fn extent_at(&self, offset_bytes: u64) -> crate::api::Extent {
+            // A wrapper that holds no data of its own (it splits or delays requests): the
+            // wrapped volume's mapping is the volume's.
+            self.inner.extent_at(offset_bytes)
+        }
     };
 }
 pub(crate) use same_as_inner;

@@ -4,6 +4,12 @@
 //! bytes read per second, with a progress bar. Members with superblocks are checked as the
 //! superblocks describe them (a stale, blank or foreign member is refused as `serve` refuses
 //! it); members without are checked over the whole rows of the smallest.
+//!
+//! `--layout serial` checks a stopped `--persist` serial volume's metadata region on member 0
+//! (given the options it was served with): the superblock (magic, geometry, checksum) and every
+//! mapping-table entry (a place that exists, no place named twice); `--repair` clears bad
+//! entries (their units read as zeros, the volume opens again) and rewrites a damaged
+//! superblock.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -24,13 +30,33 @@ pub struct Args {
     /// The volume's members in layout order (files or block devices).
     #[arg(required = true, value_name = "TARGET")]
     pub targets: Vec<PathBuf>,
-    /// The volume's layout (raid5: the one with parity to check).
-    #[arg(long, default_value = "raid5", value_parser = ["raid5"])]
+    /// The volume's layout: raid5 (its parity) or serial (a --persist volume's mapping table).
+    #[arg(long, default_value = "raid5", value_parser = ["raid5", "serial"])]
     pub layout: String,
     /// raid5 chunk size, as the volume was written with.
     #[arg(long, default_value = "64k", value_parser = parse_size)]
     pub chunk: u64,
-    /// Rewrite the parity of every row where it disagrees with the data.
+    /// serial: the options the volume was served with (its geometry): stripe unit inside a
+    /// column.
+    #[arg(long, default_value = "128k", value_parser = parse_size)]
+    pub stripe: u64,
+    /// serial: members striped together in one column [default: 1].
+    #[arg(long, value_name = "N")]
+    pub column_members: Option<u32>,
+    /// serial: segment size of a column [default: 128m].
+    #[arg(long, value_parser = parse_size)]
+    pub segment: Option<u64>,
+    /// serial: mapping unit [default: 4k].
+    #[arg(long, value_parser = parse_size)]
+    pub map_unit: Option<u64>,
+    /// serial: --rotate-free as served [default: 1].
+    #[arg(long, value_name = "SEGMENTS")]
+    pub rotate_free: Option<u32>,
+    /// serial: --gc-stop as served [default: 15].
+    #[arg(long, value_name = "SEGMENTS")]
+    pub gc_stop: Option<u32>,
+    /// Rewrite the parity of every row where it disagrees with the data (raid5); clear bad
+    /// mapping entries and rewrite a damaged superblock (serial).
     #[arg(long)]
     pub repair: bool,
     /// At most this many bytes read from the members per second (0: as fast as they go).
@@ -59,6 +85,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // The same file twice would corrupt the volume; no output may name a member.
     super::output::note_members(&args.targets)?;
     super::output::check_outputs(&[("--json", args.json.as_deref())])?;
+    let serial_given = args.column_members.is_some()
+        || args.segment.is_some()
+        || args.map_unit.is_some()
+        || args.rotate_free.is_some()
+        || args.gc_stop.is_some();
+    if args.layout == "serial" {
+        return check_serial(&args);
+    }
+    if serial_given {
+        bail!(
+            "--column-members, --segment, --map-unit, --rotate-free and --gc-stop apply to --layout serial only"
+        );
+    }
     let n = args.targets.len() as u32;
     if n < 3 {
         bail!(
@@ -230,4 +269,167 @@ fn progress_bar(rows: u64, chunk: u64, quiet: bool) -> indicatif::ProgressBar {
     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
     bar.set_style(style);
     bar
+}
+
+/// `nines check --layout serial`: the metadata region of a stopped `--persist` serial volume.
+fn check_serial(args: &Args) -> anyhow::Result<()> {
+    use nines_array::serial::{SuperCheck, check_superblock, check_table};
+    use std::os::unix::fs::FileExt;
+    let d = nines_array::SerialSpec::default();
+    let unit_bytes = u32::try_from(args.map_unit.unwrap_or(u64::from(d.unit_bytes)))
+        .context("--map-unit is too large")?;
+    let spec = nines_array::SerialSpec {
+        column_members: args.column_members.unwrap_or(d.column_members),
+        stripe_bytes: args.stripe,
+        segment_bytes: args.segment.unwrap_or(d.segment_bytes),
+        unit_bytes,
+        rotate_free: args.rotate_free.unwrap_or(d.rotate_free),
+        gc_stop: args.gc_stop.unwrap_or(d.gc_stop),
+        persist: true,
+        ..d
+    };
+    let members: Vec<Target> = args
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            Target::open(
+                p,
+                &TargetOptions {
+                    // Only member 0 holds the table; the others are opened for their sizes.
+                    write: args.repair && i == 0,
+                    allow_writes: args.allow_writes,
+                    force: args.force,
+                    buffered: true,
+                    create_size_bytes: None,
+                },
+            )
+            .with_context(|| format!("cannot open member {i} ({})", p.display()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let sizes: Vec<u64> = members.iter().map(Target::size_bytes).collect();
+    let block_bytes = members
+        .iter()
+        .map(Target::logical_block_bytes)
+        .max()
+        .unwrap_or(512);
+    let mut vol = nines_array::Serial::new(spec, &sizes, block_bytes, 1, unit_bytes).context(
+        "cannot check the volume: these options do not make a serial volume of these members",
+    )?;
+    let region = vol
+        .persist_region()
+        .context("a --persist volume has a region")?;
+    let name0 = array_meta::name(&args.targets[0]);
+    let f = members[0].file().with_context(|| {
+        format!("member 0 ({name0}) is not a file or block device: an emulated device keeps nothing to check")
+    })?;
+    let page = nines_array::serial::META_PAGE_BYTES;
+    let start = Instant::now();
+    let mut sb = vec![0u8; page as usize];
+    f.read_exact_at(&mut sb, region.offset_bytes)
+        .with_context(|| format!("cannot read {name0}'s serial superblock"))?;
+    let sb_check = check_superblock(&sb, &region.superblock);
+    match sb_check {
+        SuperCheck::NoVolume => bail!(
+            "member 0 ({name0}) holds no serial volume's table at byte {}: give the members in order, served with --persist, and the --segment/--stripe/--column-members/--map-unit/--rotate-free/--gc-stop they were served with",
+            region.offset_bytes
+        ),
+        SuperCheck::OtherGeometry => bail!(
+            "member 0 ({name0}) holds a serial volume of another geometry: give the --segment/--stripe/--column-members/--map-unit/--rotate-free/--gc-stop and members it was served with"
+        ),
+        SuperCheck::Ok | SuperCheck::Damaged => {}
+    }
+    let table_off = region.offset_bytes + page;
+    let mut table = vec![0u8; (u64::from(region.table_pages) * page) as usize];
+    f.read_exact_at(&mut table, table_off)
+        .with_context(|| format!("cannot read {name0}'s mapping table"))?;
+    let before = table.clone();
+    let t = check_table(
+        &mut table,
+        region.units,
+        region.places,
+        LISTED_MAX,
+        args.repair,
+    );
+    if args.repair && (t.bad > 0 || sb_check == SuperCheck::Damaged) {
+        for (j, (new, old)) in table
+            .chunks(page as usize)
+            .zip(before.chunks(page as usize))
+            .enumerate()
+        {
+            if new != old {
+                f.write_all_at(new, table_off + j as u64 * page)
+                    .with_context(|| format!("cannot repair {name0}'s mapping table"))?;
+            }
+        }
+        if sb_check == SuperCheck::Damaged {
+            f.write_all_at(&region.superblock, region.offset_bytes)
+                .with_context(|| format!("cannot rewrite {name0}'s serial superblock"))?;
+        }
+        f.sync_data()
+            .with_context(|| format!("cannot make {name0}'s repair durable"))?;
+    }
+    let elapsed_s = start.elapsed().as_secs_f64();
+    if sb_check == SuperCheck::Damaged {
+        println!(
+            "the superblock on member 0 ({name0}) is damaged (right magic and geometry, wrong checksum){}",
+            if args.repair { "; rewritten" } else { "" }
+        );
+    }
+    for b in t.listed.iter().take(100) {
+        println!(
+            "unit {}: entry {} is {}{}",
+            b.unit,
+            b.entry,
+            if b.why == "duplicate" {
+                "a place an earlier unit names"
+            } else {
+                "past the volume"
+            },
+            if args.repair {
+                "; cleared (the unit reads as zeros)"
+            } else {
+                ""
+            }
+        );
+    }
+    println!(
+        "checked {} mapping entries ({} units mapped) in {elapsed_s:.2} s: {} bad{}",
+        region.units,
+        t.mapped,
+        t.bad,
+        if args.repair && t.bad > 0 {
+            format!(", {} cleared", t.bad)
+        } else {
+            String::new()
+        }
+    );
+    if let Some(path) = &args.json {
+        let report = serde_json::json!({
+            "layout": "serial",
+            "members": args.targets,
+            "region_offset_bytes": region.offset_bytes,
+            "superblock": sb_check,
+            "units": region.units,
+            "mapped": t.mapped,
+            "mismatches": t.bad,
+            "repaired": if args.repair { t.bad } else { 0 },
+            "mismatch_list": t.listed,
+            "elapsed_s": elapsed_s,
+        });
+        let text = serde_json::to_vec_pretty(&report).context("cannot encode the report")?;
+        super::output::write_all("--json", path, &text)?;
+    }
+    if !args.repair && (t.bad > 0 || sb_check == SuperCheck::Damaged) {
+        bail!(
+            "the serial volume's metadata is damaged ({} bad entries{}): run nines check --layout serial --repair with the same options",
+            t.bad,
+            if sb_check == SuperCheck::Damaged {
+                ", damaged superblock"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(())
 }

@@ -48,6 +48,14 @@ pub fn trace_records_max(record_bytes: u64, host: Option<HostMemory>) -> Option<
     host.map(|h| (h.available_bytes / 2 / record_bytes.max(1)).max(1))
 }
 
+/// What `nines serve`'s large request buffers may take at once: half of what the host has
+/// available now (nines-io's default when the host's memory is unknown).
+pub fn serve_buffer_budget_bytes() -> u64 {
+    host_memory().map_or(nines_io::serve::BUFFER_BUDGET_DEFAULT_BYTES, |h| {
+        h.available_bytes / 2
+    })
+}
+
 /// A memory budget's default: `default_bytes`, or less when the host has less available.
 pub fn default_budget(default_bytes: u64, host: Option<HostMemory>) -> u64 {
     host.map_or(default_bytes, |h| {

@@ -17,6 +17,7 @@ use nines_core::op::Op;
 use nines_core::units::DEFAULT_PERCENTILES;
 use nines_io::serve::{
     CONNS_MAX_DEFAULT, HdrSink, Members, PAYLOAD_MAX_BYTES, ServeConfig, ServeLogs, Server, TAGS,
+    VOL_IO_MAX_BYTES,
 };
 use nines_io::target::{Target, TargetOptions};
 use nines_nbd::Export;
@@ -383,7 +384,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             member_sizes_bytes: &sizes,
             block_bytes,
             tags: TAGS,
-            len_bytes_max: PAYLOAD_MAX_BYTES,
+            len_bytes_max: VOL_IO_MAX_BYTES,
         },
     )
     .context("cannot build the volume")?;
@@ -498,6 +499,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             handshake_timeout: Duration::from_nanos(args.handshake_timeout),
             identity_file_map,
             tls,
+            // Large request buffers take at most half of what the host has available now.
+            buffer_budget_bytes: super::hostmem::serve_buffer_budget_bytes(),
         },
     )
     .context("cannot start the server")?;

@@ -145,6 +145,9 @@ pub fn run(args: Args, tls: Option<TlsConfig>) -> anyhow::Result<()> {
             // Every export is one target served as is: block status reports a file's holes.
             identity_file_map: true,
             tls,
+            // Large request buffers of all exports together take at most half of what the host
+            // has available now, as one export's do.
+            buffer_budget_bytes: super::hostmem::serve_buffer_budget_bytes(),
         },
     )
     .context("cannot start the server")?;
