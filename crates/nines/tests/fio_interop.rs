@@ -218,58 +218,45 @@ fn fio_plot_draws_nines_fio_json_from_profile_and_sim() {
         &["4"],
     );
 
+    // Two simulated devices at 70/30, per target and then under --fio-group-reporting (the two
+    // devices one fio job carrying the run's I/O-weighted mean, which fio-plot's -l draws).
+    let sim_run = |extra: &[&str], what: &str| {
+        let mut args = vec![
+            "sim",
+            "--devices",
+            "2",
+            "--rw",
+            "randrw",
+            "--mix",
+            "70",
+            "--iodepth",
+            "2",
+            "--runtime",
+            "50ms",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        ok(nines(&args, dir.path()), what);
+    };
     let sim = dir.path().join("sim");
     std::fs::create_dir(&sim).unwrap();
-    ok(
-        nines(
-            &[
-                "sim",
-                "--devices",
-                "2",
-                "--rw",
-                "randrw",
-                "--mix",
-                "70",
-                "--iodepth",
-                "2",
-                "--runtime",
-                "50ms",
-                "--quiet",
-                "--fio-json",
-                s(&sim.join("sim.json")),
-            ],
-            dir.path(),
-        ),
-        "nines sim",
-    );
+    sim_run(&["--fio-json", s(&sim.join("sim.json"))], "nines sim");
     fio_plot(&sim, &dir.path().join("sim.png"), "-l", "randrw", &["2"]);
 
-    // Under --fio-group-reporting the two devices are one fio job carrying the run's
-    // I/O-weighted mean (what fio-plot's -l draws), and fio-plot still reads it.
     let grouped = dir.path().join("grouped");
     std::fs::create_dir(&grouped).unwrap();
     let nines_json = dir.path().join("grouped-nines.json");
-    let mut args = vec![
-        "sim",
-        "--devices",
-        "2",
-        "--rw",
-        "randrw",
-        "--mix",
-        "70",
-        "--iodepth",
-        "2",
-        "--runtime",
-        "50ms",
-        "--quiet",
-        "--fio-group-reporting",
-        "--json",
-        s(&nines_json),
-        "--fio-json",
-    ];
     let fio_path = grouped.join("sim.json");
-    args.push(s(&fio_path));
-    ok(nines(&args, dir.path()), "nines sim --fio-group-reporting");
+    sim_run(
+        &[
+            "--fio-group-reporting",
+            "--json",
+            s(&nines_json),
+            "--fio-json",
+            s(&fio_path),
+        ],
+        "nines sim --fio-group-reporting",
+    );
     let fio: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&fio_path).unwrap()).unwrap();
     let own: serde_json::Value =
