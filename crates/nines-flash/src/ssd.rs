@@ -497,6 +497,7 @@ pub(crate) enum ReadPath {
 pub(crate) fn read_start(
     suspend: bool,
     gc_mode: GcMode,
+    erase_ns: u64,
     die: &DieTime,
     ops: Option<&LongOps>,
     t: u64,
@@ -527,7 +528,9 @@ pub(crate) fn read_start(
         let base = t.max(die.read_free).max(die.gc_from);
         let step = die.gc_step;
         let start = die.gc_from + (base - die.gc_from).div_ceil(step) * step;
-        if start < die.gc_until {
+        // The episode's last erase is one operation: a read due while it runs waits for its
+        // end (boundaries inside it let reads cut into a 5 ms erase).
+        if start < die.gc_until && start <= die.gc_until.saturating_sub(erase_ns) {
             return (ReadPath::Preempt, start);
         }
     }
@@ -688,7 +691,7 @@ pub struct Ssd {
     program_ns: PageTimes,
     read_ns_mean: u64,
     program_ns_mean: u64,
-    erase_ns: u64,
+    pub(crate) erase_ns: u64,
     resume_ns: u64,
     /// `ftl.gc_batch_blocks`: victims a foreground GC stall reclaims.
     gc_batch: u32,
@@ -1693,7 +1696,14 @@ impl Ssd {
             return xe;
         }
         let mut dt = self.die(u);
-        let (path, start) = read_start(self.suspend, self.gc_mode, &dt, self.ops.get(u), t);
+        let (path, start) = read_start(
+            self.suspend,
+            self.gc_mode,
+            self.erase_ns,
+            &dt,
+            self.ops.get(u),
+            t,
+        );
         if path == ReadPath::Suspend && dt.read_free <= t {
             self.counters.suspensions += 1;
         }
@@ -1787,7 +1797,7 @@ impl Ssd {
                 let base = t.max(hot.read_free).max(cold.gc_from);
                 let step = cold.gc_step;
                 let start = cold.gc_from + (base - cold.gc_from).div_ceil(step) * step;
-                if start < cold.gc_until {
+                if start < cold.gc_until && start <= cold.gc_until.saturating_sub(self.erase_ns) {
                     return self.program_into_gc(t, u, c, start, tp, xfer);
                 }
             }
