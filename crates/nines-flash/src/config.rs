@@ -192,8 +192,8 @@ pub struct FtlConfig {
 /// How garbage collection shares a die with host commands.
 ///
 /// - `preempt` (the default, nines' model since its first version): a read arriving while GC
-///   copies pages on its die goes in at the next page-copy boundary; writes never wait for GC
-///   except through the write buffer.
+///   copies pages on its die (or is queued there) goes in at the next page-copy boundary, and
+///   so does a host page program; writes never wait for GC except through the write buffer.
 /// - `suspend`: a read suspends GC's program or erase in progress and goes at once; GC resumes
 ///   after it, `suspend.resume_overhead_ns` later (program/erase suspend: Wu and He, "Reducing
 ///   SSD read latency via NAND flash program and erase suspension", FAST 2012; ONFI 4.x
@@ -203,7 +203,8 @@ pub struct FtlConfig {
 ///   hw/femu/bbssd/ftl.c: `gc_read_page`/`gc_write_page` for every valid page and the erase
 ///   each advance the LUN's `next_lun_avail_time`, which a host read then waits for).
 /// - `foreground`: `blocking`, and when a host write finds its pool at the hard threshold
-///   (`ftl.gc_hard_threshold`) it waits while GC reclaims `ftl.gc_batch_blocks` victims there:
+///   (`ftl.gc_hard_threshold`) it waits while GC reclaims up to `ftl.gc_batch_blocks` victims
+///   there and on every other pool short of the soft threshold, the dies in parallel:
 ///   the write cliff of consumer and older enterprise drives, whose firmware collects garbage
 ///   in the write path once the free pool is spent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

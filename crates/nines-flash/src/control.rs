@@ -159,7 +159,15 @@ impl Ssd {
                 let gc = pending.filter(|&(pu, _)| pu == u).map(|(_, dt)| dt);
                 self.gap_read_start(now_ns, u as usize, c, t, tr, xfer, gc)
             } else {
-                read_start(self.suspend, self.gc_mode, &d, self.ops.get(u as usize), t).1
+                read_start(
+                    self.suspend,
+                    self.gc_mode,
+                    self.erase_ns,
+                    &d,
+                    self.ops.get(u as usize),
+                    t,
+                )
+                .1
             };
             // With gaps a read forgets what ended by its command's arrival (`now`).
             let live = if self.die_gaps { now_ns } else { t };

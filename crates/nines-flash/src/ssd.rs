@@ -20,11 +20,12 @@
 //!   threshold. A GC episode holds its die for its page reads, programs (copy-back, no channel)
 //!   and erase; a host read to that die waits for the page copy in progress (not the whole
 //!   episode) and then goes first, pushing the rest of the episode back (firmware interleaves
-//!   host reads with GC page moves). That is `ftl.gc_mode = "preempt"`, the default; `suspend`
+//!   host reads with GC page moves; host page programs go in between the copies the same way,
+//!   so they do not pile up behind a victim). That is `ftl.gc_mode = "preempt"`, the default; `suspend`
 //!   lets the read go at once (suspending GC's program or erase), `blocking` makes it wait for
 //!   the whole episode (FEMU), and `foreground` also makes the host write that found its pool
-//!   at the hard threshold wait while GC reclaims `ftl.gc_batch_blocks` victims (the write
-//!   cliff). See [`GcMode`].
+//!   at the hard threshold wait while GC reclaims up to `ftl.gc_batch_blocks` victims on
+//!   every pool short of free blocks, in parallel (the write cliff). See [`GcMode`].
 //! - suspend-resume: when enabled, a read to a die busy programming or erasing goes first and
 //!   pushes the program/erase back by the read's time plus `resume_overhead_ns`.
 //! - read priority (when enabled): a read waits only for the program or erase in progress, and
@@ -496,6 +497,7 @@ pub(crate) enum ReadPath {
 pub(crate) fn read_start(
     suspend: bool,
     gc_mode: GcMode,
+    erase_ns: u64,
     die: &DieTime,
     ops: Option<&LongOps>,
     t: u64,
@@ -519,12 +521,16 @@ pub(crate) fn read_start(
         }
         return (ReadPath::Fcfs, die.free);
     }
-    if die.free > t && die.gc_from <= t && t < die.gc_until {
-        // GC is copying pages on this die: the read goes in at the next page-copy boundary.
-        let base = t.max(die.read_free);
+    if die.free > t && t < die.gc_until {
+        // GC is copying pages on this die, or is queued on it behind programs: the read goes
+        // in at the next page-copy boundary (at the episode's start when it has not started:
+        // the read waits for what is queued before the GC, not for the GC too).
+        let base = t.max(die.read_free).max(die.gc_from);
         let step = die.gc_step;
         let start = die.gc_from + (base - die.gc_from).div_ceil(step) * step;
-        if start < die.gc_until {
+        // The episode's last erase is one operation: a read due while it runs waits for its
+        // end (boundaries inside it let reads cut into a 5 ms erase).
+        if start < die.gc_until && start <= die.gc_until.saturating_sub(erase_ns) {
             return (ReadPath::Preempt, start);
         }
     }
@@ -685,7 +691,7 @@ pub struct Ssd {
     program_ns: PageTimes,
     read_ns_mean: u64,
     program_ns_mean: u64,
-    erase_ns: u64,
+    pub(crate) erase_ns: u64,
     resume_ns: u64,
     /// `ftl.gc_batch_blocks`: victims a foreground GC stall reclaims.
     gc_batch: u32,
@@ -1342,22 +1348,53 @@ impl Ssd {
     }
 
     /// `ftl.gc_mode = "foreground"`: the write that found `gc.pool` at the hard threshold,
-    /// and every host write after it, waits while GC there reclaims up to `gc_batch_blocks`
-    /// victims in all (the hard GC's own included; the firmware's write path does the GC);
-    /// returns when the write is admitted: once the batch's last erase ends.
+    /// and every host write after it, waits while GC reclaims up to `gc_batch_blocks` victims
+    /// on that pool (the hard GC's own included) and, in parallel on their own dies, up to
+    /// `gc_batch_blocks` on every other pool short of the soft threshold (firmware that stops
+    /// the write path collects everywhere it must, not one die at a time while the others
+    /// idle); returns when the write is admitted: once the last die's batch ends.
+    /// A victim beyond the one that had to be taken is taken only if it moves at most twice
+    /// the units that one moved: the batch reclaims garbage as cheap as what forced it, it
+    /// does not compact valid data to fill a quota (on a log-structured writer's member,
+    /// whose forced victims are trimmed blocks, it moves nothing).
+    /// Bounded: at most `gc_batch_blocks` victims per pool, each pool visited once.
     #[cold]
     fn foreground_gc(&mut self, admitted: u64, gc: &mut GcWork) -> u64 {
-        let pool = gc.pool;
-        let ftl = Arc::make_mut(&mut self.ftl);
-        while gc.victims < self.gc_batch {
-            let w = ftl.gc_once(pool);
-            if w.victims == 0 {
-                break;
+        let trigger = gc.pool;
+        let batch = self.gc_batch;
+        let soft = self.ftl.gc_soft_blocks();
+        let limit = gc.units_moved.saturating_mul(2);
+        let take = |ftl: &mut Ftl, w: &mut GcWork| {
+            while w.victims < batch {
+                let next = ftl.gc_once_work(w.pool);
+                if next.victims == 0 || next.units_moved > limit {
+                    break;
+                }
+                let x = ftl.gc_once(w.pool);
+                if x.victims == 0 {
+                    break;
+                }
+                w.add(&x);
             }
-            gc.add(&w);
-        }
+        };
+        take(Arc::make_mut(&mut self.ftl), gc);
         self.schedule_gc(admitted, gc, ReadWaitCause::GcForced);
-        let end = self.units[self.unit_of(pool) as usize].free;
+        let mut end = self.units[self.unit_of(trigger) as usize].free;
+        for pool in 0..self.pools {
+            if pool == trigger || self.ftl.free_blocks(pool) >= soft {
+                continue;
+            }
+            let mut w = GcWork {
+                pool,
+                ..GcWork::default()
+            };
+            take(Arc::make_mut(&mut self.ftl), &mut w);
+            if w.victims > 0 {
+                self.counters.gc_hard_episodes += 1;
+                self.schedule_gc(admitted, &w, ReadWaitCause::GcForced);
+                end = end.max(self.units[self.unit_of(pool) as usize].free);
+            }
+        }
         self.writes_blocked_until = self.writes_blocked_until.max(end);
         admitted.max(end)
     }
@@ -1659,7 +1696,14 @@ impl Ssd {
             return xe;
         }
         let mut dt = self.die(u);
-        let (path, start) = read_start(self.suspend, self.gc_mode, &dt, self.ops.get(u), t);
+        let (path, start) = read_start(
+            self.suspend,
+            self.gc_mode,
+            self.erase_ns,
+            &dt,
+            self.ops.get(u),
+            t,
+        );
         if path == ReadPath::Suspend && dt.read_free <= t {
             self.counters.suspensions += 1;
         }
@@ -1691,6 +1735,8 @@ impl Ssd {
                 let pushed = xe - start;
                 dt.free += pushed;
                 dt.gc_until += pushed;
+                // GC's later page copies start after the read: its boundaries move with them.
+                dt.gc_from += pushed;
                 if dt.long_until > start {
                     dt.long_until += pushed;
                 }
@@ -1737,7 +1783,26 @@ impl Ssd {
         if self.die_gaps {
             return self.program_gaps(t, u, c, tp, xfer);
         }
-        let start = t.max(self.units[u].free);
+        let hot = self.units[u];
+        // Not with suspend: there a read suspends any program at once, queued or not, and a
+        // program put between copies would hold reads (`read_free`) for its whole tPROG.
+        if hot.free > t && self.gc_mode == GcMode::Preempt && !self.suspend && self.ops.is_empty() {
+            let cold = self.units_cold[u];
+            if t < cold.gc_until {
+                // GC is copying pages on this die, or queued on it: the program goes in at the
+                // next page-copy boundary, as a read does, and the rest of the episode moves
+                // back (firmware interleaves host programs with GC's page moves; queued whole
+                // behind a victim of 150 page copies, a die's host programs piled up for tens
+                // of milliseconds and every read behind them waited: p4600, paper004-dnd).
+                let base = t.max(hot.read_free).max(cold.gc_from);
+                let step = cold.gc_step;
+                let start = cold.gc_from + (base - cold.gc_from).div_ceil(step) * step;
+                if start < cold.gc_until && start <= cold.gc_until.saturating_sub(self.erase_ns) {
+                    return self.program_into_gc(t, u, c, start, tp, xfer);
+                }
+            }
+        }
+        let start = t.max(hot.free);
         let xe = self.chan[c].reserve(t, start, xfer) + xfer;
         let end = xe + tp;
         self.units[u].free = end;
@@ -1747,6 +1812,40 @@ impl Ssd {
         }
         self.programs_until = self.programs_until.max(end);
         self.counters.die_busy_ns += end - start;
+        self.counters.channel_busy_ns += xfer;
+        (start, end)
+    }
+
+    /// A host program (data ready at `t`) put between GC's page copies on unit `u` at
+    /// `start`: the episode's rest and what is queued behind it move back by its time, and
+    /// later reads and programs that preempt the episode go after it (`read_free`).
+    fn program_into_gc(
+        &mut self,
+        t: u64,
+        u: usize,
+        c: usize,
+        start: u64,
+        tp: u64,
+        xfer: u64,
+    ) -> (u64, u64) {
+        let xe = self.chan[c].reserve(t, start, xfer) + xfer;
+        let end = xe + tp;
+        let pushed = end - start;
+        let mut dt = self.die(u);
+        dt.free += pushed;
+        dt.gc_until += pushed;
+        // GC's later page copies start after the program: its boundaries move with them.
+        dt.gc_from += pushed;
+        dt.long_until = if dt.long_until > start {
+            dt.long_until + pushed
+        } else {
+            end
+        };
+        dt.read_free = end;
+        self.set_die(u, dt);
+        self.counters.gc_preemptions += 1;
+        self.programs_until = self.programs_until.max(end);
+        self.counters.die_busy_ns += pushed;
         self.counters.channel_busy_ns += xfer;
         (start, end)
     }

@@ -78,6 +78,48 @@ fn read_behind_preempt_gc_waits_for_one_page_copy_only() {
 }
 
 #[test]
+fn preempt_read_behind_programs_queued_before_gc_waits_for_them_not_for_the_gc() {
+    let t = 1_000_000_000;
+    let (_, mut ssd) = one_die(GcMode::Preempt);
+    // A page program queued on the die, then a GC episode queued behind it.
+    ssd.submit(t, Op::Write, 7 * 4096, 4096);
+    assert_eq!(
+        ssd.counters().gc_soft_episodes,
+        0,
+        "the write started no GC"
+    );
+    let program_end = t + 1 + ssd.busy_remaining_ns(t + 1);
+    let gc_end = start_gc(&mut ssd, t + 1);
+    assert!(gc_end > program_end + 2 * 2_000_000);
+    let done = ssd.submit(t + 2, Op::Read, 0, 4096);
+    // The read waits for the program, then goes before the GC's first page copy (it used to
+    // wait for the whole episode: reads behind a die's queue of programs waited for a victim).
+    assert_eq!(done, program_end + TR + XFER + LINK);
+    assert_eq!(ssd.counters().gc_preemptions, 1);
+}
+
+#[test]
+fn preempt_host_program_goes_between_gc_page_copies() {
+    let t = 1_000_000_000;
+    let step = TR + 500_000;
+    let (_, mut ssd) = one_die(GcMode::Preempt);
+    let gc_end = start_gc(&mut ssd, t);
+    // A full page written while GC copies: its program goes in at the next page-copy boundary
+    // (t + step) instead of after the episode.
+    ssd.submit(t + 1_000, Op::Write, 7 * 4096, 4096);
+    let program_end = t + step + XFER + 500_000;
+    // A read arriving during that program goes right after it, before GC's next copy.
+    let at = t + step + 1_000;
+    let done = ssd.submit(at, Op::Read, 0, 4096);
+    assert_eq!(done, program_end + TR + XFER + LINK);
+    // The episode moved back by the program's and the read's die time.
+    assert_eq!(
+        ssd.busy_remaining_ns(done) + done,
+        gc_end + XFER + 500_000 + TR + XFER
+    );
+}
+
+#[test]
 fn read_suspends_gc_in_suspend_mode_and_gc_resumes_later() {
     let t = 1_000_000_000;
     let resume = 7_000;
@@ -190,4 +232,48 @@ fn gc_mode_is_read_from_toml_and_validated() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("gc_mode"), "{e}");
+}
+
+#[test]
+fn foreground_gc_collects_on_every_die_short_of_free_blocks_in_parallel() {
+    // Four dies written faster than they program and collect: when one die's pool reaches the
+    // hard threshold, the others (written round robin) are short of free blocks too, and the
+    // same stall collects on them as well (one episode per die, each queued on its own die at
+    // the stall's start), each die at most its batch. Before, only the die that reached the
+    // threshold collected, and the next die's stall followed it.
+    let mut cfg = small(4, 1, 0.2);
+    cfg.ftl.gc_mode = GcMode::Foreground;
+    cfg.ftl.gc_batch_blocks = 2;
+    cfg.validate().unwrap();
+    let mut ssd = Ssd::new(&cfg, 1);
+    ssd.precondition(Precondition::Steady, 3);
+    let mut rng = Lcg(5);
+    let mut t = 1_000_000_000;
+    let mut parallel_stalls = 0;
+    for _ in 0..40_000 {
+        let off = rng.offset_4k(ssd.logical_bytes());
+        let before = ssd.counters();
+        let victims_before = ssd.ftl_stats().victims;
+        let done = ssd.submit(t, Op::Write, off, 4096);
+        let after = ssd.counters();
+        let victims = ssd.ftl_stats().victims - victims_before;
+        let episodes = after.gc_hard_episodes - before.gc_hard_episodes;
+        if episodes >= 2 {
+            // The write waited for the stall: at least one die's whole victim (its erase).
+            assert!(done - t >= 2_000_000, "stalled write took {} ns", done - t);
+            // Each die collected at most its batch (plus one soft GC victim the same command
+            // may start on an idle die).
+            assert!(
+                victims <= episodes * 2 + 1,
+                "{victims} victims in {episodes} episodes"
+            );
+            parallel_stalls += 1;
+        }
+        t += 150_000;
+    }
+    assert!(
+        parallel_stalls >= 3,
+        "{parallel_stalls} stalls over several dies"
+    );
+    ssd.ftl().check_consistency().unwrap();
 }
