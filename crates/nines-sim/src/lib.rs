@@ -5,7 +5,8 @@
 //! - [`config`]: what a simulation is given, scaling and preconditioning ([`prepare`]).
 //! - [`calibrate`]: fit a device description to measured runs (`nines sim --calibrate`).
 //! - [`event_loop`]: the loop ([`run`], [`run_logged`]) and its progress hook ([`SimProgress`]).
-//! - [`member`]: a member device: an SSD model or a zero-latency device.
+//! - [`member`]: a member device: an SSD model or a zero-latency device (the nines-member
+//!   crate, below both drivers; re-exported here).
 //! - [`host`]: CPU costs of submission and completion, interrupt vs polled, background tasks.
 //! - `report`, `sinks`: the report and the per-I/O and interval logs.
 //!
@@ -15,7 +16,7 @@ pub mod calibrate;
 pub mod config;
 pub mod event_loop;
 pub mod host;
-pub mod member;
+pub use nines_member as member;
 mod queue;
 mod report;
 mod sinks;
