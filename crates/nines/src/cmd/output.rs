@@ -514,96 +514,6 @@ pub fn remove_stale_partials(dir: &Path, name: &str) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn regular_files_appear_only_on_commit_and_devices_are_written_in_place() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("out.json");
-        let (out, mut f) = PendingOutput::create("--json", &p).unwrap();
-        f.write_all(b"x").unwrap();
-        assert!(!p.exists());
-        out.commit().unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"x");
-        // Dropped uncommitted: nothing left, the old file kept.
-        let (out, mut f) = PendingOutput::create("--json", &p).unwrap();
-        f.write_all(b"yy").unwrap();
-        drop(out);
-        assert_eq!(std::fs::read(&p).unwrap(), b"x");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-        // /dev/null stays a character device.
-        write_all("-o", Path::new("/dev/null"), b"abc").unwrap();
-        use std::os::unix::fs::FileTypeExt;
-        assert!(
-            std::fs::metadata("/dev/null")
-                .unwrap()
-                .file_type()
-                .is_char_device()
-        );
-        // /dev/full: the error is reported, the node is kept.
-        let e = write_all("-o", Path::new("/dev/full"), &[0u8; 1 << 16]).unwrap_err();
-        assert!(
-            format!("{e:#}").contains("-o /dev/full: write failed"),
-            "{e:#}"
-        );
-        assert!(
-            std::fs::metadata("/dev/full")
-                .unwrap()
-                .file_type()
-                .is_char_device()
-        );
-    }
-
-    #[test]
-    fn stale_partials_of_dead_pids_are_removed_and_live_ones_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        // A pid that cannot be running: above the kernel's pid_max.
-        let dead = dir.path().join(".a.json.nines-partial-2147483646");
-        let live = dir
-            .path()
-            .join(format!(".a.json.nines-partial-{}", std::process::id()));
-        let parent = dir.path().join(format!(
-            ".a.json.nines-partial-{}",
-            std::os::unix::process::parent_id()
-        ));
-        let other = dir.path().join(".b.json.nines-partial-2147483646");
-        for p in [&dead, &live, &parent, &other] {
-            std::fs::write(p, b"").unwrap();
-        }
-        write_all("--json", &dir.path().join("a.json"), b"{}").unwrap();
-        assert!(!dead.exists(), "a dead pid's partial file is removed");
-        assert!(parent.exists(), "a live process's partial file is kept");
-        assert!(
-            other.exists(),
-            "only partials of the same output are touched"
-        );
-        assert!(!live.exists(), "ours was renamed into place");
-    }
-
-    #[test]
-    fn the_same_file_twice_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = dir.path().join("a.json");
-        let dotted = dir.path().join(".").join("a.json");
-        let e = check_distinct(&[("--json", Some(&a)), ("--fio-json", Some(&dotted))]).unwrap_err();
-        assert!(
-            e.to_string().contains("--json and --fio-json both name"),
-            "{e}"
-        );
-        let b = dir.path().join("b.json");
-        check_distinct(&[
-            ("--json", Some(&a)),
-            ("--fio-json", Some(&b)),
-            ("--x", None),
-        ])
-        .unwrap();
-        let null = Path::new("/dev/null");
-        check_distinct(&[("--json", Some(null)), ("--fio-json", Some(null))]).unwrap();
-    }
-}
-
 /// The outputs of a run (`profile` and `sim`), by option, as given.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunOutputPaths<'a> {
@@ -722,5 +632,130 @@ impl RunOutputs {
             p.commit()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regular_files_appear_only_on_commit_and_devices_are_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.json");
+        let (out, mut f) = PendingOutput::create("--json", &p).unwrap();
+        f.write_all(b"x").unwrap();
+        assert!(!p.exists());
+        out.commit().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"x");
+        // Dropped uncommitted: nothing left, the old file kept.
+        let (out, mut f) = PendingOutput::create("--json", &p).unwrap();
+        f.write_all(b"yy").unwrap();
+        drop(out);
+        assert_eq!(std::fs::read(&p).unwrap(), b"x");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        // /dev/null stays a character device.
+        write_all("-o", Path::new("/dev/null"), b"abc").unwrap();
+        use std::os::unix::fs::FileTypeExt;
+        assert!(
+            std::fs::metadata("/dev/null")
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
+        // /dev/full: the error is reported, the node is kept.
+        let e = write_all("-o", Path::new("/dev/full"), &[0u8; 1 << 16]).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("-o /dev/full: write failed"),
+            "{e:#}"
+        );
+        assert!(
+            std::fs::metadata("/dev/full")
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
+    }
+
+    #[test]
+    fn stale_partials_of_dead_pids_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // A pid that cannot be running: above the kernel's pid_max.
+        let dead = dir.path().join(".a.json.nines-partial-2147483646");
+        let live = dir
+            .path()
+            .join(format!(".a.json.nines-partial-{}", std::process::id()));
+        let parent = dir.path().join(format!(
+            ".a.json.nines-partial-{}",
+            std::os::unix::process::parent_id()
+        ));
+        let other = dir.path().join(".b.json.nines-partial-2147483646");
+        for p in [&dead, &live, &parent, &other] {
+            std::fs::write(p, b"").unwrap();
+        }
+        write_all("--json", &dir.path().join("a.json"), b"{}").unwrap();
+        assert!(!dead.exists(), "a dead pid's partial file is removed");
+        assert!(parent.exists(), "a live process's partial file is kept");
+        assert!(
+            other.exists(),
+            "only partials of the same output are touched"
+        );
+        assert!(!live.exists(), "ours was renamed into place");
+    }
+
+    #[test]
+    fn the_same_file_twice_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.json");
+        let dotted = dir.path().join(".").join("a.json");
+        let e = check_distinct(&[("--json", Some(&a)), ("--fio-json", Some(&dotted))]).unwrap_err();
+        assert!(
+            e.to_string().contains("--json and --fio-json both name"),
+            "{e}"
+        );
+        let b = dir.path().join("b.json");
+        check_distinct(&[
+            ("--json", Some(&a)),
+            ("--fio-json", Some(&b)),
+            ("--x", None),
+        ])
+        .unwrap();
+        let null = Path::new("/dev/null");
+        check_distinct(&[("--json", Some(null)), ("--fio-json", Some(null))]).unwrap();
+    }
+
+    #[test]
+    fn run_outputs_appear_together_on_commit_and_nothing_is_left_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let lat = dir.path().join("r.lat");
+        let paths = RunOutputPaths {
+            json: Some(&json),
+            lat_log: Some(&lat),
+            ..Default::default()
+        };
+        // Two options naming one file: refused before anything is created.
+        let twice = RunOutputPaths {
+            hdr_log: Some(&json),
+            ..paths
+        };
+        let e = RunOutputs::create(&twice).err().unwrap().to_string();
+        assert!(e.contains("--json and --hdr-log both name"), "{e}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // Dropped uncommitted (a failed run): nothing left behind.
+        let mut outs = RunOutputs::create(&paths).unwrap();
+        outs.lat_log.take().unwrap().write_all(b"log").unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        drop(outs);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // Committed: every output in place under its own name, and only those.
+        let mut outs = RunOutputs::create(&paths).unwrap();
+        outs.lat_log.take().unwrap().write_all(b"log").unwrap();
+        assert!(outs.hdr_log.is_none());
+        assert!(!lat.exists() && !json.exists());
+        outs.commit().unwrap();
+        assert_eq!(std::fs::read(&lat).unwrap(), b"log");
+        assert!(json.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 }
