@@ -164,12 +164,17 @@ pub enum ProfileError {
 
 /// Opens the targets (with the safety checks), checks every region, runs and reports.
 pub fn profile(
-    run: RunSpec,
+    mut run: RunSpec,
     mut spec: ProfileSpec,
     events: &mut dyn ProfileEvents,
 ) -> Result<Profile, ProfileError> {
     let opened = open_targets(&run, &spec)?;
-    let mut cfg = driver_config(&run, &mut spec, &opened.paths)?;
+    // The trace moves into the driver (no copy of its records); the spec keeps its settings.
+    let records = run.trace.as_mut().map(|t| {
+        let empty = nines_trace::Trace::from_records(Vec::new(), t.trace.format);
+        std::mem::replace(&mut t.trace, empty)
+    });
+    let mut cfg = driver_config(&run, records, &mut spec, &opened.paths)?;
     let volumes = driver::validate(&opened.driver_targets, &cfg)?;
     if let (Some(mut trace), Some(t)) = (cfg.trace.take(), run.trace.as_ref()) {
         // Fit the trace's devices onto the volumes and its offsets into the smallest.
@@ -200,7 +205,10 @@ pub fn profile(
     };
     let isolated = isolated_volumes(&volumes, &cfg.isolate);
     events.placement(&placement_line(spec.engine, &names, &spec.cpus, &isolated));
-    let trace = cfg.trace.as_ref().map(|t| (t.shape(), t.stats(), t.format));
+    let trace = cfg
+        .trace
+        .as_ref()
+        .map(|t| (t.shape(), t.stats(), t.format, t.records.len()));
     events.around_run(false);
     let outcome = driver::run(&opened.driver_targets, cfg)?;
     warnings.extend(events.around_run(true));
@@ -374,6 +382,7 @@ fn open_targets(run: &RunSpec, spec: &ProfileSpec) -> Result<Opened, ProfileErro
 /// carries no pattern), then fitted to the volumes.
 fn driver_config(
     run: &RunSpec,
+    trace: Option<nines_trace::Trace>,
     spec: &mut ProfileSpec,
     paths: &[PathBuf],
 ) -> Result<DriverConfig, ProfileError> {
@@ -381,7 +390,7 @@ fn driver_config(
         spec: run.workload().clone(),
         jobs: run.jobs.clone(),
         layout: run.layout.clone(),
-        trace: run.trace.as_ref().map(|t| t.trace.clone()),
+        trace,
         trace_depth: run
             .trace
             .as_ref()
@@ -404,12 +413,13 @@ fn driver_config(
     })
 }
 
-/// The trace replayed, once fitted: its shape (the workload the report describes), totals and
-/// format.
+/// The trace replayed, once fitted: its shape (the workload the report describes), totals,
+/// format and requests.
 type TraceFacts = (
     nines_trace::TraceShape,
     nines_trace::TraceStats,
     nines_trace::TraceFormat,
+    usize,
 );
 
 /// The report of a finished run: the run's settings and host identity, each target (a volume
@@ -429,7 +439,7 @@ fn build_report(
     // A replay's workload is what the trace held (as `nines sim` reports it), not the workload
     // options' defaults (randread, 50% reads): its direction and read share, its most common
     // request size, and as iodepth the most requests in flight per target (--trace-depth).
-    if let (Some((shape, _, _)), Some(t)) = (&trace, &run.trace) {
+    if let (Some((shape, _, _, _)), Some(t)) = (&trace, &run.trace) {
         workload.rw = shape.rw;
         workload.read_mix_pct = shape.read_mix_pct;
         workload.block_size_bytes = shape.block_size_bytes_mode;
@@ -646,12 +656,12 @@ fn report_extra(
             }),
         );
     }
-    if let (Some(t), Some((_, ts, format))) = (&run.trace, trace) {
+    if let (Some(t), Some((_, ts, format, requests))) = (&run.trace, trace) {
         extra.insert(
             "trace".into(),
             json!({
                 "format": format.to_string(),
-                "requests": t.trace.records.len(),
+                "requests": requests,
                 "reads": ts.reads,
                 "writes": ts.writes,
                 "fua_writes": ts.fua_writes,
