@@ -12,17 +12,12 @@
 # Last line: RESULT p9999_over_p50=<p99.99 / p50> max_us=<max> ideal_p9999_over_p50=<the same
 # for --ideal> (goals: >= 1.5; max within 2x of 90 us: 45-180)
 set -euo pipefail
-die() { echo "default-qd1: $*" >&2; exit 1; }
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "${NINES:-}" ]; then
-    (cd "$ROOT" && cargo build --release -p nines >&2) || die "cargo build failed"
-    NINES=${CARGO_TARGET_DIR:-$ROOT/target}/release/nines
-fi
-[ -x "$NINES" ] || die "no nines binary at $NINES"
+. "$(dirname "$0")/lib.sh"
+bench_init default-qd1
+bench_nines
 IOS=${IOS:-2000000}
 [ "${QUICK:-0}" = 1 ] && IOS=500000
-WORK=$(mktemp -d /tmp/nines-qd1.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+bench_scratch WORK
 "$NINES" sim --quiet --ios "$IOS" --json "$WORK/real.json" >/dev/null 2>"$WORK/real.err" \
     || die "nines sim failed: $(tail -1 "$WORK/real.err")"
 "$NINES" sim --quiet --ios "$IOS" --ideal --json "$WORK/ideal.json" >/dev/null 2>"$WORK/ideal.err" \

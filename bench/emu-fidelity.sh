@@ -30,19 +30,15 @@ RUNTIME=${RUNTIME:-20}
 REGION=${REGION:-4g}
 if [ "${QUICK:-0}" = 1 ]; then RUNTIME=4; fi
 
-die() { echo "emu-fidelity: $*" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh"
+bench_init emu-fidelity
 command -v python3 >/dev/null || die "python3 is missing; run scripts/setup.sh"
-root="$(cd "$(dirname "$0")/.." && pwd)"
-if [ -z "${NINES:-}" ]; then
-  cargo build --release -q -p nines --manifest-path "$root/Cargo.toml" || die "build failed"
-  NINES="$root/target/release/nines"
-fi
+bench_nines
 if [ -z "${CPU:-}" ]; then
   CPU=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
 fi
 
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+bench_scratch work
 
 run() { # name, then the workload options
   local name=$1; shift

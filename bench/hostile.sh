@@ -3,13 +3,17 @@
 # fails when nines panics (exit 101), aborts or dies on a signal (exit >= 128, SIGPIPE included),
 # accepts what it must refuse, replaces a device node, leaves outputs behind a failure, or prints
 # Rust debug structures. Compare binaries: before and after a fix.
-#   bench/hostile.sh [NINES_BINARY]   (default target/debug/nines; root needed for the zram class)
+#   bench/hostile.sh [NINES_BINARY]   (default $NINES, else a dev build: debug assertions and
+#   overflow checks find more; root needed for the zram class)
 # Ends with one line: RESULT tried=N failed=M <class>=failed/tried ...
 set -u
-BIN="$(realpath "${1:-target/debug/nines}")"
-PRESET="$(cd "$(dirname "$0")/.." && pwd)/crates/nines-flash/presets/afa-m2-2018.toml"
-W="$(mktemp -d /var/tmp/nines-hostile.XXXXXX)"
-trap 'rm -rf "$W"' EXIT
+. "$(dirname "$0")/lib.sh"
+bench_init hostile
+[ $# -ge 1 ] && NINES=$1
+bench_nines debug
+BIN=$NINES
+PRESET="$ROOT/crates/nines-flash/presets/afa-m2-2018.toml"
+bench_scratch W /var/tmp
 cd "$W"
 export TMPDIR="$W"
 declare -A tried failed
@@ -295,4 +299,5 @@ for c in "${order[@]}"; do
   printf '%-11s tried %3d  failed %3d\n' "$c" "${tried[$c]}" "${failed[$c]}"
   total=$((total + tried[$c])); bad=$((bad + failed[$c])); line+=" $c=${failed[$c]}/${tried[$c]}"
 done
-echo "RESULT tried=$total failed=$bad$line"
+# shellcheck disable=SC2086 # one CLASS=F/T per word
+bench_result "tried=$total" "failed=$bad" $line

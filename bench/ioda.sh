@@ -32,19 +32,16 @@ command -v python3 >/dev/null || die "python3 is missing"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SHARED=${SHARED:-$ROOT/../shared/traces}
 [ -d "$SHARED" ] || SHARED=/work/shared/traces
-if [ -z "${NINES:-}" ]; then
-    (cd "$ROOT" && cargo build --release -p nines >&2) || die "cargo build failed"
-    NINES=${CARGO_TARGET_DIR:-$ROOT/target}/release/nines
-fi
-[ -x "$NINES" ] || die "no nines binary at $NINES"
+. "$(dirname "$0")/lib.sh"
+bench_init ioda
+bench_nines
 TRACES=${TRACES:-"$SHARED/mqsim-tpcc-small.trace $SHARED/msr-cut-rw_40_60.1370.trace"}
 TIME_SCALE=${TIME_SCALE:-1}
 FAST_FAIL=${FAST_FAIL:-1ms}
 IODA_ARGS=${IODA_ARGS:-"--policy dnd --window 100ms"}
 REPEAT=${REPEAT:-12}
 [ "${QUICK:-0}" = 1 ] && REPEAT=${QUICK_REPEAT:-6}
-WORK=$(mktemp -d /tmp/nines-ioda.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+bench_scratch WORK
 
 run() { # name trace format args...
     local name=$1 trace=$2 fmt=$3; shift 3

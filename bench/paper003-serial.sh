@@ -52,13 +52,10 @@ if [ "${QUICK:-0}" = 1 ]; then RAMP=15s; RUNTIME=10s; fi
 die() { echo "paper003-serial: $*" >&2; exit 1; }
 command -v python3 >/dev/null || die "python3 is missing"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "${NINES:-}" ]; then
-    (cd "$ROOT" && cargo build --release -p nines >&2) || die "cargo build failed"
-    NINES=${CARGO_TARGET_DIR:-$ROOT/target}/release/nines
-fi
-[ -x "$NINES" ] || die "no nines binary at $NINES"
-WORK=$(mktemp -d /tmp/nines-paper003.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+. "$(dirname "$0")/lib.sh"
+bench_init paper003-serial
+bench_nines
+bench_scratch WORK
 
 FOOT=18g
 COMMON=(sim --quiet --device intel-750 --devices 4 --scale 0.01 --bs 64k --iodepth 32

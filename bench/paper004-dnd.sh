@@ -44,13 +44,10 @@ SCALE=${SCALE:-0.1}
 die() { echo "paper004-dnd: $*" >&2; exit 1; }
 command -v python3 >/dev/null || die "python3 is missing"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "${NINES:-}" ]; then
-    (cd "$ROOT" && cargo build --release -p nines >&2) || die "cargo build failed"
-    NINES=${CARGO_TARGET_DIR:-$ROOT/target}/release/nines
-fi
-[ -x "$NINES" ] || die "no nines binary at $NINES"
-WORK=$(mktemp -d /tmp/nines-paper004.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+. "$(dirname "$0")/lib.sh"
+bench_init paper004-dnd
+bench_nines
+bench_scratch WORK
 
 JOBS=(--job reads:rw=randread,bs=4k,iodepth=10
       --job "w1:rw=randwrite,bs=512k,rate-iops=${W1_IOPS:-160}"

@@ -24,17 +24,13 @@
 # Last line: RESULT waf_base=... waf_buffer=... read_p9999_ratio=... (baseline / buffered)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 QUICK="${QUICK:-}"
 # (c) runs 1800 s (and 2700 s without QUICK).
 if [ -n "$QUICK" ]; then AB_RT=30s; else AB_RT=120s; fi
-if [ -z "${NINES:-}" ]; then
-    cargo build --release -q -p nines
-    NINES="$CARGO_TARGET_DIR/release/nines"
-fi
-[ -x "$NINES" ] || { echo "$(basename "$0"): no nines binary at $NINES" >&2; exit 1; }
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+. bench/lib.sh
+bench_init paper004-shaping
+bench_nines
+bench_scratch TMP
 
 # nines sim --quiet ARGS..., its summary line kept out of the tables (shown when it fails).
 sim() {

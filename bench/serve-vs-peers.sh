@@ -42,16 +42,14 @@ die() { echo "serve-vs-peers: $*" >&2; exit 1; }
 for t in fio qemu-nbd nbdkit python3; do
   command -v "$t" >/dev/null || die "$t is missing; run scripts/setup.sh"
 done
-root="$(cd "$(dirname "$0")/.." && pwd)"
-if [ -z "${NINES:-}" ]; then
-  cargo build --release -q -p nines --manifest-path "$root/Cargo.toml" || die "build failed"
-  NINES="$root/target/release/nines"
-fi
+. "$(dirname "$0")/lib.sh"
+bench_init serve-vs-peers
+bench_nines
 
-work="$(mktemp -d)"
+bench_scratch work
 pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; }
+bench_on_exit cleanup
 sock="$work/nbd.sock"
 backend="$work/backend.img"
 # Real data (not a sparse file, whose reads are of holes), then in the page cache.

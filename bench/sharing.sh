@@ -50,14 +50,12 @@ command -v fio >/dev/null || die "fio is missing: run scripts/setup.sh"
 command -v python3 >/dev/null || die "python3 is missing: run scripts/setup.sh"
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "${NINES:-}" ]; then
-    (cd "$ROOT" && cargo build --release -p nines >&2) || die "cargo build failed"
-    NINES=${CARGO_TARGET_DIR:-$ROOT/target}/release/nines
-fi
-[ -x "$NINES" ] || die "no nines binary at $NINES"
+. "$(dirname "$0")/lib.sh"
+bench_init sharing
+bench_nines
 [ -z "${BASE:-}" ] || [ -x "$BASE" ] || die "BASE=$BASE is not an executable"
 
-WORK=$(mktemp -d /tmp/nines-sharing.XXXXXX)
+bench_scratch WORK
 SLOW=$(mktemp "$SLOW_DIR/nines-sharing-slow.XXXXXX")
 ZRAMS=()
 cleanup() {
@@ -67,9 +65,9 @@ cleanup() {
             sleep 0.2
         done
     done
-    rm -rf "$WORK" "$SLOW"
+    rm -f "$SLOW"
 }
-trap cleanup EXIT INT TERM
+bench_on_exit cleanup
 
 echo "sharing: $NDEV zram devices of $DEV_SIZE (random data) and a 256 MiB file in $SLOW_DIR" >&2
 DEVS=()
@@ -230,4 +228,5 @@ if [ -n "${BASE:-}" ]; then
         'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
     echo "IOPS per worker CPU-second, $NDEV devices in one worker: nines $(median < "$WORK/cpu_new"), base $(median < "$WORK/cpu_base")"
 fi
-echo "RESULT p50_inflation=$P50 p999_inflation=$P999 p9999_vs_fio=$P9999 hetero_p999_moved=$HET iops_per_cpu_s_vs_base=$CPU_VS_BASE"
+bench_result "p50_inflation=$P50" "p999_inflation=$P999" "p9999_vs_fio=$P9999" "hetero_p999_moved=$HET" \
+    "iops_per_cpu_s_vs_base=$CPU_VS_BASE"

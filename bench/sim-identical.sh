@@ -5,18 +5,22 @@
 # write-backs), reads with think time (power-state exits), and raid5 / serial volumes.
 # For changes that must not change results (speed work). Simulated results are deterministic.
 #
-# Usage: bench/sim-identical.sh A B      (two nines binaries; e.g. a release build of main and
-#        target/release/nines). Last line: RESULT runs=N identical=N differ=N
+# Usage: bench/sim-identical.sh A [B]    (two nines binaries; e.g. a release build of main and
+#        target/release/nines; B defaults to $NINES, else a release build of this tree).
+#        Last line: RESULT runs=N identical=N differ=N
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -eq 2 ] && [ -x "$1" ] && [ -x "$2" ] || {
-    echo "usage: $0 NINES_A NINES_B (two nines binaries)" >&2
+. bench/lib.sh
+bench_init sim-identical
+[ $# -ge 1 ] && [ $# -le 2 ] && [ -x "$1" ] || {
+    echo "usage: $0 NINES_A [NINES_B] (two nines binaries; B defaults to \$NINES or a build)" >&2
     exit 2
 }
 A="$1"
-B="$2"
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+[ $# -eq 2 ] && NINES=$2
+bench_nines
+B=$NINES
+bench_scratch TMP
 # shellcheck source=bench/variance-devices.sh
 . bench/variance-devices.sh
 variance_devices "$TMP/dev"
@@ -54,5 +58,5 @@ for dev in afa-m2-2018 "$TMP"/dev/*.toml; do
         fi
     done
 done
-echo "RESULT runs=$runs identical=$same differ=$differ"
+bench_result "runs=$runs" "identical=$same" "differ=$differ"
 [ "$differ" -eq 0 ]

@@ -23,7 +23,6 @@
 # reads_var_ratio=... mixed_var_iops=... mixed_var_ratio=...] [and *_vs_base=... with BASE].
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 QUICK="${QUICK:-}"
 [ -n "$QUICK" ] && REPEATS="${REPEATS:-1}"
 REPEATS="${REPEATS:-3}"
@@ -38,13 +37,10 @@ if [ ! -x /usr/bin/time ]; then
     echo "installing GNU time for peak-memory figures" >&2
     apt-get install -y time >/dev/null
 fi
-if [ -z "${NINES:-}" ]; then
-    cargo build --release -q -p nines
-    NINES="$CARGO_TARGET_DIR/release/nines"
-fi
-[ -x "$NINES" ] || { echo "$(basename "$0"): no nines binary at $NINES" >&2; exit 1; }
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+. bench/lib.sh
+bench_init sim-speed
+bench_nines
+bench_scratch TMP
 # shellcheck source=bench/variance-devices.sh
 . bench/variance-devices.sh
 variance_devices "$TMP/dev"
@@ -155,9 +151,10 @@ echo
 echo "MQSim (CMU-SAFARI/MQSim), quoted from issue 3, not measured here (no network to fetch it):"
 echo "  about 28,000 simulated requests/s for writes and 57,000 for reads; 2.3 GB of memory for one"
 echo "  512 GiB SSD; one SSD per process; a GC-heavy 512 GiB run preconditioned for 14 minutes."
-result="RESULT reads_iops=$R_READS mixed_iops=$R_MIXED raid0_iops=$R_RAID"
+result="reads_iops=$R_READS mixed_iops=$R_MIXED raid0_iops=$R_RAID"
 [ "$VARIANCE" != 0 ] && result="$result reads_var_iops=$R_READS_VAR reads_var_ratio=$Q_READS_VAR mixed_var_iops=$R_MIXED_VAR mixed_var_ratio=$Q_MIXED_VAR"
 [ -n "$BASE" ] && result="$result reads_vs_base=$V_READS mixed_vs_base=$V_MIXED raid0_vs_base=$V_RAID"
 [ -n "$BASE" ] && [ "$VARIANCE" != 0 ] && result="$result reads_var_vs_base=${V_READS_VAR:-n/a} mixed_var_vs_base=${V_MIXED_VAR:-n/a}"
 [ -n "${W_READS_VAR:-}" ] && result="$result reads_var_vs_base_off=$W_READS_VAR mixed_var_vs_base_off=$W_MIXED_VAR"
-echo "$result"
+# shellcheck disable=SC2086 # one NAME=VALUE per word
+bench_result $result

@@ -75,5 +75,6 @@ $jitter"
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     [ $# -eq 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
     variance_devices "$1"
-    echo "RESULT devices=$(find "$1" -maxdepth 1 -name '*.toml' | wc -l) dir=$1"
+    . "$(dirname "$0")/lib.sh"
+    bench_result "devices=$(find "$1" -maxdepth 1 -name '*.toml' | wc -l)" "dir=$1"
 fi

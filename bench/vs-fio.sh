@@ -59,13 +59,11 @@ if ! command -v python3 >/dev/null; then
 fi
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-if [ -z "${NINES:-}" ]; then
-    (cd "$ROOT" && cargo build --release -p nines -j 2 >&2) || die "cargo build failed"
-    NINES=${CARGO_TARGET_DIR:-$ROOT/target}/release/nines
-fi
-[ -x "$NINES" ] || die "no nines binary at $NINES"
+. "$(dirname "$0")/lib.sh"
+bench_init vs-fio
+bench_nines
 
-WORK=$(mktemp -d /tmp/nines-vs-fio.XXXXXX)
+bench_scratch WORK
 ZRAMS=()
 cleanup() {
     for n in "${ZRAMS[@]}"; do
@@ -74,9 +72,8 @@ cleanup() {
             sleep 0.2
         done
     done
-    rm -rf "$WORK"
 }
-trap cleanup EXIT INT TERM
+bench_on_exit cleanup
 
 echo "vs-fio: creating $NDEV8 zram devices of $DEV_SIZE and filling them with random data" >&2
 DEVS=()
@@ -215,7 +212,7 @@ row=${RESULTS[-1]#*|}
 set -- $row
 awk -v fc="$2" -v nc="$6" 'BEGIN { printf "8 dev: IOPS per CPU-second: fio %.0f, nines %.0f (ratio %.2f)\n", 1e6 / fc, 1e6 / nc, fc / nc }'
 # One line for scripts: nines' IOPS over fio's per case (n/f), and the 8-device IOPS per CPU-second.
-result="RESULT"
+result=""
 for r in "${RESULTS[@]}"; do
     label=${r%%|*}
     key=$(echo "$label" | awk '{ if ($1 == 8) print "8dev_log"; else print $3 "_" tolower($4) }')
@@ -227,4 +224,5 @@ row=${RESULTS[-1]#*|}
 # shellcheck disable=SC2086
 set -- $row
 result+=" 8dev_iops_per_cpu_ratio=$(awk -v fc="$2" -v nc="$6" 'BEGIN { printf "%.3f", fc / nc }')"
-echo "$result"
+# shellcheck disable=SC2086 # one NAME=VALUE per word
+bench_result $result

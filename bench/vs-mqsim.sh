@@ -20,7 +20,8 @@
 # Last line: RESULT worst_mean_ratio=... (the ratio farthest from 1) and one ratio per workload.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+. bench/lib.sh
+bench_init vs-mqsim
 QUICK="${QUICK:-}"
 MQSIM="${MQSIM:-}"
 # MQSim @ 7ec40e3's mean device response times (us) on these workloads, measured with QUICK=1
@@ -36,7 +37,7 @@ MQSim is not given (MQSIM=path to its binary). Build it outside this repository,
     MQSIM=/tmp/mqsim/MQSim bench/vs-mqsim.sh
 MQSim needs minutes per workload at full size (and much longer to precondition).
 EOF
-    echo "RESULT worst_mean_ratio=unmeasured mqsim=missing"
+    bench_result worst_mean_ratio=unmeasured mqsim=missing
     exit 0
 fi
 if [ "$MQSIM" != recorded ]; then
@@ -57,12 +58,8 @@ TRACES="${NINES_TRACES_DIR:-traces}"
     exit 2
 }
 if [ -n "$QUICK" ]; then SIM_NS=200000000; else SIM_NS=2000000000; fi
-if [ -z "${NINES:-}" ]; then
-    cargo build --release -q -p nines
-    NINES="$CARGO_TARGET_DIR/release/nines"
-fi
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+bench_nines
+bench_scratch TMP
 
 # mqsim_config PRECONDITION(true|false) > file: MQSim's own ssdconfig.xml, preconditioning set.
 mqsim_config() {
@@ -188,4 +185,4 @@ print("%.3f" % max(r, key=lambda x: max(x, 1 / x)) if r else "nan")
 PY
 )
 echo "goal: every ratio within 0.9..1.1 (issue 17)"
-echo "RESULT worst_mean_ratio=$worst ${results[*]}"
+bench_result "worst_mean_ratio=$worst" "${results[@]}"

@@ -330,6 +330,35 @@ pub fn percentile_key(p: f64) -> String {
     format!("{p}")
 }
 
+/// A latency in nanoseconds with a readable unit: "812 ns", "12.3 µs", "4.10 ms", "1.20 s".
+pub fn format_ns(ns: f64) -> String {
+    let (v, unit) = if ns.abs() < 1e3 {
+        (ns, "ns")
+    } else if ns.abs() < 1e6 {
+        (ns / 1e3, "µs")
+    } else if ns.abs() < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    format!("{} {unit}", sig3(v))
+}
+
+/// Three significant digits, trailing zeros dropped: "1.5", "12.3", "812".
+pub fn sig3(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let digits = v.abs().log10().floor() as i32;
+    let decimals = (2 - digits).clamp(0, 6) as usize;
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
 //! Emulated SSDs in real time (`emu:PRESET[:SIZE]`, issue 12): the simulator's timed model
 //! (nines-flash, driven exactly as `nines sim` drives a member, through
-//! [`nines_sim::member::SimMember`]) run against the real clock, with real data.
+//! [`nines_member::SimMember`], below both drivers) run against the real clock, with real data.
 //!
 //! - Each command is sent to the model at the current real time (nanoseconds since the
 //!   device's first command, so model time 0 is its first I/O, as in the simulator) and completes
@@ -23,12 +23,12 @@ use hdrhistogram::Histogram;
 use nines_array::{CmdOp, CmdResult, MemberCmd};
 use nines_core::units::parse_size_bytes;
 use nines_flash::{DeviceConfig, Precondition, Ssd};
-use nines_sim::member::SimMember;
+use nines_member::SimMember;
 
 /// The logical block of an emulated device (the simulator's): offsets and sizes are multiples.
-pub const BLOCK_BYTES: u32 = nines_sim::LOGICAL_BLOCK_BYTES;
+pub const BLOCK_BYTES: u32 = nines_member::LOGICAL_BLOCK_BYTES;
 /// Default budget for all emulated devices of a process together (models and data).
-pub const MEMORY_BUDGET_BYTES: u64 = nines_sim::MEMORY_BUDGET_BYTES;
+pub const MEMORY_BUDGET_BYTES: u64 = nines_member::MEMORY_BUDGET_BYTES;
 /// Blocks of data allocated at once when the store grows (1 MiB).
 const CHUNK_BLOCKS: usize = 256;
 /// An index entry for a block never written (or trimmed).
@@ -170,7 +170,7 @@ impl EmuContext {
         let scaled = match spec.size_bytes {
             None => full
                 .scaled(full.scale_for_budget(
-                    nines_sim::config::DEVICE_MODEL_BYTES_MAX.min(self.inner.budget_bytes),
+                    nines_member::DEVICE_MODEL_BYTES_MAX.min(self.inner.budget_bytes),
                 ))
                 .map_err(device_err)?,
             Some(size) => scaled_to(&full, size).map_err(|e| match e {

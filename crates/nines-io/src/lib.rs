@@ -10,10 +10,12 @@ pub mod emu;
 pub mod engine;
 pub mod latlog_sink;
 mod plan;
+pub mod profile;
 pub mod safety;
 pub mod sched;
 pub mod scratch;
 pub mod serve;
+pub mod sparse;
 pub mod target;
 mod worker;
 

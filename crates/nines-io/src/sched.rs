@@ -64,6 +64,12 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::Relaxed)
 }
 
+/// Stops a run from code (what SIGINT does): a `profile` in progress reports what it measured.
+/// The flag stays set for the rest of the process, as after a signal.
+pub fn interrupt() {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
 /// The CPUs this process may run on, sorted.
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size.

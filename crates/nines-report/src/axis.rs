@@ -80,19 +80,9 @@ pub fn format_percentile(p: f64) -> String {
     s.to_string()
 }
 
-/// A latency in nanoseconds with a readable unit: "812 ns", "12.3 µs", "4.10 ms", "1.20 s".
-pub fn format_ns(ns: f64) -> String {
-    let (v, unit) = if ns.abs() < 1e3 {
-        (ns, "ns")
-    } else if ns.abs() < 1e6 {
-        (ns / 1e3, "µs")
-    } else if ns.abs() < 1e9 {
-        (ns / 1e6, "ms")
-    } else {
-        (ns / 1e9, "s")
-    };
-    format!("{} {unit}", sig3(v))
-}
+/// A latency in nanoseconds with a readable unit (one definition, in nines-core).
+pub use nines_core::units::format_ns;
+use nines_core::units::sig3;
 
 /// Bytes per second in decimal units: "512 B/s", "1.5 MB/s".
 pub fn format_bytes_per_s(b: f64) -> String {
@@ -122,20 +112,6 @@ pub fn format_plain(v: f64) -> String {
 }
 
 /// Three significant digits without trailing zeros.
-fn sig3(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return format!("{v}");
-    }
-    let digits = v.abs().log10().floor() as i32;
-    let decimals = (2 - digits).clamp(0, 6) as usize;
-    let s = format!("{v:.decimals$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
-}
-
 pub fn format_value(v: f64, f: LabelFormat) -> String {
     match f {
         LabelFormat::Plain => format_plain(v),

@@ -10,17 +10,12 @@ use nines_flash::{DeviceConfig, FlashError, Precondition, Ssd};
 
 use crate::host::HostConfig;
 use crate::member::SimMember;
+/// The logical block, model memory per device and default budget: the member seam's, shared
+/// with the real driver's emulated devices.
+pub use nines_member::{DEVICE_MODEL_BYTES_MAX, LOGICAL_BLOCK_BYTES, MEMORY_BUDGET_BYTES};
 
-/// The logical block of every simulated device: offsets and sizes are multiples of it.
-pub const LOGICAL_BLOCK_BYTES: u32 = 4096;
 /// Most devices one simulation drives.
 pub const DEVICES_MAX: u32 = 1000;
-/// The model memory one device uses at most at the default scale (issue 3 allows 64 MiB; half
-/// of it keeps preconditioning of the largest presets to a few seconds and leaves room in
-/// cache, and GC still has hundreds of blocks per die).
-pub const DEVICE_MODEL_BYTES_MAX: u64 = 32 << 20;
-/// Default budget for all device models together.
-pub const MEMORY_BUDGET_BYTES: u64 = 8 << 30;
 /// Default most requests of a replayed trace in flight per target.
 pub const TRACE_DEPTH_DEFAULT: u32 = 1024;
 

@@ -3,9 +3,12 @@
 //! (nines-flash) as members and a host model for CPU costs.
 //!
 //! - [`config`]: what a simulation is given, scaling and preconditioning ([`prepare`]).
+//! - [`simulate`]: a run as a library call: a [`RunSpec`] (shared with the real driver) and a
+//!   [`SimSpec`] in, the report out, progress and stop through a [`SimHandle`].
 //! - [`calibrate`]: fit a device description to measured runs (`nines sim --calibrate`).
 //! - [`event_loop`]: the loop ([`run`], [`run_logged`]) and its progress hook ([`SimProgress`]).
-//! - [`member`]: a member device: an SSD model or a zero-latency device.
+//! - [`member`]: a member device: an SSD model or a zero-latency device (the nines-member
+//!   crate, below both drivers; re-exported here).
 //! - [`host`]: CPU costs of submission and completion, interrupt vs polled, background tasks.
 //! - `report`, `sinks`: the report and the per-I/O and interval logs.
 //!
@@ -15,9 +18,10 @@ pub mod calibrate;
 pub mod config;
 pub mod event_loop;
 pub mod host;
-pub mod member;
+pub use nines_member as member;
 mod queue;
 mod report;
+pub mod simulate;
 mod sinks;
 
 pub use config::{
@@ -27,4 +31,7 @@ pub use config::{
 pub use event_loop::{RunStats, SimOutput, SimProgress, run, run_logged, target_names};
 pub use host::{Background, CompletionMode, Host, HostConfig, ServiceDist};
 pub use nines_core::stats::hdr_tag;
+pub use simulate::{
+    LogNames, RunSpec, SimHandle, SimSpec, SimulateError, Simulation, TraceSpec, simulate,
+};
 pub use sinks::{LAT_LOG_BUFFER_BYTES, Logs};

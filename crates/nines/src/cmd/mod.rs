@@ -20,7 +20,6 @@ pub mod serve_tls;
 pub mod sim;
 pub mod sim_devices;
 pub mod sim_estimate;
-pub mod sparse;
 pub mod sweep;
 pub mod tune;
 pub mod workload_args;

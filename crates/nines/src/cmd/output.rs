@@ -514,6 +514,131 @@ pub fn remove_stale_partials(dir: &Path, name: &str) {
     }
 }
 
+/// The outputs of a run (`profile` and `sim`), by option, as given.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOutputPaths<'a> {
+    pub json: Option<&'a Path>,
+    pub fio_json: Option<&'a Path>,
+    pub fio_json_plus: Option<&'a Path>,
+    pub hdr_log: Option<&'a Path>,
+    pub lat_log: Option<&'a Path>,
+}
+
+impl<'a> RunOutputPaths<'a> {
+    fn by_option(&self) -> [(&'static str, Option<&'a Path>); 5] {
+        [
+            ("--json", self.json),
+            ("--fio-json", self.fio_json),
+            ("--fio-json-plus", self.fio_json_plus),
+            ("--hdr-log", self.hdr_log),
+            ("--lat-log", self.lat_log),
+        ]
+    }
+
+    /// Checks them all ([`check_outputs`]) before any work starts.
+    pub fn check(&self) -> Result<()> {
+        check_outputs(&self.by_option())
+    }
+}
+
+/// A run's outputs, created under temporary names once every option was validated
+/// ([`PendingOutput`]): the logs are taken by the run as it writes them, the report and its fio
+/// exports are written after it, and [`RunOutputs::commit`] moves everything into place only
+/// when the run succeeded. Dropped uncommitted, nothing is left behind.
+pub struct RunOutputs {
+    pending: Vec<PendingOutput>,
+    json: Option<File>,
+    fio_json: Option<File>,
+    fio_json_plus: Option<File>,
+    /// The interval log, for the run to write (take it).
+    pub hdr_log: Option<File>,
+    /// The per-I/O log, for the run to write (take it).
+    pub lat_log: Option<File>,
+}
+
+impl RunOutputs {
+    /// Checks and creates every output given, in option order (a refusal of a later one
+    /// removes the earlier ones).
+    pub fn create(paths: &RunOutputPaths<'_>) -> Result<RunOutputs> {
+        paths.check()?;
+        let mut pending = Vec::new();
+        let mut files: [Option<File>; 5] = Default::default();
+        for (slot, (option, path)) in files.iter_mut().zip(paths.by_option()) {
+            if let Some(path) = path {
+                let (out, file) = PendingOutput::create(option, path)?;
+                pending.push(out);
+                *slot = Some(file);
+            }
+        }
+        let [json, fio_json, fio_json_plus, hdr_log, lat_log] = files;
+        Ok(RunOutputs {
+            pending,
+            json,
+            fio_json,
+            fio_json_plus,
+            hdr_log,
+            lat_log,
+        })
+    }
+
+    /// Writes the report (`--json`) and its fio exports, with the run's recorders (fio's
+    /// percentiles, buckets and bins, not only ours; per job when given) and the interval log
+    /// read back from its temporary name for the bw/iops samples: the run must have finished
+    /// writing it.
+    pub fn write_report(
+        &mut self,
+        report: &nines_core::report::Report,
+        recorders: &[nines_core::stats::DeviceRecorder],
+        job_recorders: Option<&[Vec<nines_core::stats::DeviceRecorder>]>,
+        fio_group_reporting: bool,
+    ) -> Result<()> {
+        if let Some(mut f) = self.json.take() {
+            f.write_all(report.to_json().as_bytes())
+                .context("--json: write failed")?;
+        }
+        if self.fio_json.is_none() && self.fio_json_plus.is_none() {
+            return Ok(());
+        }
+        let intervals = match self.pending.iter().find(|p| p.option() == "--hdr-log") {
+            Some(p) => super::fio_export::read_intervals(p.written_path()),
+            None => Vec::new(),
+        };
+        use nines_report::fio::FioFlavor;
+        for (file, option, flavor) in [
+            (self.fio_json.take(), "--fio-json", FioFlavor::Json),
+            (
+                self.fio_json_plus.take(),
+                "--fio-json-plus",
+                FioFlavor::JsonPlus,
+            ),
+        ] {
+            if let Some(f) = file {
+                super::fio_export::write(
+                    f,
+                    option,
+                    flavor,
+                    &nines_report::fio::FioSource {
+                        report,
+                        recorders: Some(recorders),
+                        job_recorders,
+                        intervals: &intervals,
+                        group_reporting: fio_group_reporting,
+                    },
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves every output into place: the run succeeded.
+    pub fn commit(self) -> Result<()> {
+        for p in self.pending {
+            p.commit()?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -601,5 +726,40 @@ mod tests {
         .unwrap();
         let null = Path::new("/dev/null");
         check_distinct(&[("--json", Some(null)), ("--fio-json", Some(null))]).unwrap();
+    }
+
+    #[test]
+    fn run_outputs_appear_together_on_commit_and_nothing_is_left_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let lat = dir.path().join("r.lat");
+        let paths = RunOutputPaths {
+            json: Some(&json),
+            lat_log: Some(&lat),
+            ..Default::default()
+        };
+        // Two options naming one file: refused before anything is created.
+        let twice = RunOutputPaths {
+            hdr_log: Some(&json),
+            ..paths
+        };
+        let e = RunOutputs::create(&twice).err().unwrap().to_string();
+        assert!(e.contains("--json and --hdr-log both name"), "{e}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // Dropped uncommitted (a failed run): nothing left behind.
+        let mut outs = RunOutputs::create(&paths).unwrap();
+        outs.lat_log.take().unwrap().write_all(b"log").unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        drop(outs);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // Committed: every output in place under its own name, and only those.
+        let mut outs = RunOutputs::create(&paths).unwrap();
+        outs.lat_log.take().unwrap().write_all(b"log").unwrap();
+        assert!(outs.hdr_log.is_none());
+        assert!(!lat.exists() && !json.exists());
+        outs.commit().unwrap();
+        assert_eq!(std::fs::read(&lat).unwrap(), b"log");
+        assert!(json.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 }

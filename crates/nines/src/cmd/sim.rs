@@ -6,7 +6,6 @@
 //! fresh device hides GC and write interference; a read-only workload starts from a sequential
 //! fill, so that every read touches flash. `none`, `fill` and `steady` force one.
 
-use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -14,9 +13,11 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use nines_core::units::{parse_duration_ns, parse_size_bytes};
 use nines_flash::{DeviceConfig, Precondition};
-use nines_sim::{Background, CompletionMode, HostConfig, Logs, ServiceDist, SimConfig, SimError};
-use nines_trace::{FitPolicy, TraceError};
-use serde_json::Value;
+use nines_sim::{
+    Background, CompletionMode, HostConfig, LogNames, Logs, RunSpec, ServiceDist, SimError,
+    SimHandle, SimSpec, SimulateError, TraceSpec, simulate,
+};
+use nines_trace::TraceError;
 
 use super::workload_args::{JobArgs, TraceArgs, VolumeArgs, WorkloadArgs};
 use nines_core::jobfile::JobFile;
@@ -228,13 +229,14 @@ fn parse_service(s: &str) -> Result<ServiceDist, String> {
 }
 
 /// Runs `work`, and while it runs (when `live`) rewrites one status line on stderr twice a
-/// second with `text(wall seconds so far)`; the line is erased when `work` returns. With `stop`,
-/// the same thread turns SIGINT/SIGTERM (nines_io::sched's flag) into the simulation's stop
-/// request.
+/// second with `text(wall seconds so far)` (nothing while it gives None); the line is erased
+/// when `work` returns. With `stop`, the same thread turns SIGINT/SIGTERM (nines_io::sched's
+/// flag) into the simulation's stop request, and the wall clock restarts, with a line at once,
+/// when the simulation moves from preconditioning to the run.
 fn ticking<T>(
     live: bool,
-    stop: Option<&nines_sim::SimProgress>,
-    text: impl Fn(f64) -> String + Sync,
+    stop: Option<&SimHandle>,
+    text: impl Fn(f64) -> Option<String> + Sync,
     work: impl FnOnce() -> T,
 ) -> T {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -242,26 +244,31 @@ fn ticking<T>(
         return work();
     }
     let done = AtomicBool::new(false);
-    let start = Instant::now();
     std::thread::scope(|s| {
         s.spawn(|| {
             let mut shown = false;
+            let (mut start, mut running) = (Instant::now(), false);
             // The first line at once, then twice a second.
             let mut last: Option<Instant> = None;
             while !done.load(Ordering::Relaxed) {
-                if live && last.is_none_or(|l| l.elapsed().as_millis() >= 500) {
+                if let Some(h) = stop
+                    && h.running() != running
+                {
+                    (start, running, last) = (Instant::now(), h.running(), None);
+                }
+                if live
+                    && last.is_none_or(|l| l.elapsed().as_millis() >= 500)
+                    && let Some(line) = text(start.elapsed().as_secs_f64())
+                {
                     last = Some(Instant::now());
-                    eprint!(
-                        "\r\x1b[2Knines sim: {}",
-                        text(start.elapsed().as_secs_f64())
-                    );
+                    eprint!("\r\x1b[2Knines sim: {line}");
                     let _ = std::io::stderr().flush();
                     shown = true;
                 }
-                if let Some(p) = stop
+                if let Some(h) = stop
                     && nines_io::sched::interrupted()
                 {
-                    p.stop.store(true, Ordering::Relaxed);
+                    h.stop();
                 }
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
@@ -376,9 +383,24 @@ fn parse_precondition(s: &str) -> Result<Option<Precondition>> {
     })
 }
 
+/// The measured runs --calibrate fits to (`nines profile --json` reports).
+fn measured_runs(paths: &[PathBuf]) -> Result<Vec<nines_sim::calibrate::Measured>> {
+    let mut runs = Vec::new();
+    for path in paths {
+        let label = path.display().to_string();
+        let text = nines_core::input::read_to_string(path, nines_core::input::REPORT_MAX_BYTES)
+            .with_context(|| format!("--calibrate {label}: cannot read it"))?;
+        let report = nines_core::report::Report::from_json(&text)
+            .with_context(|| format!("--calibrate {label}"))?;
+        let run = nines_sim::calibrate::Measured::from_report(&label, &report);
+        runs.push(run.context("--calibrate")?);
+    }
+    Ok(runs)
+}
+
 /// `--calibrate RUN.json ... --calibrate-out FILE.toml`: fit --device to measured runs.
 fn calibrate(mut args: Args) -> Result<()> {
-    use nines_sim::calibrate::{CalibrateOptions, Measured};
+    use nines_sim::calibrate::CalibrateOptions;
     let Some(out) = args.calibrate_out.clone() else {
         bail!("--calibrate: give --calibrate-out FILE.toml for the fitted device description");
     };
@@ -404,15 +426,7 @@ fn calibrate(mut args: Args) -> Result<()> {
     if args.calibrate_ios == 0 {
         bail!("--calibrate-ios 0: give a positive number of I/Os, e.g. 200000");
     }
-    let mut runs = Vec::new();
-    for path in &args.calibrate {
-        let label = path.display().to_string();
-        let text = nines_core::input::read_to_string(path, nines_core::input::REPORT_MAX_BYTES)
-            .with_context(|| format!("--calibrate {label}: cannot read it"))?;
-        let report = nines_core::report::Report::from_json(&text)
-            .with_context(|| format!("--calibrate {label}"))?;
-        runs.push(Measured::from_report(&label, &report).context("--calibrate")?);
-    }
+    let runs = measured_runs(&args.calibrate)?;
     let opts = CalibrateOptions {
         host: host_config(args)?,
         precondition: parse_precondition(&args.precondition)?,
@@ -428,11 +442,11 @@ fn calibrate(mut args: Args) -> Result<()> {
         live,
         None,
         |wall_s| {
-            format!(
+            Some(format!(
                 "calibrating {}: {}",
                 base.name,
                 nines_core::progress::short_s(wall_s)
-            )
+            ))
         },
         || nines_sim::calibrate::calibrate(&base, &runs, &opts),
     )
@@ -602,9 +616,126 @@ pub fn run(mut args: Args) -> Result<()> {
     if !args.calibrate.is_empty() {
         return calibrate(args);
     }
+    // 1. The arguments, down into the run and the simulated devices, checked.
+    let (run, sim) = specs(&mut args)?;
+    let estimate = super::sim_estimate::estimate(&super::sim_estimate::Inputs {
+        device: &sim.device,
+        null_device: sim.null_device_bytes.is_some(),
+        devices: sim.devices,
+        layout: &run.layout,
+        host: &sim.host,
+        jobs: &run.jobs,
+        trace_requests: run.trace.as_ref().map(|t| t.trace.records.len() as u64),
+    });
+    // A device count out of range is refused by prepare, with its own message.
+    if (1..=nines_sim::DEVICES_MAX).contains(&sim.devices) {
+        check_estimate(&args, &estimate)?;
+    }
+    // 2. Outputs: checked, then created under temporary names only after every option was
+    // validated, moved into place only when the run succeeded (cmd/output.rs).
+    let mut outputs = super::output::RunOutputs::create(&super::output::RunOutputPaths {
+        json: args.json.as_deref(),
+        fio_json: args.fio.fio_json.as_deref(),
+        fio_json_plus: args.fio.fio_json_plus.as_deref(),
+        hdr_log: args.hdr_log.as_deref(),
+        lat_log: args.lat_log.as_deref(),
+    })?;
+    let mut lat_file = outputs.lat_log.take();
+    let mut hdr_file = outputs.hdr_log.take().map(BufWriter::new);
+    // 3. The run. From here on SIGINT/SIGTERM only set a flag: during preconditioning nothing
+    // is written; during the run it stops at the next progress check and reports what was
+    // simulated. A second one kills (its temporary files are removed by the next run, by pid).
+    nines_io::sched::install_interrupt_handler()
+        .context("cannot install the SIGINT/SIGTERM handler")?;
+    let logs = Logs {
+        lat: lat_file.as_mut().map(|f| f as &mut dyn Write),
+        hdr: hdr_file
+            .as_mut()
+            .map(|f| (f as &mut dyn Write, args.hdr_interval)),
+    };
+    let handle = SimHandle::default();
+    // On a terminal, a live line: preconditioning can take a minute, and the simulation longer.
+    let live = !args.quiet && std::io::stderr().is_terminal();
+    let text = progress_text(&args, &sim, run.workload(), &handle);
+    let trace_file = run.trace.as_ref().map(|t| t.file.clone());
+    let done = ticking(live, Some(&handle), text, || {
+        simulate(run, &sim, logs, &handle, &mut |note| {
+            eprintln!("nines sim: {note}")
+        })
+    });
+    let done = match done {
+        Ok(done) => done,
+        Err(SimulateError::Interrupted) => {
+            drop(outputs);
+            eprintln!(
+                "nines sim: interrupted while preconditioning; nothing was simulated and no file was written"
+            );
+            std::process::exit(super::EXIT_INTERRUPTED);
+        }
+        Err(e) => return Err(run_error(e, &args, &sim, trace_file.as_deref())),
+    };
+    // 4. Print, then write the outputs.
+    if done.interrupted
+        && let Some(w) = done.report.warnings.last()
+    {
+        eprintln!("nines sim: {w}");
+    }
+    eprintln!("nines sim: {}", summary(&sim, &done));
+    if !args.quiet {
+        print!("{}", nines_report::table::render(&done.report));
+    }
+    drop(lat_file);
+    if let Some(mut f) = hdr_file.take() {
+        // The interval log is complete once the run returns; the fio exports read it back.
+        f.flush()
+            .with_context(|| format!("--hdr-log {}: write failed", display(&args.hdr_log)))?;
+    }
+    outputs.write_report(
+        &done.report,
+        &done.recorders,
+        None,
+        args.fio.fio_group_reporting,
+    )?;
+    outputs.commit()?;
+    if done.interrupted {
+        // Everything is written; say "interrupted" to the shell.
+        let _ = std::io::stdout().flush();
+        std::process::exit(super::EXIT_INTERRUPTED);
+    }
+    Ok(())
+}
+
+/// The line every simulation ends with: what was simulated, how it was prepared, how fast.
+fn summary(sim: &SimSpec, done: &nines_sim::Simulation) -> String {
+    format!(
+        "{} x {} at scale {:.4} ({} blocks/plane), precondition {} in {:.2} s; \
+         {} I/Os ({} device commands, {} events) in {:.2} s = {:.0} sim I/O/s",
+        sim.devices,
+        sim.device_name(),
+        done.scale,
+        done.blocks_per_plane,
+        done.precondition.name(),
+        done.prepare_s,
+        done.stats.ios,
+        done.stats.chunks,
+        done.stats.events,
+        done.run_s,
+        done.stats.ios as f64 / done.run_s.max(1e-9)
+    )
+}
+
+/// An optional path as messages show it.
+fn display(path: &Option<PathBuf>) -> std::path::Display<'_> {
+    path.as_deref().unwrap_or(Path::new("")).display()
+}
+
+/// The arguments as a run ([`RunSpec`]: jobs or a trace, layout, percentiles, logs) and the
+/// simulated devices and host ([`SimSpec`]), every option checked, in the order the user reads
+/// them.
+fn specs(args: &mut Args) -> Result<(RunSpec, SimSpec)> {
     let base = args.workload.to_spec()?;
     if let Some(f) = args.jobs.load_file(&base, &args.workload.replace())? {
-        apply_job_file(&mut args, f);
+        apply_job_file(args, f);
     }
     let spec = args.workload.to_spec()?;
     let percentiles = args.workload.percentiles()?;
@@ -613,32 +744,8 @@ pub fn run(mut args: Args) -> Result<()> {
         args.trace.trace.is_some(),
         args.workload.runtime.is_some(),
     )?;
-    let (device, null_device_bytes) = match args.device.strip_prefix("null:") {
-        Some(size) => (
-            DeviceConfig::preset("afa-m2-2018").context("the default preset")?,
-            Some(parse_size_bytes(size).with_context(|| {
-                format!("--device {}: give null:SIZE, e.g. null:1g", args.device)
-            })?),
-        ),
-        None => (
-            DeviceConfig::load(&args.device)
-                .with_context(|| format!("--device {}", args.device))?,
-            None,
-        ),
-    };
-    let device = if args.ideal { device.ideal() } else { device };
-    apply_fitted_completion(&mut args, &device)?;
-    let asleep = args.trace_start.as_deref() == Some("asleep");
-    if asleep && (null_device_bytes.is_some() || device.power.states.is_empty()) {
-        bail!(
-            "--trace-start asleep: --device {} has no power states to sleep in; give a device \
-             whose description has [[power.states]], or drop --trace-start",
-            args.device
-        );
-    }
-    if DeviceConfig::is_file_spec(&args.device) {
-        super::output::note_inputs("--device", [Path::new(&args.device)]);
-    }
+    let (device, null_device_bytes) = device_spec(args)?;
+    apply_fitted_completion(args, &device)?;
     args.volume.check()?;
     let layout = args.volume.spec();
     let scale = match args.scale.as_str() {
@@ -653,330 +760,179 @@ pub fn run(mut args: Args) -> Result<()> {
         }
     };
     let precondition = parse_precondition(&args.precondition)?;
-    let host = host_config(&args)?;
+    let host = host_config(args)?;
     let memory_budget_bytes = memory_budget(args.memory_budget, super::hostmem::host_memory())?;
-    let trace = args.trace.load()?;
-    let writes = match &trace {
-        // A flush writes no data: a trace of reads and flushes preconditions as a read one.
-        Some(t) => t
-            .records
-            .iter()
-            .any(|r| r.op == nines_core::op::Op::Write && !r.flush),
-        None => jobs.iter().any(|j| j.workload.writes()),
+    let trace = match (args.trace.load()?, &args.trace.trace) {
+        (Some(trace), Some(file)) => Some(TraceSpec {
+            trace,
+            file: file.clone(),
+            fit: args.trace.fit_policy()?,
+            depth: args.trace.trace_depth,
+        }),
+        _ => None,
     };
     if args.hdr_interval == 0 {
         bail!("--hdr-interval 0: give a positive interval, e.g. 1s or 100ms");
     }
-    let estimate = super::sim_estimate::estimate(&super::sim_estimate::Inputs {
-        device: &device,
-        null_device: null_device_bytes.is_some(),
-        devices: args.devices,
-        layout: &layout,
-        host: &host,
-        jobs: &jobs,
-        trace_requests: trace.as_ref().map(|t| t.records.len() as u64),
-    });
-    // A device count out of range is refused by prepare, with its own message.
-    if (1..=nines_sim::DEVICES_MAX).contains(&args.devices) {
-        check_estimate(&args, &estimate)?;
-    }
-    // Outputs: checked now, created under temporary names only after every option was
-    // validated, moved into place only when the run succeeded (cmd/output.rs).
-    let outputs = [
-        ("--json", args.json.as_deref()),
-        ("--fio-json", args.fio.fio_json.as_deref()),
-        ("--fio-json-plus", args.fio.fio_json_plus.as_deref()),
-        ("--hdr-log", args.hdr_log.as_deref()),
-        ("--lat-log", args.lat_log.as_deref()),
-    ];
-    super::output::check_outputs(&outputs)?;
-    let mut pending = Vec::new();
-    let mut open_output = |option: &str, path: &Option<PathBuf>| -> Result<Option<File>> {
-        match path {
-            Some(path) => {
-                let (out, file) = super::output::PendingOutput::create(option, path)?;
-                pending.push(out);
-                Ok(Some(file))
-            }
-            None => Ok(None),
-        }
+    let logs = LogNames {
+        lat_log: args.lat_log.as_ref().map(|p| p.display().to_string()),
+        hdr_log: args.hdr_log.as_ref().map(|p| p.display().to_string()),
     };
-    let json_file = open_output("--json", &args.json)?;
-    let fio_file = open_output("--fio-json", &args.fio.fio_json)?;
-    let fio_plus_file = open_output("--fio-json-plus", &args.fio.fio_json_plus)?;
-    let mut lat_file = open_output("--lat-log", &args.lat_log)?;
-    let mut hdr_file = open_output("--hdr-log", &args.hdr_log)?.map(BufWriter::new);
-    let cfg = SimConfig {
+    let device_label = match args.ideal {
+        true => format!("{} --ideal", args.device),
+        false => args.device.clone(),
+    };
+    let run = RunSpec {
+        jobs,
+        layout,
+        trace,
+        percentiles,
+        logs,
+    };
+    let sim = SimSpec {
         device,
-        device_label: if args.ideal {
-            format!("{} --ideal", args.device)
-        } else {
-            args.device.clone()
-        },
+        device_label,
         null_device_bytes,
         devices: args.devices,
-        layout,
         scale,
         precondition,
         host,
-        workload: jobs[0].workload.clone(),
-        jobs,
-        percentiles,
         memory_budget_bytes,
-        trace_depth: args.trace.trace_depth,
-        fold_completions: true,
+        start_asleep: args.trace_start.as_deref() == Some("asleep"),
     };
-    // From here on SIGINT/SIGTERM only set a flag: preconditioning is finished (then nothing is
-    // written), the run stops at the next progress check and reports what was simulated. A
-    // second one kills (its temporary files are removed by the next run, by pid).
-    nines_io::sched::install_interrupt_handler()
-        .context("cannot install the SIGINT/SIGTERM handler")?;
-    // On a terminal, a live line: preconditioning can take a minute, and the simulation longer.
-    let live = !args.quiet && std::io::stderr().is_terminal();
-    let wall = Instant::now();
-    let what = format!(
-        "preconditioning {} x {} ({})",
-        cfg.devices,
-        cfg.device_name(),
-        args.precondition
-    );
-    let mut prep = ticking(
-        live && args.precondition != "none",
-        None,
-        |wall_s| format!("{what}: {}", nines_core::progress::short_s(wall_s)),
-        || nines_sim::prepare(&cfg, writes),
-    )?;
-    let prep_s = wall.elapsed().as_secs_f64();
-    if nines_io::sched::interrupted() {
-        drop(pending);
-        eprintln!(
-            "nines sim: interrupted while preconditioning; nothing was simulated and no file was written"
+    Ok((run, sim))
+}
+
+/// --device (a preset, a file or null:SIZE) and --ideal; --trace-start asleep needs a model with
+/// power states.
+fn device_spec(args: &Args) -> Result<(DeviceConfig, Option<u64>)> {
+    let (device, null_device_bytes) = match args.device.strip_prefix("null:") {
+        Some(size) => (
+            DeviceConfig::preset("afa-m2-2018").context("the default preset")?,
+            Some(parse_size_bytes(size).with_context(|| {
+                format!("--device {}: give null:SIZE, e.g. null:1g", args.device)
+            })?),
+        ),
+        None => (
+            DeviceConfig::load(&args.device)
+                .with_context(|| format!("--device {}", args.device))?,
+            None,
+        ),
+    };
+    let device = if args.ideal { device.ideal() } else { device };
+    let asleep = args.trace_start.as_deref() == Some("asleep");
+    if asleep && (null_device_bytes.is_some() || device.power.states.is_empty()) {
+        bail!(
+            "--trace-start asleep: --device {} has no power states to sleep in; give a device \
+             whose description has [[power.states]], or drop --trace-start",
+            args.device
         );
-        std::process::exit(super::EXIT_INTERRUPTED);
     }
-    let mut trace = trace;
-    if let Some(t) = trace.as_mut() {
-        let policy: FitPolicy = args.trace.fit_policy()?;
-        let fit = match t.fit(prep.target_size_bytes(), prep.targets(), policy) {
-            Ok(fit) => fit,
-            Err(TraceError::OutOfRange {
-                at,
-                end_bytes,
-                out_of_range,
-                max_end_bytes,
-                ..
-            }) => bail!(
-                "{}",
-                beyond_message(
-                    &args,
-                    &cfg,
-                    &prep,
-                    &at,
-                    end_bytes,
-                    out_of_range,
-                    max_end_bytes
-                )
-            ),
-            Err(e) => {
-                return Err(e).with_context(|| {
-                    format!(
-                        "--trace {}",
-                        args.trace
-                            .trace
-                            .as_deref()
-                            .unwrap_or(Path::new(""))
-                            .display()
-                    )
-                });
-            }
-        };
-        if fit.out_of_range > 0 {
-            eprintln!(
-                "nines sim: {} trace requests ended beyond the {}-byte target; moved them ({})",
-                fit.out_of_range,
-                prep.target_size_bytes(),
-                policy
-            );
-        }
-        if let Some(msg) = idle_targets_warning(t.devices.len() as u32, prep.targets()) {
-            eprintln!("nines sim: warning: {msg}");
-        }
+    if DeviceConfig::is_file_spec(&args.device) {
+        super::output::note_inputs("--device", [Path::new(&args.device)]);
     }
-    if asleep {
-        // Checked before preconditioning: every member is a model with power states.
-        assert!(prep.sleep_members(), "members without power states");
-    }
-    let wall = Instant::now();
-    let logs = Logs {
-        lat: lat_file.as_mut().map(|f| f as &mut dyn Write),
-        hdr: hdr_file
-            .as_mut()
-            .map(|f| (f as &mut dyn Write, args.hdr_interval)),
-    };
-    let progress = nines_sim::SimProgress::default();
-    let w = &cfg.jobs[0].workload;
+    Ok((device, null_device_bytes))
+}
+
+/// The live line's text: preconditioning, then the simulated clock against the run's length.
+fn progress_text<'a>(
+    args: &'a Args,
+    sim: &'a SimSpec,
+    w: &nines_core::workload::WorkloadSpec,
+    handle: &'a SimHandle,
+) -> impl Fn(f64) -> Option<String> + Sync + 'a {
     let total_ns = w.runtime_ns.map(|r| r + w.ramp_ns);
     let ramp_ns = w.ramp_ns;
-    let out = ticking(
-        live,
-        Some(&progress),
-        |wall_s| {
-            use std::sync::atomic::Ordering::Relaxed;
-            nines_core::progress::line(&nines_core::progress::ProgressView {
+    let what = format!(
+        "preconditioning {} x {} ({})",
+        sim.devices,
+        sim.device_name(),
+        args.precondition
+    );
+    let prepares = args.precondition != "none";
+    move |wall_s| {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !handle.running() {
+            let line = format!("{what}: {}", nines_core::progress::short_s(wall_s));
+            return prepares.then_some(line);
+        }
+        let p = &handle.progress;
+        Some(nines_core::progress::line(
+            &nines_core::progress::ProgressView {
                 clock: "simulated",
-                elapsed_ns: progress.sim_ns.load(Relaxed),
+                elapsed_ns: p.sim_ns.load(Relaxed),
                 total_ns,
                 ramp_ns,
                 wall_s,
-                ios: Some(progress.ios.load(Relaxed)),
+                ios: Some(p.ios.load(Relaxed)),
                 ..Default::default()
-            })
-        },
-        || nines_sim::run_logged(&mut prep, trace.as_ref(), logs, Some(&progress)),
-    )
-    .map_err(|e| match &e {
-        SimError::LatLog(_) => anyhow::Error::new(e).context(format!(
-            "--lat-log {}",
-            args.lat_log.as_deref().unwrap_or(Path::new("")).display()
-        )),
-        SimError::HdrLog(_) => anyhow::Error::new(e).context(format!(
-            "--hdr-log {}",
-            args.hdr_log.as_deref().unwrap_or(Path::new("")).display()
-        )),
-        _ => anyhow::Error::new(e),
-    })?;
-    let run_s = wall.elapsed().as_secs_f64();
-    let interrupted = progress.stopped.load(std::sync::atomic::Ordering::Relaxed);
-    let mut report = out.report;
-    if interrupted {
-        let msg = format!(
-            "interrupted after {} simulated: the report covers what was simulated until then",
-            nines_report::axis::format_ns(
-                progress.sim_ns.load(std::sync::atomic::Ordering::Relaxed) as f64
-            )
-        );
-        eprintln!("nines sim: {msg}");
-        report.warnings.push(msg);
-        report
-            .config
-            .extra
-            .insert("interrupted".into(), Value::from(true));
+            },
+        ))
     }
-    report.config.lat_log = args.lat_log.as_ref().map(|p| p.display().to_string());
-    report.config.hdr_log = args.hdr_log.as_ref().map(|p| p.display().to_string());
-    if let (Some(path), Some(Value::Object(t)), Some(tr)) = (
-        &args.trace.trace,
-        report.config.extra.get_mut("trace"),
-        trace.as_ref(),
-    ) {
-        t.insert("file".into(), Value::from(path.display().to_string()));
-        t.insert(
-            "start".into(),
-            Value::from(if asleep { "asleep" } else { "awake" }),
-        );
-        t.insert("targets".into(), Value::from(prep.targets()));
-        t.insert(
-            "targets_used".into(),
-            Value::from((tr.devices.len() as u32).min(prep.targets())),
-        );
-    }
-    eprintln!(
-        "nines sim: {} x {} at scale {:.4} ({} blocks/plane), precondition {} in {:.2} s; \
-         {} I/Os ({} device commands, {} events) in {:.2} s = {:.0} sim I/O/s",
-        cfg.devices,
-        cfg.device_name(),
-        prep.scale,
-        prep.scaled.geometry.blocks_per_plane,
-        prep.precondition.name(),
-        prep_s,
-        out.stats.ios,
-        out.stats.chunks,
-        out.stats.events,
-        run_s,
-        out.stats.ios as f64 / run_s.max(1e-9)
-    );
-    if !args.quiet {
-        print!("{}", nines_report::table::render(&report));
-    }
-    if let Some(mut f) = json_file {
-        f.write_all(report.to_json().as_bytes())
-            .context("--json: write failed")?;
-    }
-    if let Some(mut f) = hdr_file.take() {
-        f.flush().with_context(|| {
-            format!(
-                "--hdr-log {}: write failed",
-                args.hdr_log.as_deref().unwrap_or(Path::new("")).display()
-            )
-        })?;
-    }
-    if fio_file.is_some() || fio_plus_file.is_some() {
-        // The interval log is complete once the run returns (flushed above): read it back, from
-        // its temporary name, for the bw/iops samples.
-        let intervals = match pending.iter().find(|p| p.option() == "--hdr-log") {
-            Some(p) => super::fio_export::read_intervals(p.written_path()),
-            None => Vec::new(),
-        };
-        for (file, option, flavor) in [
-            (fio_file, "--fio-json", nines_report::fio::FioFlavor::Json),
-            (
-                fio_plus_file,
-                "--fio-json-plus",
-                nines_report::fio::FioFlavor::JsonPlus,
-            ),
-        ] {
-            if let Some(f) = file {
-                super::fio_export::write(
-                    f,
-                    option,
-                    flavor,
-                    &nines_report::fio::FioSource {
-                        report: &report,
-                        recorders: Some(&out.recorders),
-                        job_recorders: None,
-                        intervals: &intervals,
-                        group_reporting: args.fio.fio_group_reporting,
-                    },
-                )?;
-            }
+}
+
+/// A failed simulation in the user's words: the option behind a log or a trace, and how to
+/// make a trace fit.
+fn run_error(e: SimulateError, args: &Args, sim: &SimSpec, trace: Option<&Path>) -> anyhow::Error {
+    let trace = trace.unwrap_or(Path::new("")).display();
+    match e {
+        SimulateError::Sim(e @ SimError::LatLog(_)) => {
+            anyhow::Error::new(e).context(format!("--lat-log {}", display(&args.lat_log)))
         }
+        SimulateError::Sim(e @ SimError::HdrLog(_)) => {
+            anyhow::Error::new(e).context(format!("--hdr-log {}", display(&args.hdr_log)))
+        }
+        SimulateError::TraceBeyond {
+            error:
+                TraceError::OutOfRange {
+                    at,
+                    end_bytes,
+                    out_of_range,
+                    max_end_bytes,
+                    ..
+                },
+            target_size_bytes,
+            scale,
+        } => anyhow::anyhow!(
+            "{}",
+            beyond_message(
+                &format!("--trace {trace}"),
+                sim,
+                &args.volume.spec(),
+                (target_size_bytes, scale),
+                &at,
+                end_bytes,
+                out_of_range,
+                max_end_bytes
+            )
+        ),
+        SimulateError::Trace(e) | SimulateError::TraceBeyond { error: e, .. } => {
+            anyhow::Error::new(e).context(format!("--trace {trace}"))
+        }
+        e => anyhow::Error::new(e),
     }
-    for p in pending {
-        p.commit()?;
-    }
-    if interrupted {
-        // Everything is written; say "interrupted" to the shell.
-        let _ = std::io::stdout().flush();
-        std::process::exit(super::EXIT_INTERRUPTED);
-    }
-    Ok(())
 }
 
 /// A trace that does not fit: say how large the simulated target is and, when the device was
 /// scaled down to fit the memory budget, that the full-size device may hold it.
+#[allow(clippy::too_many_arguments)]
 fn beyond_message(
-    args: &Args,
-    cfg: &SimConfig,
-    prep: &nines_sim::Prepared,
+    head: &str,
+    sim: &SimSpec,
+    layout: &nines_array::LayoutSpec,
+    (size, scale): (u64, f64),
     at: &str,
     end_bytes: u64,
     out_of_range: u64,
     max_end_bytes: u64,
 ) -> String {
-    let trace = args
-        .trace
-        .trace
-        .as_deref()
-        .unwrap_or(Path::new(""))
-        .display();
-    let size = prep.target_size_bytes();
     let head = format!(
-        "--trace {trace}: {out_of_range} requests end beyond the simulated target of {size} bytes \
+        "{head}: {out_of_range} requests end beyond the simulated target of {size} bytes \
          (the first at {at}, ending at {end_bytes}; the largest end is {max_end_bytes})"
     );
-    if prep.scale < 1.0 {
-        let full = cfg.device.logical_bytes();
-        let full_target = cfg.layout.uniform_size_bytes(full, cfg.devices);
+    if scale < 1.0 {
+        let full = sim.device.logical_bytes();
+        let full_target = layout.uniform_size_bytes(full, sim.devices);
         let fits = if max_end_bytes <= full_target {
             "which holds the whole trace"
         } else {
@@ -984,18 +940,18 @@ fn beyond_message(
         };
         // The cheap fix first: --scale 1 costs the full model's memory and preconditioning time
         // (231 s and 1.9 GB for a 119-request trace on one 960 GB device).
-        let model_mib = (cfg.device.model_bytes() * u64::from(cfg.devices)).div_ceil(1 << 20);
-        let budget = if model_mib > cfg.memory_budget_bytes >> 20 {
+        let model_mib = (sim.device.model_bytes() * u64::from(sim.devices)).div_ceil(1 << 20);
+        let budget = if model_mib > sim.memory_budget_bytes >> 20 {
             format!(" and --memory-budget {model_mib}m")
         } else {
             String::new()
         };
         format!(
-            "{head}; the simulated capacity is scaled (scale {:.4} of {}'s {full} bytes per device, \
+            "{head}; the simulated capacity is scaled (scale {scale:.4} of {}'s {full} bytes per device, \
              to fit the memory budget): give --trace-fit wrap or --trace-fit scale to move the \
              requests onto the device (no extra cost), or --scale 1{budget} to simulate the full \
              size ({fits}; {model_mib} MiB of model, preconditioned at full size: minutes)",
-            prep.scale, cfg.device.name,
+            sim.device.name,
         )
     } else {
         format!(
@@ -1003,23 +959,6 @@ fn beyond_message(
              device, or simulate a larger device (--device, --devices with --layout raid0)"
         )
     }
-}
-
-/// A trace with fewer devices than the simulation has targets leaves the rest idle: say so,
-/// and how to spread it (a raid0 volume stripes one trace device over every member).
-fn idle_targets_warning(trace_devices: u32, targets: u32) -> Option<String> {
-    (trace_devices < targets).then(|| {
-        let idle = targets - trace_devices;
-        format!(
-            "the trace has {trace_devices} device{} and the simulation {targets} targets: \
-             {idle} target{} stay{} idle (targets #{trace_devices} to #{}); give --layout raid0 \
-             to stripe it over all {targets} devices, or --devices {trace_devices}",
-            if trace_devices == 1 { "" } else { "s" },
-            if idle == 1 { "" } else { "s" },
-            if idle == 1 { "s" } else { "" },
-            targets - 1,
-        )
-    })
 }
 
 #[cfg(test)]

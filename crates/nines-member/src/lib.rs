@@ -1,5 +1,8 @@
-//! A simulated member device: an SSD model, or a zero-latency device (`--device null:SIZE`) that
-//! completes every command when it is sent, for testing the loop and policies without any model.
+//! The member seam (issue 32): a device as both drivers drive it. An SSD model (nines-flash), or
+//! a zero-latency device (`--device null:SIZE`) that completes every command when it is sent, for
+//! testing the loop and policies without any model. The simulated driver (nines-sim) sends each
+//! member command to a [`SimMember`] at virtual time; the real driver's emulated devices
+//! (nines-io's `emu:` targets) send it at the real clock. Neither driver depends on the other.
 //!
 //! Every command reaches the device in non-decreasing time: a command a policy issues at an
 //! event earlier than the device's last submission (the host model delays submissions by their
@@ -8,6 +11,15 @@
 use nines_array::{CmdOp, CmdResult, Control, MemberCmd, Window};
 use nines_core::op::Op;
 use nines_flash::{GcGoal, PlmWindow, ReadOutcome, Ssd};
+
+/// The logical block of every modelled device: offsets and sizes are multiples of it.
+pub const LOGICAL_BLOCK_BYTES: u32 = 4096;
+/// The model memory one device uses at most at the default scale (issue 3 allows 64 MiB; half
+/// of it keeps preconditioning of the largest presets to a few seconds and leaves room in
+/// cache, and GC still has hundreds of blocks per die).
+pub const DEVICE_MODEL_BYTES_MAX: u64 = 32 << 20;
+/// Default budget for all device models together.
+pub const MEMORY_BUDGET_BYTES: u64 = 8 << 30;
 
 // Every member of a run is the same kind, and models are what runs fast: kept inline.
 #[allow(clippy::large_enum_variant)]
@@ -139,5 +151,66 @@ impl SimMember {
                 },
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nines_flash::DeviceConfig;
+
+    fn cmd(op: CmdOp, offset_bytes: u64, len_bytes: u32) -> MemberCmd {
+        MemberCmd {
+            id: 0,
+            member: 0,
+            op,
+            offset_bytes,
+            len_bytes,
+            buf: nines_array::BufRef::None,
+            fua: false,
+        }
+    }
+
+    #[test]
+    fn null_member_completes_at_send_and_is_never_busy() {
+        let mut m = SimMember::Null {
+            size_bytes: 1 << 20,
+        };
+        assert_eq!(m.size_bytes(), 1 << 20);
+        assert!(m.ssd().is_none());
+        let out = m.send(1234, &cmd(CmdOp::Read, 4096, 4096));
+        assert_eq!(
+            out,
+            MemberOutcome {
+                done_ns: 1234,
+                result: CmdResult::Ok
+            }
+        );
+        let busy = m.send(99, &cmd(CmdOp::Control(Control::QueryBusy), 0, 0));
+        assert_eq!(busy.result, CmdResult::Busy { remaining_ns: 0 });
+    }
+
+    #[test]
+    #[should_panic(expected = "beyond the member")]
+    fn null_member_refuses_a_command_past_its_end() {
+        let mut m = SimMember::Null { size_bytes: 8192 };
+        m.send(0, &cmd(CmdOp::Write, 8192, 4096));
+    }
+
+    #[test]
+    fn model_member_takes_time_and_answers_as_the_model() {
+        let cfg = DeviceConfig::load("afa-m2-2018-ideal").unwrap();
+        let cfg = cfg
+            .scaled(cfg.scale_for_budget(DEVICE_MODEL_BYTES_MAX))
+            .unwrap();
+        let mut twin = Ssd::new(&cfg, 7);
+        let mut m = SimMember::Model(Ssd::new(&cfg, 7));
+        assert_eq!(m.size_bytes(), twin.logical_bytes());
+        let write = m.send(1000, &cmd(CmdOp::Write, 0, LOGICAL_BLOCK_BYTES));
+        assert!(write.done_ns > 1000, "{write:?}");
+        assert_eq!(write.done_ns, twin.submit(1000, Op::Write, 0, 4096));
+        let read = m.send(write.done_ns, &cmd(CmdOp::Read, 0, LOGICAL_BLOCK_BYTES));
+        assert_eq!(read.done_ns, twin.submit(write.done_ns, Op::Read, 0, 4096));
+        assert_eq!(read.result, CmdResult::Ok);
     }
 }

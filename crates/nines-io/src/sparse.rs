@@ -2,8 +2,8 @@
 //! storage (the filesystem returns zeros from memory), so `truncate -s 1G s.img; nines profile
 //! s.img` reported 1.18 M IOPS and a 466 ns p50 for a device that was never read.
 
+use crate::target::Target;
 use nines_core::job::JobSpec;
-use nines_io::target::Target;
 
 /// A share of holes under which nothing is said: a filesystem may keep a few unwritten blocks.
 const HOLE_SHARE_MIN: f64 = 0.01;
