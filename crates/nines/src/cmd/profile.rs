@@ -200,22 +200,12 @@ pub fn run(mut args: Args) -> Result<()> {
         p.as_deref()
             .map(|p| recorded_log_path(p, args.json.as_deref()))
     };
-    if let Some(path) = &args.lat_log
-        && !args.quiet
-    {
-        // How large the per-I/O log can grow, said before the run (issue 31 item 21).
-        let workloads: Vec<_> = jobs.iter().map(|j| j.workload.clone()).collect();
-        let targets = match &scratch {
-            Some(s) => s.paths().len(),
-            None => args.targets.len(),
-        };
-        let volumes = opts.layout.group(targets as u32).len().max(1);
-        let free = nines_io::scratch::free_bytes(&super::latlog_estimate::dir_of(path));
-        eprintln!(
-            "nines: {}",
-            super::latlog_estimate::note(path, &workloads, volumes, free)
-        );
-    }
+    say_lat_log_size(
+        &args,
+        &jobs,
+        &opts.layout,
+        scratch.as_ref().map(|s| s.paths().len()),
+    );
     let run = RunSpec {
         jobs,
         layout: opts.layout,
@@ -283,6 +273,30 @@ pub fn run(mut args: Args) -> Result<()> {
         std::process::exit(super::EXIT_INTERRUPTED);
     }
     Ok(())
+}
+
+/// How large the per-I/O log can grow, said before the run (issue 31 item 21): `targets_embedded`
+/// is the embedded default's file count when it runs.
+fn say_lat_log_size(
+    args: &Args,
+    jobs: &[nines_core::job::JobSpec],
+    layout: &LayoutSpec,
+    targets_embedded: Option<usize>,
+) {
+    let Some(path) = &args.lat_log else {
+        return;
+    };
+    if args.quiet {
+        return;
+    }
+    let workloads: Vec<_> = jobs.iter().map(|j| j.workload.clone()).collect();
+    let targets = targets_embedded.unwrap_or(args.targets.len());
+    let volumes = layout.group(targets as u32).len().max(1);
+    let free = nines_io::scratch::free_bytes(&super::latlog_estimate::dir_of(path));
+    eprintln!(
+        "nines: {}",
+        super::latlog_estimate::note(path, &workloads, volumes, free)
+    );
 }
 
 /// The options, checked: what the run is, and where its workers go.

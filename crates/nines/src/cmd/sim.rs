@@ -603,13 +603,20 @@ fn apply_fitted_completion(args: &mut Args, device: &DeviceConfig) -> Result<()>
     Ok(())
 }
 
-pub fn run(mut args: Args) -> Result<()> {
+/// sim's old --force ran past the estimate's limits: refused, naming what it became, since
+/// --force only ever means writing over a device's data (issue 31 item 20).
+fn refuse_renamed_force(args: &Args) -> Result<()> {
     if args.force {
         bail!(
             "sim --force is now --allow-long (run past the estimate's limits); --force only ever \
              means writing over a device's data"
         );
     }
+    Ok(())
+}
+
+pub fn run(mut args: Args) -> Result<()> {
+    refuse_renamed_force(&args)?;
     if args.list_devices {
         return super::sim_devices::list(&mut std::io::stdout().lock());
     }
