@@ -19,16 +19,6 @@ fn is_gz(path: &Path) -> bool {
     s.ends_with(".gz") || s.ends_with(".tgz")
 }
 
-/// Writes the recorded files and directories to `out` (gzip-compressed when it ends in .gz/.tgz).
-/// Returns the number of files archived. Entries have mtime 0, so a capture is deterministic.
-pub fn write_capture(rec: &Recorded, out: &Path) -> Result<usize, CaptureError> {
-    let file = std::fs::File::create(out).map_err(|e| CaptureError::Write {
-        path: out.display().to_string(),
-        msg: e.to_string(),
-    })?;
-    write_capture_to(rec, file, is_gz(out), out)
-}
-
 /// Writes the capture to an already open file (the caller decides where: nines writes under a
 /// temporary name and renames on success). `gz` compresses; `out` names it in errors. Every
 /// write error, including the gzip trailer's and the final flush's, is returned.

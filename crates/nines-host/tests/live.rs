@@ -6,7 +6,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use nines_host::capture::{extract, write_capture};
+use nines_host::capture::{extract, wants_gz, write_capture_to};
 use nines_host::doctor::analyze;
 use nines_host::fs::HostFs;
 use nines_host::host::Host;
@@ -21,7 +21,8 @@ fn capture_then_root_reproduces_live_findings() {
         let live_findings = analyze(&live);
         let d = tempfile::tempdir().unwrap();
         let archive = d.path().join(name);
-        let n = write_capture(&fs.recorded(), &archive).unwrap();
+        let file = std::fs::File::create(&archive).unwrap();
+        let n = write_capture_to(&fs.recorded(), file, wants_gz(&archive), &archive).unwrap();
         assert!(n > 10, "{n} files");
         let tree = d.path().join("tree");
         std::fs::create_dir(&tree).unwrap();

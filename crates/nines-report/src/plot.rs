@@ -137,15 +137,6 @@ pub fn render_svg(plot: &Plot, size: (u32, u32)) -> Result<String, PlotError> {
     Ok(out)
 }
 
-/// The plot as a PNG file.
-pub fn render_png(plot: &Plot, path: &std::path::Path, size: (u32, u32)) -> Result<(), PlotError> {
-    let png = render_png_bytes(plot, size)?;
-    // Written by std, not by plotters' file backend, so that a full disk reads "No space left
-    // on device" rather than a debug dump of nested error enums.
-    std::fs::write(path, png)?;
-    Ok(())
-}
-
 /// The plot as PNG bytes.
 pub fn render_png_bytes(plot: &Plot, size: (u32, u32)) -> Result<Vec<u8>, PlotError> {
     let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
@@ -870,7 +861,8 @@ mod tests {
         let path = std::env::var_os("NINES_PLOT_PNG")
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| dir.path().join("p.png"));
-        render_png(&sample(), &path, DEFAULT_SIZE).unwrap();
+        // Files are the caller's (the binary writes through its output layer); here a test file.
+        std::fs::write(&path, render_png_bytes(&sample(), DEFAULT_SIZE).unwrap()).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
         assert!(

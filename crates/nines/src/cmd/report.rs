@@ -1,7 +1,7 @@
 //! `nines report`: one run's JSON (and its logs) to a self-contained HTML page and PNGs.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -181,33 +181,21 @@ fn read_lat_log(path: &Path) -> anyhow::Result<LatView> {
 
 pub fn write_pngs(dir: &Path, figs: &[nines_report::html::Figure]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("--png: creating {}", dir.display()))?;
-    // Every PNG under a temporary name first; all are moved into place only when every one was
-    // written, so a full disk leaves no half set (and no truncated PNG).
-    let mut written: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(figs.len());
-    let cleanup = |written: &[(PathBuf, PathBuf)]| {
-        for (tmp, _) in written {
-            let _ = std::fs::remove_file(tmp);
-        }
-    };
+    // Each PNG through the one output layer (a symlink followed, a device or an input refused,
+    // a temporary name until committed); all are moved into place only when every one was
+    // written, so a full disk leaves no half set: the uncommitted ones remove themselves.
+    let mut pending = Vec::with_capacity(figs.len());
     for f in figs {
-        let name = format!("{}.png", f.id);
-        let p = dir.join(&name);
-        super::output::remove_stale_partials(dir, &name);
-        let tmp = dir.join(format!(".{name}.nines-partial-{}", std::process::id()));
-        if let Err(e) =
-            nines_report::plot::render_png(&f.plot, &tmp, nines_report::plot::DEFAULT_SIZE)
-        {
-            let _ = std::fs::remove_file(&tmp);
-            cleanup(&written);
-            anyhow::bail!("--png: writing {}: {e}", p.display());
-        }
-        written.push((tmp, p));
+        let p = dir.join(format!("{}.png", f.id));
+        let png = nines_report::plot::render_png_bytes(&f.plot, nines_report::plot::DEFAULT_SIZE)
+            .map_err(|e| anyhow::anyhow!("--png: drawing {}: {e}", p.display()))?;
+        let (out, mut file) = super::output::PendingOutput::create("--png", &p)?;
+        file.write_all(&png)
+            .with_context(|| format!("--png: writing {}", p.display()))?;
+        pending.push(out);
     }
-    for (tmp, p) in &written {
-        if let Err(e) = std::fs::rename(tmp, p) {
-            cleanup(&written);
-            anyhow::bail!("--png: moving {} into place: {e}", p.display());
-        }
+    for out in pending {
+        out.commit()?;
     }
     eprintln!(
         "nines: wrote {} to {}",
