@@ -19,6 +19,9 @@
 //! complete. A member the volume fails (raid5: a member that answered an I/O error) is reported
 //! and, once no command to it is in flight, its descriptor is closed, so the device can be
 //! removed from the system while the volume serves degraded.
+//!
+//! The whole serve as one library call (members opened, superblocks, volumes, the accept loop,
+//! the report) is [`spec`]'s [`serve`]: a [`ServeSpec`] in, [`Served`] out.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -47,6 +50,12 @@ use crate::clock::now_ns;
 use crate::data::PtrData;
 use crate::emu::EmuLease;
 use crate::latlog_sink::{LatLogLane, LatLogSink};
+
+pub mod spec;
+pub use spec::{
+    Exports, Listener, OpenServe, ServeError, ServeEvents, ServeHandle, ServeLogFiles, ServeSpec,
+    Served, Started, open, serve,
+};
 
 /// Requests one connection may have inside the server at once.
 pub const CONN_INFLIGHT_MAX: usize = 64;

@@ -19,7 +19,7 @@ use clap::Args as ClapArgs;
 use nines_array::meta::{self, Expect, MetaLayout, Mismatch};
 use nines_io::target::{Target, TargetOptions};
 
-use super::array_meta::{self, FilesIo};
+use nines_io::array_meta::{self, FilesIo};
 use super::workload_args::parse_size;
 
 /// Mismatches listed (all are counted).

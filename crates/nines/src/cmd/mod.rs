@@ -1,6 +1,5 @@
 //! One module per verb. Each exposes `Args` (clap) and `run(Args) -> anyhow::Result<()>`.
 
-pub mod array_meta;
 pub mod check;
 pub mod compare;
 pub mod doctor;
@@ -15,7 +14,6 @@ pub mod profile;
 pub mod rebuild;
 pub mod report;
 pub mod serve;
-pub mod serve_exports;
 pub mod serve_tls;
 pub mod sim;
 pub mod sim_devices;

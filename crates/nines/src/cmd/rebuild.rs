@@ -15,8 +15,8 @@ use nines_array::api::{BufRef, CmdDone, CmdOp, CmdResult, DataPlane, Output};
 use nines_array::{LayoutSpec, RebuildSpec, Volume, VolumeHost, VolumeParams};
 use nines_io::target::{Target, TargetOptions};
 
-use super::array_meta;
 use super::workload_args::parse_size;
+use nines_io::array_meta;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -143,6 +143,77 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             n - 1
         );
     }
+    let members = open_members(&args)?;
+    let (vol, mut writer) = build_volume(&args, &members)?;
+    let (count, bytes) = vol.scratch();
+    let mut data = Scratch {
+        bufs: (0..count).map(|_| vec![0u8; bytes as usize]).collect(),
+    };
+    let rows_total = vol.stats()["rebuild"]["rows_total"].as_u64().unwrap_or(0);
+    let mut host = VolumeHost::new(vol, 0, true);
+    nines_io::sched::install_interrupt_handler()
+        .context("cannot install the SIGINT/SIGTERM handler")?;
+    let bar = progress_bar(rows_total, args.chunk, args.quiet);
+    let start = Instant::now();
+    let interrupted = drive(&mut host, &members, &mut data, &bar, start);
+    bar.finish_and_clear();
+    members[args.member as usize]
+        .file()
+        .expect("members are files (checked above)")
+        .sync_data()
+        .context("cannot make the rebuilt member durable (fdatasync)")?;
+    let stats = host.volume().stats();
+    let rb = &stats["rebuild"];
+    let elapsed_s = start.elapsed().as_secs_f64();
+    let report = serde_json::json!({
+        "layout": "raid5",
+        "chunk_bytes": args.chunk,
+        "members": args.targets,
+        "rebuild": rb,
+        "elapsed_s": elapsed_s,
+        "interrupted": interrupted,
+    });
+    if let Some(path) = &args.json {
+        let text = serde_json::to_vec_pretty(&report).context("cannot encode the report")?;
+        super::output::write_all("--json", path, &text)?;
+    }
+    if let Some(why) = rb["aborted"].as_str() {
+        bail!(
+            "the rebuild stopped at row {} of {rows_total}: {why}",
+            rb["rows_rebuilt"]
+        );
+    }
+    let rows = rb["rows_rebuilt"].as_u64().unwrap_or(0);
+    assert!(rows <= rows_total, "a rebuild never passes the last row");
+    if let Some(w) = writer.as_mut()
+        && !interrupted
+        && rows == rows_total
+    {
+        w.clean_stop(Some(args.member))
+            .context("cannot write the rebuilt member's superblock")?;
+    }
+    let mib = (rows * args.chunk) as f64 / f64::from(1u32 << 20);
+    if interrupted {
+        // The one rule for interrupted runs: what was done is reported, exit 130.
+        eprintln!(
+            "nines: interrupted after {rows} of {rows_total} rows ({mib:.1} MiB); run it again to rebuild from the start"
+        );
+        std::process::exit(super::EXIT_INTERRUPTED);
+    }
+    if !args.quiet {
+        println!(
+            "rebuilt member {} ({}): {rows} rows, {mib:.1} MiB in {elapsed_s:.2} s ({:.1} MiB/s), {} member reads",
+            args.member,
+            args.targets[args.member as usize].display(),
+            mib / elapsed_s.max(1e-9),
+            rb["member_reads"]
+        );
+    }
+    Ok(())
+}
+
+/// Opens every member (only the replacement for writing); each must be a file or block device.
+fn open_members(args: &Args) -> anyhow::Result<Vec<Target>> {
     let members: Vec<Target> = args
         .targets
         .iter()
@@ -183,6 +254,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.targets[i].display()
         );
     }
+    Ok(members)
+}
+
+/// The raid5 volume rebuilding `--member`, and the writer of its superblocks when the members
+/// carry them.
+fn build_volume(
+    args: &Args,
+    members: &[Target],
+) -> anyhow::Result<(nines_array::AnyVolume, Option<array_meta::MetaWriter>)> {
     let mut sizes: Vec<u64> = members.iter().map(Target::size_bytes).collect();
     let mut spec = LayoutSpec::Raid5 {
         chunk_bytes: args.chunk,
@@ -214,6 +294,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 read_only: false,
                 start_dirty_degraded: false,
             },
+            &mut |note| eprintln!("nines: {note}"),
         )
         .context("cannot rebuild the array")?;
         spec = opened.spec;
@@ -236,103 +317,50 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
     )
     .context("cannot build the volume")?;
-    let (count, bytes) = vol.scratch();
-    let mut data = Scratch {
-        bufs: (0..count).map(|_| vec![0u8; bytes as usize]).collect(),
-    };
-    let rows_total = vol.stats()["rebuild"]["rows_total"].as_u64().unwrap_or(0);
-    let mut host = VolumeHost::new(vol, 0, true);
-    nines_io::sched::install_interrupt_handler()
-        .context("cannot install the SIGINT/SIGTERM handler")?;
-    let bar = progress_bar(rows_total, args.chunk, args.quiet);
-    let start = Instant::now();
+    Ok((vol, writer))
+}
+
+/// Moves the policy's member commands until it stops asking for time (the last row done or
+/// the rebuild aborted) or SIGINT/SIGTERM: whether it was interrupted.
+fn drive(
+    host: &mut VolumeHost,
+    members: &[Target],
+    data: &mut Scratch,
+    bar: &indicatif::ProgressBar,
+    start: Instant,
+) -> bool {
     let now = |s: &Instant| s.elapsed().as_nanos() as u64;
-    let mut interrupted = false;
-    // Bounded: each pass rebuilds a row or waits for the rate; the policy stops asking for time
-    // when the last row is done or the rebuild aborted.
+    // Bounded: each pass rebuilds a row or waits for the rate.
     while let Some(at) = host.next_timer_ns() {
         if nines_io::sched::interrupted() {
-            interrupted = true;
-            break;
+            return true;
         }
         let t = now(&start);
         if at > t {
             std::thread::sleep(Duration::from_nanos((at - t).min(100_000_000)));
             continue;
         }
-        host.on_timer(now(&start), &mut data);
+        host.on_timer(now(&start), data);
         while let Some(out) = host.pop() {
             let Output::Cmd(c) = out else {
                 continue;
             };
             host.sent(&c, now(&start));
             let result = exec(
-                &members,
-                &mut data,
+                members,
+                data,
                 c.member,
                 c.op,
                 c.offset_bytes,
                 c.len_bytes,
                 c.buf,
             );
-            host.member_done(now(&start), CmdDone { id: c.id, result }, &mut data);
+            host.member_done(now(&start), CmdDone { id: c.id, result }, data);
         }
         let st = host.volume().stats();
         bar.set_position(st["rebuild"]["rows_rebuilt"].as_u64().unwrap_or(0));
     }
-    bar.finish_and_clear();
-    members[args.member as usize]
-        .file()
-        .expect("members are files (checked above)")
-        .sync_data()
-        .context("cannot make the rebuilt member durable (fdatasync)")?;
-    let stats = host.volume().stats();
-    let rb = &stats["rebuild"];
-    let elapsed_s = start.elapsed().as_secs_f64();
-    let report = serde_json::json!({
-        "layout": "raid5",
-        "chunk_bytes": args.chunk,
-        "members": args.targets,
-        "rebuild": rb,
-        "elapsed_s": elapsed_s,
-        "interrupted": interrupted,
-    });
-    if let Some(path) = &args.json {
-        let text = serde_json::to_vec_pretty(&report).context("cannot encode the report")?;
-        super::output::write_all("--json", path, &text)?;
-    }
-    if let Some(why) = rb["aborted"].as_str() {
-        bail!(
-            "the rebuild stopped at row {} of {rows_total}: {why}",
-            rb["rows_rebuilt"]
-        );
-    }
-    let rows = rb["rows_rebuilt"].as_u64().unwrap_or(0);
-    if let Some(w) = writer.as_mut()
-        && !interrupted
-        && rows == rows_total
-    {
-        w.clean_stop(Some(args.member))
-            .context("cannot write the rebuilt member's superblock")?;
-    }
-    let mib = (rows * args.chunk) as f64 / f64::from(1u32 << 20);
-    if interrupted {
-        // The one rule for interrupted runs: what was done is reported, exit 130.
-        eprintln!(
-            "nines: interrupted after {rows} of {rows_total} rows ({mib:.1} MiB); run it again to rebuild from the start"
-        );
-        std::process::exit(super::EXIT_INTERRUPTED);
-    }
-    if !args.quiet {
-        println!(
-            "rebuilt member {} ({}): {rows} rows, {mib:.1} MiB in {elapsed_s:.2} s ({:.1} MiB/s), {} member reads",
-            args.member,
-            args.targets[args.member as usize].display(),
-            mib / elapsed_s.max(1e-9),
-            rb["member_reads"]
-        );
-    }
-    Ok(())
+    false
 }
 
 fn exec(
