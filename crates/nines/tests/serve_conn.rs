@@ -5,11 +5,15 @@
 //! socket-activated server ends with its last client. Raw clients over Unix sockets, so each
 //! test does exactly what a misbehaving client does.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use common::serving::Serving;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nines");
 
@@ -23,78 +27,6 @@ fn file(dir: &Path, name: &str, size_bytes: u64) -> PathBuf {
         .set_len(size_bytes)
         .unwrap();
     p
-}
-
-/// A `nines serve` on a Unix socket, killed on drop (its stderr shown when the test fails).
-struct Serving {
-    child: Option<Child>,
-    socket: PathBuf,
-    err: PathBuf,
-}
-
-impl Serving {
-    fn start(dir: &Path, args: &[&str]) -> Serving {
-        let socket = dir.join("nbd.sock");
-        let _ = std::fs::remove_file(&socket);
-        let err = dir.join("serve.err");
-        let child = Command::new(BIN)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .args(args)
-            .current_dir(dir)
-            .stderr(std::fs::File::create(&err).unwrap())
-            .spawn()
-            .expect("spawn nines serve");
-        let t0 = Instant::now();
-        while !socket.exists() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "nines serve never listened"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Serving {
-            child: Some(child),
-            socket,
-            err,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.err).unwrap_or_default()
-    }
-
-    /// SIGTERM, then waits at most `limit`: the exit status and how long it took, or None
-    /// (the server is killed then).
-    fn sigterm_within(mut self, limit: Duration) -> Option<(ExitStatus, Duration)> {
-        let mut c = self.child.take().unwrap();
-        let t0 = Instant::now();
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        while t0.elapsed() < limit {
-            if let Some(st) = c.try_wait().unwrap() {
-                return Some((st, t0.elapsed()));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-        eprintln!("nines serve's stderr:\n{}", self.stderr());
-        None
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("nines serve's stderr:\n{}", self.stderr());
-        }
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 fn request(kind: u16, cookie: u64, offset_bytes: u64, len_bytes: u32) -> [u8; 28] {

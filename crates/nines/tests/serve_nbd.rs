@@ -8,7 +8,7 @@ mod common;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -17,19 +17,9 @@ use common::Zram;
 use nines_core::latlog::LatLogReader;
 use nines_core::op::Op;
 
-const BIN: &str = env!("CARGO_BIN_EXE_nines");
+use common::serving::{Serving, tool};
 
-fn tool(name: &str) -> Command {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .expect("sh");
-    assert!(
-        found.status.success(),
-        "{name} is missing: run scripts/setup.sh (it installs the NBD clients these tests use)"
-    );
-    Command::new(name)
-}
+const BIN: &str = env!("CARGO_BIN_EXE_nines");
 
 fn ok(cmd: &mut Command) -> String {
     let out = cmd.output().expect("spawn");
@@ -49,75 +39,6 @@ fn file(dir: &Path, name: &str, size_bytes: u64) -> PathBuf {
         .set_len(size_bytes)
         .unwrap();
     p
-}
-
-/// A `nines serve` on a Unix socket; SIGTERM and wait on drop (or [`Serving::stop`]).
-struct Serving {
-    child: Option<Child>,
-    socket: PathBuf,
-    /// The server's stderr, shown when the test fails.
-    err: PathBuf,
-}
-
-impl Serving {
-    fn start(dir: &Path, args: &[&str]) -> Serving {
-        let socket = dir.join("nbd.sock");
-        let _ = std::fs::remove_file(&socket);
-        let child = Command::new(BIN)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .args(args)
-            .current_dir(dir)
-            .stderr(std::fs::File::create(dir.join("serve.err")).unwrap())
-            .spawn()
-            .expect("spawn nines serve");
-        let t0 = Instant::now();
-        while UnixStream::connect(&socket).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "nines serve never listened"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Serving {
-            child: Some(child),
-            socket,
-            err: dir.join("serve.err"),
-        }
-    }
-
-    fn uri(&self) -> String {
-        format!("nbd+unix:///nines?socket={}", self.socket.display())
-    }
-
-    fn stop(mut self) -> std::process::ExitStatus {
-        let mut c = self.child.take().unwrap();
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        c.wait().unwrap()
-    }
-
-    fn kill9(mut self) {
-        let mut c = self.child.take().unwrap();
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "nines serve's stderr:\n{}",
-                std::fs::read_to_string(&self.err).unwrap_or_default()
-            );
-        }
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 fn md5(p: &Path) -> String {

@@ -7,13 +7,17 @@
 //! every acknowledged block read back after every restart. NINES_RAID5_KILL_ROUNDS sets the
 //! rounds (the 100; CI runs 12).
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+use common::serving::Serving;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nines");
 const BLOCK: usize = 4096;
@@ -29,80 +33,6 @@ fn file(dir: &Path, name: &str, size_bytes: u64) -> PathBuf {
 
 fn strs(v: &[PathBuf]) -> Vec<&str> {
     v.iter().map(|p| p.to_str().unwrap()).collect()
-}
-
-/// A `nines serve` on a Unix socket; killed on drop.
-struct Serving {
-    child: Option<Child>,
-    socket: PathBuf,
-    err: PathBuf,
-}
-
-impl Serving {
-    fn start(dir: &Path, args: &[&str]) -> Serving {
-        let socket = dir.join("nbd.sock");
-        let _ = std::fs::remove_file(&socket);
-        let err = dir.join("serve.err");
-        let mut child = Command::new(BIN)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .args(args)
-            .current_dir(dir)
-            .stderr(std::fs::File::create(&err).unwrap())
-            .spawn()
-            .expect("spawn nines serve");
-        let t0 = Instant::now();
-        while UnixStream::connect(&socket).is_err() {
-            if let Some(st) = child.try_wait().unwrap() {
-                panic!(
-                    "nines serve {args:?} exited ({st}): {}",
-                    std::fs::read_to_string(&err).unwrap_or_default()
-                );
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "nines serve never listened"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Serving {
-            child: Some(child),
-            socket,
-            err,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.err).unwrap_or_default()
-    }
-
-    fn stop(mut self) {
-        let mut c = self.child.take().unwrap();
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        let st = c.wait().unwrap();
-        assert!(
-            st.success(),
-            "nines serve failed at stop: {}",
-            self.stderr()
-        );
-    }
-
-    fn kill9(mut self) {
-        let mut c = self.child.take().unwrap();
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 /// Runs nines serve expecting it to refuse: its one-line reason.
@@ -384,7 +314,7 @@ fn raid5_kill9_loop_with_degraded_restarts_loses_no_acknowledged_block() {
                 &mut model,
                 &format!("round {k} degraded"),
             );
-            s.stop();
+            s.stop_ok();
             // Now member f is stale: refused without --failed, then rebuilt and checked.
             let e = refused(d, &full);
             assert!(
@@ -410,7 +340,7 @@ fn raid5_kill9_loop_with_degraded_restarts_loses_no_acknowledged_block() {
     // The last kill: every acknowledged block is there.
     let s = Serving::start(d, &full);
     corrupt += verify(&s.socket, blocks, &mut model, "final");
-    s.stop();
+    s.stop_ok();
     eprintln!(
         "raid5 kill -9 loop: {rounds} rounds ({degraded_rounds} restarted degraded), {acked_total} writes acknowledged, {resyncs} restarts resynced dirty regions, {corrupt} corrupt acknowledged blocks, {:.1} s",
         t0.elapsed().as_secs_f64()
@@ -444,7 +374,7 @@ fn serve_write(dir: &Path, args: &[&str], offset: u64, byte: u8) {
     c.read_exact(&mut r).unwrap();
     assert_eq!(u32::from_be_bytes(r[4..8].try_into().unwrap()), 0);
     drop(c);
-    s.stop();
+    s.stop_ok();
 }
 
 #[test]
@@ -513,7 +443,7 @@ fn stale_blank_truncated_and_foreign_members_are_refused_and_left_untouched() {
     read(&mut c, 0, &mut buf);
     assert!(buf.iter().all(|&b| b == 0xb2));
     drop(c);
-    s.stop();
+    s.stop_ok();
     // A replacement rebuilt by serve --rebuild joins once the rebuild reached the end (here
     // 64 rows, at once) and the server stopped cleanly; member 0 is then left out and rebuilt
     // by nines rebuild.
@@ -521,9 +451,9 @@ fn stale_blank_truncated_and_foreign_members_are_refused_and_left_untouched() {
     rb.extend(["--rebuild", "1"]);
     let s = Serving::start(d, &rb);
     std::thread::sleep(Duration::from_millis(300));
-    s.stop();
+    s.stop_ok();
     let s = Serving::start(d, &args);
-    s.stop();
+    s.stop_ok();
     let mut deg0 = args.clone();
     deg0.extend(["--failed", "0"]);
     serve_write(d, &deg0, 65536, 0xb3);
@@ -543,7 +473,7 @@ fn stale_blank_truncated_and_foreign_members_are_refused_and_left_untouched() {
     read(&mut c, 65536, &mut buf);
     assert!(buf.iter().all(|&b| b == 0xb3));
     drop(c);
-    s.stop();
+    s.stop_ok();
 }
 
 #[test]
@@ -580,10 +510,10 @@ fn members_with_data_but_no_superblock_need_create_which_keeps_the_data() {
     read(&mut c, 0, &mut buf);
     assert!(buf[..65536].iter().all(|&b| b == 0x5a) && buf[65536..].iter().all(|&b| b == 0x6b));
     drop(c);
-    s.stop();
+    s.stop_ok();
     // Served again without --create; --create now refused (it would start a new array).
     let s = Serving::start(d, &args);
-    s.stop();
+    s.stop_ok();
     let e = refused(d, &create);
     assert!(e.contains("already hold array"), "{e}");
 }
@@ -671,7 +601,7 @@ fn check_finds_a_corrupted_parity_chunk_and_repair_rewrites_it() {
     read(&mut c, 5 * 131072, &mut buf);
     assert!(buf.iter().all(|&b| b == 0x22));
     drop(c);
-    s.stop();
+    s.stop_ok();
     // A member given twice, or --json naming a member, is refused before anything is read or
     // written: the members keep their bytes.
     let before: Vec<Vec<u8>> = members.iter().map(|p| std::fs::read(p).unwrap()).collect();
@@ -732,8 +662,8 @@ fn a_raid5_killed_while_degraded_is_refused_unless_started_dirty_degraded() {
     read(&mut c, 0, &mut buf);
     assert!(buf.iter().all(|&b| b == 0x44));
     drop(c);
-    s.stop();
+    s.stop_ok();
     // Stopped cleanly, it starts degraded again without the option.
     let s = Serving::start(d, &deg);
-    s.stop();
+    s.stop_ok();
 }

@@ -6,10 +6,12 @@
 //! the kernel's table; `--exports-from-files` listed, chosen by name, written and read back.
 //! A missing client fails the test (run scripts/setup.sh), it never skips.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use openssl::asn1::Asn1Time;
@@ -22,6 +24,8 @@ use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use openssl::x509::extension::{BasicConstraints, KeyUsage, SubjectAlternativeName};
 use openssl::x509::{X509, X509NameBuilder};
 
+use common::serving::{Serving, free_port, tool};
+
 const BIN: &str = env!("CARGO_BIN_EXE_nines");
 
 const REP_ACK: u32 = 1;
@@ -29,18 +33,6 @@ const REP_ERR_TLS_REQD: u32 = (1 << 31) + 5;
 const OPT_STARTTLS: u32 = 5;
 const OPT_GO: u32 = 7;
 const OPT_EXPORT_NAME: u32 = 1;
-
-fn tool(name: &str) -> Command {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .expect("sh");
-    assert!(
-        found.status.success(),
-        "{name} is missing: run scripts/setup.sh (it installs the NBD clients these tests use)"
-    );
-    Command::new(name)
-}
 
 fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("spawn")
@@ -80,14 +72,6 @@ fn sparse(dir: &Path, name: &str, size_bytes: u64) -> PathBuf {
     p
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn disk_dir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("nines-tls")
@@ -101,131 +85,6 @@ fn psk_file(dir: &Path, name: &str, user: &str, seed: u64) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, format!("{user}:{hex}\n")).unwrap();
     p
-}
-
-/// A `nines serve` on a Unix socket, killed on drop (its stderr shown when the test fails).
-struct Serving {
-    child: Option<Child>,
-    socket: PathBuf,
-    /// Listening on this TCP port of 127.0.0.1 instead of the socket.
-    port: Option<u16>,
-    err: PathBuf,
-}
-
-impl Serving {
-    fn start(dir: &Path, args: &[&str]) -> Serving {
-        let socket = dir.join("nbd.sock");
-        let _ = std::fs::remove_file(&socket);
-        let child = Self::spawn(dir, &["--socket", socket.to_str().unwrap()], args);
-        let t0 = Instant::now();
-        while !socket.exists() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "nines serve never listened: {}",
-                std::fs::read_to_string(dir.join("serve.err")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Serving {
-            child: Some(child),
-            socket,
-            port: None,
-            err: dir.join("serve.err"),
-        }
-    }
-
-    /// On TCP (libnbd verifies the server's certificate against its name only over TCP: a
-    /// Unix socket has no host name).
-    fn start_tcp(dir: &Path, args: &[&str]) -> Serving {
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = Self::spawn(dir, &["--listen", &addr], args);
-        let t0 = Instant::now();
-        while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "nines serve never listened: {}",
-                std::fs::read_to_string(dir.join("serve.err")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Serving {
-            child: Some(child),
-            socket: PathBuf::new(),
-            port: Some(port),
-            err: dir.join("serve.err"),
-        }
-    }
-
-    fn spawn(dir: &Path, listen: &[&str], args: &[&str]) -> Child {
-        Command::new(BIN)
-            .arg("serve")
-            .args(listen)
-            .args(args)
-            .current_dir(dir)
-            .stderr(std::fs::File::create(dir.join("serve.err")).unwrap())
-            .spawn()
-            .expect("spawn nines serve")
-    }
-
-    /// A libnbd URI: `scheme` nbd or nbds (+unix added for a socket).
-    fn uri(&self, scheme: &str, user: &str, export: &str, query: &str) -> String {
-        match self.port {
-            Some(port) => format!("{scheme}://{user}localhost:{port}/{export}?{query}"),
-            None => format!(
-                "{scheme}+unix://{user}/{export}?socket={}{}{query}",
-                self.socket.display(),
-                if query.is_empty() { "" } else { "&" }
-            ),
-        }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.err).unwrap_or_default()
-    }
-
-    /// Waits (at most 5 s) for `needle` on the server's stderr.
-    fn wait_stderr(&self, needle: &str) {
-        let t0 = Instant::now();
-        while !self.stderr().contains(needle) {
-            assert!(
-                t0.elapsed() < Duration::from_secs(5),
-                "{needle:?} never on stderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGTERM, then waits at most `limit`: the exit status and how long it took, or None.
-    fn sigterm_within(mut self, limit: Duration) -> Option<(ExitStatus, Duration)> {
-        let mut c = self.child.take().unwrap();
-        let t0 = Instant::now();
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        while t0.elapsed() < limit {
-            if let Some(st) = c.try_wait().unwrap() {
-                return Some((st, t0.elapsed()));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
-        eprintln!("nines serve's stderr:\n{}", self.stderr());
-        None
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("nines serve's stderr:\n{}", self.stderr());
-        }
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 #[test]
@@ -250,7 +109,7 @@ fn tls_psk_nbdcopy_round_trip_of_64_mib_and_a_wrong_key_is_refused() {
         ],
     );
     let q = format!("tls-psk-file={}", keys.display());
-    let uri = srv.uri("nbds", "alice@", "", &q);
+    let uri = srv.uri_with("nbds", "alice@", "", &q);
     let info = ok(tool("nbdinfo").arg(&uri));
     assert!(info.contains("with TLS"), "{info}");
     let t0 = Instant::now();
@@ -284,7 +143,7 @@ fn tls_psk_nbdcopy_round_trip_of_64_mib_and_a_wrong_key_is_refused() {
     // says so on stderr and goes on serving.
     let bad = psk_file(dir, "bad.psk", "alice", 2);
     let bq = format!("tls-psk-file={}", bad.display());
-    let out = run(tool("nbdinfo").arg(srv.uri("nbds", "alice@", "", &bq)));
+    let out = run(tool("nbdinfo").arg(srv.uri_with("nbds", "alice@", "", &bq)));
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("gnutls_handshake"),
@@ -293,7 +152,7 @@ fn tls_psk_nbdcopy_round_trip_of_64_mib_and_a_wrong_key_is_refused() {
     );
     let mallory = psk_file(dir, "mallory.psk", "mallory", 1);
     let mq = format!("tls-psk-file={}", mallory.display());
-    let out = run(tool("nbdinfo").arg(srv.uri("nbds", "mallory@", "", &mq)));
+    let out = run(tool("nbdinfo").arg(srv.uri_with("nbds", "mallory@", "", &mq)));
     assert!(!out.status.success(), "an unknown user was served");
     srv.wait_stderr("TLS handshake with a client failed");
     ok(tool("nbdinfo").arg(&uri));
@@ -326,13 +185,13 @@ fn plain_text_clients_are_refused_under_require_and_served_under_on() {
         ],
     );
     // libnbd without TLS: refused at OPT_GO with the reason (as nbdkit --tls=require).
-    let out = run(tool("nbdinfo").arg(srv.uri("nbd", "", "", "")));
+    let out = run(tool("nbdinfo").arg(srv.uri_with("nbd", "", "", "")));
     assert!(!out.status.success(), "a plain-text client was served");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("server replied with error to opt_go"), "{err}");
     let out = run(tool("nbdinfo")
         .env("LIBNBD_DEBUG", "1")
-        .arg(srv.uri("nbd", "", "", "")));
+        .arg(srv.uri_with("nbd", "", "", "")));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("server error message: TLS is required: send NBD_OPT_STARTTLS first"),
@@ -362,10 +221,10 @@ fn plain_text_clients_are_refused_under_require_and_served_under_on() {
             "on",
         ],
     );
-    let info = ok(tool("nbdinfo").arg(srv.uri("nbd", "", "", "")));
+    let info = ok(tool("nbdinfo").arg(srv.uri_with("nbd", "", "", "")));
     assert!(info.contains("without TLS"), "{info}");
     let q = format!("tls-psk-file={}", keys.display());
-    let info = ok(tool("nbdinfo").arg(srv.uri("nbds", "alice@", "", &q)));
+    let info = ok(tool("nbdinfo").arg(srv.uri_with("nbds", "alice@", "", &q)));
     assert!(info.contains("with TLS"), "{info}");
 }
 
@@ -517,10 +376,10 @@ fn tls_verify_peer_serves_only_clients_with_a_certificate_from_the_ca() {
         ],
     );
     let with = format!("tls-certificates={}", kdir.display());
-    let info = ok(tool("nbdinfo").arg(srv.uri("nbds", "", "", &with)));
+    let info = ok(tool("nbdinfo").arg(srv.uri_with("nbds", "", "", &with)));
     assert!(info.contains("with TLS"), "{info}");
     let without = format!("tls-certificates={}", cdir.display());
-    let out = run(tool("nbdinfo").arg(srv.uri("nbds", "", "", &without)));
+    let out = run(tool("nbdinfo").arg(srv.uri_with("nbds", "", "", &without)));
     assert!(
         !out.status.success(),
         "a client without a certificate was served"
@@ -530,7 +389,7 @@ fn tls_verify_peer_serves_only_clients_with_a_certificate_from_the_ca() {
     std::fs::create_dir_all(&other).unwrap();
     let (_, okdir) = pki_with_client(&other);
     let foreign = format!("tls-certificates={}", okdir.display());
-    let out = run(tool("nbdinfo").arg(srv.uri("nbds", "", "", &foreign)));
+    let out = run(tool("nbdinfo").arg(srv.uri_with("nbds", "", "", &foreign)));
     assert!(
         !out.status.success(),
         "a client certificate from another CA was accepted"
@@ -558,7 +417,7 @@ fn tls_x509_round_trip_with_a_ca_made_here_and_a_foreign_ca_refused() {
         ],
     );
     let q = format!("tls-certificates={}", cdir.display());
-    let uri = srv.uri("nbds", "", "", &q);
+    let uri = srv.uri_with("nbds", "", "", &q);
     let info = ok(tool("nbdinfo").arg(&uri));
     assert!(info.contains("with TLS"), "{info}");
     ok(tool("nbdcopy").arg(&src).arg(&uri));
@@ -571,7 +430,7 @@ fn tls_x509_round_trip_with_a_ca_made_here_and_a_foreign_ca_refused() {
     std::fs::create_dir_all(&other).unwrap();
     let (_, odir) = pki(&other);
     let oq = format!("tls-certificates={}", odir.display());
-    let out = run(tool("nbdinfo").arg(srv.uri("nbds", "", "", &oq)));
+    let out = run(tool("nbdinfo").arg(srv.uri_with("nbds", "", "", &oq)));
     assert!(
         !out.status.success(),
         "a certificate from an unknown CA was accepted"
@@ -767,7 +626,7 @@ fn exports_from_files_are_listed_chosen_by_name_and_each_written() {
     let list = ok(tool("nbdinfo")
         .arg("--list")
         .arg("--json")
-        .arg(srv.uri("nbd", "", "", "")));
+        .arg(srv.uri_with("nbd", "", "", "")));
     let v: serde_json::Value = serde_json::from_str(&list).unwrap();
     let got: Vec<(String, u64)> = v["exports"]
         .as_array()
@@ -786,7 +645,7 @@ fn exports_from_files_are_listed_chosen_by_name_and_each_written() {
         let src = dir.join(format!("src-{name}"));
         let want = data(size, seed);
         std::fs::write(&src, &want).unwrap();
-        let uri = srv.uri("nbd", "", name, "");
+        let uri = srv.uri_with("nbd", "", name, "");
         ok(tool("nbdcopy").arg(&src).arg(&uri));
         let back = dir.join(format!("back-{name}"));
         ok(tool("nbdcopy").arg(&uri).arg(&back));
@@ -796,9 +655,9 @@ fn exports_from_files_are_listed_chosen_by_name_and_each_written() {
     // The default export is the first; an unknown name is refused (NBD_REP_ERR_UNKNOWN).
     let info = ok(tool("nbdinfo")
         .arg("--size")
-        .arg(srv.uri("nbd", "", "", "")));
+        .arg(srv.uri_with("nbd", "", "", "")));
     assert_eq!(info.trim(), (1u64 << 20).to_string());
-    let out = run(tool("nbdinfo").arg(srv.uri("nbd", "", "c.img", "")));
+    let out = run(tool("nbdinfo").arg(srv.uri_with("nbd", "", "c.img", "")));
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("No such file or directory"), "{err}");
@@ -823,7 +682,7 @@ fn exports_from_files_are_listed_chosen_by_name_and_each_written() {
     let q = format!("tls-psk-file={}", keys.display());
     let list = ok(tool("nbdinfo")
         .arg("--list")
-        .arg(srv.uri("nbds", "alice@", "", &q)));
+        .arg(srv.uri_with("nbds", "alice@", "", &q)));
     assert!(
         list.contains("with TLS")
             && list.contains("export=\"a.img\"")
@@ -832,7 +691,7 @@ fn exports_from_files_are_listed_chosen_by_name_and_each_written() {
     );
     let size = ok(tool("nbdinfo")
         .arg("--size")
-        .arg(srv.uri("nbds", "alice@", "b.img", &q)));
+        .arg(srv.uri_with("nbds", "alice@", "b.img", &q)));
     assert_eq!(size.trim(), (3u64 << 20).to_string());
     assert_eq!(e[0]["export"], "a.img");
     assert_eq!(e[0]["write"]["bytes"], 1u64 << 20);
@@ -875,5 +734,5 @@ fn a_client_silent_inside_the_tls_handshake_is_closed_by_the_handshake_timeout()
     srv.wait_stderr("TLS handshake with a client failed (1 so far)");
     // And the server still serves.
     let q = format!("tls-psk-file={}", keys.display());
-    ok(tool("nbdinfo").arg(srv.uri("nbds", "alice@", "", &q)));
+    ok(tool("nbdinfo").arg(srv.uri_with("nbds", "alice@", "", &q)));
 }
