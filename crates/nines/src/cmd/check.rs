@@ -19,8 +19,8 @@ use clap::Args as ClapArgs;
 use nines_array::meta::{self, Expect, MetaLayout, Mismatch};
 use nines_io::target::{Target, TargetOptions};
 
+use super::workload_args::{SerialGeometry, parse_size};
 use nines_io::array_meta::{self, FilesIo};
-use super::workload_args::parse_size;
 
 /// Mismatches listed (all are counted).
 const LISTED_MAX: usize = 10_000;
@@ -104,8 +104,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "raid5 has at least 3 members; give every member of the volume, in order ({n} given)"
         );
     }
-    let members: Vec<Target> = args
-        .targets
+    let members = open_members(&args)?;
+    let files: Vec<&std::fs::File> = members
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            t.file().with_context(|| {
+                format!(
+                    "member {i} ({}) is not a file or block device: an emulated device keeps nothing to check",
+                    args.targets[i].display()
+                )
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let names: Vec<String> = args.targets.iter().map(|p| array_meta::name(p)).collect();
+    let rows = rows_to_check(&args, &members, &files, &names)?;
+    nines_io::sched::install_interrupt_handler()
+        .context("cannot install the SIGINT/SIGTERM handler")?;
+    let bar = progress_bar(rows, args.chunk, args.quiet);
+    let start = Instant::now();
+    let scan = scan_rows(&args, &files, rows, &bar, start)?;
+    bar.finish_and_clear();
+    assert!(scan.checked <= rows && scan.count <= scan.checked);
+    if args.repair {
+        for (f, name) in files.iter().zip(&names) {
+            f.sync_data()
+                .with_context(|| format!("cannot make {name}'s repaired parity durable"))?;
+        }
+    }
+    report(&args, &names, rows, &scan, start.elapsed().as_secs_f64())
+}
+
+/// Opens every member (for writing only with --repair).
+fn open_members(args: &Args) -> anyhow::Result<Vec<Target>> {
+    args.targets
         .iter()
         .enumerate()
         .map(|(i, p)| {
@@ -121,23 +153,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             )
             .with_context(|| format!("cannot open member {i} ({})", p.display()))
         })
-        .collect::<anyhow::Result<_>>()?;
-    let files: Vec<&std::fs::File> = members
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            t.file().with_context(|| {
-                format!(
-                    "member {i} ({}) is not a file or block device: an emulated device keeps nothing to check",
-                    args.targets[i].display()
-                )
-            })
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let names: Vec<String> = args.targets.iter().map(|p| array_meta::name(p)).collect();
+        .collect()
+}
+
+/// The rows of the array: as its superblocks say (warning when it is not marked clean), or
+/// whole chunks of the smallest member where it has none.
+fn rows_to_check(
+    args: &Args,
+    members: &[Target],
+    files: &[&std::fs::File],
+    names: &[String],
+) -> anyhow::Result<u64> {
     let found = files
         .iter()
-        .zip(&names)
+        .zip(names)
         .map(|(f, name)| {
             array_meta::read_sb(f).with_context(|| format!("cannot read {name}'s superblock"))
         })
@@ -145,16 +174,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let asm = meta::assemble(
         &Expect {
             layout: MetaLayout::Raid5,
-            members: n,
+            members: files.len() as u32,
             unit_bytes: args.chunk,
         },
         &found,
-        &names,
+        names,
         None,
     )
     .map_err(|r| anyhow::anyhow!("{r}"))
     .context("cannot check the array")?;
-    let rows = match &asm {
+    Ok(match &asm {
         Some(a) => {
             if !a.newest.clean {
                 eprintln!(
@@ -164,49 +193,80 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             a.newest.member_data_bytes / args.chunk
         }
         None => members.iter().map(Target::size_bytes).min().unwrap_or(0) / args.chunk,
-    };
-    nines_io::sched::install_interrupt_handler()
-        .context("cannot install the SIGINT/SIGTERM handler")?;
-    let bar = progress_bar(rows, args.chunk, args.quiet);
-    let mut io = FilesIo(files.clone());
+    })
+}
+
+/// What the scan of the rows found.
+struct Scan {
+    checked: u64,
+    count: u64,
+    listed: Vec<Mismatch>,
+    interrupted: bool,
+}
+
+/// Checks (and with --repair rewrites) each row's parity, at most --rate bytes read per second,
+/// until the last row or SIGINT/SIGTERM.
+fn scan_rows(
+    args: &Args,
+    files: &[&std::fs::File],
+    rows: u64,
+    bar: &indicatif::ProgressBar,
+    start: Instant,
+) -> anyhow::Result<Scan> {
+    let n = files.len() as u32;
+    let mut io = FilesIo(files.to_vec());
     let mut bufs: Vec<Vec<u8>> = (0..=n).map(|_| vec![0u8; args.chunk as usize]).collect();
-    let start = Instant::now();
     let row_read_bytes = args.chunk * u64::from(n);
-    let (mut checked, mut count, mut listed) = (0u64, 0u64, Vec::<Mismatch>::new());
-    let mut interrupted = false;
+    let mut scan = Scan {
+        checked: 0,
+        count: 0,
+        listed: Vec::new(),
+        interrupted: false,
+    };
     for row in 0..rows {
         if nines_io::sched::interrupted() {
-            interrupted = true;
+            scan.interrupted = true;
             break;
         }
         if args.rate > 0 {
             // md's speed_limit_max: row k starts no earlier than its bytes allow.
-            let due = Duration::from_secs_f64((checked * row_read_bytes) as f64 / args.rate as f64);
+            let due =
+                Duration::from_secs_f64((scan.checked * row_read_bytes) as f64 / args.rate as f64);
             if let Some(wait) = due.checked_sub(start.elapsed()) {
                 std::thread::sleep(wait);
             }
         }
         let m = meta::check_raid5_row(n, args.chunk, row, args.repair, &mut io, &mut bufs)
             .with_context(|| format!("cannot check row {row}"))?;
-        checked += 1;
+        scan.checked += 1;
         if let Some(m) = m {
-            count += 1;
-            if listed.len() < LISTED_MAX {
-                listed.push(m);
+            scan.count += 1;
+            if scan.listed.len() < LISTED_MAX {
+                scan.listed.push(m);
             }
         }
         if row % 64 == 0 {
-            bar.set_position(checked);
+            bar.set_position(scan.checked);
         }
     }
-    bar.finish_and_clear();
-    if args.repair {
-        for (f, name) in files.iter().zip(&names) {
-            f.sync_data()
-                .with_context(|| format!("cannot make {name}'s repaired parity durable"))?;
-        }
-    }
-    let elapsed_s = start.elapsed().as_secs_f64();
+    Ok(scan)
+}
+
+/// Prints the rows found and the summary, writes --json, and fails where rows disagree
+/// (without --repair) or the check was interrupted.
+fn report(
+    args: &Args,
+    names: &[String],
+    rows: u64,
+    scan: &Scan,
+    elapsed_s: f64,
+) -> anyhow::Result<()> {
+    let Scan {
+        checked,
+        count,
+        listed,
+        interrupted,
+    } = scan;
     for m in listed.iter().take(if args.quiet { 0 } else { 100 }) {
         println!(
             "row {}: the parity on member {} ({}) disagrees with the data from byte {} of the chunk{}",
@@ -217,6 +277,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if args.repair { "; rewritten" } else { "" }
         );
     }
+    let row_read_bytes = args.chunk * names.len() as u64;
     let mib = (checked * row_read_bytes) as f64 / f64::from(1u32 << 20);
     if !args.quiet {
         println!(
@@ -236,7 +297,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "rows_total": rows,
             "rows_checked": checked,
             "mismatches": count,
-            "repaired": if args.repair { count } else { 0 },
+            "repaired": if args.repair { *count } else { 0 },
             "mismatch_list": listed,
             "elapsed_s": elapsed_s,
             "rate_bytes_per_s": args.rate,
@@ -245,10 +306,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let text = serde_json::to_vec_pretty(&report).context("cannot encode the report")?;
         super::output::write_all("--json", path, &text)?;
     }
-    if interrupted {
+    if *interrupted {
         bail!("interrupted after {checked} of {rows} rows; run it again to check from the start");
     }
-    if count > 0 && !args.repair {
+    if *count > 0 && !args.repair {
         bail!(
             "{count} rows' parity disagrees with their data: run nines check --repair to rewrite it from the data"
         );
@@ -273,21 +334,36 @@ fn progress_bar(rows: u64, chunk: u64, quiet: bool) -> indicatif::ProgressBar {
 
 /// `nines check --layout serial`: the metadata region of a stopped `--persist` serial volume.
 fn check_serial(args: &Args) -> anyhow::Result<()> {
-    use nines_array::serial::{SuperCheck, check_superblock, check_table};
-    use std::os::unix::fs::FileExt;
-    let d = nines_array::SerialSpec::default();
-    let unit_bytes = u32::try_from(args.map_unit.unwrap_or(u64::from(d.unit_bytes)))
-        .context("--map-unit is too large")?;
+    let (members, region) = serial_region(args)?;
+    let name0 = array_meta::name(&args.targets[0]);
+    let f = members[0].file().with_context(|| {
+        format!("member 0 ({name0}) is not a file or block device: an emulated device keeps nothing to check")
+    })?;
+    let start = Instant::now();
+    let found = check_serial_region(args, f, &region, &name0)?;
+    assert!(
+        found.table.bad <= region.units,
+        "at most one bad entry per unit"
+    );
+    let elapsed_s = start.elapsed().as_secs_f64();
+    serial_report(args, &region, &found, &name0, elapsed_s)
+}
+
+/// The serial volume the options describe over the members, and its metadata region.
+fn serial_region(args: &Args) -> anyhow::Result<(Vec<Target>, nines_array::serial::PersistRegion)> {
     let spec = nines_array::SerialSpec {
-        column_members: args.column_members.unwrap_or(d.column_members),
-        stripe_bytes: args.stripe,
-        segment_bytes: args.segment.unwrap_or(d.segment_bytes),
-        unit_bytes,
-        rotate_free: args.rotate_free.unwrap_or(d.rotate_free),
-        gc_stop: args.gc_stop.unwrap_or(d.gc_stop),
         persist: true,
-        ..d
+        ..SerialGeometry {
+            stripe_bytes: args.stripe,
+            column_members: args.column_members,
+            segment_bytes: args.segment,
+            map_unit_bytes: args.map_unit,
+            rotate_free: args.rotate_free,
+            gc_stop: args.gc_stop,
+        }
+        .spec()?
     };
+    let unit_bytes = spec.unit_bytes;
     let members: Vec<Target> = args
         .targets
         .iter()
@@ -319,12 +395,25 @@ fn check_serial(args: &Args) -> anyhow::Result<()> {
     let region = vol
         .persist_region()
         .context("a --persist volume has a region")?;
-    let name0 = array_meta::name(&args.targets[0]);
-    let f = members[0].file().with_context(|| {
-        format!("member 0 ({name0}) is not a file or block device: an emulated device keeps nothing to check")
-    })?;
+    Ok((members, region))
+}
+
+/// What member 0's region holds: the superblock's verdict, the table's, and (with --repair)
+/// the bad entries cleared and a damaged superblock rewritten.
+struct SerialFound {
+    superblock: nines_array::serial::SuperCheck,
+    table: nines_array::serial::TableCheck,
+}
+
+fn check_serial_region(
+    args: &Args,
+    f: &std::fs::File,
+    region: &nines_array::serial::PersistRegion,
+    name0: &str,
+) -> anyhow::Result<SerialFound> {
+    use nines_array::serial::{SuperCheck, check_superblock, check_table};
+    use std::os::unix::fs::FileExt;
     let page = nines_array::serial::META_PAGE_BYTES;
-    let start = Instant::now();
     let mut sb = vec![0u8; page as usize];
     f.read_exact_at(&mut sb, region.offset_bytes)
         .with_context(|| format!("cannot read {name0}'s serial superblock"))?;
@@ -369,7 +458,22 @@ fn check_serial(args: &Args) -> anyhow::Result<()> {
         f.sync_data()
             .with_context(|| format!("cannot make {name0}'s repair durable"))?;
     }
-    let elapsed_s = start.elapsed().as_secs_f64();
+    Ok(SerialFound {
+        superblock: sb_check,
+        table: t,
+    })
+}
+
+/// Prints what was found, writes --json, and fails on damage not repaired.
+fn serial_report(
+    args: &Args,
+    region: &nines_array::serial::PersistRegion,
+    found: &SerialFound,
+    name0: &str,
+    elapsed_s: f64,
+) -> anyhow::Result<()> {
+    use nines_array::serial::SuperCheck;
+    let (sb_check, t) = (found.superblock, &found.table);
     if sb_check == SuperCheck::Damaged {
         println!(
             "the superblock on member 0 ({name0}) is damaged (right magic and geometry, wrong checksum){}",

@@ -276,6 +276,7 @@ fn start(args: RunArgs) -> Result<()> {
         .with_context(|| format!("--out {}: cannot create", dir.display()))?;
     write_fleet(dir, &fleet)?;
     let n = fleet.tasks.len();
+    assert!(n > 0, "expand makes at least one task");
     match args.engine {
         Engine::Local => {
             eprintln!(
@@ -289,47 +290,7 @@ fn start(args: RunArgs) -> Result<()> {
             Ok(())
         }
         Engine::Slurm => {
-            let exe = nines_exe()?;
-            let script = dir.join("task.sh");
-            let dir_abs = std::fs::canonicalize(dir)?;
-            std::fs::write(
-                &script,
-                format!(
-                    "#!/bin/sh\n# One task of a nines fleet: Slurm sets SLURM_ARRAY_TASK_ID.\nexec '{}' fleet task '{}' \"$SLURM_ARRAY_TASK_ID\"\n",
-                    exe.display(),
-                    dir_abs.display()
-                ),
-            )?;
-            let mut sb = Command::new("sbatch");
-            sb.arg("--parsable")
-                .arg(format!("--array=0-{}", n - 1))
-                .arg("--job-name=nines-fleet")
-                .arg(format!("--output={}/task-%a.log", dir_abs.display()))
-                .args(&args.sbatch)
-                .arg(&script);
-            let array = match sbatch(sb) {
-                Ok(id) => id,
-                Err(e) => return Err(unsubmitted(dir, created, e, None)),
-            };
-            let mut mb = Command::new("sbatch");
-            mb.arg("--parsable")
-                .arg(format!("--dependency=afterok:{array}"))
-                .arg("--job-name=nines-fleet-merge")
-                .arg(format!("--output={}/merge.log", dir_abs.display()))
-                .args(args.sbatch.iter().filter(|a| !a.starts_with("--array")))
-                .arg(format!(
-                    "--wrap=exec '{}' fleet collect '{}'",
-                    exe.display(),
-                    dir_abs.display()
-                ));
-            let merge = match sbatch(mb) {
-                Ok(id) => id,
-                Err(e) => return Err(unsubmitted(dir, created, e, Some(&array))),
-            };
-            fleet.array_job = Some(array.clone());
-            fleet.merge_job = Some(merge.clone());
-            write_fleet(dir, &fleet)?;
-            eprintln!("fleet: submitted job array {array} ({n} tasks) and merge job {merge}");
+            let merge = submit_slurm(&args, &mut fleet, dir, created)?;
             if args.detach {
                 println!(
                     "fleet: follow it with `nines fleet status {}`",
@@ -345,6 +306,54 @@ fn start(args: RunArgs) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Submits the fleet to Slurm: a job array of its tasks (task.sh), and a merge job after it;
+/// the jobs are recorded in fleet.json. The merge job's id.
+fn submit_slurm(args: &RunArgs, fleet: &mut Fleet, dir: &Path, created: bool) -> Result<String> {
+    let n = fleet.tasks.len();
+    let exe = nines_exe()?;
+    let script = dir.join("task.sh");
+    let dir_abs = std::fs::canonicalize(dir)?;
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n# One task of a nines fleet: Slurm sets SLURM_ARRAY_TASK_ID.\nexec '{}' fleet task '{}' \"$SLURM_ARRAY_TASK_ID\"\n",
+            exe.display(),
+            dir_abs.display()
+        ),
+    )?;
+    let mut sb = Command::new("sbatch");
+    sb.arg("--parsable")
+        .arg(format!("--array=0-{}", n - 1))
+        .arg("--job-name=nines-fleet")
+        .arg(format!("--output={}/task-%a.log", dir_abs.display()))
+        .args(&args.sbatch)
+        .arg(&script);
+    let array = match sbatch(sb) {
+        Ok(id) => id,
+        Err(e) => return Err(unsubmitted(dir, created, e, None)),
+    };
+    let mut mb = Command::new("sbatch");
+    mb.arg("--parsable")
+        .arg(format!("--dependency=afterok:{array}"))
+        .arg("--job-name=nines-fleet-merge")
+        .arg(format!("--output={}/merge.log", dir_abs.display()))
+        .args(args.sbatch.iter().filter(|a| !a.starts_with("--array")))
+        .arg(format!(
+            "--wrap=exec '{}' fleet collect '{}'",
+            exe.display(),
+            dir_abs.display()
+        ));
+    let merge = match sbatch(mb) {
+        Ok(id) => id,
+        Err(e) => return Err(unsubmitted(dir, created, e, Some(&array))),
+    };
+    fleet.array_job = Some(array.clone());
+    fleet.merge_job = Some(merge.clone());
+    write_fleet(dir, fleet)?;
+    eprintln!("fleet: submitted job array {array} ({n} tasks) and merge job {merge}");
+    Ok(merge)
 }
 
 /// A Slurm fleet that could not be submitted leaves nothing behind: the job array already

@@ -467,6 +467,33 @@ fn calibrate(mut args: Args) -> Result<()> {
         );
     }
     let table = calibration_table(&args.device, &cal);
+    let (toml, host_note) = fitted_toml(args, &cal, &table)?;
+    let (pending, mut file) = super::output::PendingOutput::create("--calibrate-out", out)?;
+    file.write_all(toml.as_bytes())
+        .with_context(|| format!("--calibrate-out {}: write failed", out.display()))?;
+    pending.commit()?;
+    if !args.quiet {
+        print!("{table}");
+    }
+    eprintln!(
+        "nines sim: calibrated {} in {:.1} s ({} simulations); wrote {} (use --device {}; \
+         {host_note})",
+        base.name,
+        wall.elapsed().as_secs_f64(),
+        cal.simulations,
+        out.display(),
+        out.display()
+    );
+    Ok(())
+}
+
+/// The fitted description as TOML, the fit's table and the host model it holds for in comments
+/// at its head; and that host note.
+fn fitted_toml(
+    args: &Args,
+    cal: &nines_sim::calibrate::Calibration,
+    table: &str,
+) -> Result<(String, String)> {
     // The fit holds for the host model it was made with: say which, in the file and the message.
     let completion = args.completion.unwrap_or(CompletionMode::Interrupt).name();
     let host_note = format!(
@@ -486,23 +513,7 @@ fn calibrate(mut args: Args) -> Result<()> {
     let mut fitted = cal.device.clone();
     fitted.fitted_completion = Some(completion.to_string());
     toml.push_str(&fitted.to_toml().context("--calibrate-out")?);
-    let (pending, mut file) = super::output::PendingOutput::create("--calibrate-out", out)?;
-    file.write_all(toml.as_bytes())
-        .with_context(|| format!("--calibrate-out {}: write failed", out.display()))?;
-    pending.commit()?;
-    if !args.quiet {
-        print!("{table}");
-    }
-    eprintln!(
-        "nines sim: calibrated {} in {:.1} s ({} simulations); wrote {} (use --device {}; \
-         {host_note})",
-        base.name,
-        wall.elapsed().as_secs_f64(),
-        cal.simulations,
-        out.display(),
-        out.display()
-    );
-    Ok(())
+    Ok((toml, host_note))
 }
 
 /// The fit: what was changed, then per run and direction the measured and simulated latency

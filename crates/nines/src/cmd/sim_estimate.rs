@@ -57,6 +57,44 @@ pub fn estimate(i: &Inputs<'_>) -> Estimate {
     let members = i.devices + i.layout.extra_members();
     let targets = i.layout.group(members).len().max(1) as f64;
     let members_per_target = f64::from(i.devices) / targets;
+    let c = &i.device.controller;
+    let mut r = job_rates(i);
+    if !i.null_device && c.command_ns > 0 {
+        r.rate_per_target = r
+            .rate_per_target
+            .min(members_per_target * 1e9 / c.command_ns as f64);
+    }
+    let (ios, measured) = match i.trace_requests {
+        Some(n) => (n as f64, n as f64),
+        None => r.ios(targets),
+    };
+    let commands = ios * r.commands_per_io;
+    Estimate {
+        ios: to_count(ios),
+        measured_ios: to_count(measured),
+        commands: to_count(commands),
+        events: to_count(commands * EVENTS_PER_COMMAND),
+        wall_s: commands
+            .is_finite()
+            .then_some(commands / COMMANDS_PER_WALL_S),
+        lat_log_bytes: to_count(measured * LAT_RECORD_BYTES + LAT_HEADER_BYTES),
+    }
+}
+
+/// What the jobs together ask of one target: their rate, their --ios, how long they run.
+struct JobRates {
+    rate_per_target: f64,
+    ios_cap: f64,
+    /// The longest job's runtime with its ramp (u64::MAX: unbounded), and the longest ramp.
+    time_ns: u64,
+    ramp_ns: u64,
+    commands_per_io: f64,
+    all_have_ios: bool,
+}
+
+/// Each job's rate: its queue depth over a command's cycle (device, host, thinktime), capped
+/// by --rate-iops.
+fn job_rates(i: &Inputs<'_>) -> JobRates {
     let host_ns = if i.host.completion == CompletionMode::None {
         0
     } else {
@@ -77,9 +115,14 @@ pub fn estimate(i: &Inputs<'_>) -> Estimate {
         Layout::Raid5 { chunk_bytes, .. } => chunk_bytes,
         _ => u64::MAX,
     };
-    let (mut rate_per_target, mut ios_cap, mut time_ns, mut ramp_ns) = (0.0, 0.0, 0u64, 0u64);
-    let mut commands_per_io: f64 = 1.0;
-    let mut all_have_ios = true;
+    let mut r = JobRates {
+        rate_per_target: 0.0,
+        ios_cap: 0.0,
+        time_ns: 0,
+        ramp_ns: 0,
+        commands_per_io: 1.0,
+        all_have_ios: true,
+    };
     for j in i.jobs {
         let w = &j.workload;
         let reads_only = matches!(w.rw, RwMode::Read | RwMode::RandRead)
@@ -102,68 +145,60 @@ pub fn estimate(i: &Inputs<'_>) -> Estimate {
         };
         let cycle_ns = (device_ns + host_ns + w.thinktime_ns) as f64;
         let mut rate = f64::from(w.iodepth) * 1e9 / cycle_ns;
-        if let Some(r) = w.rate_iops {
-            rate = rate.min(r as f64);
+        if let Some(cap) = w.rate_iops {
+            rate = rate.min(cap as f64);
         }
-        rate_per_target += rate;
+        r.rate_per_target += rate;
         match w.ios_max {
-            Some(n) => ios_cap += n as f64,
-            None => all_have_ios = false,
+            Some(n) => r.ios_cap += n as f64,
+            None => r.all_have_ios = false,
         }
-        time_ns = time_ns.max(
+        r.time_ns = r.time_ns.max(
             w.runtime_ns
-                .map_or(u64::MAX, |r| r.saturating_add(w.ramp_ns)),
+                .map_or(u64::MAX, |t| t.saturating_add(w.ramp_ns)),
         );
-        ramp_ns = ramp_ns.max(w.ramp_ns);
-        commands_per_io = commands_per_io.max(w.block_size_bytes.div_ceil(unit_bytes) as f64);
+        r.ramp_ns = r.ramp_ns.max(w.ramp_ns);
+        r.commands_per_io = r
+            .commands_per_io
+            .max(w.block_size_bytes.div_ceil(unit_bytes) as f64);
     }
-    if !i.null_device && c.command_ns > 0 {
-        rate_per_target = rate_per_target.min(members_per_target * 1e9 / c.command_ns as f64);
-    }
-    let (ios, measured) = match i.trace_requests {
-        Some(n) => (n as f64, n as f64),
-        None => {
-            let by_time = if time_ns == u64::MAX {
-                f64::INFINITY
+    assert!(r.commands_per_io >= 1.0 && r.ramp_ns <= r.time_ns.max(r.ramp_ns));
+    r
+}
+
+impl JobRates {
+    /// The I/Os of all targets, and those measured (after the ramp).
+    fn ios(&self, targets: f64) -> (f64, f64) {
+        let (time_ns, ramp_ns) = (self.time_ns, self.ramp_ns);
+        let by_time = if time_ns == u64::MAX {
+            f64::INFINITY
+        } else {
+            self.rate_per_target * time_ns as f64 / 1e9
+        };
+        let per_target = if self.all_have_ios {
+            // The ramp's I/Os come on top of --ios (none without a ramp: an infinite rate
+            // times a zero ramp would be NaN, which min() below reads as unbounded).
+            let ramp_ios = if ramp_ns == 0 {
+                0.0
             } else {
-                rate_per_target * time_ns as f64 / 1e9
+                self.rate_per_target * ramp_ns as f64 / 1e9
             };
-            let per_target = if all_have_ios {
-                // The ramp's I/Os come on top of --ios (none without a ramp: an infinite rate
-                // times a zero ramp would be NaN, which min() below reads as unbounded).
-                let ramp_ios = if ramp_ns == 0 {
-                    0.0
-                } else {
-                    rate_per_target * ramp_ns as f64 / 1e9
-                };
-                ios_cap + ramp_ios
-            } else {
-                f64::INFINITY
-            }
-            .min(by_time);
-            let measured_share = if time_ns == u64::MAX || time_ns == 0 || all_have_ios {
-                1.0
-            } else {
-                1.0 - ramp_ns as f64 / time_ns as f64
-            };
-            let per_target_measured = if all_have_ios {
-                ios_cap.min(by_time)
-            } else {
-                per_target * measured_share
-            };
-            (per_target * targets, per_target_measured * targets)
+            self.ios_cap + ramp_ios
+        } else {
+            f64::INFINITY
         }
-    };
-    let commands = ios * commands_per_io;
-    Estimate {
-        ios: to_count(ios),
-        measured_ios: to_count(measured),
-        commands: to_count(commands),
-        events: to_count(commands * EVENTS_PER_COMMAND),
-        wall_s: commands
-            .is_finite()
-            .then_some(commands / COMMANDS_PER_WALL_S),
-        lat_log_bytes: to_count(measured * LAT_RECORD_BYTES + LAT_HEADER_BYTES),
+        .min(by_time);
+        let measured_share = if time_ns == u64::MAX || time_ns == 0 || self.all_have_ios {
+            1.0
+        } else {
+            1.0 - ramp_ns as f64 / time_ns as f64
+        };
+        let per_target_measured = if self.all_have_ios {
+            self.ios_cap.min(by_time)
+        } else {
+            per_target * measured_share
+        };
+        (per_target * targets, per_target_measured * targets)
     }
 }
 

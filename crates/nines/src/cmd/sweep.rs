@@ -248,80 +248,24 @@ fn plan(args: &Args) -> anyhow::Result<(SweepParam, Vec<Plan>)> {
             .map_err(|_| anyhow::anyhow!("--iodepth {v} after -- is not a whole number"))?,
         None => 1,
     };
-    let mut plans = Vec::new();
-    let param = if let Some(qds) = &args.qd {
+    let (param, plans) = if let Some(qds) = &args.qd {
         owned.extend(["--rw", "--iodepth"]);
-        // The points' own limit (--iodepth), checked before any folder or point exists.
-        let max = nines_core::workload::IODEPTH_MAX;
-        if qds.is_empty() || qds.iter().any(|q| *q == 0 || *q > max) {
-            bail!("--qd takes queue depths from 1 to {max}, e.g. --qd 1,2,4,8");
-        }
-        for rw in &args.rws {
-            rw.parse::<RwMode>()
-                .map_err(|e| anyhow::anyhow!("--rws {rw}: {e}"))?;
-            for &q in qds {
-                plans.push(Plan {
-                    extra: vec!["--rw".into(), rw.clone(), "--iodepth".into(), q.to_string()],
-                    point: empty_point(rw, q),
-                    name: format!("{rw}-qd{q}"),
-                    writes: rw_writes(rw),
-                });
-            }
-        }
-        SweepParam::Qd
+        (SweepParam::Qd, qd_plans(args, qds)?)
     } else if let Some(ws) = &args.write_fraction {
         owned.extend(["--rw", "--mix"]);
-        if ws.is_empty() || ws.iter().any(|w| *w > 100) {
-            bail!("--write-fraction takes percentages from 0 to 100, e.g. 0,20,40,60,80");
-        }
-        for &w in ws {
-            let mut point = empty_point("randrw", base_qd);
-            point.write_pct = Some(w);
-            plans.push(Plan {
-                extra: vec![
-                    "--rw".into(),
-                    "randrw".into(),
-                    "--mix".into(),
-                    (100 - w).to_string(),
-                ],
-                point,
-                name: format!("writes{w}"),
-                writes: w > 0,
-            });
-        }
-        SweepParam::WriteFraction
+        (
+            SweepParam::WriteFraction,
+            write_fraction_plans(ws, base_qd)?,
+        )
     } else {
-        let engines = args.engines.as_deref().unwrap_or_default();
-        if engines.is_empty() {
-            bail!("--engines takes a list, e.g. --engines io_uring,io_uring-poll");
-        }
-        for e in engines {
-            let extra = match &args.sim {
-                None => {
-                    owned.push("--engine");
-                    vec!["--engine".into(), e.clone()]
-                }
-                Some(_) => {
-                    owned.push("--completion");
-                    let mode = match e.as_str() {
-                        "io_uring-poll" | "polled" | "poll" => "polled",
-                        "none" => "none",
-                        _ => "interrupt",
-                    };
-                    vec!["--completion".into(), mode.into()]
-                }
-            };
-            let mut point = empty_point(&base_rw, base_qd);
-            point.engine = Some(e.clone());
-            plans.push(Plan {
-                extra,
-                point,
-                name: format!("engine-{e}"),
-                writes: rw_writes(&base_rw),
-            });
-        }
-        SweepParam::Engine
+        owned.push(if args.sim.is_some() {
+            "--completion"
+        } else {
+            "--engine"
+        });
+        (SweepParam::Engine, engine_plans(args, &base_rw, base_qd)?)
     };
+    assert!(!plans.is_empty(), "every list was checked to be non-empty");
     if args.sim.is_some() {
         owned.push("--device");
     }
@@ -332,6 +276,86 @@ fn plan(args: &Args) -> anyhow::Result<(SweepParam, Vec<Plan>)> {
         }
     }
     Ok((param, plans))
+}
+
+/// `--qd`: each of `--rws` at each queue depth.
+fn qd_plans(args: &Args, qds: &[u32]) -> anyhow::Result<Vec<Plan>> {
+    // The points' own limit (--iodepth), checked before any folder or point exists.
+    let max = nines_core::workload::IODEPTH_MAX;
+    if qds.is_empty() || qds.iter().any(|q| *q == 0 || *q > max) {
+        bail!("--qd takes queue depths from 1 to {max}, e.g. --qd 1,2,4,8");
+    }
+    let mut plans = Vec::new();
+    for rw in &args.rws {
+        rw.parse::<RwMode>()
+            .map_err(|e| anyhow::anyhow!("--rws {rw}: {e}"))?;
+        for &q in qds {
+            plans.push(Plan {
+                extra: vec!["--rw".into(), rw.clone(), "--iodepth".into(), q.to_string()],
+                point: empty_point(rw, q),
+                name: format!("{rw}-qd{q}"),
+                writes: rw_writes(rw),
+            });
+        }
+    }
+    Ok(plans)
+}
+
+/// `--write-fraction`: randrw at each share of writes.
+fn write_fraction_plans(ws: &[u8], base_qd: u32) -> anyhow::Result<Vec<Plan>> {
+    if ws.is_empty() || ws.iter().any(|w| *w > 100) {
+        bail!("--write-fraction takes percentages from 0 to 100, e.g. 0,20,40,60,80");
+    }
+    Ok(ws
+        .iter()
+        .map(|&w| {
+            let mut point = empty_point("randrw", base_qd);
+            point.write_pct = Some(w);
+            Plan {
+                extra: vec![
+                    "--rw".into(),
+                    "randrw".into(),
+                    "--mix".into(),
+                    (100 - w).to_string(),
+                ],
+                point,
+                name: format!("writes{w}"),
+                writes: w > 0,
+            }
+        })
+        .collect())
+}
+
+/// `--engines`: each engine (simulated: each completion mode).
+fn engine_plans(args: &Args, base_rw: &str, base_qd: u32) -> anyhow::Result<Vec<Plan>> {
+    let engines = args.engines.as_deref().unwrap_or_default();
+    if engines.is_empty() {
+        bail!("--engines takes a list, e.g. --engines io_uring,io_uring-poll");
+    }
+    Ok(engines
+        .iter()
+        .map(|e| {
+            let extra = match &args.sim {
+                None => vec!["--engine".into(), e.clone()],
+                Some(_) => {
+                    let mode = match e.as_str() {
+                        "io_uring-poll" | "polled" | "poll" => "polled",
+                        "none" => "none",
+                        _ => "interrupt",
+                    };
+                    vec!["--completion".into(), mode.into()]
+                }
+            };
+            let mut point = empty_point(base_rw, base_qd);
+            point.engine = Some(e.clone());
+            Plan {
+                extra,
+                point,
+                name: format!("engine-{e}"),
+                writes: rw_writes(base_rw),
+            }
+        })
+        .collect())
 }
 
 /// Runs one point; Ok(report) or Err(one-line reason).
@@ -405,6 +429,67 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     check_sim_device(&args)?;
     let (param, plans) = plan(&args)?;
     check_writes(&args, &plans)?;
+    let (json_out, html_out, points_dir) = output_paths(&args)?;
+    // The folders this sweep creates (deepest first): removed again if it measures nothing.
+    let created: Vec<PathBuf> = points_dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    std::fs::create_dir_all(&points_dir)
+        .with_context(|| format!("creating {}", points_dir.display()))?;
+    // SIGINT/SIGTERM: the running point is told to stop (SIGTERM), the points done are written,
+    // the unfinished point's files removed, and the sweep exits 130.
+    nines_io::sched::install_interrupt_handler()
+        .context("cannot install the SIGINT/SIGTERM handler")?;
+    let total = plans.len();
+    let ran = run_points(&args, param, plans, &points_dir)?;
+    let sweep = &ran.sweep;
+    assert!(sweep.points.len() <= total, "at most one point per plan");
+    // A sweep that measured nothing writes nothing (its points' errors say why).
+    if sweep.points.iter().all(|p| p.metrics.is_none()) {
+        // Nothing to keep: the points' files and the folders made for them go (only empty
+        // folders are removed, so nothing else in them is touched).
+        for f in &ran.point_files {
+            let _ = std::fs::remove_file(f);
+        }
+        for d in &created {
+            let _ = std::fs::remove_dir(d);
+        }
+        if ran.interrupted {
+            eprintln!("nines sweep: interrupted before a point finished; nothing written");
+            std::process::exit(super::EXIT_INTERRUPTED);
+        }
+        bail!(
+            "every point of the sweep failed; the first said: {}",
+            sweep
+                .points
+                .first()
+                .and_then(|p| p.error.clone())
+                .unwrap_or_default()
+        );
+    }
+    write_outputs(&args, sweep, &json_out, html_out.as_deref())?;
+    if ran.interrupted {
+        eprintln!(
+            "nines sweep: interrupted after {} of {total} points; the sweep of those is written",
+            sweep.points.len()
+        );
+        std::process::exit(super::EXIT_INTERRUPTED);
+    }
+    // What succeeded is written; the exit status still says that points failed.
+    if !ran.failed.is_empty() {
+        bail!(
+            "{} of {total} points failed: {}",
+            ran.failed.len(),
+            ran.failed.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// Where the sweep is written: its JSON, its HTML (if any) and the points' folder.
+fn output_paths(args: &Args) -> anyhow::Result<(PathBuf, Option<PathBuf>, PathBuf)> {
     let (json_out, html_out, points_dir) = match (&args.output, &args.json) {
         (Some(dir), None) => (
             dir.join("sweep.json"),
@@ -427,73 +512,69 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     {
         super::output::check_path("--html", h)?;
     }
-    // The folders this sweep creates (deepest first): removed again if it measures nothing.
-    let created: Vec<PathBuf> = points_dir
-        .ancestors()
-        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
-        .map(Path::to_path_buf)
-        .collect();
-    std::fs::create_dir_all(&points_dir)
-        .with_context(|| format!("creating {}", points_dir.display()))?;
-    // SIGINT/SIGTERM: the running point is told to stop (SIGTERM), the points done are written,
-    // the unfinished point's files removed, and the sweep exits 130.
-    nines_io::sched::install_interrupt_handler()
-        .context("cannot install the SIGINT/SIGTERM handler")?;
-    let mut point_files: Vec<PathBuf> = Vec::new();
+    Ok((json_out, html_out, points_dir))
+}
+
+/// The points run: the sweep of those done, the points that failed, the points' files, and
+/// whether SIGINT/SIGTERM stopped it.
+struct Ran {
+    sweep: Sweep,
+    failed: Vec<String>,
+    point_files: Vec<PathBuf>,
+    interrupted: bool,
+}
+
+/// Runs each point in order, as a child nines, until the last or SIGINT/SIGTERM.
+fn run_points(
+    args: &Args,
+    param: SweepParam,
+    plans: Vec<Plan>,
+    points_dir: &Path,
+) -> anyhow::Result<Ran> {
     let exe = std::env::current_exe().context("finding the nines executable to run each point")?;
     let driver = match &args.sim {
         None => "profile".to_string(),
         Some(p) => format!("sim --device {p}"),
     };
-    let mut sweep = Sweep {
-        schema: SWEEP_SCHEMA_NAME.into(),
-        schema_version: SWEEP_SCHEMA_VERSION,
-        parameter: param,
-        driver,
-        args: args.pass.clone(),
-        points: Vec::with_capacity(plans.len()),
-        notes: Vec::new(),
-    };
     let total = plans.len();
-    let mut failed: Vec<String> = Vec::new();
-    let mut interrupted = false;
+    let mut ran = Ran {
+        sweep: Sweep {
+            schema: SWEEP_SCHEMA_NAME.into(),
+            schema_version: SWEEP_SCHEMA_VERSION,
+            parameter: param,
+            driver,
+            args: args.pass.clone(),
+            points: Vec::with_capacity(total),
+            notes: Vec::new(),
+        },
+        failed: Vec::new(),
+        point_files: Vec::new(),
+        interrupted: false,
+    };
     for (i, plan) in plans.into_iter().enumerate() {
         if nines_io::sched::interrupted() {
-            interrupted = true;
+            ran.interrupted = true;
             break;
         }
         let json = points_dir.join(format!("{:02}-{}.json", i + 1, plan.name));
         let mut point = plan.point.clone();
-        point_files.push(json.clone());
-        let (result, stopped) = run_point(&exe, &args, &plan, &json);
+        ran.point_files.push(json.clone());
+        let (result, stopped) = run_point(&exe, args, &plan, &json);
         if stopped {
             // Unfinished: what the point wrote goes, with a temporary file it may have left.
             let _ = std::fs::remove_file(&json);
             if let Some(name) = json.file_name() {
-                super::output::remove_stale_partials(&points_dir, &name.to_string_lossy());
+                super::output::remove_stale_partials(points_dir, &name.to_string_lossy());
             }
-            point_files.pop();
-            interrupted = true;
+            ran.point_files.pop();
+            ran.interrupted = true;
             break;
         }
+        let at = format!("[{}/{total}]", i + 1);
         match result {
             Ok(report) => {
                 let m = metrics(&report);
-                let summary = [m.read.as_ref(), m.write.as_ref()]
-                    .into_iter()
-                    .flatten()
-                    .map(|d| {
-                        format!(
-                            "{} IOPS, mean {}, p{} {}",
-                            nines_report::axis::format_plain(d.iops),
-                            nines_report::axis::format_ns(d.mean_ns),
-                            d.tail_percentile,
-                            nines_report::axis::format_ns(d.tail_ns as f64)
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                eprintln!("nines sweep: [{}/{total}] {}: {summary}", i + 1, plan.name);
+                eprintln!("nines sweep: {at} {}: {}", plan.name, point_summary(&m));
                 point.metrics = Some(m);
                 point.report = Some(report);
             }
@@ -505,51 +586,50 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
                         )
                     }
                     _ => {
-                        failed.push(format!("{} ({reason})", plan.name));
+                        ran.failed.push(format!("{} ({reason})", plan.name));
                         format!("point {} failed: {reason}", plan.name)
                     }
                 };
-                eprintln!("nines sweep: [{}/{total}] {what}", i + 1);
-                sweep.notes.push(what);
+                eprintln!("nines sweep: {at} {what}");
+                ran.sweep.notes.push(what);
                 point.error = Some(reason);
             }
         }
-        sweep.points.push(point);
+        ran.sweep.points.push(point);
     }
-    // A sweep that measured nothing writes nothing (its points' errors say why).
-    if interrupted && sweep.points.iter().all(|p| p.metrics.is_none()) {
-        for f in &point_files {
-            let _ = std::fs::remove_file(f);
-        }
-        for d in &created {
-            let _ = std::fs::remove_dir(d);
-        }
-        eprintln!("nines sweep: interrupted before a point finished; nothing written");
-        std::process::exit(super::EXIT_INTERRUPTED);
-    }
-    if sweep.points.iter().all(|p| p.metrics.is_none()) {
-        // Nothing to keep: the points' files and the folders made for them go (only empty
-        // folders are removed, so nothing else in them is touched).
-        for f in &point_files {
-            let _ = std::fs::remove_file(f);
-        }
-        for d in &created {
-            let _ = std::fs::remove_dir(d);
-        }
-        bail!(
-            "every point of the sweep failed; the first said: {}",
-            sweep
-                .points
-                .first()
-                .and_then(|p| p.error.clone())
-                .unwrap_or_default()
-        );
-    }
-    super::output::write_all("--json", &json_out, sweep.to_json().as_bytes())?;
-    print!("{}", text_table(&sweep));
-    let figs = figures(&sweep);
-    if let Some(h) = &html_out {
-        let html = render_html(&sweep, &figs)?;
+    Ok(ran)
+}
+
+/// A point's line: IOPS, mean and tail per direction.
+fn point_summary(m: &nines_report::sweep::PointMetrics) -> String {
+    [m.read.as_ref(), m.write.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(|d| {
+            format!(
+                "{} IOPS, mean {}, p{} {}",
+                nines_report::axis::format_plain(d.iops),
+                nines_report::axis::format_ns(d.mean_ns),
+                d.tail_percentile,
+                nines_report::axis::format_ns(d.tail_ns as f64)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The sweep's JSON, table, HTML and PNGs.
+fn write_outputs(
+    args: &Args,
+    sweep: &Sweep,
+    json_out: &Path,
+    html_out: Option<&Path>,
+) -> anyhow::Result<()> {
+    super::output::write_all("--json", json_out, sweep.to_json().as_bytes())?;
+    print!("{}", text_table(sweep));
+    let figs = figures(sweep);
+    if let Some(h) = html_out {
+        let html = render_html(sweep, &figs)?;
         super::output::write_all("--html", h, html.as_bytes())?;
         eprintln!(
             "nines: wrote {} and {} ({})",
@@ -562,21 +642,6 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
     }
     if let Some(dir) = &args.png {
         super::report::write_pngs(dir, &figs)?;
-    }
-    if interrupted {
-        eprintln!(
-            "nines sweep: interrupted after {} of {total} points; the sweep of those is written",
-            sweep.points.len()
-        );
-        std::process::exit(super::EXIT_INTERRUPTED);
-    }
-    // What succeeded is written; the exit status still says that points failed.
-    if !failed.is_empty() {
-        bail!(
-            "{} of {total} points failed: {}",
-            failed.len(),
-            failed.join("; ")
-        );
     }
     Ok(())
 }

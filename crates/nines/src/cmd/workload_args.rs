@@ -276,25 +276,59 @@ pub struct VolumeArgs {
     pub shaping: ShapingArgs,
 }
 
+/// The serial layout's geometry as its options give it (None: the default), shared by the
+/// volume options and `nines check --layout serial` (which must name the geometry served).
+pub(super) struct SerialGeometry {
+    pub stripe_bytes: u64,
+    pub column_members: Option<u32>,
+    pub segment_bytes: Option<u64>,
+    pub map_unit_bytes: Option<u64>,
+    pub rotate_free: Option<u32>,
+    pub gc_stop: Option<u32>,
+}
+
+impl SerialGeometry {
+    /// A serial spec of this geometry, the other options at their defaults.
+    pub(super) fn spec(&self) -> anyhow::Result<nines_array::SerialSpec> {
+        let d = nines_array::SerialSpec::default();
+        Ok(nines_array::SerialSpec {
+            column_members: self.column_members.unwrap_or(d.column_members),
+            stripe_bytes: self.stripe_bytes,
+            segment_bytes: self.segment_bytes.unwrap_or(d.segment_bytes),
+            unit_bytes: small_size(
+                "map-unit",
+                self.map_unit_bytes.unwrap_or(u64::from(d.unit_bytes)),
+            )?,
+            rotate_free: self.rotate_free.unwrap_or(d.rotate_free),
+            gc_stop: self.gc_stop.unwrap_or(d.gc_stop),
+            ..d
+        })
+    }
+}
+
+fn small_size(name: &str, v: u64) -> anyhow::Result<u32> {
+    u32::try_from(v).map_err(|_| anyhow::anyhow!("--{name} {v} is too large"))
+}
+
 impl VolumeArgs {
     /// The serial layout's options, defaults filled in.
     fn serial_spec(&self) -> anyhow::Result<nines_array::SerialSpec> {
         let d = nines_array::SerialSpec::default();
-        let small = |name: &str, v: u64| -> anyhow::Result<u32> {
-            u32::try_from(v).map_err(|_| anyhow::anyhow!("--{name} {v} is too large"))
+        let geometry = SerialGeometry {
+            stripe_bytes: self.stripe,
+            column_members: self.column_members,
+            segment_bytes: self.segment,
+            map_unit_bytes: self.map_unit,
+            rotate_free: self.rotate_free,
+            gc_stop: self.gc_stop,
         };
         Ok(nines_array::SerialSpec {
-            column_members: self.column_members.unwrap_or(d.column_members),
-            stripe_bytes: self.stripe,
-            segment_bytes: self.segment.unwrap_or(d.segment_bytes),
-            unit_bytes: small("map-unit", self.map_unit.unwrap_or(u64::from(d.unit_bytes)))?,
-            rotate_free: self.rotate_free.unwrap_or(d.rotate_free),
             gc_start: self.gc_start.unwrap_or(d.gc_start),
-            gc_stop: self.gc_stop.unwrap_or(d.gc_stop),
             gc_depth: self.gc_depth.unwrap_or(d.gc_depth),
-            move_bytes: small("gc-move", self.gc_move.unwrap_or(u64::from(d.move_bytes)))?,
+            move_bytes: small_size("gc-move", self.gc_move.unwrap_or(u64::from(d.move_bytes)))?,
             start_full_bytes: self.start_full.unwrap_or(0),
             persist: self.persist,
+            ..geometry.spec()?
         })
     }
 
