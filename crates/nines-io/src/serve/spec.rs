@@ -14,10 +14,11 @@
 //! creates them under temporary names and keeps them when the serve succeeded).
 //!
 //! ```
-//! use std::io::Read;
+//! use std::io::{Read, Write};
 //! use nines_io::serve::{Listener, ServeHandle, ServeSpec, serve};
 //!
-//! // A 4 MiB temporary file served on a loopback port, one client's greeting read, stopped.
+//! // A 4 MiB temporary file served on a loopback port; a client negotiates the default export
+//! // (fixed newstyle, NBD_OPT_EXPORT_NAME) and stops the server through the handle.
 //! let dir = tempfile::tempdir().unwrap();
 //! let path = dir.path().join("disk.img");
 //! std::fs::File::create(&path).unwrap().set_len(4 << 20).unwrap();
@@ -27,13 +28,21 @@
 //! let stopper = handle.clone();
 //! let client = std::thread::spawn(move || {
 //!     let mut c = std::net::TcpStream::connect(addr).unwrap();
-//!     let mut greeting = [0u8; 18];
+//!     let mut greeting = [0u8; 18]; // NBDMAGIC, IHAVEOPT, the handshake flags
 //!     c.read_exact(&mut greeting).unwrap();
+//!     c.write_all(&3u32.to_be_bytes()).unwrap(); // fixed newstyle, no zeroes
+//!     c.write_all(b"IHAVEOPT").unwrap();
+//!     c.write_all(&1u32.to_be_bytes()).unwrap(); // NBD_OPT_EXPORT_NAME, the empty name
+//!     c.write_all(&0u32.to_be_bytes()).unwrap();
+//!     let mut export = [0u8; 10]; // its size, its transmission flags
+//!     c.read_exact(&mut export).unwrap();
 //!     stopper.stop();
-//!     greeting
+//!     (greeting, u64::from_be_bytes(export[..8].try_into().unwrap()))
 //! });
 //! let served = serve(ServeSpec::new(vec![path]), Listener::Tcp(listener), &handle, &mut ()).unwrap();
-//! assert_eq!(&client.join().unwrap()[..8], b"NBDMAGIC");
+//! let (greeting, size_bytes) = client.join().unwrap();
+//! assert_eq!(&greeting[..16], b"NBDMAGICIHAVEOPT");
+//! assert_eq!(size_bytes, 4 << 20);
 //! assert_eq!(served.connections, 1);
 //! assert_eq!(served.report.devices[0].size_bytes, 4 << 20);
 //! ```
