@@ -116,7 +116,9 @@ pub struct ServeSpec {
     pub handshake_timeout: Duration,
     /// TLS (NBD_OPT_STARTTLS) when offered.
     pub tls: Option<TlsConfig>,
-    /// Memory large request buffers (of all exports together) may take at once.
+    /// Memory large request buffers (of all exports together) may take at once (reset with
+    /// [`OpenServe::with_buffer_budget`] to size it once the members, emulated ones with their
+    /// models, are open).
     pub buffer_budget_bytes: u64,
     /// Interval of the interval-histogram log.
     pub hdr_interval_ns: u64,
@@ -725,6 +727,13 @@ struct ExportInfo {
 }
 
 impl OpenServe {
+    /// The budget of large request buffers, decided now that the members are open (`nines
+    /// serve`: half of the memory the host has available at this point).
+    pub fn with_buffer_budget(mut self, bytes: u64) -> OpenServe {
+        self.spec.buffer_budget_bytes = bytes;
+        self
+    }
+
     /// The exports' names and sizes, the default first.
     pub fn exports(&self) -> Vec<(String, u64)> {
         self.exports

@@ -195,7 +195,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     check_paths(&args, &spec)?;
     spec.emu = args.emu.context(1)?;
     let mut events = Events { args: &args };
-    let opened = nines_io::serve::open(spec, &mut events)?;
+    // Large request buffers (of all exports together) take at most half of what the host has
+    // available once the members (emulated ones with their models) are open.
+    let opened = nines_io::serve::open(spec, &mut events)?
+        .with_buffer_budget(super::hostmem::serve_buffer_budget_bytes());
     // The handler first: a supervisor may signal as soon as the socket appears, and a SIGTERM
     // before it would kill serve with no report and the socket file left behind.
     nines_io::sched::install_interrupt_handler()
@@ -210,14 +213,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(p);
     }
     let mut served = served?;
-    keep_log("--hdr-log", hdr_pending, served.hdr_log_error.take())?;
-    if lat_pending.is_some() && served.lat_log_stalls > 0 {
-        eprintln!(
-            "nines: warning: the server waited {} for the --lat-log writer (a slow disk under the log); no record was dropped",
-            counted(served.lat_log_stalls, "time", "times")
-        );
-    }
-    keep_log("--lat-log", lat_pending, served.lat_log_error.take())?;
+    keep_log("--hdr-log", hdr_pending, served.hdr_log_error.take(), 0)?;
+    let stalls = served.lat_log_stalls;
+    keep_log(
+        "--lat-log",
+        lat_pending,
+        served.lat_log_error.take(),
+        stalls,
+    )?;
     if let Some(path) = &args.json {
         let mut text = serde_json::to_vec_pretty(&served.json()?)?;
         text.push(b'\n');
@@ -253,9 +256,6 @@ fn serve_spec(args: &Args) -> anyhow::Result<ServeSpec> {
     spec.max_connections = args.max_connections;
     spec.handshake_timeout = Duration::from_nanos(args.handshake_timeout);
     spec.tls = tls;
-    // Large request buffers (of all exports together) take at most half of what the host has
-    // available now.
-    spec.buffer_budget_bytes = super::hostmem::serve_buffer_budget_bytes();
     spec.hdr_interval_ns = args.hdr_interval;
     spec.hdr_log = args.hdr_log.as_ref().map(|p| p.display().to_string());
     spec.lat_log = args.lat_log.as_ref().map(|p| p.display().to_string());
@@ -305,11 +305,13 @@ fn create_logs(args: &Args) -> anyhow::Result<Logs> {
     Ok((ServeLogFiles { hdr, lat }, hdr_pending, lat_pending))
 }
 
-/// Moves a log into place, unless the server could not write it.
+/// Moves a log into place, unless the server could not write it (saying how often the server
+/// waited for its writer).
 fn keep_log(
     option: &str,
     pending: Option<PendingOutput>,
     error: Option<std::io::Error>,
+    stalls: u64,
 ) -> anyhow::Result<()> {
     let Some(pending) = pending else {
         return Ok(());
@@ -317,6 +319,12 @@ fn keep_log(
     if let Some(e) = error {
         return Err(e)
             .with_context(|| format!("{option}: cannot write {}", pending.path().display()));
+    }
+    if stalls > 0 {
+        eprintln!(
+            "nines: warning: the server waited {} for the {option} writer (a slow disk under the log); no record was dropped",
+            counted(stalls, "time", "times")
+        );
     }
     pending.commit()
 }
