@@ -1082,6 +1082,134 @@ mod tests {
         assert_eq!(get(libc::IPPROTO_TCP, libc::TCP_KEEPCNT), KEEPALIVE_COUNT);
     }
 
+    /// A raw NBD client: the fixed-newstyle handshake with NBD_OPT_EXPORT_NAME `name`, the
+    /// export's size.
+    fn negotiate(c: &mut std::os::unix::net::UnixStream, name: &str) -> u64 {
+        use std::io::{Read, Write};
+        let mut greeting = [0u8; 18];
+        c.read_exact(&mut greeting).unwrap();
+        assert_eq!(&greeting[..16], b"NBDMAGICIHAVEOPT");
+        c.write_all(&3u32.to_be_bytes()).unwrap();
+        c.write_all(b"IHAVEOPT").unwrap();
+        c.write_all(&1u32.to_be_bytes()).unwrap();
+        c.write_all(&(name.len() as u32).to_be_bytes()).unwrap();
+        c.write_all(name.as_bytes()).unwrap();
+        let mut export = [0u8; 10];
+        c.read_exact(&mut export).unwrap();
+        u64::from_be_bytes(export[..8].try_into().unwrap())
+    }
+
+    /// One request (simple reply): its error value.
+    fn request(c: &mut std::os::unix::net::UnixStream, kind: u16, off: u64, data: &[u8]) -> u32 {
+        use std::io::{Read, Write};
+        let mut h = [0u8; 28];
+        h[..4].copy_from_slice(&0x2560_9513u32.to_be_bytes());
+        h[6..8].copy_from_slice(&kind.to_be_bytes());
+        h[8..16].copy_from_slice(&7u64.to_be_bytes());
+        h[16..24].copy_from_slice(&off.to_be_bytes());
+        h[24..28].copy_from_slice(&(data.len() as u32).to_be_bytes());
+        c.write_all(&h).unwrap();
+        c.write_all(data).unwrap();
+        let mut r = [0u8; 16];
+        c.read_exact(&mut r).unwrap();
+        assert_eq!(r[..4], 0x6744_6698u32.to_be_bytes());
+        assert_eq!(
+            r[8..16],
+            7u64.to_be_bytes(),
+            "the reply carries the request's cookie"
+        );
+        u32::from_be_bytes(r[4..8].try_into().unwrap())
+    }
+
+    /// Serves `spec` on a Unix socket in `dir` while `client` runs, then stops it.
+    fn serve_while(
+        spec: ServeSpec,
+        dir: &Path,
+        client: impl FnOnce(std::os::unix::net::UnixStream) + Send + 'static,
+    ) -> Served {
+        let sock = dir.join("nbd.sock");
+        let listener = UnixListener::bind(&sock).unwrap();
+        let handle = ServeHandle::new();
+        let stopper = handle.clone();
+        let t = std::thread::spawn(move || {
+            client(std::os::unix::net::UnixStream::connect(&sock).unwrap());
+            stopper.stop();
+        });
+        let served = serve(spec, Listener::Unix(listener), &handle, &mut ()).unwrap();
+        t.join().unwrap();
+        served
+    }
+
+    /// raid0 over two new files, served from Rust: the superblocks are created (magic in each
+    /// member's last 4 KiB), the export is the data area (whole 64 KiB stripes of both members
+    /// less the superblock), a write lands on member 0 at offset 0, and the report has the
+    /// volume with its two members.
+    #[test]
+    fn a_raid0_of_new_files_gets_superblocks_and_serves_a_write_from_rust() {
+        let dir = tempfile::tempdir().unwrap();
+        let m: Vec<PathBuf> = (0..2).map(|i| dir.path().join(format!("m{i}"))).collect();
+        for p in &m {
+            File::create(p).unwrap().set_len(1 << 20).unwrap();
+        }
+        let mut spec = ServeSpec::new(m.clone());
+        spec.layout = LayoutSpec::Raid0 {
+            stripe_bytes: 64 << 10,
+        };
+        let want: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+        let data = want.clone();
+        let served = serve_while(spec, dir.path(), move |mut c| {
+            let rows = ((1u64 << 20) - 4096) / (64 << 10);
+            assert_eq!(negotiate(&mut c, ""), rows * 2 * (64 << 10));
+            assert_eq!(request(&mut c, 1, 0, &data), 0, "the write succeeds");
+            assert_eq!(request(&mut c, 3, 0, &[]), 0, "the flush succeeds");
+        });
+        assert_eq!((served.writes, served.connections), (1, 1));
+        // The client's flush, and the volume's own at the end of the serve.
+        assert!(served.flushes >= 1, "{}", served.flushes);
+        assert_eq!(served.nines_serve["superblocks"]["created"], true);
+        let vol = served.report.devices[0].volume.as_ref().unwrap();
+        assert_eq!((vol.layout.as_str(), vol.members.len()), ("raid0", 2));
+        let mut got = vec![0u8; 4096];
+        std::os::unix::fs::FileExt::read_exact_at(&File::open(&m[0]).unwrap(), &mut got, 0)
+            .unwrap();
+        assert_eq!(got, want);
+        for p in &m {
+            let bytes = std::fs::read(p).unwrap();
+            assert_eq!(
+                &bytes[(1 << 20) - 4096..][..8],
+                b"NINESMB1",
+                "{}",
+                p.display()
+            );
+        }
+    }
+
+    /// Per-file exports: a client chooses the second by name and gets its size; the report has
+    /// a device per export and the server's counters per export.
+    #[test]
+    fn per_file_exports_are_chosen_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.img");
+        let b = dir.path().join("b.img");
+        File::create(&a).unwrap().set_len(1 << 20).unwrap();
+        File::create(&b).unwrap().set_len(3 << 20).unwrap();
+        let mut spec = ServeSpec::new(vec![a, b]);
+        spec.exports = Exports::PerFile;
+        let served = serve_while(spec, dir.path(), |mut c| {
+            assert_eq!(negotiate(&mut c, "b.img"), 3 << 20);
+        });
+        assert_eq!(served.exports, 2);
+        let sizes: Vec<u64> = served.report.devices.iter().map(|d| d.size_bytes).collect();
+        assert_eq!(sizes, [1 << 20, 3 << 20]);
+        let conns: Vec<u64> = served.nines_serve["exports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["connections"].as_u64().unwrap())
+            .collect();
+        assert_eq!(conns, [0, 1]);
+    }
+
     /// The checks before anything is opened: each refusal names what to drop.
     #[test]
     fn combinations_are_refused_before_anything_is_opened() {
