@@ -231,19 +231,8 @@ pub fn open_array(
     a: &MetaArgs,
     note: &mut dyn FnMut(&str),
 ) -> Result<Opened, MetaError> {
-    let Some((layout, unit)) = meta_layout(spec) else {
-        return Err(MetaError::Refused(format!(
-            "--layout {} carries no superblocks (raid0 and raid5 do)",
-            spec.name()
-        )));
-    };
-    let n = sizes.len() as u32;
-    if n > meta::MEMBERS_MAX {
-        return Err(MetaError::Refused(format!(
-            "superblocks cover at most {} members; {n} given",
-            meta::MEMBERS_MAX
-        )));
-    }
+    let expect = expected(spec, sizes.len())?;
+    let (layout, n, unit) = (expect.layout, expect.members, expect.unit_bytes);
     let names: Vec<String> = a.paths.iter().map(|p| name(p)).collect();
     let files = open_files(a.paths, !a.read_only)?;
     let left_out = match spec {
@@ -252,18 +241,8 @@ pub fn open_array(
         } => rebuild.map(|r| r.member).or(*failed),
         _ => None,
     };
-    let expect = Expect {
-        layout,
-        members: n,
-        unit_bytes: unit,
-    };
     let asm = assemble_members(&expect, &files, &names, left_out)?;
     let area = DataArea::new(layout, unit, sizes)?;
-    assert!(
-        sizes
-            .iter()
-            .all(|&s| area.data_bytes + area.meta_bytes <= s)
-    );
     let mut report = serde_json::Map::new();
     let (sb, resync_all) = match &asm {
         Some(found) => (existing_array(found, &area, a)?, false),
@@ -286,12 +265,6 @@ pub fn open_array(
     {
         *bitmap_region_rows = Some(sb.bitmap_region_rows);
         bitmap_offset = Some(area.data_bytes);
-        let left_out_current = asm.as_ref().is_some_and(|x| x.left_out_current);
-        // Which members' bytes are the array's: those in service, and a left-out member that
-        // is still current (it went out with this start: a resync may read it).
-        let sources: Vec<bool> = (0..n)
-            .map(|k| Some(k) != left_out || left_out_current)
-            .collect();
         let resync = Resync {
             files: &files,
             names: &names,
@@ -301,8 +274,7 @@ pub fn open_array(
             regions,
             left_out,
         };
-        let dirty = resync.dirty_regions(&sources, asm.is_some(), resync_all)?;
-        let done = resync.run(&dirty, &sources, a, note)?;
+        let done = resync.before_serving(asm.as_ref(), resync_all, a, note)?;
         report.insert("resync".into(), done);
     }
     let writer = if a.read_only {
@@ -317,6 +289,27 @@ pub fn open_array(
         sizes: sizes.iter().map(|s| s - SB_BYTES).collect(),
         writer,
         report: serde_json::Value::Object(report),
+    })
+}
+
+/// What the superblocks of `spec` over `members` members must say.
+fn expected(spec: &LayoutSpec, members: usize) -> Result<Expect, MetaError> {
+    let Some((layout, unit)) = meta_layout(spec) else {
+        return Err(MetaError::Refused(format!(
+            "--layout {} carries no superblocks (raid0 and raid5 do)",
+            spec.name()
+        )));
+    };
+    if members > meta::MEMBERS_MAX as usize {
+        return Err(MetaError::Refused(format!(
+            "superblocks cover at most {} members; {members} given",
+            meta::MEMBERS_MAX
+        )));
+    }
+    Ok(Expect {
+        layout,
+        members: members as u32,
+        unit_bytes: unit,
     })
 }
 
@@ -361,10 +354,12 @@ impl DataArea {
             )));
         }
         let rows = (smallest - meta_bytes) / unit;
+        let data_bytes = rows * unit;
+        assert!(rows > 0 && data_bytes + meta_bytes <= smallest);
         Ok(DataArea {
             meta_bytes,
             rows,
-            data_bytes: rows * unit,
+            data_bytes,
         })
     }
 }
@@ -460,6 +455,24 @@ struct Resync<'a> {
 }
 
 impl Resync<'_> {
+    /// The resync before serving (`all`: every region), and what the report says of it.
+    fn before_serving(
+        &self,
+        asm: Option<&Assembly>,
+        all: bool,
+        a: &MetaArgs,
+        note: &mut dyn FnMut(&str),
+    ) -> Result<serde_json::Value, MetaError> {
+        let left_out_current = asm.is_some_and(|x| x.left_out_current);
+        // Which members' bytes are the array's: those in service, and a left-out member that
+        // is still current (it went out with this start: a resync may read it).
+        let sources: Vec<bool> = (0..self.n)
+            .map(|k| Some(k) != self.left_out || left_out_current)
+            .collect();
+        let dirty = self.dirty_regions(&sources, asm.is_some(), all)?;
+        self.run(&dirty, &sources, a, note)
+    }
+
     /// The regions dirty in any source member's bitmap (all of them with `all`).
     fn dirty_regions(
         &self,

@@ -463,20 +463,7 @@ fn open_volume(
     name: String,
     events: &mut dyn ServeEvents,
 ) -> Result<OpenServe, ServeError> {
-    let members: Vec<Target> = spec
-        .targets
-        .iter()
-        .map(|p| open_member(&spec, p))
-        .collect::<Result<_, _>>()?;
-    let groups = spec.layout.group(members.len() as u32);
-    if groups.len() != 1 {
-        return refuse(format!(
-            "nines serve serves one volume; {} targets with --layout {} make {} volumes: give one target, a layout over all of them (--layout raid0, raid5 or serial), or --exports-from-files to serve each target as an export of its own",
-            members.len(),
-            spec.layout.name(),
-            groups.len()
-        ));
-    }
+    let members = volume_members(&spec)?;
     let all_files = members
         .iter()
         .all(|t| t.file().is_some() && !t.is_block_device());
@@ -506,19 +493,18 @@ fn open_volume(
             layout.base(),
             LayoutSpec::Independent | LayoutSpec::Raid0 { .. }
         );
-    let block = vol.block_bytes().max(block_bytes);
-    let export = Export {
+    let description = format!("nines {} volume", vol.layout());
+    // Zeroes are fast where every member is a regular file zeroed by fallocate and no parity
+    // or write-back buffer turns them into writes.
+    let fast_zero = all_files && plain_layout;
+    let export = export_of(
+        &vol,
+        block_bytes,
         name,
-        description: format!("nines {} volume", vol.layout()),
-        size_bytes: vol.size_bytes() / u64::from(block) * u64::from(block),
-        block_min_bytes: block,
-        block_preferred_bytes: vol.block_bytes().max(4096),
-        payload_max_bytes: PAYLOAD_MAX_BYTES,
-        read_only: spec.read_only,
-        // Zeroes are fast where every member is a regular file zeroed by fallocate and no
-        // parity or write-back buffer turns them into writes.
-        fast_zero: all_files && plain_layout,
-    };
+        description,
+        spec.read_only,
+        fast_zero,
+    );
     // One regular file served as is: block status can report its holes.
     let identity_file_map = all_files
         && members.len() == 1
@@ -537,6 +523,25 @@ fn open_volume(
         meta_report,
         identity_file_map,
     })
+}
+
+/// The members of one volume, opened: refused when the layout makes several volumes of them.
+fn volume_members(spec: &ServeSpec) -> Result<Vec<Target>, ServeError> {
+    let members: Vec<Target> = spec
+        .targets
+        .iter()
+        .map(|p| open_member(spec, p))
+        .collect::<Result<_, _>>()?;
+    let groups = spec.layout.group(members.len() as u32);
+    if groups.len() != 1 {
+        return refuse(format!(
+            "nines serve serves one volume; {} targets with --layout {} make {} volumes: give one target, a layout over all of them (--layout raid0, raid5 or serial), or --exports-from-files to serve each target as an export of its own",
+            members.len(),
+            spec.layout.name(),
+            groups.len()
+        ));
+    }
+    Ok(members)
 }
 
 type Superblocks = (
@@ -609,17 +614,16 @@ fn open_per_file(spec: ServeSpec) -> Result<OpenServe, ServeError> {
             what: format!("export {name:?}"),
             source,
         })?;
-        let block = vol.block_bytes().max(block_bytes);
-        let export = Export {
+        let description = format!("nines passthrough of {}", p.display());
+        let fast_zero = t.file().is_some() && !t.is_block_device();
+        let export = export_of(
+            &vol,
+            block_bytes,
             name,
-            description: format!("nines passthrough of {}", p.display()),
-            size_bytes: vol.size_bytes() / u64::from(block) * u64::from(block),
-            block_min_bytes: block,
-            block_preferred_bytes: vol.block_bytes().max(4096),
-            payload_max_bytes: PAYLOAD_MAX_BYTES,
-            read_only: spec.read_only,
-            fast_zero: t.file().is_some() && !t.is_block_device(),
-        };
+            description,
+            spec.read_only,
+            fast_zero,
+        );
         exports.push(OpenExport {
             vol,
             members: vec![t],
@@ -636,6 +640,33 @@ fn open_per_file(spec: ServeSpec) -> Result<OpenServe, ServeError> {
         // Every export is one target served as is: block status reports a file's holes.
         identity_file_map: true,
     })
+}
+
+/// The export of `vol` as clients see it: whole blocks of the larger of the volume's and the
+/// members' logical block, requests up to [`PAYLOAD_MAX_BYTES`].
+fn export_of(
+    vol: &AnyVolume,
+    block_bytes: u32,
+    name: String,
+    description: String,
+    read_only: bool,
+    fast_zero: bool,
+) -> Export {
+    let block = vol.block_bytes().max(block_bytes);
+    let export = Export {
+        name,
+        description,
+        size_bytes: vol.size_bytes() / u64::from(block) * u64::from(block),
+        block_min_bytes: block,
+        block_preferred_bytes: vol.block_bytes().max(4096),
+        payload_max_bytes: PAYLOAD_MAX_BYTES,
+        read_only,
+        fast_zero,
+    };
+    assert!(
+        export.size_bytes <= vol.size_bytes() && export.size_bytes.is_multiple_of(u64::from(block))
+    );
+    export
 }
 
 /// Opens one member as serve does: block devices O_DIRECT, regular files buffered, with
