@@ -21,7 +21,8 @@
 //! removed from the system while the volume serves degraded.
 //!
 //! The whole serve as one library call (members opened, superblocks, volumes, the accept loop,
-//! the report) is [`spec`]'s [`serve`]: a [`ServeSpec`] in, [`Served`] out.
+//! the report) is [`spec`]'s [`serve()`] ([`open()`] then [`OpenServe::serve`]): a
+//! [`ServeSpec`] in, [`Served`] out.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

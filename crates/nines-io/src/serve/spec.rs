@@ -1,6 +1,6 @@
 //! Serving as a library call (issue 32): a [`ServeSpec`] (the members, their layout, how they
 //! are exported, the write permissions, TLS, the connection limits and the buffer budget) is
-//! what `nines serve` parses its arguments into; [`open`] opens the members with the write
+//! what `nines serve` parses its arguments into; [`open()`] opens the members with the write
 //! safety checks, reads or writes the array's superblocks (raid0, raid5) and builds each
 //! export's volume; [`OpenServe::serve`] serves them on a listening socket until its
 //! [`ServeHandle`] is stopped (or the process's interrupt flag is set: SIGINT/SIGTERM after
@@ -10,7 +10,7 @@
 //! [`ServeEvents`].
 //!
 //! Order matters for "nothing bound or written on a refusal": [`ServeSpec::check`] and
-//! [`open`] refuse before the caller binds its socket; the logs' files are the caller's (it
+//! [`open()`] refuse before the caller binds its socket; the logs' files are the caller's (it
 //! creates them under temporary names and keeps them when the serve succeeded).
 //!
 //! ```
@@ -157,7 +157,7 @@ impl ServeSpec {
     }
 
     /// The combinations refused before anything is opened (the caller checks its outputs
-    /// after this, as `nines serve` always has); [`open`] checks again.
+    /// after this, as `nines serve` always has); [`open()`] checks again.
     pub fn check(&self) -> Result<(), ServeError> {
         match &self.exports {
             Exports::PerFile => self.check_per_file().map(|_| ()),
@@ -434,7 +434,7 @@ pub struct OpenServe {
     identity_file_map: bool,
 }
 
-/// [`open`] then [`OpenServe::serve`] without logs: serves `spec` until `handle` stops it.
+/// [`open()`] then [`OpenServe::serve`] without logs: serves `spec` until `handle` stops it.
 pub fn serve(
     spec: ServeSpec,
     listener: Listener,
