@@ -288,7 +288,7 @@ fn job_name(section: &str) -> String {
 }
 
 /// Per job: what fio options decide together at the end.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct Ends {
     time_based: bool,
     runtime_ns: Option<u64>,
@@ -332,153 +332,224 @@ fn apply(
     job_run: &mut RunWide,
     o: &Opt,
 ) -> Result<bool, JobFileError> {
-    let v = o.value.as_deref();
-    let bad = |reason: String| JobFileError::Value {
-        line: o.line,
-        key: o.key.clone(),
-        value: v.unwrap_or("").to_string(),
-        reason,
-    };
-    let need = || v.ok_or_else(|| bad("needs a value".into()));
-    if v.is_some_and(|x| x.contains('$')) {
+    if o.value.as_deref().is_some_and(|x| x.contains('$')) {
         return Err(bad(
+            o,
             "environment variables and $-expressions are not expanded; write the value".into(),
         ));
     }
-    let set = |job: &mut JobSpec, key: &str, value: &str| -> Result<(), JobFileError> {
-        job.set(key, value).map_err(|e| match e {
-            JobError::Value { reason, .. } => bad(reason),
-            other => JobFileError::Job(other),
-        })
-    };
+    // Options fio takes that change nothing nines measures.
+    if matches!(
+        o.key.as_str(),
+        "name" | "description" | "group_reporting" | "thread" | "norandommap"
+    ) {
+        return Ok(true);
+    }
+    Ok(apply_pattern(job, o)? || apply_end(job, ends, o)? || apply_run_wide(job, job_run, o)?)
+}
+
+/// The error of option `o`'s value, for `reason`.
+fn bad(o: &Opt, reason: String) -> JobFileError {
+    JobFileError::Value {
+        line: o.line,
+        key: o.key.clone(),
+        value: o.value.as_deref().unwrap_or("").to_string(),
+        reason,
+    }
+}
+
+/// Option `o`'s value, which it needs.
+fn need(o: &Opt) -> Result<&str, JobFileError> {
+    o.value
+        .as_deref()
+        .ok_or_else(|| bad(o, "needs a value".into()))
+}
+
+/// Sets the job's `key` (as on the command line) to `value` for option `o`.
+fn set(job: &mut JobSpec, o: &Opt, key: &str, value: &str) -> Result<(), JobFileError> {
+    job.set(key, value).map_err(|e| match e {
+        JobError::Value { reason, .. } => bad(o, reason),
+        other => JobFileError::Job(other),
+    })
+}
+
+/// The I/O pattern's options (one per arm): direction, mix, block size, depth, rate, think
+/// time, offsets and seed. Ok(false) when `o` is none of them.
+fn apply_pattern(job: &mut JobSpec, o: &Opt) -> Result<bool, JobFileError> {
     match o.key.as_str() {
-        "name" | "description" | "group_reporting" | "thread" | "norandommap" => {}
-        "filename" => job_run.targets = Some(need()?.to_string()),
         "rw" | "readwrite" => {
-            let x = need()?;
+            let x = need(o)?;
             match x {
-                "read" | "write" | "randread" | "randwrite" | "randrw" => set(job, "rw", x)?,
+                "read" | "write" | "randread" | "randwrite" | "randrw" => set(job, o, "rw", x)?,
                 "rw" | "readwrite" => {
                     return Err(bad(
+                        o,
                         "sequential mixed I/O is not supported; use randrw (random mixed)".into(),
                     ));
                 }
-                _ => return Err(bad("use read, write, randread, randwrite or randrw".into())),
+                _ => {
+                    return Err(bad(
+                        o,
+                        "use read, write, randread, randwrite or randrw".into(),
+                    ));
+                }
             }
         }
-        "rwmixread" => set(job, "mix", need()?)?,
+        "rwmixread" => set(job, o, "mix", need(o)?)?,
         "rwmixwrite" => {
-            let w: u8 = need()?
+            let w: u8 = need(o)?
                 .parse()
                 .ok()
                 .filter(|w| *w <= 100)
-                .ok_or_else(|| bad("give a percentage from 0 to 100".into()))?;
-            set(job, "mix", &(100 - w).to_string())?;
+                .ok_or_else(|| bad(o, "give a percentage from 0 to 100".into()))?;
+            set(job, o, "mix", &(100 - w).to_string())?;
         }
         "bs" | "blocksize" => {
-            let x = need()?;
+            let x = need(o)?;
             if x.contains(',') || x.contains('-') || x.contains(':') {
                 return Err(bad(
+                    o,
                     "nines takes one block size for reads and writes (no ranges or splits)".into(),
                 ));
             }
-            set(job, "bs", x)?;
+            set(job, o, "bs", x)?;
         }
         "bsrange" | "blocksize_range" => {
             // One size for reads and writes, as a range from it to itself: `4k-4k`.
-            let x = need()?;
-            match x.split_once('-') {
-                Some((a, b)) if a.trim() == b.trim() && !a.contains(',') => set(job, "bs", a)?,
+            match need(o)?.split_once('-') {
+                Some((a, b)) if a.trim() == b.trim() && !a.contains(',') => set(job, o, "bs", a)?,
                 _ => {
                     return Err(bad(
+                        o,
                         "nines uses one block size per job; give bs= (or a range from one size to itself)".into(),
                     ));
                 }
             }
         }
-        "iodepth" => set(job, "iodepth", need()?)?,
+        "iodepth" => set(job, o, "iodepth", need(o)?)?,
+        "offset" => {
+            let x = need(o)?;
+            if x.ends_with('%') {
+                return Err(bad(o, "give offset in bytes".into()));
+            }
+            set(job, o, "offset", x)?;
+        }
+        "rate_iops" => {
+            let x = need(o)?;
+            if x.contains(',') {
+                return Err(bad(
+                    o,
+                    "nines takes one rate for reads and writes together".into(),
+                ));
+            }
+            set(job, o, "rate-iops", x)?;
+        }
+        "rate_process" => match need(o)? {
+            "poisson" => set(job, o, "arrival", "poisson")?,
+            "linear" => set(job, o, "arrival", "fixed")?,
+            _ => return Err(bad(o, "give linear or poisson".into())),
+        },
+        "thinktime" => {
+            let ns = fio_time_ns(need(o)?, 1_000).map_err(|r| bad(o, r))?;
+            set(job, o, "thinktime", &format!("{ns}ns"))?;
+        }
+        "random_distribution" => {
+            let x = need(o)?;
+            if x == "random" {
+                set(job, o, "distribution", "uniform")?;
+            } else if x.starts_with("zipf:") && !x[5..].contains(':') {
+                set(job, o, "distribution", x)?;
+            } else {
+                return Err(bad(
+                    o,
+                    "nines draws random (uniform) or zipf:THETA offsets".into(),
+                ));
+            }
+        }
+        "randseed" => set(job, o, "seed", need(o)?)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// The options that end a job or repeat it (one per arm): runtime, ramp, sizes, I/O counts,
+/// numjobs. Ok(false) when `o` is none of them.
+fn apply_end(job: &mut JobSpec, ends: &mut Ends, o: &Opt) -> Result<bool, JobFileError> {
+    let v = o.value.as_deref();
+    match o.key.as_str() {
+        "runtime" | "timeout" => {
+            ends.runtime_ns = Some(fio_time_ns(need(o)?, 1_000_000_000).map_err(|r| bad(o, r))?)
+        }
+        "time_based" => ends.time_based = fio_bool(v).map_err(|r| bad(o, r))?,
+        "ramp_time" => {
+            job.workload.ramp_ns = fio_time_ns(need(o)?, 1_000_000_000).map_err(|r| bad(o, r))?
+        }
+        "size" => {
+            let x = need(o)?;
+            if x.ends_with('%') {
+                return Err(bad(
+                    o,
+                    "give size in bytes (4g); nines does not take a share of the file".into(),
+                ));
+            }
+            ends.size_bytes = Some(parse_size_bytes(x).map_err(|e| bad(o, e.to_string()))?);
+        }
+        "io_size" | "io_limit" => {
+            ends.io_size_bytes =
+                Some(parse_size_bytes(need(o)?).map_err(|e| bad(o, e.to_string()))?)
+        }
+        "number_ios" => {
+            ends.number_ios = Some(
+                need(o)?
+                    .parse()
+                    .map_err(|_| bad(o, "give a whole number".into()))?,
+            )
+        }
+        "numjobs" => {
+            let n: u64 = need(o)?
+                .parse()
+                .map_err(|_| bad(o, "give a whole number".into()))?;
+            if n == 0 || n > NUMJOBS_MAX {
+                return Err(bad(o, format!("give 1 to {NUMJOBS_MAX}")));
+            }
+            ends.numjobs = n;
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// The run-wide options (one per arm), which every job must agree on: targets, engine, direct
+/// I/O, CPUs, percentiles and logs. Ok(false) when `o` is none of them.
+fn apply_run_wide(job: &JobSpec, job_run: &mut RunWide, o: &Opt) -> Result<bool, JobFileError> {
+    let v = o.value.as_deref();
+    match o.key.as_str() {
+        "filename" => job_run.targets = Some(need(o)?.to_string()),
         "ioengine" => {
-            let engine = match need()? {
+            let engine = match need(o)? {
                 "libaio" => "libaio",
                 "io_uring" => "io_uring",
                 "psync" | "sync" | "pvsync" => "psync",
                 "null" => "null",
                 _ => {
                     return Err(bad(
+                        o,
                         "nines runs libaio, io_uring, psync (sync, pvsync) or null".into(),
                     ));
                 }
             };
             job_run.engine = Some(engine.to_string());
         }
-        "direct" => job_run.buffered = Some(!fio_bool(v).map_err(bad)?),
-        "buffered" => job_run.buffered = Some(fio_bool(v).map_err(bad)?),
-        "runtime" | "timeout" => {
-            ends.runtime_ns = Some(fio_time_ns(need()?, 1_000_000_000).map_err(bad)?)
-        }
-        "time_based" => ends.time_based = fio_bool(v).map_err(bad)?,
-        "ramp_time" => job.workload.ramp_ns = fio_time_ns(need()?, 1_000_000_000).map_err(bad)?,
-        "size" => {
-            let x = need()?;
-            if x.ends_with('%') {
-                return Err(bad(
-                    "give size in bytes (4g); nines does not take a share of the file".into(),
-                ));
-            }
-            ends.size_bytes = Some(parse_size_bytes(x).map_err(|e| bad(e.to_string()))?);
-        }
-        "io_size" | "io_limit" => {
-            ends.io_size_bytes = Some(parse_size_bytes(need()?).map_err(|e| bad(e.to_string()))?)
-        }
-        "number_ios" => {
-            ends.number_ios = Some(
-                need()?
-                    .parse()
-                    .map_err(|_| bad("give a whole number".into()))?,
-            )
-        }
-        "offset" => {
-            let x = need()?;
-            if x.ends_with('%') {
-                return Err(bad("give offset in bytes".into()));
-            }
-            set(job, "offset", x)?;
-        }
-        "numjobs" => {
-            let n: u64 = need()?
-                .parse()
-                .map_err(|_| bad("give a whole number".into()))?;
-            if n == 0 || n > NUMJOBS_MAX {
-                return Err(bad(format!("give 1 to {NUMJOBS_MAX}")));
-            }
-            ends.numjobs = n;
-        }
+        "direct" => job_run.buffered = Some(!fio_bool(v).map_err(|r| bad(o, r))?),
+        "buffered" => job_run.buffered = Some(fio_bool(v).map_err(|r| bad(o, r))?),
         "cpus_allowed" => {
-            let x = need()?;
-            parse_cpu_list(x).map_err(|e| bad(e.to_string()))?;
+            let x = need(o)?;
+            parse_cpu_list(x).map_err(|e| bad(o, e.to_string()))?;
             job_run.cpus = Some(x.to_string());
         }
-        "rate_iops" => {
-            let x = need()?;
-            if x.contains(',') {
-                return Err(bad(
-                    "nines takes one rate for reads and writes together".into()
-                ));
-            }
-            set(job, "rate-iops", x)?;
-        }
-        "rate_process" => match need()? {
-            "poisson" => set(job, "arrival", "poisson")?,
-            "linear" => set(job, "arrival", "fixed")?,
-            _ => return Err(bad("give linear or poisson".into())),
-        },
-        "thinktime" => {
-            let ns = fio_time_ns(need()?, 1_000).map_err(bad)?;
-            set(job, "thinktime", &format!("{ns}ns"))?;
-        }
         "percentile_list" => {
-            let x = need()?;
-            parse_percentiles(&x.replace(':', ",")).map_err(|e| bad(e.to_string()))?;
+            let x = need(o)?;
+            parse_percentiles(&x.replace(':', ",")).map_err(|e| bad(o, e.to_string()))?;
             job_run.percentiles = Some(x.replace(':', ","));
         }
         "write_lat_log" => {
@@ -488,26 +559,13 @@ fn apply(
             job_run.hdr_log = Some(format!("{}.hlog", v.unwrap_or(job.name.as_str())))
         }
         "log_hist_msec" => {
-            let ms: u64 = need()?
+            let ms: u64 = need(o)?
                 .parse()
                 .ok()
                 .filter(|m| *m > 0)
-                .ok_or_else(|| bad("give milliseconds, at least 1".into()))?;
+                .ok_or_else(|| bad(o, "give milliseconds, at least 1".into()))?;
             job_run.hdr_interval = Some(ms.to_string());
         }
-        "random_distribution" => {
-            let x = need()?;
-            if x == "random" {
-                set(job, "distribution", "uniform")?;
-            } else if x.starts_with("zipf:") && !x[5..].contains(':') {
-                set(job, "distribution", x)?;
-            } else {
-                return Err(bad(
-                    "nines draws random (uniform) or zipf:THETA offsets".into()
-                ));
-            }
-        }
-        "randseed" => set(job, "seed", need()?)?,
         _ => return Ok(false),
     }
     Ok(true)
@@ -548,92 +606,13 @@ pub fn parse_replacing(
             ..Ends::default()
         };
         let mut job_run = RunWide::default();
-        for o in sec.globals.iter().chain(&sec.opts) {
-            let why = match apply(&mut job, &mut ends, &mut job_run, o) {
-                Ok(true) => continue,
-                Ok(false) => why_unsupported(&o.key).to_string(),
-                Err(JobFileError::Value { reason, .. }) => reason,
-                Err(e) => return Err(e),
-            };
-            let option = match &o.value {
-                Some(v) => format!("{}={v}", o.key),
-                None => o.key.clone(),
-            };
-            // A [global] option is named once, not once per job it applies to.
-            if !unsupported
-                .iter()
-                .any(|u: &Unsupported| u.line == o.line && u.option == option)
-            {
-                unsupported.push(Unsupported {
-                    line: o.line,
-                    option,
-                    why,
-                });
-            }
-        }
+        apply_section(sec, &mut job, &mut ends, &mut job_run, &mut unsupported)?;
         if !unsupported.is_empty() {
             // Ends and agreement between jobs are judged once the options run as written.
             continue;
         }
-        if let Some(ns) = replace.runtime_ns {
-            ends.runtime_ns = Some(ns);
-        }
-        if let Some(n) = replace.ios_max {
-            ends.number_ios = Some(n);
-        }
-        if let Some(b) = replace.size_bytes {
-            ends.size_bytes = Some(b);
-            ends.io_size_bytes = None;
-        }
-        // The job's end, as fio decides it: time_based runs for runtime; otherwise the job ends
-        // after size (or io_size, or number_ios) worth of I/O, or at runtime if that comes first.
-        let w = &mut job.workload;
-        w.runtime_ns = ends.runtime_ns;
-        w.ios_max = match (ends.time_based, ends.number_ios) {
-            (_, Some(n)) => Some(n),
-            (true, None) => None,
-            (false, None) => ends
-                .io_size_bytes
-                .or(ends.size_bytes)
-                .map(|b| (b / w.block_size_bytes.max(1)).max(1)),
-        };
-        if let Some(size) = ends.size_bytes {
-            w.region_size_bytes = Some(size);
-        }
-        if w.runtime_ns.is_none() && w.ios_max.is_none() {
-            if ends.time_based {
-                return Err(JobFileError::Value {
-                    line: sec.line,
-                    key: "time_based".into(),
-                    value: String::new(),
-                    reason: format!("job {name} has no runtime= to run for"),
-                });
-            }
-            return Err(JobFileError::NoEnd { job: name });
-        }
-        for (slot, what, value) in [
-            (&mut run.targets, "filename", job_run.targets),
-            (&mut run.engine, "ioengine", job_run.engine),
-            (&mut run.cpus, "cpus_allowed", job_run.cpus),
-            (&mut run.percentiles, "percentile_list", job_run.percentiles),
-            (&mut run.lat_log, "write_lat_log", job_run.lat_log),
-            (&mut run.hdr_log, "write_hist_log", job_run.hdr_log),
-            (&mut run.hdr_interval, "log_hist_msec", job_run.hdr_interval),
-        ] {
-            if let Some(v) = value {
-                agree(slot, what, v)?;
-            }
-        }
-        if let Some(b) = job_run.buffered {
-            if run.buffered.is_some_and(|a| a != b) {
-                return Err(JobFileError::Differs {
-                    what: "direct",
-                    a: (!run.buffered.unwrap_or(false) as u8).to_string(),
-                    b: (!b as u8).to_string(),
-                });
-            }
-            run.buffered = Some(b);
-        }
+        job_end(&mut job, ends, replace, sec.line)?;
+        agree_run_wide(&mut run, job_run)?;
         for k in 0..ends.numjobs {
             let mut clone = job.clone();
             if k > 0 {
@@ -672,6 +651,117 @@ pub fn parse_replacing(
             .hdr_interval
             .map(|ms| ms.parse::<u64>().expect("checked when read") * 1_000_000),
     })
+}
+
+/// Applies a section's options ([global] first) to its job; each option that cannot run is
+/// added to `unsupported` (a [global] one once, however many jobs it applies to).
+fn apply_section(
+    sec: &Section,
+    job: &mut JobSpec,
+    ends: &mut Ends,
+    job_run: &mut RunWide,
+    unsupported: &mut Vec<Unsupported>,
+) -> Result<(), JobFileError> {
+    for o in sec.globals.iter().chain(&sec.opts) {
+        let why = match apply(job, ends, job_run, o) {
+            Ok(true) => continue,
+            Ok(false) => why_unsupported(&o.key).to_string(),
+            Err(JobFileError::Value { reason, .. }) => reason,
+            Err(e) => return Err(e),
+        };
+        let option = match &o.value {
+            Some(v) => format!("{}={v}", o.key),
+            None => o.key.clone(),
+        };
+        // A [global] option is named once, not once per job it applies to.
+        if !unsupported
+            .iter()
+            .any(|u: &Unsupported| u.line == o.line && u.option == option)
+        {
+            unsupported.push(Unsupported {
+                line: o.line,
+                option,
+                why,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The job's end, as fio decides it, after the command line's `replace`: time_based runs for
+/// runtime; otherwise the job ends after size (or io_size, or number_ios) worth of I/O, or at
+/// runtime if that comes first. An error when it has no end (`line`: its section's).
+fn job_end(
+    job: &mut JobSpec,
+    mut ends: Ends,
+    replace: &Replace,
+    line: usize,
+) -> Result<(), JobFileError> {
+    if let Some(ns) = replace.runtime_ns {
+        ends.runtime_ns = Some(ns);
+    }
+    if let Some(n) = replace.ios_max {
+        ends.number_ios = Some(n);
+    }
+    if let Some(b) = replace.size_bytes {
+        ends.size_bytes = Some(b);
+        ends.io_size_bytes = None;
+    }
+    let w = &mut job.workload;
+    w.runtime_ns = ends.runtime_ns;
+    w.ios_max = match (ends.time_based, ends.number_ios) {
+        (_, Some(n)) => Some(n),
+        (true, None) => None,
+        (false, None) => ends
+            .io_size_bytes
+            .or(ends.size_bytes)
+            .map(|b| (b / w.block_size_bytes.max(1)).max(1)),
+    };
+    if let Some(size) = ends.size_bytes {
+        w.region_size_bytes = Some(size);
+    }
+    if w.runtime_ns.is_none() && w.ios_max.is_none() {
+        if ends.time_based {
+            return Err(JobFileError::Value {
+                line,
+                key: "time_based".into(),
+                value: String::new(),
+                reason: format!("job {} has no runtime= to run for", job.name),
+            });
+        }
+        return Err(JobFileError::NoEnd {
+            job: job.name.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Takes a job's run-wide settings into the run's; an error where they differ.
+fn agree_run_wide(run: &mut RunWide, job_run: RunWide) -> Result<(), JobFileError> {
+    for (slot, what, value) in [
+        (&mut run.targets, "filename", job_run.targets),
+        (&mut run.engine, "ioengine", job_run.engine),
+        (&mut run.cpus, "cpus_allowed", job_run.cpus),
+        (&mut run.percentiles, "percentile_list", job_run.percentiles),
+        (&mut run.lat_log, "write_lat_log", job_run.lat_log),
+        (&mut run.hdr_log, "write_hist_log", job_run.hdr_log),
+        (&mut run.hdr_interval, "log_hist_msec", job_run.hdr_interval),
+    ] {
+        if let Some(v) = value {
+            agree(slot, what, v)?;
+        }
+    }
+    if let Some(b) = job_run.buffered {
+        if run.buffered.is_some_and(|a| a != b) {
+            return Err(JobFileError::Differs {
+                what: "direct",
+                a: (!run.buffered.unwrap_or(false) as u8).to_string(),
+                b: (!b as u8).to_string(),
+            });
+        }
+        run.buffered = Some(b);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

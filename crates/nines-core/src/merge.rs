@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use crate::op::Op;
 use crate::report::{
-    DeviceReport, DirectionStats, JobDeviceStats, JobReport, Report, ReportBuilder, SourceRun,
-    WorkerReport,
+    DeviceReport, DirectionStats, JobDeviceStats, JobReport, Report, ReportBuilder, RunConfig,
+    SourceRun, WorkerReport,
 };
 use crate::stats::{DeviceRecorder, DirRecorder, SavedRecorderError};
 
@@ -140,14 +140,70 @@ fn labels(inputs: &[MergeInput]) -> Vec<String> {
 pub fn merge(inputs: Vec<MergeInput>) -> Result<Report, MergeError> {
     let first = inputs.first().ok_or(MergeError::NoRuns)?;
     let labels = labels(&inputs);
+    assert_eq!(labels.len(), inputs.len(), "a label per run");
     let mut percentiles: Vec<f64> = inputs
         .iter()
         .flat_map(|i| i.report.config.percentiles.iter().copied())
         .collect();
     percentiles.sort_by(f64::total_cmp);
     percentiles.dedup();
-    let mut config = first.report.config.clone();
-    config.percentiles = percentiles.clone();
+    let config = merged_config(&inputs, &labels, &percentiles);
+    let mut b = ReportBuilder::new(first.report.kind, config);
+    let mut m = Merging::default();
+    for (input, label) in inputs.iter().zip(&labels) {
+        let r = &input.report;
+        let base = m.carried.len() as u32;
+        let indices = m.devices(&mut b, input, label)?;
+        assert_eq!(
+            indices.len(),
+            r.devices.len(),
+            "every device of a run is merged"
+        );
+        for w in &r.workers {
+            m.workers.push(WorkerReport {
+                index: m.workers.len() as u32,
+                devices: w.devices.iter().map(|&i| base + i).collect(),
+                ..w.clone()
+            });
+        }
+        for j in &r.jobs {
+            m.job(input, label, j, base)?;
+        }
+        for (k, x) in [
+            r.aggregate.read.iops,
+            r.aggregate.read.bw_bytes,
+            r.aggregate.write.iops,
+            r.aggregate.write.bw_bytes,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            m.agg_rates[k] += x;
+        }
+        // The sources' own warnings, by source (the builder's per-device ones would repeat them).
+        m.warnings
+            .extend(r.warnings.iter().map(|w| format!("{label}: {w}")));
+        m.sources.push(SourceRun {
+            label: label.clone(),
+            file: input.file.clone(),
+            host: host_of(r),
+            kind: r.kind,
+            nines_version: r.nines_version.clone(),
+            start_unix_ns: r.config.start_unix_ns,
+            measured_ns: r.config.measured_ns,
+            devices: indices,
+            read: r.aggregate.read.clone(),
+            write: r.aggregate.write.clone(),
+        });
+    }
+    Ok(m.finish(b, &percentiles))
+}
+
+/// The merged run's configuration: the first run's, with every run's percentiles, the longest
+/// measured time, the earliest start, and every run's device models.
+fn merged_config(inputs: &[MergeInput], labels: &[String], percentiles: &[f64]) -> RunConfig {
+    let mut config = inputs[0].report.config.clone();
+    config.percentiles = percentiles.to_vec();
     config.measured_ns = inputs
         .iter()
         .map(|i| i.report.config.measured_ns)
@@ -163,10 +219,25 @@ pub fn merge(inputs: Vec<MergeInput>) -> Result<Report, MergeError> {
         .extra
         .insert("merged_runs".into(), serde_json::json!(inputs.len()));
     config.extra.remove("hostname");
-    // Every run's device models under the merged device names, not the first run's alone (the
-    // header listed only one host's devices).
+    let models = device_models(inputs, labels);
+    if models.is_empty() {
+        config.extra.remove("device_models");
+    } else {
+        config
+            .extra
+            .insert("device_models".into(), serde_json::Value::Object(models));
+    }
+    config
+}
+
+/// Every run's device models under the merged device names, not the first run's alone (the
+/// header listed only one host's devices).
+fn device_models(
+    inputs: &[MergeInput],
+    labels: &[String],
+) -> serde_json::Map<String, serde_json::Value> {
     let mut models = serde_json::Map::new();
-    for (input, label) in inputs.iter().zip(&labels) {
+    for (input, label) in inputs.iter().zip(labels) {
         let extra = &input.report.config.extra;
         match extra.get("device_models").and_then(|m| m.as_object()) {
             Some(m) => {
@@ -190,33 +261,47 @@ pub fn merge(inputs: Vec<MergeInput>) -> Result<Report, MergeError> {
             }
         }
     }
-    if models.is_empty() {
-        config.extra.remove("device_models");
-    } else {
-        config
-            .extra
-            .insert("device_models".into(), serde_json::Value::Object(models));
-    }
-    let mut b = ReportBuilder::new(first.report.kind, config);
-    // Per merged device: its source's figures to carry over (rates, slat/clat).
-    let mut carried: Vec<(DirectionStats, DirectionStats)> = Vec::new();
-    let mut sources = Vec::with_capacity(inputs.len());
-    let mut workers = Vec::new();
-    let mut jobs: Vec<(JobReport, [DirRecorder; 2], [f64; 4])> = Vec::new();
-    let mut agg_rates = [0.0f64; 4];
-    let mut warnings = Vec::new();
-    // Per direction: the devices' totals (the aggregate's) and the jobs' (by name).
-    let mut device_totals = [Totals::default(); 2];
-    let mut job_totals: BTreeMap<String, [Totals; 2]> = BTreeMap::new();
-    let too_large = |file: &str, what: String, detail: String| MergeError::Mismatch {
+    models
+}
+
+/// A job being merged: its report, its directions' recorders and its summed rates (read IOPS,
+/// read bytes/s, write IOPS, write bytes/s).
+type MergedJob = (JobReport, [DirRecorder; 2], [f64; 4]);
+
+/// What the merge has gathered from the runs so far.
+#[derive(Default)]
+struct Merging {
+    /// Per merged device: its source's figures to carry over (rates, slat/clat).
+    carried: Vec<(DirectionStats, DirectionStats)>,
+    sources: Vec<SourceRun>,
+    workers: Vec<WorkerReport>,
+    jobs: Vec<MergedJob>,
+    agg_rates: [f64; 4],
+    warnings: Vec<String>,
+    /// Per direction: the devices' totals (the aggregate's) and the jobs' (by name).
+    device_totals: [Totals; 2],
+    job_totals: BTreeMap<String, [Totals; 2]>,
+}
+
+fn too_large(file: &str, what: String, detail: String) -> MergeError {
+    MergeError::Mismatch {
         file: file.to_string(),
         what,
         detail,
-    };
-    for (input, label) in inputs.iter().zip(&labels) {
+    }
+}
+
+impl Merging {
+    /// Adds a run's devices to the builder under `label:`; returns their merged indices.
+    fn devices(
+        &mut self,
+        b: &mut ReportBuilder,
+        input: &MergeInput,
+        label: &str,
+    ) -> Result<Vec<u32>, MergeError> {
         let r = &input.report;
         let file = input.file.as_str();
-        let base = carried.len() as u32;
+        let base = self.carried.len() as u32;
         let mut indices = Vec::with_capacity(r.devices.len());
         for d in &r.devices {
             let mut rec = DeviceRecorder::new();
@@ -226,7 +311,7 @@ pub fn merge(inputs: Vec<MergeInput>) -> Result<Report, MergeError> {
                     || format!("device {} {}", d.name, op.name()),
                     d.dir(op),
                 )?;
-                device_totals[op.index()]
+                self.device_totals[op.index()]
                     .add(&rec.dirs[op.index()])
                     .map_err(|e| too_large(file, format!("device {} {}", d.name, op.name()), e))?;
             }
@@ -244,103 +329,102 @@ pub fn merge(inputs: Vec<MergeInput>) -> Result<Report, MergeError> {
                 b.device_volume(v.clone());
             }
             indices.push(base + indices.len() as u32);
-            carried.push((d.read.clone(), d.write.clone()));
+            self.carried.push((d.read.clone(), d.write.clone()));
         }
-        for w in &r.workers {
-            workers.push(WorkerReport {
-                index: workers.len() as u32,
-                devices: w.devices.iter().map(|&i| base + i).collect(),
-                ..w.clone()
-            });
+        Ok(indices)
+    }
+
+    /// Adds a run's job: into the job of the same name and pattern, else as a job of its own
+    /// (named by source when the name is taken).
+    fn job(
+        &mut self,
+        input: &MergeInput,
+        label: &str,
+        j: &JobReport,
+        base: u32,
+    ) -> Result<(), MergeError> {
+        let file = input.file.as_str();
+        let mut recs = [DirRecorder::new(), DirRecorder::new()];
+        for op in Op::ALL {
+            recs[op.index()] =
+                restore(file, || format!("job {} {}", j.name, op.name()), j.dir(op))?;
+            self.job_totals.entry(j.name.clone()).or_default()[op.index()]
+                .add(&recs[op.index()])
+                .map_err(|e| too_large(file, format!("job {} {}", j.name, op.name()), e))?;
         }
-        for j in &r.jobs {
-            let mut recs = [DirRecorder::new(), DirRecorder::new()];
-            for op in Op::ALL {
-                recs[op.index()] =
-                    restore(file, || format!("job {} {}", j.name, op.name()), j.dir(op))?;
-                job_totals.entry(j.name.clone()).or_default()[op.index()]
-                    .add(&recs[op.index()])
-                    .map_err(|e| too_large(file, format!("job {} {}", j.name, op.name()), e))?;
-            }
-            let rates = [j.read.iops, j.read.bw_bytes, j.write.iops, j.write.bw_bytes];
-            let per_target = j.devices.iter().map(|s| JobDeviceStats {
-                index: base + s.index,
-                ..s.clone()
-            });
-            // Same name and same pattern: one job over every host. Same name, different
-            // pattern (e.g. the default job of unrelated runs): kept apart, named by source.
-            let same = |jr: &JobReport| {
-                jr.name == j.name
-                    && jr.workload.rw == j.workload.rw
-                    && jr.workload.block_size_bytes == j.workload.block_size_bytes
-            };
-            if let Some((jr, acc, sum)) = jobs.iter_mut().find(|(jr, _, _)| same(jr)) {
-                for op in Op::ALL {
-                    acc[op.index()].merge_from(&recs[op.index()]);
-                }
-                for k in 0..4 {
-                    sum[k] += rates[k];
-                }
-                jr.devices.extend(per_target);
-            } else {
-                let mut jr = j.clone();
-                if jobs.iter().any(|(other, _, _)| other.name == j.name) {
-                    jr.name = format!("{label}:{}", j.name);
-                }
-                jr.devices = per_target.collect();
-                jobs.push((jr, recs, rates));
-            }
-        }
-        for (k, x) in [
-            r.aggregate.read.iops,
-            r.aggregate.read.bw_bytes,
-            r.aggregate.write.iops,
-            r.aggregate.write.bw_bytes,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            agg_rates[k] += x;
-        }
-        // The sources' own warnings, by source (the builder's per-device ones would repeat them).
-        warnings.extend(r.warnings.iter().map(|w| format!("{label}: {w}")));
-        sources.push(SourceRun {
-            label: label.clone(),
-            file: input.file.clone(),
-            host: host_of(r),
-            kind: r.kind,
-            nines_version: r.nines_version.clone(),
-            start_unix_ns: r.config.start_unix_ns,
-            measured_ns: r.config.measured_ns,
-            devices: indices,
-            read: r.aggregate.read.clone(),
-            write: r.aggregate.write.clone(),
+        let rates = [j.read.iops, j.read.bw_bytes, j.write.iops, j.write.bw_bytes];
+        let per_target = j.devices.iter().map(|s| JobDeviceStats {
+            index: base + s.index,
+            ..s.clone()
         });
+        // Same name and same pattern: one job over every host. Same name, different
+        // pattern (e.g. the default job of unrelated runs): kept apart, named by source.
+        let same = |jr: &JobReport| {
+            jr.name == j.name
+                && jr.workload.rw == j.workload.rw
+                && jr.workload.block_size_bytes == j.workload.block_size_bytes
+        };
+        if let Some((jr, acc, sum)) = self.jobs.iter_mut().find(|(jr, _, _)| same(jr)) {
+            for op in Op::ALL {
+                acc[op.index()].merge_from(&recs[op.index()]);
+            }
+            for k in 0..4 {
+                sum[k] += rates[k];
+            }
+            jr.devices.extend(per_target);
+        } else {
+            let mut jr = j.clone();
+            if self.jobs.iter().any(|(other, _, _)| other.name == j.name) {
+                jr.name = format!("{label}:{}", j.name);
+            }
+            jr.devices = per_target.collect();
+            self.jobs.push((jr, recs, rates));
+        }
+        Ok(())
     }
-    for w in workers {
-        b.worker(w);
+
+    /// The merged report: the builder's, with each source's own rates carried over (the builder
+    /// computed them over the merged, longest, time), the jobs, sources and warnings.
+    fn finish(self, mut b: ReportBuilder, percentiles: &[f64]) -> Report {
+        for w in self.workers {
+            b.worker(w);
+        }
+        let mut out = b.finish();
+        assert_eq!(
+            out.devices.len(),
+            self.carried.len(),
+            "a carried pair per device"
+        );
+        // The builder computed rates over the merged (longest) time; each source's own are right.
+        for (d, (read, write)) in out.devices.iter_mut().zip(self.carried) {
+            carry_rates(d, &read, &write);
+        }
+        set_rates(
+            &mut out.aggregate.read,
+            self.agg_rates[0],
+            self.agg_rates[1],
+        );
+        set_rates(
+            &mut out.aggregate.write,
+            self.agg_rates[2],
+            self.agg_rates[3],
+        );
+        let t = out.config.measured_ns;
+        out.jobs = self
+            .jobs
+            .into_iter()
+            .map(|(mut jr, recs, rates)| {
+                jr.read = DirectionStats::from_recorder(&recs[0], percentiles, t);
+                jr.write = DirectionStats::from_recorder(&recs[1], percentiles, t);
+                set_rates(&mut jr.read, rates[0], rates[1]);
+                set_rates(&mut jr.write, rates[2], rates[3]);
+                jr
+            })
+            .collect();
+        out.sources = self.sources;
+        out.warnings = self.warnings;
+        out
     }
-    let mut out = b.finish();
-    // The builder computed rates over the merged (longest) time; each source's own are right.
-    for (d, (read, write)) in out.devices.iter_mut().zip(carried) {
-        carry_rates(d, &read, &write);
-    }
-    set_rates(&mut out.aggregate.read, agg_rates[0], agg_rates[1]);
-    set_rates(&mut out.aggregate.write, agg_rates[2], agg_rates[3]);
-    let t = out.config.measured_ns;
-    out.jobs = jobs
-        .into_iter()
-        .map(|(mut jr, recs, rates)| {
-            jr.read = DirectionStats::from_recorder(&recs[0], &percentiles, t);
-            jr.write = DirectionStats::from_recorder(&recs[1], &percentiles, t);
-            set_rates(&mut jr.read, rates[0], rates[1]);
-            set_rates(&mut jr.write, rates[2], rates[3]);
-            jr
-        })
-        .collect();
-    out.sources = sources;
-    out.warnings = warnings;
-    Ok(out)
 }
 
 fn set_rates(d: &mut DirectionStats, iops: f64, bw_bytes: f64) {

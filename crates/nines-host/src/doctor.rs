@@ -252,14 +252,18 @@ pub fn analyze(h: &Host) -> Vec<Finding> {
 
 fn cpus(h: &Host, o: &mut Out) {
     let iso = h.isolated.clone().unwrap_or_default();
-    let hk = plan::default_housekeeping(h);
-    let io_cpus: Vec<usize> = h
-        .online
-        .iter()
-        .copied()
-        .filter(|c| !hk.contains(c))
-        .collect();
-    let io_list = format_cpulist(&io_cpus);
+    if iso.is_empty() {
+        cpu_not_isolated(h, o);
+    } else {
+        cpu_isolated(h, o, &iso);
+    }
+    cpu_governor(h, o, &iso);
+    cpu_idle(h, o);
+    cpu_topology(h, o, &iso);
+}
+
+/// The kernel command line as evidence.
+fn cmdline_ev(h: &Host) -> (String, String) {
     let cmd = h.cmdline.as_ref().map(|c| {
         c.iter()
             .map(|(k, v)| match v {
@@ -269,73 +273,94 @@ fn cpus(h: &Host, o: &mut Out) {
             .collect::<Vec<_>>()
             .join(" ")
     });
-    let cmd_ev = || {
-        ev(
-            "/proc/cmdline",
-            cmd.clone().unwrap_or_else(|| "(unreadable)".into()),
-        )
-    };
-    if iso.is_empty() {
+    ev(
+        "/proc/cmdline",
+        cmd.unwrap_or_else(|| "(unreadable)".into()),
+    )
+}
+
+/// No CPU is isolated: the command line that isolates every CPU but the housekeeping ones.
+fn cpu_not_isolated(h: &Host, o: &mut Out) {
+    let hk = plan::default_housekeeping(h);
+    let io_cpus: Vec<usize> = h
+        .online
+        .iter()
+        .copied()
+        .filter(|c| !hk.contains(c))
+        .collect();
+    let io_list = format_cpulist(&io_cpus);
+    o.add(
+        "cpu.isolation",
+        Severity::Warn,
+        "host",
+        "no CPUs are isolated for I/O workers".into(),
+        vec![ev("/sys/devices/system/cpu/isolated", "(empty)"), cmdline_ev(h)],
+        "the scheduler puts other tasks, kernel threads and timer ticks on the CPUs that run I/O workers; \
+         each preemption adds its duration to an I/O's latency (Jin et al., ISPASS\'18 §IV-C: isolation shrinks the spread of the worst case)",
+        if io_cpus.is_empty() {
+            "add more CPUs: every online CPU is needed for housekeeping".into()
+        } else {
+            format!(
+                "add to the kernel command line and reboot: isolcpus={io_list} nohz_full={io_list} rcu_nocbs={io_list} processor.max_cstate=1 idle=poll\n\
+                 (`nines tune --plan` computes the CPU list for your devices)"
+            )
+        },
+    );
+}
+
+/// CPUs `iso` are isolated: whether they also shed the timer tick and RCU callbacks.
+fn cpu_isolated(h: &Host, o: &mut Out, iso: &[usize]) {
+    assert!(
+        !iso.is_empty(),
+        "only isolated CPUs are checked for tick and RCU"
+    );
+    let iso_list = format_cpulist(iso);
+    o.add(
+        "cpu.isolation",
+        Severity::Info,
+        &iso_list,
+        format!("CPUs {iso_list} are isolated"),
+        vec![ev("/sys/devices/system/cpu/isolated", &iso_list)],
+        "isolated CPUs run only what is pinned there, so I/O workers placed on them are not preempted",
+        String::new(),
+    );
+    let nohz = h.nohz_full.clone().unwrap_or_default();
+    let missing_nohz: Vec<usize> = iso.iter().copied().filter(|c| !nohz.contains(c)).collect();
+    if !missing_nohz.is_empty() {
         o.add(
-            "cpu.isolation",
+            "cpu.nohz_full",
             Severity::Warn,
-            "host",
-            "no CPUs are isolated for I/O workers".into(),
-            vec![ev("/sys/devices/system/cpu/isolated", "(empty)"), cmd_ev()],
-            "the scheduler puts other tasks, kernel threads and timer ticks on the CPUs that run I/O workers; \
-             each preemption adds its duration to an I/O's latency (Jin et al., ISPASS\'18 §IV-C: isolation shrinks the spread of the worst case)",
-            if io_cpus.is_empty() {
-                "add more CPUs: every online CPU is needed for housekeeping".into()
-            } else {
-                format!(
-                    "add to the kernel command line and reboot: isolcpus={io_list} nohz_full={io_list} rcu_nocbs={io_list} processor.max_cstate=1 idle=poll\n\
-                     (`nines tune --plan` computes the CPU list for your devices)"
-                )
-            },
+            &format_cpulist(&missing_nohz),
+            format!("isolated CPUs {} still take the periodic timer tick", format_cpulist(&missing_nohz)),
+            vec![ev("/sys/devices/system/cpu/nohz_full", format_cpulist(&nohz)), cmdline_ev(h)],
+            "the scheduler tick interrupts an isolated CPU up to 1000 times a second; an I/O completing during it waits",
+            format!("add to the kernel command line and reboot: nohz_full={iso_list}"),
         );
-    } else {
-        let iso_list = format_cpulist(&iso);
-        o.add(
-            "cpu.isolation",
-            Severity::Info,
-            &iso_list,
-            format!("CPUs {iso_list} are isolated"),
-            vec![ev("/sys/devices/system/cpu/isolated", &iso_list)],
-            "isolated CPUs run only what is pinned there, so I/O workers placed on them are not preempted",
-            String::new(),
-        );
-        let nohz = h.nohz_full.clone().unwrap_or_default();
-        let missing_nohz: Vec<usize> = iso.iter().copied().filter(|c| !nohz.contains(c)).collect();
-        if !missing_nohz.is_empty() {
-            o.add(
-                "cpu.nohz_full",
-                Severity::Warn,
-                &format_cpulist(&missing_nohz),
-                format!("isolated CPUs {} still take the periodic timer tick", format_cpulist(&missing_nohz)),
-                vec![ev("/sys/devices/system/cpu/nohz_full", format_cpulist(&nohz)), cmd_ev()],
-                "the scheduler tick interrupts an isolated CPU up to 1000 times a second; an I/O completing during it waits",
-                format!("add to the kernel command line and reboot: nohz_full={iso_list}"),
-            );
-        }
-        let rcu = h
-            .cmdline_param("rcu_nocbs")
-            .flatten()
-            .and_then(|v| crate::parse::parse_cpulist(v).ok())
-            .unwrap_or_default();
-        let missing_rcu: Vec<usize> = iso.iter().copied().filter(|c| !rcu.contains(c)).collect();
-        if !missing_rcu.is_empty() {
-            o.add(
-                "cpu.rcu_nocbs",
-                Severity::Warn,
-                &format_cpulist(&missing_rcu),
-                format!("RCU callbacks still run on isolated CPUs {}", format_cpulist(&missing_rcu)),
-                vec![cmd_ev()],
-                "RCU callback processing runs in softirq context on the CPU and delays the I/O worker",
-                format!("add to the kernel command line and reboot: rcu_nocbs={iso_list}"),
-            );
-        }
     }
-    // Frequency governor.
+    let rcu = h
+        .cmdline_param("rcu_nocbs")
+        .flatten()
+        .and_then(|v| crate::parse::parse_cpulist(v).ok())
+        .unwrap_or_default();
+    let missing_rcu: Vec<usize> = iso.iter().copied().filter(|c| !rcu.contains(c)).collect();
+    if !missing_rcu.is_empty() {
+        o.add(
+            "cpu.rcu_nocbs",
+            Severity::Warn,
+            &format_cpulist(&missing_rcu),
+            format!(
+                "RCU callbacks still run on isolated CPUs {}",
+                format_cpulist(&missing_rcu)
+            ),
+            vec![cmdline_ev(h)],
+            "RCU callback processing runs in softirq context on the CPU and delays the I/O worker",
+            format!("add to the kernel command line and reboot: rcu_nocbs={iso_list}"),
+        );
+    }
+}
+
+/// The frequency governor of the CPUs that may run I/O (the isolated ones, else all).
+fn cpu_governor(h: &Host, o: &mut Out, iso: &[usize]) {
     if !h.cpufreq_present {
         o.add(
             "cpu.governor",
@@ -350,28 +375,31 @@ fn cpus(h: &Host, o: &mut Out) {
             "frequency changes add latency at ramp-up; here they are out of the kernel's hands",
             String::new(),
         );
-    } else {
-        // With isolation, only the isolated (I/O) CPUs matter; else every CPU may run I/O.
-        let slow: Vec<&crate::host::Cpu> = h
-            .cpus
-            .iter()
-            .filter(|c| iso.is_empty() || iso.contains(&c.id))
-            .filter(|c| c.governor.as_deref().is_some_and(|g| g != "performance"))
-            .collect();
-        if let Some(first) = slow.first() {
-            let ids: Vec<usize> = slow.iter().map(|c| c.id).collect();
-            o.add(
-                "cpu.governor",
-                Severity::Warn,
-                &format_cpulist(&ids),
-                format!("CPUs {} use the `{}` frequency governor", format_cpulist(&ids), first.governor.clone().unwrap_or_default()),
-                vec![ev(format!("/sys/devices/system/cpu/cpu{}/cpufreq/scaling_governor", first.id), first.governor.clone().unwrap_or_default())],
-                "an idle-ish I/O CPU clocks down and takes time to ramp up when a completion arrives",
-                "cpupower frequency-set -g performance   (or: for g in /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor; do echo performance > $g; done; `nines tune --apply` does it per I/O CPU)".into(),
-            );
-        }
+        return;
     }
-    // cpuidle.
+    // With isolation, only the isolated (I/O) CPUs matter; else every CPU may run I/O.
+    let slow: Vec<&crate::host::Cpu> = h
+        .cpus
+        .iter()
+        .filter(|c| iso.is_empty() || iso.contains(&c.id))
+        .filter(|c| c.governor.as_deref().is_some_and(|g| g != "performance"))
+        .collect();
+    if let Some(first) = slow.first() {
+        let ids: Vec<usize> = slow.iter().map(|c| c.id).collect();
+        o.add(
+            "cpu.governor",
+            Severity::Warn,
+            &format_cpulist(&ids),
+            format!("CPUs {} use the `{}` frequency governor", format_cpulist(&ids), first.governor.clone().unwrap_or_default()),
+            vec![ev(format!("/sys/devices/system/cpu/cpu{}/cpufreq/scaling_governor", first.id), first.governor.clone().unwrap_or_default())],
+            "an idle-ish I/O CPU clocks down and takes time to ramp up when a completion arrives",
+            "cpupower frequency-set -g performance   (or: for g in /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor; do echo performance > $g; done; `nines tune --apply` does it per I/O CPU)".into(),
+        );
+    }
+}
+
+/// Enabled idle states whose exit latency is above [`IDLE_EXIT_LATENCY_US_MAX`].
+fn cpu_idle(h: &Host, o: &mut Out) {
     let mut deep: Vec<(usize, String, u64)> = Vec::new();
     for c in &h.cpus {
         for s in &c.idle_states {
@@ -421,7 +449,10 @@ fn cpus(h: &Host, o: &mut Out) {
             String::new(),
         );
     }
-    // SMT and NUMA.
+}
+
+/// SMT (and isolated CPUs sharing a core with non-isolated ones) and NUMA.
+fn cpu_topology(h: &Host, o: &mut Out, iso: &[usize]) {
     let smt: Vec<String> = h
         .cpus
         .iter()

@@ -150,6 +150,210 @@ pub fn change_error(kind: &str, path: &str, value: &str) -> Option<String> {
     None
 }
 
+/// The I/O and housekeeping CPUs: each as given, else the online CPUs the other leaves (the
+/// default housekeeping set when neither is given). Disjoint, online and at least one I/O CPU.
+fn cpu_sets(
+    h: &Host,
+    cpus: Option<&[usize]>,
+    housekeeping: Option<&[usize]>,
+) -> Result<(Vec<usize>, Vec<usize>), PlanError> {
+    let hk: Vec<usize> = match housekeeping {
+        Some(v) => v.to_vec(),
+        None => match cpus {
+            Some(io) => h
+                .online
+                .iter()
+                .copied()
+                .filter(|c| !io.contains(c))
+                .collect(),
+            None => default_housekeeping(h),
+        },
+    };
+    let io: Vec<usize> = match cpus {
+        Some(v) => v.to_vec(),
+        None => h
+            .online
+            .iter()
+            .copied()
+            .filter(|c| !hk.contains(c))
+            .collect(),
+    };
+    let overlap: Vec<usize> = io.iter().copied().filter(|c| hk.contains(c)).collect();
+    if !overlap.is_empty() {
+        return Err(PlanError::Overlap(format_cpulist(&overlap)));
+    }
+    let offline: Vec<usize> = io
+        .iter()
+        .chain(hk.iter())
+        .copied()
+        .filter(|c| !h.online.contains(c))
+        .collect();
+    if !offline.is_empty() && !h.online.is_empty() {
+        return Err(PlanError::Offline {
+            cpus: format_cpulist(&offline),
+            online: format_cpulist(&h.online),
+        });
+    }
+    if io.is_empty() {
+        return Err(PlanError::NoIoCpus {
+            online: format_cpulist(&h.online),
+        });
+    }
+    Ok((io, hk))
+}
+
+/// The devices to plan for, with the path to show: those named, else every NVMe device; in
+/// natural order, each once.
+fn plan_targets<'h>(
+    h: &'h Host,
+    targets: &[String],
+) -> Result<Vec<(&'h crate::host::BlockDev, String)>, PlanError> {
+    let mut devs: Vec<(&crate::host::BlockDev, String)> = Vec::new();
+    if targets.is_empty() {
+        let nvme: Vec<_> = h
+            .devices
+            .iter()
+            .filter(|d| d.kind == DevKind::Nvme)
+            .collect();
+        // Only NVMe by default, as documented. Falling back to every other disk would plan
+        // changes to the system disk (vda here) that the user never named.
+        devs.extend(nvme.into_iter().map(|d| (d, format!("/dev/{}", d.name))));
+    } else {
+        for t in targets {
+            let name = target_name(t);
+            let d = h
+                .device(name)
+                .ok_or_else(|| PlanError::UnknownTarget(t.clone()))?;
+            devs.push((d, t.clone()));
+        }
+    }
+    if devs.is_empty() {
+        return Err(PlanError::NoDevices);
+    }
+    devs.sort_by_key(|(d, _)| natural_key(&d.name));
+    devs.dedup_by(|a, b| a.0.name == b.0.name);
+    Ok(devs)
+}
+
+/// Each device's CPU: the next I/O CPU of its NUMA node, round robin, else (no I/O CPU on its
+/// node, or the node unknown) the next of all I/O CPUs, with a note when that is not local.
+fn place(
+    h: &Host,
+    io: &[usize],
+    devs: &[(&crate::host::BlockDev, String)],
+    notes: &mut Vec<String>,
+) -> Vec<PlanDevice> {
+    assert!(!io.is_empty(), "devices are placed on I/O CPUs");
+    let node_of = |c: usize| h.cpu(c).and_then(|c| c.node);
+    let mut pools: BTreeMap<Option<usize>, Vec<usize>> = BTreeMap::new();
+    for &c in io {
+        pools.entry(node_of(c)).or_default().push(c);
+    }
+    let mut next: BTreeMap<Option<usize>, usize> = BTreeMap::new();
+    let mut any_next = 0usize;
+    let mut devices = Vec::new();
+    for (d, path) in devs {
+        let node = d.numa_node.filter(|n| *n >= 0).map(|n| n as usize);
+        let (cpu, local) = match node.and_then(|n| pools.get(&Some(n)).map(|p| (n, p))) {
+            Some((n, pool)) => {
+                let i = next.entry(Some(n)).or_insert(0);
+                let c = pool[*i % pool.len()];
+                *i += 1;
+                (c, true)
+            }
+            None => {
+                let c = io[any_next % io.len()];
+                any_next += 1;
+                if h.nodes.len() > 1 {
+                    notes.push(format!(
+                        "{}: NUMA node {} has no I/O CPU or is unknown; placed on CPU {c} (not NUMA-local)",
+                        d.name,
+                        d.numa_node.map(|n| n.to_string()).unwrap_or_else(|| "?".into())
+                    ));
+                }
+                (c, h.nodes.len() <= 1)
+            }
+        };
+        devices.push(PlanDevice {
+            name: d.name.clone(),
+            path: path.clone(),
+            numa_node: d.numa_node,
+            cpu,
+            numa_local: local,
+            irqs: d.irqs.iter().map(|i| i.irq).collect(),
+        });
+    }
+    devices
+}
+
+/// A placed device's changes: its queue interrupts onto its CPU, its queue settings to
+/// [`QUEUE_SETTINGS`] (only those that differ and that the device has).
+fn device_changes(
+    pd: &PlanDevice,
+    d: &crate::host::BlockDev,
+    changes: &mut Vec<Change>,
+    notes: &mut Vec<String>,
+) {
+    assert_eq!(pd.name, d.name, "the change is for the placed device");
+    for irq in &d.irqs {
+        let want = pd.cpu.to_string();
+        let cur = irq.smp_affinity.as_deref().map(format_cpulist);
+        if cur.as_deref() != Some(want.as_str()) {
+            changes.push(Change {
+                kind: "irq_affinity".into(),
+                path: format!("/proc/irq/{}/smp_affinity_list", irq.irq),
+                value: want,
+                current: cur,
+            });
+        }
+    }
+    if d.irqs.is_empty() && d.kind != DevKind::Virtual {
+        notes.push(format!(
+            "{}: no queue interrupts found; only its queue settings are changed",
+            d.name
+        ));
+    }
+    let q = &d.queue;
+    let cur: [Option<String>; 4] = [
+        q.scheduler.clone(),
+        q.nomerges.map(|v| v.to_string()),
+        q.rq_affinity.map(|v| v.to_string()),
+        q.iostats.map(|v| v.to_string()),
+    ];
+    for ((file, want), cur) in QUEUE_SETTINGS.iter().zip(cur) {
+        // A file the device does not have (zram has no scheduler) is left out.
+        if let Some(cur) = cur
+            && cur != *want
+        {
+            changes.push(Change {
+                kind: "block_queue".into(),
+                path: format!("/sys/block/{}/queue/{file}", d.name),
+                value: want.to_string(),
+                current: Some(cur),
+            });
+        }
+    }
+}
+
+/// The `performance` governor on each CPU a device was placed on, where it is not already.
+fn governor_changes(h: &Host, devices: &[PlanDevice], changes: &mut Vec<Change>) {
+    let mut plan_cpus: Vec<usize> = devices.iter().map(|d| d.cpu).collect();
+    plan_cpus.sort_unstable();
+    plan_cpus.dedup();
+    for &c in &plan_cpus {
+        if let Some(g) = h.cpu(c).and_then(|c| c.governor.clone())
+            && g != "performance"
+        {
+            changes.push(Change {
+                kind: "governor".into(),
+                path: format!("/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor"),
+                value: "performance".into(),
+                current: Some(g),
+            });
+        }
+    }
+}
+
 pub const QUEUE_SETTINGS: [(&str, &str); 4] = [
     ("scheduler", "none"),
     ("nomerges", "2"),
@@ -165,170 +369,15 @@ impl Plan {
         housekeeping: Option<&[usize]>,
         targets: &[String],
     ) -> Result<Plan, PlanError> {
-        let hk: Vec<usize> = match housekeeping {
-            Some(v) => v.to_vec(),
-            None => match cpus {
-                Some(io) => h
-                    .online
-                    .iter()
-                    .copied()
-                    .filter(|c| !io.contains(c))
-                    .collect(),
-                None => default_housekeeping(h),
-            },
-        };
-        let io: Vec<usize> = match cpus {
-            Some(v) => v.to_vec(),
-            None => h
-                .online
-                .iter()
-                .copied()
-                .filter(|c| !hk.contains(c))
-                .collect(),
-        };
-        let overlap: Vec<usize> = io.iter().copied().filter(|c| hk.contains(c)).collect();
-        if !overlap.is_empty() {
-            return Err(PlanError::Overlap(format_cpulist(&overlap)));
-        }
-        let offline: Vec<usize> = io
-            .iter()
-            .chain(hk.iter())
-            .copied()
-            .filter(|c| !h.online.contains(c))
-            .collect();
-        if !offline.is_empty() && !h.online.is_empty() {
-            return Err(PlanError::Offline {
-                cpus: format_cpulist(&offline),
-                online: format_cpulist(&h.online),
-            });
-        }
-        if io.is_empty() {
-            return Err(PlanError::NoIoCpus {
-                online: format_cpulist(&h.online),
-            });
-        }
-        let mut devs: Vec<(&crate::host::BlockDev, String)> = Vec::new();
-        if targets.is_empty() {
-            let nvme: Vec<_> = h
-                .devices
-                .iter()
-                .filter(|d| d.kind == DevKind::Nvme)
-                .collect();
-            // Only NVMe by default, as documented. Falling back to every other disk would plan
-            // changes to the system disk (vda here) that the user never named.
-            devs.extend(nvme.into_iter().map(|d| (d, format!("/dev/{}", d.name))));
-        } else {
-            for t in targets {
-                let name = target_name(t);
-                let d = h
-                    .device(name)
-                    .ok_or_else(|| PlanError::UnknownTarget(t.clone()))?;
-                devs.push((d, t.clone()));
-            }
-        }
-        if devs.is_empty() {
-            return Err(PlanError::NoDevices);
-        }
-        devs.sort_by_key(|(d, _)| natural_key(&d.name));
-        devs.dedup_by(|a, b| a.0.name == b.0.name);
-
-        let node_of = |c: usize| h.cpu(c).and_then(|c| c.node);
-        let mut pools: BTreeMap<Option<usize>, Vec<usize>> = BTreeMap::new();
-        for &c in &io {
-            pools.entry(node_of(c)).or_default().push(c);
-        }
-        let mut next: BTreeMap<Option<usize>, usize> = BTreeMap::new();
-        let mut any_next = 0usize;
+        let (io, hk) = cpu_sets(h, cpus, housekeeping)?;
+        let devs = plan_targets(h, targets)?;
         let mut notes = Vec::new();
-        let mut devices = Vec::new();
-        for (d, path) in &devs {
-            let node = d.numa_node.filter(|n| *n >= 0).map(|n| n as usize);
-            let (cpu, local) = match node.and_then(|n| pools.get(&Some(n)).map(|p| (n, p))) {
-                Some((n, pool)) => {
-                    let i = next.entry(Some(n)).or_insert(0);
-                    let c = pool[*i % pool.len()];
-                    *i += 1;
-                    (c, true)
-                }
-                None => {
-                    let c = io[any_next % io.len()];
-                    any_next += 1;
-                    if h.nodes.len() > 1 {
-                        notes.push(format!(
-                            "{}: NUMA node {} has no I/O CPU or is unknown; placed on CPU {c} (not NUMA-local)",
-                            d.name,
-                            d.numa_node.map(|n| n.to_string()).unwrap_or_else(|| "?".into())
-                        ));
-                    }
-                    (c, h.nodes.len() <= 1)
-                }
-            };
-            devices.push(PlanDevice {
-                name: d.name.clone(),
-                path: path.clone(),
-                numa_node: d.numa_node,
-                cpu,
-                numa_local: local,
-                irqs: d.irqs.iter().map(|i| i.irq).collect(),
-            });
-        }
-
+        let devices = place(h, &io, &devs, &mut notes);
         let mut changes = Vec::new();
         for (pd, (d, _)) in devices.iter().zip(devs.iter()) {
-            for irq in &d.irqs {
-                let want = pd.cpu.to_string();
-                let cur = irq.smp_affinity.as_deref().map(format_cpulist);
-                if cur.as_deref() != Some(want.as_str()) {
-                    changes.push(Change {
-                        kind: "irq_affinity".into(),
-                        path: format!("/proc/irq/{}/smp_affinity_list", irq.irq),
-                        value: want,
-                        current: cur,
-                    });
-                }
-            }
-            if d.irqs.is_empty() && d.kind != DevKind::Virtual {
-                notes.push(format!(
-                    "{}: no queue interrupts found; only its queue settings are changed",
-                    d.name
-                ));
-            }
-            let q = &d.queue;
-            let cur: [Option<String>; 4] = [
-                q.scheduler.clone(),
-                q.nomerges.map(|v| v.to_string()),
-                q.rq_affinity.map(|v| v.to_string()),
-                q.iostats.map(|v| v.to_string()),
-            ];
-            for ((file, want), cur) in QUEUE_SETTINGS.iter().zip(cur) {
-                // A file the device does not have (zram has no scheduler) is left out.
-                if let Some(cur) = cur
-                    && cur != *want
-                {
-                    changes.push(Change {
-                        kind: "block_queue".into(),
-                        path: format!("/sys/block/{}/queue/{file}", d.name),
-                        value: want.to_string(),
-                        current: Some(cur),
-                    });
-                }
-            }
+            device_changes(pd, d, &mut changes, &mut notes);
         }
-        let mut plan_cpus: Vec<usize> = devices.iter().map(|d| d.cpu).collect();
-        plan_cpus.sort_unstable();
-        plan_cpus.dedup();
-        for &c in &plan_cpus {
-            if let Some(g) = h.cpu(c).and_then(|c| c.governor.clone())
-                && g != "performance"
-            {
-                changes.push(Change {
-                    kind: "governor".into(),
-                    path: format!("/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor"),
-                    value: "performance".into(),
-                    current: Some(g),
-                });
-            }
-        }
+        governor_changes(h, &devices, &mut changes);
         let l = format_cpulist(&io);
         let boot_params =
             format!("isolcpus={l} nohz_full={l} rcu_nocbs={l} processor.max_cstate=1 idle=poll");

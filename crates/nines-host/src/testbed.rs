@@ -81,6 +81,14 @@ fn kernel_tail(chip: &str, hwirq: usize, name: &str) -> String {
 
 /// Writes the AFA host tree under `root`.
 pub fn write_afa_host(root: &Path, o: AfaOptions) -> io::Result<()> {
+    afa_cpus(root, o)?;
+    afa_devices(root, o)?;
+    afa_processes(root, o)
+}
+
+/// The kernel command line, the CPUs (online, isolated, topology, governor, idle states) and
+/// the NUMA nodes.
+fn afa_cpus(root: &Path, o: AfaOptions) -> io::Result<()> {
     let io_list = "4-19,24-39";
     let mut cmdline = "BOOT_IMAGE=/vmlinuz-4.7.2 root=/dev/mapper/vg-root ro quiet".to_string();
     if o.tuned {
@@ -115,6 +123,10 @@ pub fn write_afa_host(root: &Path, o: AfaOptions) -> io::Result<()> {
         let node_base = (c / 20) * 20;
         let core = (c - node_base) % 10;
         let sib = format!("{},{}\n", node_base + core, node_base + core + 10);
+        assert!(
+            node_base + core + 10 < AFA_CPUS,
+            "a sibling is one of the CPUs"
+        );
         w(root, &format!("{base}/topology/thread_siblings_list"), &sib)?;
         w(
             root,
@@ -144,130 +156,166 @@ pub fn write_afa_host(root: &Path, o: AfaOptions) -> io::Result<()> {
             w(root, &format!("{base}/cpuidle/state{i}/disable"), "0\n")?;
         }
     }
-    // /proc/interrupts in the kernel's layout: "%*d: " then "%10u " per CPU, chip, hwirq-trigger, name.
-    // Header: prec + 8 spaces, then "CPU%-8d" per CPU (prec = 4 digits of IRQ numbers here).
-    let mut ints = " ".repeat(4 + 8);
-    for c in 0..AFA_CPUS {
-        ints.push_str(&format!("CPU{c:<8}"));
-    }
-    ints.push('\n');
-    let mut line = |irq: &str, counts: &[u64], tail: &str| {
-        ints.push_str(&format!("{irq:>4}: "));
-        for c in counts {
-            ints.push_str(&format!("{c:>10} "));
+    Ok(())
+}
+
+/// /proc/interrupts in the kernel's layout: "%*d: " then "%10u " per CPU, chip, hwirq-trigger,
+/// name.
+struct Interrupts(String);
+
+impl Interrupts {
+    /// The header: prec + 8 spaces, then "CPU%-8d" per CPU (prec = 4 digits of IRQ numbers here).
+    fn new() -> Interrupts {
+        let mut ints = " ".repeat(4 + 8);
+        for c in 0..AFA_CPUS {
+            ints.push_str(&format!("CPU{c:<8}"));
         }
-        ints.push_str(tail);
         ints.push('\n');
-    };
+        Interrupts(ints)
+    }
+
+    fn line(&mut self, irq: &str, counts: &[u64], tail: &str) {
+        assert_eq!(counts.len(), AFA_CPUS, "a count per CPU");
+        self.0.push_str(&format!("{irq:>4}: "));
+        for c in counts {
+            self.0.push_str(&format!("{c:>10} "));
+        }
+        self.0.push_str(tail);
+        self.0.push('\n');
+    }
+}
+
+/// The NVMe devices (queues, interrupts and their affinity, block queue settings) and
+/// /proc/interrupts.
+fn afa_devices(root: &Path, o: AfaOptions) -> io::Result<()> {
+    let mut ints = Interrupts::new();
     let mut counts = vec![0u64; AFA_CPUS];
     counts[0] = 44;
-    line("0", &counts, &kernel_tail("IO-APIC", 2, "timer"));
+    ints.line("0", &counts, &kernel_tail("IO-APIC", 2, "timer"));
     counts[0] = 3;
-    line("8", &counts, &kernel_tail("IO-APIC", 8, "rtc0"));
+    ints.line("8", &counts, &kernel_tail("IO-APIC", 8, "rtc0"));
     for n in 0..AFA_NVME {
-        for q in 0..=AFA_QUEUES {
-            let irq = afa_irq(n, q);
-            let mut cts = vec![0u64; AFA_CPUS];
-            // Default host: irqbalance spread each queue's interrupts anywhere; tuned: served on
-            // the device's Fig. 5 CPU only.
-            if q > 0 {
-                let served = if o.tuned {
-                    fig5_cpu(n)
-                } else {
-                    (n * 7 + q * 3) % AFA_CPUS
-                };
-                cts[served] = 1000 + (n * 41 + q) as u64;
-            }
-            let hw = 524288 * (n + 1) + q;
-            line(
-                &irq.to_string(),
-                &cts,
-                &format!(" IR-PCI-MSI {hw}-edge      nvme{n}q{q}"),
-            );
-            let (smp, eff) = if q == 0 {
-                ("0-39".to_string(), "0".to_string())
-            } else if o.tuned {
-                (fig5_cpu(n).to_string(), fig5_cpu(n).to_string())
-            } else {
-                ("0-39".to_string(), ((n * 7 + q * 3) % AFA_CPUS).to_string())
-            };
-            w(
-                root,
-                &format!("proc/irq/{irq}/smp_affinity_list"),
-                &format!("{smp}\n"),
-            )?;
-            w(
-                root,
-                &format!("proc/irq/{irq}/effective_affinity_list"),
-                &format!("{eff}\n"),
-            )?;
-        }
-        let name = format!("nvme{n}n1");
-        let q = format!("sys/block/{name}/queue");
-        w(
-            root,
-            &format!("{q}/scheduler"),
-            if o.tuned {
-                "[none] mq-deadline kyber bfq\n"
-            } else {
-                "none [mq-deadline] kyber bfq\n"
-            },
-        )?;
-        w(
-            root,
-            &format!("{q}/nomerges"),
-            if o.tuned { "2\n" } else { "0\n" },
-        )?;
-        w(
-            root,
-            &format!("{q}/iostats"),
-            if o.tuned { "0\n" } else { "1\n" },
-        )?;
-        w(
-            root,
-            &format!("{q}/rq_affinity"),
-            if o.tuned { "2\n" } else { "1\n" },
-        )?;
-        w(root, &format!("{q}/nr_requests"), "1023\n")?;
-        w(root, &format!("{q}/io_poll"), "0\n")?;
-        w(root, &format!("{q}/write_cache"), "write through\n")?;
-        w(root, &format!("{q}/rotational"), "0\n")?;
-        w(
-            root,
-            &format!("sys/block/{name}/device/numa_node"),
-            &format!("{}\n", afa_node(n)),
-        )?;
-        for q in 0..=AFA_QUEUES {
-            w(
-                root,
-                &format!("sys/block/{name}/device/device/msi_irqs/{}", afa_irq(n, q)),
-                "msix\n",
-            )?;
-        }
-        // blk-mq: hardware context h serves CPU h (queue nvmeXq(h+1)).
-        for h in 0..AFA_QUEUES {
-            w(
-                root,
-                &format!("sys/block/{name}/mq/{h}/cpu_list"),
-                &format!("{h}\n"),
-            )?;
-        }
+        afa_nvme_irqs(root, o, n, &mut ints)?;
+        afa_nvme_block(root, o, n)?;
     }
     counts = vec![0u64; AFA_CPUS];
     for (i, c) in counts.iter_mut().enumerate() {
         *c = 100_000 + i as u64;
     }
-    line("NMI", &counts, "  Non-maskable interrupts");
-    line("LOC", &counts, "  Local timer interrupts");
-    ints.push_str("ERR:          0\nMIS:          0\n");
-    w(root, "proc/interrupts", &ints)?;
+    ints.line("NMI", &counts, "  Non-maskable interrupts");
+    ints.line("LOC", &counts, "  Local timer interrupts");
+    ints.0.push_str("ERR:          0\nMIS:          0\n");
+    w(root, "proc/interrupts", &ints.0)?;
     w(
         root,
         "sys/module/nvme/parameters/poll_queues",
         if o.tuned { "4\n" } else { "0\n" },
     )?;
     std::fs::create_dir_all(root.join("sys/bus/virtio/devices"))?;
-    // Processes.
+    Ok(())
+}
+
+/// NVMe device `n`'s queue interrupts: their /proc/interrupts lines and their affinity.
+fn afa_nvme_irqs(root: &Path, o: AfaOptions, n: usize, ints: &mut Interrupts) -> io::Result<()> {
+    for q in 0..=AFA_QUEUES {
+        let irq = afa_irq(n, q);
+        let mut cts = vec![0u64; AFA_CPUS];
+        // Default host: irqbalance spread each queue's interrupts anywhere; tuned: served on
+        // the device's Fig. 5 CPU only.
+        if q > 0 {
+            let served = if o.tuned {
+                fig5_cpu(n)
+            } else {
+                (n * 7 + q * 3) % AFA_CPUS
+            };
+            cts[served] = 1000 + (n * 41 + q) as u64;
+        }
+        let hw = 524288 * (n + 1) + q;
+        ints.line(
+            &irq.to_string(),
+            &cts,
+            &format!(" IR-PCI-MSI {hw}-edge      nvme{n}q{q}"),
+        );
+        let (smp, eff) = if q == 0 {
+            ("0-39".to_string(), "0".to_string())
+        } else if o.tuned {
+            (fig5_cpu(n).to_string(), fig5_cpu(n).to_string())
+        } else {
+            ("0-39".to_string(), ((n * 7 + q * 3) % AFA_CPUS).to_string())
+        };
+        w(
+            root,
+            &format!("proc/irq/{irq}/smp_affinity_list"),
+            &format!("{smp}\n"),
+        )?;
+        w(
+            root,
+            &format!("proc/irq/{irq}/effective_affinity_list"),
+            &format!("{eff}\n"),
+        )?;
+    }
+    Ok(())
+}
+
+/// NVMe device `n`'s block device: its queue settings, NUMA node, MSI-X vectors and blk-mq
+/// hardware contexts.
+fn afa_nvme_block(root: &Path, o: AfaOptions, n: usize) -> io::Result<()> {
+    let name = format!("nvme{n}n1");
+    let q = format!("sys/block/{name}/queue");
+    w(
+        root,
+        &format!("{q}/scheduler"),
+        if o.tuned {
+            "[none] mq-deadline kyber bfq\n"
+        } else {
+            "none [mq-deadline] kyber bfq\n"
+        },
+    )?;
+    w(
+        root,
+        &format!("{q}/nomerges"),
+        if o.tuned { "2\n" } else { "0\n" },
+    )?;
+    w(
+        root,
+        &format!("{q}/iostats"),
+        if o.tuned { "0\n" } else { "1\n" },
+    )?;
+    w(
+        root,
+        &format!("{q}/rq_affinity"),
+        if o.tuned { "2\n" } else { "1\n" },
+    )?;
+    w(root, &format!("{q}/nr_requests"), "1023\n")?;
+    w(root, &format!("{q}/io_poll"), "0\n")?;
+    w(root, &format!("{q}/write_cache"), "write through\n")?;
+    w(root, &format!("{q}/rotational"), "0\n")?;
+    w(
+        root,
+        &format!("sys/block/{name}/device/numa_node"),
+        &format!("{}\n", afa_node(n)),
+    )?;
+    for q in 0..=AFA_QUEUES {
+        w(
+            root,
+            &format!("sys/block/{name}/device/device/msi_irqs/{}", afa_irq(n, q)),
+            "msix\n",
+        )?;
+    }
+    // blk-mq: hardware context h serves CPU h (queue nvmeXq(h+1)).
+    for h in 0..AFA_QUEUES {
+        w(
+            root,
+            &format!("sys/block/{name}/mq/{h}/cpu_list"),
+            &format!("{h}\n"),
+        )?;
+    }
+    Ok(())
+}
+
+/// The processes (irqbalance and smartd on the default host), nines's own limits and
+/// capabilities, and the RT throttle.
+fn afa_processes(root: &Path, o: AfaOptions) -> io::Result<()> {
     let mut procs: Vec<(u32, &str, &str)> = vec![
         (1, "systemd", "/sbin/init\0splash\0"),
         (812, "sshd", "/usr/sbin/sshd\0-D\0"),

@@ -35,7 +35,10 @@ use crate::clock;
 use crate::engine::{EngineKind, EngineOptions};
 use crate::latlog_sink::{LatLogLane, LatLogSink};
 pub use crate::plan::DriverError;
-use crate::plan::{IntervalMsg, MemberPlan, Published, RunShared, VolumePlan, WorkerPlan};
+use crate::plan::{
+    IntervalMsg, MemberPlan, Published, RunShared, VolumePlan, VolumeResult, WorkerPlan,
+    WorkerResult,
+};
 use crate::sched::{self, ThreadUsage};
 use crate::worker;
 
@@ -431,49 +434,17 @@ fn run_locked(
     let mut plans = Vec::new();
     for (w, (cpu, vols)) in groups.iter().enumerate() {
         let intervals = if want_intervals {
-            // Two spares per volume: one in the collector's hands, one ready for the next swap.
-            let (spare_tx, spare_rx) = mpsc::sync_channel(vols.len() * 3);
-            for _ in 0..vols.len() * 2 {
-                spare_tx
-                    .send(Box::new(DeviceRecorder::new()))
-                    .expect("receiver alive");
-            }
+            let (spare_tx, spare_rx) = spare_recorders(vols.len());
             spare_txs.push(Some(spare_tx));
             Some((ival_tx.clone(), spare_rx))
         } else {
             spare_txs.push(None);
             None
         };
-        let vol_plans = vols
-            .iter()
-            .map(|&v| {
-                let g = &volumes[v as usize];
-                VolumePlan {
-                    index: v,
-                    name: g.name.clone(),
-                    members: g
-                        .members
-                        .iter()
-                        .map(|&m| {
-                            let t = &targets[m as usize];
-                            MemberPlan {
-                                name: t.name.clone(),
-                                fd: t.fd,
-                                emu: t.emu.clone(),
-                                size_bytes: t.size_bytes,
-                                logical_block_bytes: t.logical_block_bytes,
-                                block_device: t.block_device,
-                            }
-                        })
-                        .collect(),
-                    trace: replays[v as usize].take(),
-                }
-            })
-            .collect();
         plans.push(WorkerPlan {
             index: w,
             cpu: *cpu,
-            volumes: vol_plans,
+            volumes: volume_plans(targets, volumes, replays, vols),
             layout: cfg.layout.clone(),
             jobs: jobs.to_vec(),
             trace_depth: cfg.trace_depth,
@@ -491,8 +462,106 @@ fn run_locked(
         });
     }
     drop(ival_tx);
+    assert_eq!(plans.len(), groups.len(), "one plan per worker");
+    let handles = spawn_workers(plans)?;
+    let started = start_at_gate(cfg, &names, groups.len(), &shared);
+    let (start_ns, start_unix_ns) = (started.start_ns, started.start_unix_ns);
+    let mut progress = cfg.progress.then(|| {
+        let w = &jobs[0].workload;
+        Progress::new(
+            start_ns,
+            w.ramp_ns,
+            w.runtime_ns.map(|r| r + w.ramp_ns),
+            names.clone(),
+        )
+    });
+    let Started {
+        sink,
+        mut hdr,
+        mut collect_error,
+        ..
+    } = started;
+    let interrupted_ns = collect(
+        &Collector {
+            shared: &shared,
+            handles: &handles,
+            ival_rx: &ival_rx,
+            spare_txs: &spare_txs,
+            start_ns,
+        },
+        &mut hdr,
+        &mut collect_error,
+        &mut progress,
+    );
+    let (results, first_error) = join_workers(handles);
+    let first_error = finish_logs(sink, hdr, first_error);
+    if let Some(e) = first_error.or(collect_error) {
+        return Err(e);
+    }
+    assert_eq!(results.len(), groups.len(), "every worker returned");
+    let (devices, workers, last_ns) = outcomes(results, volumes, cpu_of_volume, groups, warnings);
+    let measured_ns = measured_span_ns(&jobs[0].workload, start_ns, last_ns, interrupted_ns);
+    Ok((devices, workers, measured_ns, start_unix_ns, interrupted_ns))
+}
 
-    let handles: Vec<_> = plans
+/// A channel of spare interval recorders for a worker of `vols` volumes, filled: two per volume,
+/// one in the collector's hands, one ready for the next swap.
+fn spare_recorders(
+    vols: usize,
+) -> (
+    mpsc::SyncSender<Box<DeviceRecorder>>,
+    mpsc::Receiver<Box<DeviceRecorder>>,
+) {
+    // Two spares per volume: one in the collector's hands, one ready for the next swap.
+    let (spare_tx, spare_rx) = mpsc::sync_channel(vols * 3);
+    for _ in 0..vols * 2 {
+        spare_tx
+            .send(Box::new(DeviceRecorder::new()))
+            .expect("receiver alive");
+    }
+    (spare_tx, spare_rx)
+}
+
+/// The plans of one worker's volumes: each member's descriptor and the volume's trace replay
+/// (taken: each replay goes to one worker).
+fn volume_plans(
+    targets: &[DriverTarget],
+    volumes: &[VolumeGeometry],
+    replays: &mut [Option<TraceReplay>],
+    vols: &[u32],
+) -> Vec<VolumePlan> {
+    vols.iter()
+        .map(|&v| {
+            let g = &volumes[v as usize];
+            VolumePlan {
+                index: v,
+                name: g.name.clone(),
+                members: g
+                    .members
+                    .iter()
+                    .map(|&m| {
+                        let t = &targets[m as usize];
+                        MemberPlan {
+                            name: t.name.clone(),
+                            fd: t.fd,
+                            emu: t.emu.clone(),
+                            size_bytes: t.size_bytes,
+                            logical_block_bytes: t.logical_block_bytes,
+                            block_device: t.block_device,
+                        }
+                    })
+                    .collect(),
+                trace: replays[v as usize].take(),
+            }
+        })
+        .collect()
+}
+
+type WorkerHandle = std::thread::JoinHandle<Result<WorkerResult, DriverError>>;
+
+/// One thread per worker plan, named `nines-wN`.
+fn spawn_workers(plans: Vec<WorkerPlan>) -> Result<Vec<WorkerHandle>, DriverError> {
+    plans
         .into_iter()
         .map(|plan| {
             let name = format!("nines-w{}", plan.index);
@@ -503,8 +572,27 @@ fn run_locked(
         .collect::<Result<_, _>>()
         // Threads already started then wait at the gate for good; this only happens when the
         // system is out of threads, and the process ends with the error anyway.
-        .map_err(|e| DriverError::Panic(format!("cannot start a worker thread: {e}")))?;
+        .map_err(|e| DriverError::Panic(format!("cannot start a worker thread: {e}")))
+}
 
+/// What the gate set up: the common time origin and the open logs (or why they did not open,
+/// in which case the workers were told to abort).
+struct Started {
+    start_ns: u64,
+    start_unix_ns: u64,
+    sink: Option<LatLogSink>,
+    hdr: Option<HdrLog>,
+    collect_error: Option<DriverError>,
+}
+
+/// Waits until every worker is set up (engine, buffers), opens the logs, then releases the
+/// workers with the common time origin.
+fn start_at_gate(
+    cfg: &mut DriverConfig,
+    names: &[String],
+    workers: usize,
+    shared: &RunShared,
+) -> Started {
     // Every worker is set up (engine, buffers): choose the common time origin, a little ahead so
     // each has passed the gate before the first I/O is due; the wall-clock start is shifted by
     // the same amount so log timestamps line up.
@@ -512,8 +600,8 @@ fn run_locked(
     let setup_ns = 5_000_000;
     let start_ns = clock::now_ns() + setup_ns;
     let start_unix_ns = clock::unix_now_ns() + setup_ns;
-    let opened = open_logs(cfg, &names, groups.len(), start_unix_ns);
-    let (sink, mut hdr, mut collect_error) = match opened {
+    let opened = open_logs(cfg, names, workers, start_unix_ns);
+    let (sink, hdr, collect_error) = match opened {
         Ok((sink, lanes, hdr)) => {
             *shared.lanes.lock().expect("no worker holds the lanes yet") = lanes;
             (sink, hdr, None)
@@ -525,39 +613,54 @@ fn run_locked(
     };
     shared.start_ns.store(start_ns, Ordering::Relaxed);
     shared.gate.wait();
+    Started {
+        start_ns,
+        start_unix_ns,
+        sink,
+        hdr,
+        collect_error,
+    }
+}
 
-    // Collect intervals (and watch for SIGINT/SIGTERM) until every worker has finished.
-    let mut progress = cfg.progress.then(|| {
-        let w = &jobs[0].workload;
-        Progress::new(
-            start_ns,
-            w.ramp_ns,
-            w.runtime_ns.map(|r| r + w.ramp_ns),
-            names.clone(),
-        )
-    });
+/// What the collector reads while the workers run.
+struct Collector<'a> {
+    shared: &'a RunShared,
+    handles: &'a [WorkerHandle],
+    ival_rx: &'a mpsc::Receiver<IntervalMsg>,
+    spare_txs: &'a [Option<mpsc::SyncSender<Box<DeviceRecorder>>>],
+    start_ns: u64,
+}
+
+/// Collects intervals (and watches for SIGINT/SIGTERM) until every worker has finished; returns
+/// when, after the start, an interrupt stopped the run.
+fn collect(
+    c: &Collector,
+    hdr: &mut Option<HdrLog>,
+    collect_error: &mut Option<DriverError>,
+    progress: &mut Option<Progress>,
+) -> Option<u64> {
     let mut interrupted_ns = None;
     loop {
         if interrupted_ns.is_none() && sched::interrupted() {
             // SIGINT/SIGTERM: stop the workers; they drain what is in flight and return what
             // they measured, which is reported like a run that ended.
-            interrupted_ns = Some(clock::now_ns().saturating_sub(start_ns));
-            shared.abort.store(true, Ordering::Relaxed);
+            interrupted_ns = Some(clock::now_ns().saturating_sub(c.start_ns));
+            c.shared.abort.store(true, Ordering::Relaxed);
         }
-        match ival_rx.recv_timeout(Duration::from_millis(100)) {
+        match c.ival_rx.recv_timeout(Duration::from_millis(100)) {
             Ok(mut msg) => {
                 if let Some(h) = hdr.as_mut()
                     && collect_error.is_none()
-                    && let Err(e) = h.write(&msg, start_ns)
+                    && let Err(e) = h.write(&msg, c.start_ns)
                 {
-                    collect_error = Some(e);
-                    shared.abort.store(true, Ordering::Relaxed);
+                    *collect_error = Some(e);
+                    c.shared.abort.store(true, Ordering::Relaxed);
                 }
                 if let Some(p) = progress.as_mut() {
                     p.add(msg.device, &msg.rec);
                 }
                 msg.rec.reset();
-                if let Some(tx) = &spare_txs[msg.worker] {
+                if let Some(tx) = &c.spare_txs[msg.worker] {
                     let _ = tx.try_send(msg.rec);
                 }
             }
@@ -565,20 +668,24 @@ fn run_locked(
             // Without interval histograms there is no sender at all: keep polling for an
             // interrupt until the workers are done.
             Err(RecvTimeoutError::Disconnected) => {
-                if handles.iter().all(|h| h.is_finished()) {
+                if c.handles.iter().all(|h| h.is_finished()) {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
         if let Some(p) = progress.as_mut() {
-            p.tick(&shared);
+            p.tick(c.shared);
         }
     }
     if let Some(p) = progress.as_mut() {
         p.clear();
     }
+    interrupted_ns
+}
 
+/// Every worker's result, and the first error (a worker's, or its panic) if any.
+fn join_workers(handles: Vec<WorkerHandle>) -> (Vec<WorkerResult>, Option<DriverError>) {
     let mut results = Vec::new();
     let mut first_error = None;
     for h in handles {
@@ -599,6 +706,15 @@ fn run_locked(
             }
         }
     }
+    (results, first_error)
+}
+
+/// Finishes the per-I/O and HdrHistogram logs; the first error, the workers' first.
+fn finish_logs(
+    sink: Option<LatLogSink>,
+    hdr: Option<HdrLog>,
+    mut first_error: Option<DriverError>,
+) -> Option<DriverError> {
     if let Some(sink) = sink {
         let r = sink.finish();
         if let Err(source) = r {
@@ -613,10 +729,18 @@ fn run_locked(
     {
         first_error.get_or_insert(e);
     }
-    if let Some(e) = first_error.or(collect_error) {
-        return Err(e);
-    }
+    first_error
+}
 
+/// Each target's and worker's outcome from the workers' results (warnings added to
+/// `warnings`), and the last measured completion.
+fn outcomes(
+    results: Vec<WorkerResult>,
+    volumes: &[VolumeGeometry],
+    cpu_of_volume: &[usize],
+    groups: &[(usize, Vec<u32>)],
+    warnings: &mut Vec<String>,
+) -> (Vec<DeviceOutcome>, Vec<WorkerOutcome>, Option<u64>) {
     let mut devices: Vec<Option<DeviceOutcome>> = volumes.iter().map(|_| None).collect();
     let mut workers = Vec::new();
     let mut last_ns: Option<u64> = None;
@@ -641,28 +765,8 @@ fn run_locked(
             devs.push(v.index);
             let g = &volumes[v.index as usize];
             warnings.extend(v.warnings.iter().map(|w| format!("{}: {w}", g.name)));
-            let mut recorder = DeviceRecorder::new();
-            for j in &v.per_job {
-                recorder.merge_from(j);
-            }
-            devices[v.index as usize] = Some(DeviceOutcome {
-                name: g.name.clone(),
-                members: g.members.clone(),
-                size_bytes: g.size_bytes,
-                recorder,
-                per_job: v.per_job,
-                cpu: cpu_of_volume[v.index as usize],
-                ios_executed: v.issued,
-                layout: v.layout,
-                stats: v.stats,
-                member_recs: v.member_recs,
-                member_commands: v.member_commands,
-                member_errors: v.member_errors,
-                member_slat: v.member_slat,
-                member_clat: v.member_clat,
-                member_submit_ns: v.member_submit_ns,
-                member_submit_calls: v.member_submit_calls,
-            });
+            let (index, cpu) = (v.index as usize, cpu_of_volume[v.index as usize]);
+            devices[index] = Some(device_outcome(g, cpu, v));
         }
         workers.push(WorkerOutcome {
             index: w as u32,
@@ -675,21 +779,52 @@ fn run_locked(
         .into_iter()
         .map(|d| d.expect("every volume belongs to one worker"))
         .collect();
-    let measure_from_ns = start_ns + jobs[0].workload.ramp_ns;
+    (devices, workers, last_ns)
+}
+
+/// One target's outcome: its jobs' recorders merged, its members' counters.
+fn device_outcome(g: &VolumeGeometry, cpu: usize, v: VolumeResult) -> DeviceOutcome {
+    let mut recorder = DeviceRecorder::new();
+    for j in &v.per_job {
+        recorder.merge_from(j);
+    }
+    DeviceOutcome {
+        name: g.name.clone(),
+        members: g.members.clone(),
+        size_bytes: g.size_bytes,
+        recorder,
+        per_job: v.per_job,
+        cpu,
+        ios_executed: v.issued,
+        layout: v.layout,
+        stats: v.stats,
+        member_recs: v.member_recs,
+        member_commands: v.member_commands,
+        member_errors: v.member_errors,
+        member_slat: v.member_slat,
+        member_clat: v.member_clat,
+        member_submit_ns: v.member_submit_ns,
+        member_submit_calls: v.member_submit_calls,
+    }
+}
+
+/// The measured time: ramp end to the last measured completion, at most the runtime and the
+/// time until an interrupt, at least 1 ns.
+fn measured_span_ns(
+    w: &WorkloadSpec,
+    start_ns: u64,
+    last_ns: Option<u64>,
+    interrupted_ns: Option<u64>,
+) -> u64 {
+    let measure_from_ns = start_ns + w.ramp_ns;
     let mut measured_ns = last_ns.map_or(0, |t| t.saturating_sub(measure_from_ns));
-    if let Some(r) = jobs[0].workload.runtime_ns {
+    if let Some(r) = w.runtime_ns {
         measured_ns = measured_ns.min(r);
     }
     if let Some(i) = interrupted_ns {
-        measured_ns = measured_ns.min(i.saturating_sub(jobs[0].workload.ramp_ns));
+        measured_ns = measured_ns.min(i.saturating_sub(w.ramp_ns));
     }
-    Ok((
-        devices,
-        workers,
-        measured_ns.max(1),
-        start_unix_ns,
-        interrupted_ns,
-    ))
+    measured_ns.max(1)
 }
 
 type OpenedLogs = (Option<LatLogSink>, Vec<Option<LatLogLane>>, Option<HdrLog>);

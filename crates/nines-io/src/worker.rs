@@ -19,8 +19,8 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::TryRecvError;
 
 use nines_array::{
-    AnyVolume, CmdDone, CmdOp, CmdResult, IoResult, MemberCmd, Output, VolIo, Volume, VolumeHost,
-    VolumeParams,
+    AnyVolume, CmdDone, CmdOp, CmdResult, IoResult, LayoutSpec, MemberCmd, Output, VolIo, Volume,
+    VolumeHost, VolumeParams,
 };
 use nines_core::latlog::{LatRecord, RECORD_BYTES};
 use nines_core::op::Op;
@@ -34,7 +34,9 @@ use crate::clock;
 use crate::data::{PtrData, check_pattern, fill_pattern};
 use crate::emu::EmuLease;
 use crate::engine::{self, Completion, Engine, IoDesc};
-use crate::plan::{DriverError, IntervalMsg, MemberPlan, VolumeResult, WorkerPlan, WorkerResult};
+use crate::plan::{
+    DriverError, IntervalMsg, MemberPlan, VolumePlan, VolumeResult, WorkerPlan, WorkerResult,
+};
 use crate::sched::{self, ThreadUsage};
 
 /// Most synchronous member completions handled in one turn before the loop checks the clock
@@ -271,69 +273,8 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         runtime_ns: plan.jobs[0].workload.runtime_ns,
     };
     // Volume geometry first: sources need the volume's size.
-    let mut geometry = Vec::with_capacity(plan.volumes.len());
-    for vp in &plan.volumes {
-        let sizes: Vec<u64> = vp.members.iter().map(|m| m.size_bytes).collect();
-        let block = vp
-            .members
-            .iter()
-            .map(|m| m.logical_block_bytes)
-            .max()
-            .unwrap_or(512);
-        let probe = nines_array::build(
-            &plan.layout,
-            &VolumeParams {
-                member_sizes_bytes: &sizes,
-                block_bytes: block,
-                tags: 1,
-                len_bytes_max: block,
-            },
-        )
-        .map_err(|error| DriverError::Volume {
-            volume: vp.name.clone(),
-            error,
-        })?;
-        geometry.push((sizes, block, probe.size_bytes()));
-    }
-    let mut specs = Vec::new();
-    let tracing = plan.volumes.iter().any(|v| v.trace.is_some());
-    if tracing {
-        for (v, vp) in plan.volumes.iter_mut().enumerate() {
-            let replay = vp
-                .trace
-                .take()
-                .ok_or_else(|| DriverError::Trace("every volume replays its part".into()))?
-                .starting_at(start_ns);
-            specs.push(StreamSpec {
-                job: 0,
-                target: v as u32,
-                iodepth: plan.trace_depth.min(plan.iodepth_max).max(1),
-                thinktime_ns: 0,
-                ios_max: None,
-                source: Source::other(replay),
-            });
-        }
-    } else {
-        for (j, job) in plan.jobs.iter().enumerate() {
-            for (v, vp) in plan.volumes.iter().enumerate() {
-                let (_, block, size) = geometry[v];
-                let g = Generator::new(&job.workload, size, block, vp.index, start_ns).map_err(
-                    |error| DriverError::Workload {
-                        device: vp.name.clone(),
-                        error,
-                    },
-                )?;
-                specs.push(StreamSpec {
-                    job: j as u32,
-                    target: v as u32,
-                    iodepth: job.workload.iodepth.min(plan.iodepth_max).max(1),
-                    thinktime_ns: job.workload.thinktime_ns,
-                    ios_max: job.workload.ios_max,
-                    source: g.into(),
-                });
-            }
-        }
-    }
+    let geometry = volume_geometry(plan)?;
+    let specs = stream_specs(plan, &geometry)?;
     let ctl = Controller::new(timing, specs).map_err(|e| DriverError::Engine {
         device: first_name.to_string(),
         error: engine::EngineError::Unsupported {
@@ -342,22 +283,8 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         },
     })?;
     let tags = ctl.slots() as u32;
-
-    // Client buffers: each stream's slots get buffers of its largest request.
-    let seed = plan.jobs[0].workload.seed;
-    let mut client = vec![(std::ptr::null_mut(), 0usize); ctl.slots()];
-    let mut client_bufs = Vec::with_capacity(ctl.slots());
-    let mut len_max = 512u32;
-    for s in 0..ctl.streams() as u32 {
-        let len = ctl.len_bytes_max(s).max(512);
-        len_max = len_max.max(len);
-        for slot in ctl.slot_range(s) {
-            let mut b = AlignedBuf::new(len as usize);
-            fill_random(&mut b, seed ^ u64::from(slot));
-            client[slot as usize] = (b.as_mut_ptr(), len as usize);
-            client_bufs.push(b);
-        }
-    }
+    let (client, client_bufs, len_max) = client_buffers(&ctl, plan.jobs[0].workload.seed);
+    debug_assert_eq!(client.len(), ctl.slots(), "a client buffer per slot");
 
     // Volumes and the engine over all their members.
     let mut vols = Vec::with_capacity(plan.volumes.len());
@@ -365,70 +292,19 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
     let mut emu_cmds = 0usize;
     for (v, vp) in std::mem::take(&mut plan.volumes).into_iter().enumerate() {
         let (sizes, block, _) = &geometry[v];
-        let vol: AnyVolume = nines_array::build(
-            &plan.layout,
-            &VolumeParams {
-                member_sizes_bytes: sizes,
-                block_bytes: *block,
-                tags,
-                len_bytes_max: len_max,
-            },
-        )
-        .map_err(|error| DriverError::Volume {
-            volume: vp.name.clone(),
-            error,
-        })?;
-        let cmds = vol.cmds_max() as usize;
+        let params = VolumeParams {
+            member_sizes_bytes: sizes,
+            block_bytes: *block,
+            tags,
+            len_bytes_max: len_max,
+        };
+        let vol = build_vol(&plan.layout, &params, vp, timing.ramp_end_ns())?;
+        let cmds = vol.cmd_len.len();
         depth_max += cmds as u64;
-        let (ns, sz) = vol.scratch();
-        let mut scratch: Vec<AlignedBuf> = (0..ns).map(|_| AlignedBuf::new(sz as usize)).collect();
-        let scratch_ptrs = scratch
-            .iter_mut()
-            .map(|b| (b.as_mut_ptr(), b.len()))
-            .collect();
-        let record_members = vp.members.len() > 1;
-        let nm = vp.members.len();
-        let mut emu = Vec::with_capacity(nm);
-        for m in &vp.members {
-            emu.push(match &m.emu {
-                None => None,
-                Some(h) => Some(h.lease().ok_or_else(|| {
-                    DriverError::Panic(format!(
-                        "{}: the emulated device is already in use by another run",
-                        m.name
-                    ))
-                })?),
-            });
-        }
-        if emu.iter().any(Option::is_some) {
+        if vol.emu.iter().any(Option::is_some) {
             emu_cmds += cmds;
         }
-        vols.push(Vol {
-            index: vp.index,
-            name: vp.name,
-            host: VolumeHost::new(vol, timing.ramp_end_ns(), record_members),
-            members: vp.members,
-            slots: Vec::new(),
-            cmd_len: vec![0; cmds],
-            cmd_op: vec![Op::Read; cmds],
-            cmd_off: vec![0; cmds],
-            cmd_member: vec![0; cmds],
-            cmd_t0: vec![0; cmds],
-            cmd_t1: vec![0; cmds],
-            cmd_emu: vec![false; cmds],
-            cmd_data: vec![false; cmds],
-            cmd_done_ns: vec![0; cmds],
-            cmd_res: vec![CmdResult::Ok; cmds],
-            emu,
-            slat: (0..nm).map(|_| DeviceRecorder::new()).collect(),
-            clat: (0..nm).map(|_| DeviceRecorder::new()).collect(),
-            submit_ns: vec![0; nm],
-            submit_calls: vec![0; nm],
-            _scratch: scratch,
-            scratch_ptrs,
-            failure: None,
-            interval: None,
-        });
+        vols.push(vol);
     }
     let depth_max = depth_max.min(u64::from(engine::DEPTH_MAX_LIMIT)) as u32;
     let mut engine =
@@ -438,41 +314,7 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
                 error: source,
             }
         })?;
-    // io_uring: fixed buffers save pinning the pages on every I/O. Other engines, or a kernel
-    // that refuses (RLIMIT_MEMLOCK), return Ok(false) and use plain buffers.
-    let mut regions: Vec<(*mut u8, usize)> = client.clone();
-    for vol in &vols {
-        regions.extend(vol.scratch_ptrs.iter().copied());
-    }
-    engine
-        .register_buffers(&regions)
-        .map_err(|source| DriverError::Engine {
-            device: first_name.to_string(),
-            error: source,
-        })?;
-    for vol in &mut vols {
-        for (k, m) in vol.members.iter().enumerate() {
-            if vol.emu[k].is_some() {
-                // Driven by the worker, never by the engine.
-                vol.slots.push(usize::MAX);
-                continue;
-            }
-            let slot = engine
-                .add_target(m.fd)
-                .map_err(|source| DriverError::Engine {
-                    device: m.name.clone(),
-                    error: source,
-                })?;
-            vol.slots.push(slot);
-        }
-        if let Some((_, spare_rx)) = plan.intervals.as_ref() {
-            vol.interval = Some(
-                spare_rx
-                    .recv()
-                    .map_err(|_| DriverError::Panic("the interval collector went away".into()))?,
-            );
-        }
-    }
+    attach(&mut *engine, &mut vols, &client, plan, first_name)?;
     Ok(Worker {
         engine,
         ctl,
@@ -498,6 +340,218 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         completed: 0,
         interval_start: 0,
     })
+}
+
+/// Each volume's member sizes, block size and volume size (from a probe volume of one tag).
+type Geometry = (Vec<u64>, u32, u64);
+
+/// The geometry of each of the plan's volumes.
+fn volume_geometry(plan: &WorkerPlan) -> Result<Vec<Geometry>, DriverError> {
+    let mut geometry = Vec::with_capacity(plan.volumes.len());
+    for vp in &plan.volumes {
+        let sizes: Vec<u64> = vp.members.iter().map(|m| m.size_bytes).collect();
+        let block = vp
+            .members
+            .iter()
+            .map(|m| m.logical_block_bytes)
+            .max()
+            .unwrap_or(512);
+        let probe = nines_array::build(
+            &plan.layout,
+            &VolumeParams {
+                member_sizes_bytes: &sizes,
+                block_bytes: block,
+                tags: 1,
+                len_bytes_max: block,
+            },
+        )
+        .map_err(|error| DriverError::Volume {
+            volume: vp.name.clone(),
+            error,
+        })?;
+        geometry.push((sizes, block, probe.size_bytes()));
+    }
+    Ok(geometry)
+}
+
+/// The controller's streams: one per volume replaying its part of a trace (the replays taken
+/// from the plan), else one per job and volume, job-major.
+fn stream_specs(
+    plan: &mut WorkerPlan,
+    geometry: &[Geometry],
+) -> Result<Vec<StreamSpec>, DriverError> {
+    assert_eq!(geometry.len(), plan.volumes.len(), "a geometry per volume");
+    let start_ns = plan.start_ns;
+    let mut specs = Vec::new();
+    let tracing = plan.volumes.iter().any(|v| v.trace.is_some());
+    if tracing {
+        for (v, vp) in plan.volumes.iter_mut().enumerate() {
+            let replay = vp
+                .trace
+                .take()
+                .ok_or_else(|| DriverError::Trace("every volume replays its part".into()))?
+                .starting_at(start_ns);
+            specs.push(StreamSpec {
+                job: 0,
+                target: v as u32,
+                iodepth: plan.trace_depth.min(plan.iodepth_max).max(1),
+                thinktime_ns: 0,
+                ios_max: None,
+                source: Source::other(replay),
+            });
+        }
+        return Ok(specs);
+    }
+    for (j, job) in plan.jobs.iter().enumerate() {
+        for (v, vp) in plan.volumes.iter().enumerate() {
+            let (_, block, size) = geometry[v];
+            let g = Generator::new(&job.workload, size, block, vp.index, start_ns).map_err(
+                |error| DriverError::Workload {
+                    device: vp.name.clone(),
+                    error,
+                },
+            )?;
+            specs.push(StreamSpec {
+                job: j as u32,
+                target: v as u32,
+                iodepth: job.workload.iodepth.min(plan.iodepth_max).max(1),
+                thinktime_ns: job.workload.thinktime_ns,
+                ios_max: job.workload.ios_max,
+                source: g.into(),
+            });
+        }
+    }
+    Ok(specs)
+}
+
+/// Client buffers: each stream's slots get buffers of its largest request, filled with random
+/// data from `seed`. Returns each slot's buffer, the buffers, and the largest request.
+#[allow(clippy::type_complexity)]
+fn client_buffers(ctl: &Controller, seed: u64) -> (Vec<(*mut u8, usize)>, Vec<AlignedBuf>, u32) {
+    let mut client = vec![(std::ptr::null_mut(), 0usize); ctl.slots()];
+    let mut client_bufs = Vec::with_capacity(ctl.slots());
+    let mut len_max = 512u32;
+    for s in 0..ctl.streams() as u32 {
+        let len = ctl.len_bytes_max(s).max(512);
+        len_max = len_max.max(len);
+        for slot in ctl.slot_range(s) {
+            let mut b = AlignedBuf::new(len as usize);
+            fill_random(&mut b, seed ^ u64::from(slot));
+            client[slot as usize] = (b.as_mut_ptr(), len as usize);
+            client_bufs.push(b);
+        }
+    }
+    (client, client_bufs, len_max)
+}
+
+/// One volume: the policy, its scratch buffers, its members' emulated-device leases and the
+/// per-command arrays, sized once here (the I/O loop allocates nothing).
+fn build_vol(
+    layout: &LayoutSpec,
+    params: &VolumeParams,
+    vp: VolumePlan,
+    ramp_end_ns: u64,
+) -> Result<Vol, DriverError> {
+    let vol: AnyVolume =
+        nines_array::build(layout, params).map_err(|error| DriverError::Volume {
+            volume: vp.name.clone(),
+            error,
+        })?;
+    let cmds = vol.cmds_max() as usize;
+    let (ns, sz) = vol.scratch();
+    let mut scratch: Vec<AlignedBuf> = (0..ns).map(|_| AlignedBuf::new(sz as usize)).collect();
+    let scratch_ptrs = scratch
+        .iter_mut()
+        .map(|b| (b.as_mut_ptr(), b.len()))
+        .collect();
+    let record_members = vp.members.len() > 1;
+    let nm = vp.members.len();
+    let mut emu = Vec::with_capacity(nm);
+    for m in &vp.members {
+        emu.push(match &m.emu {
+            None => None,
+            Some(h) => Some(h.lease().ok_or_else(|| {
+                DriverError::Panic(format!(
+                    "{}: the emulated device is already in use by another run",
+                    m.name
+                ))
+            })?),
+        });
+    }
+    Ok(Vol {
+        index: vp.index,
+        name: vp.name,
+        host: VolumeHost::new(vol, ramp_end_ns, record_members),
+        members: vp.members,
+        slots: Vec::new(),
+        cmd_len: vec![0; cmds],
+        cmd_op: vec![Op::Read; cmds],
+        cmd_off: vec![0; cmds],
+        cmd_member: vec![0; cmds],
+        cmd_t0: vec![0; cmds],
+        cmd_t1: vec![0; cmds],
+        cmd_emu: vec![false; cmds],
+        cmd_data: vec![false; cmds],
+        cmd_done_ns: vec![0; cmds],
+        cmd_res: vec![CmdResult::Ok; cmds],
+        emu,
+        slat: (0..nm).map(|_| DeviceRecorder::new()).collect(),
+        clat: (0..nm).map(|_| DeviceRecorder::new()).collect(),
+        submit_ns: vec![0; nm],
+        submit_calls: vec![0; nm],
+        _scratch: scratch,
+        scratch_ptrs,
+        failure: None,
+        interval: None,
+    })
+}
+
+/// Registers every buffer with the engine, adds each real member as an engine target (an
+/// emulated one is driven by the worker) and gives each volume its first interval recorder.
+fn attach(
+    engine: &mut dyn Engine,
+    vols: &mut [Vol],
+    client: &[(*mut u8, usize)],
+    plan: &WorkerPlan,
+    first_name: &str,
+) -> Result<(), DriverError> {
+    // io_uring: fixed buffers save pinning the pages on every I/O. Other engines, or a kernel
+    // that refuses (RLIMIT_MEMLOCK), return Ok(false) and use plain buffers.
+    let mut regions: Vec<(*mut u8, usize)> = client.to_vec();
+    for vol in vols.iter() {
+        regions.extend(vol.scratch_ptrs.iter().copied());
+    }
+    engine
+        .register_buffers(&regions)
+        .map_err(|source| DriverError::Engine {
+            device: first_name.to_string(),
+            error: source,
+        })?;
+    for vol in vols.iter_mut() {
+        for (k, m) in vol.members.iter().enumerate() {
+            if vol.emu[k].is_some() {
+                // Driven by the worker, never by the engine.
+                vol.slots.push(usize::MAX);
+                continue;
+            }
+            let slot = engine
+                .add_target(m.fd)
+                .map_err(|source| DriverError::Engine {
+                    device: m.name.clone(),
+                    error: source,
+                })?;
+            vol.slots.push(slot);
+        }
+        assert_eq!(vol.slots.len(), vol.members.len(), "a slot per member");
+        if let Some((_, spare_rx)) = plan.intervals.as_ref() {
+            vol.interval = Some(
+                spare_rx
+                    .recv()
+                    .map_err(|_| DriverError::Panic("the interval collector went away".into()))?,
+            );
+        }
+    }
+    Ok(())
 }
 
 fn cmd_result(expected: u32, result: i64) -> CmdResult {

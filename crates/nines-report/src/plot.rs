@@ -425,10 +425,11 @@ fn legend_layout(entries: &[LegendEntry], width: u32) -> (Vec<(i32, i32)>, u32) 
     (at, (y + LEGEND_ROW_PX + 4) as u32)
 }
 
-fn draw<DB: DrawingBackend>(
-    root: &DrawingArea<DB, Shift>,
-    plot: &Plot,
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+/// The chart of a plot: its axes and grid on the drawing area above the legend.
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<TickedCoord, TickedCoord>>;
+type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plot: &Plot) -> DrawResult<DB> {
     root.fill(&WHITE)?;
     // The legend is a strip under the figure, never over the data.
     let entries = legend_entries(plot);
@@ -436,6 +437,25 @@ fn draw<DB: DrawingBackend>(
     let (at, legend_h) = legend_layout(&entries, w);
     let legend_h = legend_h.min(h / 3);
     let (area, strip) = root.split_vertically(h - legend_h);
+    let mut chart = chart_with_mesh(&area, plot)?;
+    draw_spans(&mut chart, plot)?;
+    for band in &plot.bands {
+        let color = rgb(band.color);
+        for poly in band_polygons(plot, band) {
+            chart.draw_series(std::iter::once(Polygon::new(poly, color.mix(0.25))))?;
+        }
+    }
+    for s in &plot.series {
+        draw_series(&mut chart, plot, s)?;
+    }
+    draw_legend(&strip, &entries, &at, legend_h)
+}
+
+/// The chart's coordinates (the axes' ticks as its keys), title, margins and grid.
+fn chart_with_mesh<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    plot: &Plot,
+) -> Result<Chart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
     let xr = plot.x.coord_range();
     let yr = plot.y.coord_range();
     let x_keys: Vec<f64> = plot
@@ -450,7 +470,7 @@ fn draw<DB: DrawingBackend>(
         .iter()
         .filter_map(|t| plot.y.to_coord(t.value))
         .collect();
-    let mut chart = ChartBuilder::on(&area)
+    let mut chart = ChartBuilder::on(area)
         .caption(&plot.title, ("sans-serif", 20))
         .margin(12)
         .margin_right(
@@ -489,7 +509,13 @@ fn draw<DB: DrawingBackend>(
         .axis_desc_style(("sans-serif", 15))
         .bold_line_style(BLACK.mix(0.12))
         .draw()?;
+    Ok(chart)
+}
 
+/// The shaded spans (spikes), each at least a couple of pixels wide.
+fn draw_spans<DB: DrawingBackend>(chart: &mut Chart<'_, DB>, plot: &Plot) -> DrawResult<DB> {
+    let xr = plot.x.coord_range();
+    let yr = plot.y.coord_range();
     for s in &plot.spans {
         let (Some(a), Some(b)) = (plot.x.to_coord(s.x_start), plot.x.to_coord(s.x_end)) else {
             continue;
@@ -506,64 +532,73 @@ fn draw<DB: DrawingBackend>(
             rgb(s.color).mix(0.18).filled(),
         )))?;
     }
+    Ok(())
+}
 
-    for band in &plot.bands {
-        let color = rgb(band.color);
-        for poly in band_polygons(plot, band) {
-            chart.draw_series(std::iter::once(Polygon::new(poly, color.mix(0.25))))?;
-        }
+/// One series: its lines and markers in its style, and its end label.
+fn draw_series<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    plot: &Plot,
+    s: &Series,
+) -> DrawResult<DB> {
+    let runs = drawable_runs(plot, &s.points);
+    if runs.is_empty() {
+        return Ok(());
     }
-
-    for s in &plot.series {
-        let runs = drawable_runs(plot, &s.points);
-        if runs.is_empty() {
-            continue;
-        }
-        let color = rgb(s.color);
-        let width = if s.bold { 3 } else { 1 };
-        let line_style = color.stroke_width(width);
-        match s.style {
-            SeriesStyle::Line | SeriesStyle::LinePoints => {
-                if s.style == SeriesStyle::LinePoints {
-                    chart.draw_series(
-                        runs.iter()
-                            .flatten()
-                            .map(|&p| Circle::new(p, 3, color.filled()))
-                            .collect::<Vec<_>>(),
-                    )?;
-                }
-                // A lone point (max after a break) is a marker, not a line of one point.
-                for run in &runs {
-                    if run.len() >= 2 {
-                        chart.draw_series(LineSeries::new(run.iter().copied(), line_style))?;
-                    } else if s.style == SeriesStyle::Line {
-                        chart
-                            .draw_series(run.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
-                    }
-                }
-            }
-            SeriesStyle::Points => {
-                let n: usize = runs.iter().map(Vec::len).sum();
+    let color = rgb(s.color);
+    let width = if s.bold { 3 } else { 1 };
+    let line_style = color.stroke_width(width);
+    match s.style {
+        SeriesStyle::Line | SeriesStyle::LinePoints => {
+            if s.style == SeriesStyle::LinePoints {
                 chart.draw_series(
                     runs.iter()
                         .flatten()
-                        // Few points (a sweep's categories) get big markers; a cloud gets dots.
-                        .map(|&p| Circle::new(p, if n <= 50 { 5 } else { 2 }, color.filled()))
+                        .map(|&p| Circle::new(p, 3, color.filled()))
                         .collect::<Vec<_>>(),
                 )?;
             }
+            // A lone point (max after a break) is a marker, not a line of one point.
+            for run in &runs {
+                if run.len() >= 2 {
+                    chart.draw_series(LineSeries::new(run.iter().copied(), line_style))?;
+                } else if s.style == SeriesStyle::Line {
+                    chart.draw_series(run.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+                }
+            }
         }
-        if let (Some(label), Some(&last)) = (&s.end_label, runs.last().and_then(|r| r.last())) {
-            // A few pixels right of and above the last point, clear of its marker.
-            let font = ("sans-serif", 12).into_font().color(&color);
-            chart.draw_series(std::iter::once(
-                EmptyElement::at(last) + Text::new(label.clone(), (6, -14), font),
-            ))?;
+        SeriesStyle::Points => {
+            let n: usize = runs.iter().map(Vec::len).sum();
+            chart.draw_series(
+                runs.iter()
+                    .flatten()
+                    // Few points (a sweep's categories) get big markers; a cloud gets dots.
+                    .map(|&p| Circle::new(p, if n <= 50 { 5 } else { 2 }, color.filled()))
+                    .collect::<Vec<_>>(),
+            )?;
         }
     }
+    if let (Some(label), Some(&last)) = (&s.end_label, runs.last().and_then(|r| r.last())) {
+        // A few pixels right of and above the last point, clear of its marker.
+        let font = ("sans-serif", 12).into_font().color(&color);
+        chart.draw_series(std::iter::once(
+            EmptyElement::at(last) + Text::new(label.clone(), (6, -14), font),
+        ))?;
+    }
+    Ok(())
+}
 
+/// The legend strip: each entry's sample and name where [`legend_layout`] put it, the rows that
+/// do not fit in `legend_h` left out.
+fn draw_legend<DB: DrawingBackend>(
+    strip: &DrawingArea<DB, Shift>,
+    entries: &[LegendEntry],
+    at: &[(i32, i32)],
+    legend_h: u32,
+) -> DrawResult<DB> {
+    assert_eq!(entries.len(), at.len(), "legend_layout places every entry");
     let font = ("sans-serif", 12).into_font().color(&BLACK);
-    for (e, &(x, y)) in entries.iter().zip(&at) {
+    for (e, &(x, y)) in entries.iter().zip(at) {
         if y as u32 + LEGEND_ROW_PX as u32 > legend_h {
             break;
         }

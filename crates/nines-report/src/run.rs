@@ -666,10 +666,9 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
     if d.columns.is_empty() {
         return None;
     }
-    let s = |ns: u64| ns as f64 / 1e9;
     // The axis spans the columns, first completion to last: the whole measured run.
-    let t_lo = s(d.t_start_ns);
-    let t_hi = s(d.t_end_ns);
+    let t_lo = secs(d.t_start_ns);
+    let t_hi = secs(d.t_end_ns);
     let t_lo = if t_lo < 0.05 * (t_hi - t_lo) {
         0.0
     } else {
@@ -687,6 +686,46 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
         Axis::linear_to_end("time since start", t_lo, t_hi, LabelFormat::Seconds),
         Axis::log("latency", lo, hi, LabelFormat::Nanoseconds),
     );
+    plot.bands.push(time_band(d));
+    plot.series.extend(outlier_series(view));
+    // The percentile lines last, over the points, so that no point hides p99.
+    let (lines, missing) = percentile_lines(d);
+    plot.series.extend(lines);
+    plot.legend = plot.series.len() <= DEVICES_COLOURED_MAX + 2;
+    let major = major_spikes(&view.spikes);
+    let shaded_s: f64 = major
+        .iter()
+        .map(|sp| secs(sp.end_ns.saturating_sub(sp.start_ns)))
+        .sum();
+    // Shading most of the run says nothing about where the spikes are.
+    let shade = shaded_s <= 0.5 * (t_hi - t_lo);
+    if shade {
+        for sp in &major {
+            plot.spans.push(Span {
+                x_start: secs(sp.start_ns),
+                x_end: secs(sp.end_ns),
+                color: [214, 39, 40],
+            });
+        }
+    }
+    let mut caption = time_caption(d, &missing);
+    if !major.is_empty() {
+        caption.push_str(&shading_caption(view, major.len(), shade, shaded_s));
+    }
+    Some(Figure {
+        id: "latency-over-time".into(),
+        caption,
+        plot,
+    })
+}
+
+/// Nanoseconds as the time axis's seconds.
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// The min..max band of the latency-over-time figure, broken (NaN) at each gap.
+fn time_band(d: &Decimated) -> Band {
     let gap = f64::NAN;
     let mut band = Band {
         name: "min..max per column".into(),
@@ -695,15 +734,22 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
     };
     for (k, r) in d.stretches.iter().enumerate() {
         if k > 0 {
-            band.points.push((s(d.columns[r.start].t_ns), gap, gap));
+            band.points.push((secs(d.columns[r.start].t_ns), gap, gap));
         }
         band.points.extend(
             d.columns[r.clone()]
                 .iter()
-                .map(|c| (s(c.t_ns), c.min_ns as f64, c.max_ns as f64)),
+                .map(|c| (secs(c.t_ns), c.min_ns as f64, c.max_ns as f64)),
         );
     }
-    plot.bands.push(band);
+    assert!(band.points.len() <= band.points.capacity());
+    band
+}
+
+/// The outlier points of the latency-over-time figure: one series per device while few
+/// devices, else one; densest first.
+fn outlier_series(view: &LatView) -> Vec<Series> {
+    let d = &view.decimated;
     // Outliers: one colour per device while few devices, else one series. Device colours are
     // none of the colours that already mean something here (p50, p99, the band, the shading),
     // so one colour never has two meanings.
@@ -736,14 +782,24 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
         });
         series
             .points
-            .push((s(o.completion_ns), o.latency_ns as f64));
+            .push((secs(o.completion_ns), o.latency_ns as f64));
     }
     // Densest first, so that a steadily slow device's many points lie under the few points of
     // the others instead of hiding them.
     let mut point_series: Vec<Series> = by_dev.into_values().collect();
     point_series.sort_by_key(|s| std::cmp::Reverse(s.points.len()));
-    plot.series.extend(point_series);
-    // The percentile lines last, over the points, so that no point hides p99.
+    assert_eq!(
+        point_series.iter().map(|s| s.points.len()).sum::<usize>(),
+        d.outliers.len(),
+        "every outlier is one point"
+    );
+    point_series
+}
+
+/// The p50 and p99 lines (broken at gaps), and a note for each that no stretch could hold.
+fn percentile_lines(d: &Decimated) -> (Vec<Series>, Vec<String>) {
+    let gap = f64::NAN;
+    let mut lines = Vec::new();
     let mut missing = Vec::new();
     for (line, color) in d.lines.iter().zip([palette(0), palette(1)]) {
         let name = format!("p{}", format_percentile(line.percentile));
@@ -760,14 +816,14 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
             for &(a, b, v) in st {
                 let v = v as f64;
                 if (b - a) as f64 <= 2.0 * d.column_ns + 1.0 {
-                    series.points.push((s(a / 2 + b / 2), v));
+                    series.points.push((secs(a / 2 + b / 2), v));
                 } else {
-                    series.points.extend([(s(a), v), (s(b), v)]);
+                    series.points.extend([(secs(a), v), (secs(b), v)]);
                 }
             }
         }
         if line.stretches.iter().any(|st| !st.is_empty()) {
-            plot.series.push(series);
+            lines.push(series);
         } else {
             missing.push(format!(
                 "no {name} line: no stretch between gaps held {} I/Os",
@@ -775,23 +831,12 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
             ));
         }
     }
-    plot.legend = plot.series.len() <= DEVICES_COLOURED_MAX + 2;
-    let major = major_spikes(&view.spikes);
-    let shaded_s: f64 = major
-        .iter()
-        .map(|sp| s(sp.end_ns.saturating_sub(sp.start_ns)))
-        .sum();
-    // Shading most of the run says nothing about where the spikes are.
-    let shade = shaded_s <= 0.5 * (t_hi - t_lo);
-    if shade {
-        for sp in &major {
-            plot.spans.push(Span {
-                x_start: s(sp.start_ns),
-                x_end: s(sp.end_ns),
-                color: [214, 39, 40],
-            });
-        }
-    }
+    assert!(lines.len() + missing.len() <= d.lines.len());
+    (lines, missing)
+}
+
+/// The latency-over-time caption: the band, the points, the lines and the gaps.
+fn time_caption(d: &Decimated, missing: &[String]) -> String {
     let mut caption = format!(
         "{} I/Os in {} columns: the band spans each column's fastest to slowest I/O; every I/O of at least {} is drawn as a point{}.",
         format_plain(d.ios as f64),
@@ -832,32 +877,34 @@ pub fn time_figure(view: &LatView) -> Option<Figure> {
             if gaps == 1 { "is" } else { "are" }
         ));
     }
-    if !major.is_empty() {
-        if shade {
-            caption.push_str(&format!(
-                " Shaded: {} of {}, those reaching {} or more.",
-                major.len(),
-                count(
-                    view.spikes.spikes.len(),
-                    "detected spike",
-                    "detected spikes"
-                ),
-                format_ns(major_floor_ns(&view.spikes) as f64)
-            ));
-        } else {
-            caption.push_str(&format!(
-                " Not shaded: slow I/Os of {} or more overlap through most of the run ({} covering {} of it), so there is no isolated spike to mark.",
-                format_ns(major_floor_ns(&view.spikes) as f64),
-                count(major.len(), "stretch", "stretches"),
-                format_ns(shaded_s * 1e9),
-            ));
-        }
+    caption
+}
+
+/// The caption's sentence on the shaded (major) spikes, or why none are shaded.
+fn shading_caption(view: &LatView, majors: usize, shade: bool, shaded_s: f64) -> String {
+    assert!(
+        majors > 0,
+        "only a figure with major spikes says how they are shaded"
+    );
+    if shade {
+        format!(
+            " Shaded: {} of {}, those reaching {} or more.",
+            majors,
+            count(
+                view.spikes.spikes.len(),
+                "detected spike",
+                "detected spikes"
+            ),
+            format_ns(major_floor_ns(&view.spikes) as f64)
+        )
+    } else {
+        format!(
+            " Not shaded: slow I/Os of {} or more overlap through most of the run ({} covering {} of it), so there is no isolated spike to mark.",
+            format_ns(major_floor_ns(&view.spikes) as f64),
+            count(majors, "stretch", "stretches"),
+            format_ns(shaded_s * 1e9),
+        )
     }
-    Some(Figure {
-        id: "latency-over-time".into(),
-        caption,
-        plot,
-    })
 }
 
 /// Spikes shaded in pictures: the ones at least a tenth as tall as the tallest (at most
@@ -1107,9 +1154,44 @@ pub fn summary(
     lat: Option<&LatView>,
     interval_spikes: Option<&SpikeAnalysis>,
 ) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = vec![summary_headline(report)];
+    let percentiles = plotted_percentiles(report);
+    for op in Op::ALL {
+        if report.aggregate.dir(op).ios == 0 {
+            continue;
+        }
+        out.push(summary_aggregate(report, op, &percentiles));
+        // Worst device by its highest percentile, then max.
+        let active: Vec<&DeviceReport> = report
+            .devices
+            .iter()
+            .filter(|d| d.dir(op).ios > 0)
+            .collect();
+        if active.len() >= 2 {
+            out.extend(worst_device(&active, op, &percentiles));
+            out.push(divergence_line(report, op));
+        }
+    }
+    if let Some(l) = lat {
+        out.extend(steadily_slow_devices(l));
+    }
+    let names: Vec<&str> = report.devices.iter().map(|d| d.name.as_str()).collect();
+    let measured_ns = report.config.measured_ns;
+    match (lat, interval_spikes) {
+        (Some(l), _) => out.extend(spike_text(&l.spikes, "per-I/O log", &names, measured_ns)),
+        (None, Some(a)) => out.extend(spike_text(a, "interval histograms", &names, measured_ns)),
+        (None, None) => out.push(
+            "No per-I/O or interval log: run `nines profile` with --lat-log or --hdr-log to look for spikes over time."
+                .into(),
+        ),
+    }
+    out
+}
+
+/// The summary's first sentence: what ran, on what, for how long.
+fn summary_headline(report: &Report) -> String {
     let w = &report.config.workload;
-    out.push(format!(
+    format!(
         "{} run of {}: {} {} QD{} on {}, {}.",
         match report.kind {
             nines_core::report::RunKind::Profile => "Measured",
@@ -1121,204 +1203,211 @@ pub fn summary(
         w.iodepth,
         report.config.engine,
         crate::table::measured_phrase(report)
-    ));
-    let percentiles = plotted_percentiles(report);
-    for op in Op::ALL {
-        let a = report.aggregate.dir(op);
-        if a.ios == 0 {
-            continue;
-        }
-        // The highest percentile the merged sample resolves (above it, only the max).
-        let top = percentiles
-            .iter()
-            .rev()
-            .find(|&&p| resolves(a.ios, p))
-            .map(|p| {
-                format!(
-                    ", p{} {}",
-                    format_percentile(*p),
-                    format_ns(a.lat_ns.percentiles.get(&percentile_key(*p)).unwrap_or(0) as f64)
-                )
-            });
-        out.push(format!(
-            "{}: {} IOPS, {} in total; mean {}, p50 {}{}, max {}.",
-            op.name(),
-            format_plain(a.iops),
-            format_bytes_per_s(a.bw_bytes),
-            format_ns(a.lat_ns.mean_ns),
-            format_ns(a.lat_ns.percentiles.at(50.0).unwrap_or(0) as f64),
-            top.unwrap_or_default(),
-            format_ns(a.lat_ns.max_ns as f64)
-        ));
-        // Worst device by its highest percentile, then max.
-        let active: Vec<&DeviceReport> = report
-            .devices
-            .iter()
-            .filter(|d| d.dir(op).ios > 0)
-            .collect();
-        if active.len() >= 2 {
-            // Rank by the highest percentile every device resolves: an unresolved one is only
-            // each device's max, and ranking by it would rank by one I/O.
-            let fewest = active.iter().map(|d| d.dir(op).ios).min().unwrap_or(0);
-            let rank_p = percentiles
-                .iter()
-                .rev()
-                .copied()
-                .find(|&p| resolves(fewest, p));
-            let key = |d: &DeviceReport| {
-                let s = &d.dir(op).lat_ns;
-                rank_p.and_then(|p| s.percentiles.at(p)).unwrap_or(s.max_ns)
-            };
-            let at = rank_p.map_or("max".to_string(), |p| format!("p{}", format_percentile(p)));
-            if let Some(worst) = active.iter().max_by_key(|d| key(d)) {
-                let top = key(worst);
-                let max = worst.dir(op).lat_ns.max_ns;
-                let mut others: Vec<u64> = active
-                    .iter()
-                    .filter(|d| !std::ptr::eq(**d, *worst))
-                    .map(|d| key(d))
-                    .collect();
-                others.sort_unstable();
-                // Against the median of the other devices (with two, the other one).
-                let median = others[others.len() / 2].max(1);
-                let ratio = top as f64 / median as f64;
-                let than = if others.len() == 1 {
-                    "the other device"
-                } else {
-                    "the median of the others"
-                };
-                if ratio < 1.1 {
-                    out.push(format!(
-                        "No {op} device stands out at {at}: the slowest, {} ({}), is within 10% of {than}.",
-                        worst.name,
-                        format_ns(top as f64),
-                        op = op.name(),
-                    ));
-                } else {
-                    out.push(format!(
-                        "Worst {op} device at {at}: {} ({}, {}x {than}; max {}).",
-                        worst.name,
-                        format_ns(top as f64),
-                        format_ratio(ratio),
-                        format_ns(max as f64),
-                        op = op.name(),
-                    ));
-                }
-            }
-            match divergence(report, op, 2.0) {
-                Some((at, r)) => out.push(format!(
-                    "{} latency diverges across devices from {at} on: the slowest device is {r:.1}x the fastest there.",
-                    op.name()
-                )),
-                None => out.push(format!(
-                    "{} latency of all devices stays within 2x of each other up to max.",
-                    op.name()
-                )),
-            }
-        }
-    }
-    let names: Vec<&str> = report.devices.iter().map(|d| d.name.as_str()).collect();
-    let spike_text = |a: &SpikeAnalysis, source: &str| -> Vec<String> {
-        let mut v = Vec::new();
-        for p in &a.periodic {
-            let devs: Vec<&str> = p
-                .devices
-                .iter()
-                .map(|&d| names.get(usize::from(d)).copied().unwrap_or("?"))
-                .collect();
-            // A stall that every waiting I/O sat through lasts as long as its slowest I/O took:
-            // one figure then, not a duration and a height that read as two findings.
-            let shape = if p.duration_ns.abs_diff(p.height_ns) * 20 <= p.height_ns.max(1) {
-                format!(
-                    "a stall of about {} each time",
-                    format_ns(p.height_ns as f64)
-                )
-            } else {
-                format!(
-                    "slow for about {} each time, I/Os taking up to {}",
-                    format_ns(p.duration_ns as f64),
-                    format_ns(p.height_ns as f64)
-                )
-            };
-            v.push(format!(
-                "Periodic latency spikes ({source}): every {}, {shape} (the tallest {}), on {}{}; {} of {} expected occurrences seen.",
-                format_ns(p.period_ns as f64),
-                format_ns(p.height_ns_max as f64),
-                devs.join(", "),
-                if p.devices.len() > 1 {
-                    if p.together { ", together" } else { ", at different times" }
-                } else {
-                    ""
-                },
-                p.occurrences,
-                p.expected
-            ));
-        }
-        if a.periodic.is_empty() {
-            let per_device = a.device_threshold_ns.iter().any(|&t| t != a.threshold_ns);
-            let basis = if per_device {
-                format!(
-                    "8x its device's median, {} on the fastest",
-                    format_ns(a.threshold_ns as f64)
-                )
-            } else {
-                format!("{}, 8x the median", format_ns(a.threshold_ns as f64))
-            };
-            if a.spikes.is_empty() {
-                v.push(format!(
-                    "No latency spikes ({source}): no I/O took {basis} or longer."
-                ));
-            } else {
-                let worst = a.spikes.iter().map(|s| s.height_ns).max().unwrap_or(0);
-                let floor = major_floor_ns(a);
-                let major = a.spikes.iter().filter(|s| s.height_ns >= floor).count();
-                let longest = a.spikes.iter().map(|s| s.duration_ns()).max().unwrap_or(0);
-                if longest.saturating_mul(2) > report.config.measured_ns.max(1) {
-                    // Slow I/Os on many devices overlap into one stretch: not "1 spike".
-                    let slow: u64 = a.spikes.iter().map(|s| s.slow_ios).sum();
-                    let mut devs: Vec<u16> = a
-                        .spikes
-                        .iter()
-                        .flat_map(|s| s.devices.iter().copied())
-                        .collect();
-                    devs.sort_unstable();
-                    devs.dedup();
-                    v.push(format!(
-                        "No isolated latency spikes ({source}): {} of at least {basis} on {} overlap through most of the run, the worst {}.",
-                        count(slow as usize, "slow I/O", "slow I/Os"),
-                        count(devs.len(), "device", "devices"),
-                        format_ns(worst as f64)
-                    ));
-                } else {
-                    v.push(format!(
-                        "{} of at least {basis} ({source}), {major} of them reaching {} or more, the worst {}; not periodic.",
-                        count(a.spikes.len(), "latency spike", "latency spikes"),
-                        format_ns(floor as f64),
-                        format_ns(worst as f64)
-                    ));
-                }
-            }
-        }
-        if a.slow_dropped > 0 {
-            v.push(format!(
-                "Spike analysis kept the first slow I/Os only; {} more were not analysed.",
-                a.slow_dropped
-            ));
-        }
-        v
+    )
+}
+
+/// One direction of the merged sample: IOPS, bandwidth and its latency up to the highest
+/// percentile it resolves.
+fn summary_aggregate(report: &Report, op: Op, percentiles: &[f64]) -> String {
+    let a = report.aggregate.dir(op);
+    assert!(a.ios > 0, "only directions that did I/O are summarised");
+    // The highest percentile the merged sample resolves (above it, only the max).
+    let top = percentiles
+        .iter()
+        .rev()
+        .find(|&&p| resolves(a.ios, p))
+        .map(|p| {
+            format!(
+                ", p{} {}",
+                format_percentile(*p),
+                format_ns(a.lat_ns.percentiles.get(&percentile_key(*p)).unwrap_or(0) as f64)
+            )
+        });
+    format!(
+        "{}: {} IOPS, {} in total; mean {}, p50 {}{}, max {}.",
+        op.name(),
+        format_plain(a.iops),
+        format_bytes_per_s(a.bw_bytes),
+        format_ns(a.lat_ns.mean_ns),
+        format_ns(a.lat_ns.percentiles.at(50.0).unwrap_or(0) as f64),
+        top.unwrap_or_default(),
+        format_ns(a.lat_ns.max_ns as f64)
+    )
+}
+
+/// The slowest of two or more devices that did `op`, against the median of the others (with
+/// two, the other one), or that none stands out.
+fn worst_device(active: &[&DeviceReport], op: Op, percentiles: &[f64]) -> Option<String> {
+    assert!(
+        active.len() >= 2,
+        "a worst device needs another to compare with"
+    );
+    // Rank by the highest percentile every device resolves: an unresolved one is only
+    // each device's max, and ranking by it would rank by one I/O.
+    let fewest = active.iter().map(|d| d.dir(op).ios).min().unwrap_or(0);
+    let rank_p = percentiles
+        .iter()
+        .rev()
+        .copied()
+        .find(|&p| resolves(fewest, p));
+    let key = |d: &DeviceReport| {
+        let s = &d.dir(op).lat_ns;
+        rank_p.and_then(|p| s.percentiles.at(p)).unwrap_or(s.max_ns)
     };
-    if let Some(l) = lat {
-        out.extend(steadily_slow_devices(l));
-    }
-    match (lat, interval_spikes) {
-        (Some(l), _) => out.extend(spike_text(&l.spikes, "per-I/O log")),
-        (None, Some(a)) => out.extend(spike_text(a, "interval histograms")),
-        (None, None) => out.push(
-            "No per-I/O or interval log: run `nines profile` with --lat-log or --hdr-log to look for spikes over time."
-                .into(),
+    let at = rank_p.map_or("max".to_string(), |p| format!("p{}", format_percentile(p)));
+    let worst = active.iter().max_by_key(|d| key(d))?;
+    let top = key(worst);
+    let max = worst.dir(op).lat_ns.max_ns;
+    let mut others: Vec<u64> = active
+        .iter()
+        .filter(|d| !std::ptr::eq(**d, *worst))
+        .map(|d| key(d))
+        .collect();
+    others.sort_unstable();
+    // Against the median of the other devices (with two, the other one).
+    let median = others[others.len() / 2].max(1);
+    let ratio = top as f64 / median as f64;
+    let than = if others.len() == 1 {
+        "the other device"
+    } else {
+        "the median of the others"
+    };
+    Some(if ratio < 1.1 {
+        format!(
+            "No {op} device stands out at {at}: the slowest, {} ({}), is within 10% of {than}.",
+            worst.name,
+            format_ns(top as f64),
+            op = op.name(),
+        )
+    } else {
+        format!(
+            "Worst {op} device at {at}: {} ({}, {}x {than}; max {}).",
+            worst.name,
+            format_ns(top as f64),
+            format_ratio(ratio),
+            format_ns(max as f64),
+            op = op.name(),
+        )
+    })
+}
+
+/// Where the devices' latency of `op` parts by 2x, or that it never does.
+fn divergence_line(report: &Report, op: Op) -> String {
+    match divergence(report, op, 2.0) {
+        Some((at, r)) => format!(
+            "{} latency diverges across devices from {at} on: the slowest device is {r:.1}x the fastest there.",
+            op.name()
+        ),
+        None => format!(
+            "{} latency of all devices stays within 2x of each other up to max.",
+            op.name()
         ),
     }
-    out
+}
+
+/// What the spike analysis found (`source`: the log it came from): periodic spikes, else
+/// isolated ones or none, and slow I/Os left out.
+fn spike_text(a: &SpikeAnalysis, source: &str, names: &[&str], measured_ns: u64) -> Vec<String> {
+    let mut v: Vec<String> = a
+        .periodic
+        .iter()
+        .map(|p| periodic_line(p, source, names))
+        .collect();
+    if a.periodic.is_empty() {
+        v.push(aperiodic_line(a, source, measured_ns));
+    }
+    if a.slow_dropped > 0 {
+        v.push(format!(
+            "Spike analysis kept the first slow I/Os only; {} more were not analysed.",
+            a.slow_dropped
+        ));
+    }
+    v
+}
+
+/// One periodic spike train: its period, shape and devices.
+fn periodic_line(p: &crate::spikes::Periodic, source: &str, names: &[&str]) -> String {
+    let devs: Vec<&str> = p
+        .devices
+        .iter()
+        .map(|&d| names.get(usize::from(d)).copied().unwrap_or("?"))
+        .collect();
+    // A stall that every waiting I/O sat through lasts as long as its slowest I/O took:
+    // one figure then, not a duration and a height that read as two findings.
+    let shape = if p.duration_ns.abs_diff(p.height_ns) * 20 <= p.height_ns.max(1) {
+        format!(
+            "a stall of about {} each time",
+            format_ns(p.height_ns as f64)
+        )
+    } else {
+        format!(
+            "slow for about {} each time, I/Os taking up to {}",
+            format_ns(p.duration_ns as f64),
+            format_ns(p.height_ns as f64)
+        )
+    };
+    format!(
+        "Periodic latency spikes ({source}): every {}, {shape} (the tallest {}), on {}{}; {} of {} expected occurrences seen.",
+        format_ns(p.period_ns as f64),
+        format_ns(p.height_ns_max as f64),
+        devs.join(", "),
+        if p.devices.len() > 1 {
+            if p.together {
+                ", together"
+            } else {
+                ", at different times"
+            }
+        } else {
+            ""
+        },
+        p.occurrences,
+        p.expected
+    )
+}
+
+/// Spikes that are not periodic: none, slow I/Os overlapping through most of the run, or a
+/// count of isolated spikes and how tall.
+fn aperiodic_line(a: &SpikeAnalysis, source: &str, measured_ns: u64) -> String {
+    let per_device = a.device_threshold_ns.iter().any(|&t| t != a.threshold_ns);
+    let basis = if per_device {
+        format!(
+            "8x its device's median, {} on the fastest",
+            format_ns(a.threshold_ns as f64)
+        )
+    } else {
+        format!("{}, 8x the median", format_ns(a.threshold_ns as f64))
+    };
+    if a.spikes.is_empty() {
+        return format!("No latency spikes ({source}): no I/O took {basis} or longer.");
+    }
+    let worst = a.spikes.iter().map(|s| s.height_ns).max().unwrap_or(0);
+    let floor = major_floor_ns(a);
+    let major = a.spikes.iter().filter(|s| s.height_ns >= floor).count();
+    let longest = a.spikes.iter().map(|s| s.duration_ns()).max().unwrap_or(0);
+    if longest.saturating_mul(2) > measured_ns.max(1) {
+        // Slow I/Os on many devices overlap into one stretch: not "1 spike".
+        let slow: u64 = a.spikes.iter().map(|s| s.slow_ios).sum();
+        let mut devs: Vec<u16> = a
+            .spikes
+            .iter()
+            .flat_map(|s| s.devices.iter().copied())
+            .collect();
+        devs.sort_unstable();
+        devs.dedup();
+        format!(
+            "No isolated latency spikes ({source}): {} of at least {basis} on {} overlap through most of the run, the worst {}.",
+            count(slow as usize, "slow I/O", "slow I/Os"),
+            count(devs.len(), "device", "devices"),
+            format_ns(worst as f64)
+        )
+    } else {
+        format!(
+            "{} of at least {basis} ({source}), {major} of them reaching {} or more, the worst {}; not periodic.",
+            count(a.spikes.len(), "latency spike", "latency spikes"),
+            format_ns(floor as f64),
+            format_ns(worst as f64)
+        )
+    }
 }
 
 /// "1 thing", "2 things".
@@ -1814,9 +1903,37 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
     };
     let mut page = Page::new(&inp.title);
     page.meta(&run_meta(r));
+    html_summary(&mut page, inp, interval_spikes.as_ref());
+    html_figures(&mut page, inp, figs)?;
+    let percentiles = plotted_percentiles(r);
+    html_devices(&mut page, r, &percentiles);
+    // Array volumes: each member's command latencies and the policy's counters.
+    for d in &r.devices {
+        html_volume(&mut page, d, &percentiles);
+    }
+    html_sources(&mut page, r, &percentiles);
+    let spikes = inp
+        .lat
+        .as_ref()
+        .map(|l| &l.spikes)
+        .or(interval_spikes.as_ref());
+    if let Some(spikes) = spikes {
+        html_spikes(&mut page, r, spikes);
+    }
+    page.h2("Configuration");
+    page.table(&["setting".into(), "value".into()], &config_rows(r));
+    html_workers(&mut page, r);
+    html_host(&mut page, r);
+    Ok(page.finish(&inp.title))
+}
+
+/// The page's summary list, then the rebuild's progress and every warning.
+fn html_summary(page: &mut Page, inp: &RunInputs, interval_spikes: Option<&SpikeAnalysis>) {
+    let r = inp.report;
     page.h2("Summary");
-    page.list(&summary(r, inp.lat.as_ref(), interval_spikes.as_ref()));
+    page.list(&summary(r, inp.lat.as_ref(), interval_spikes));
     for line in crate::table::rebuild_progress(r) {
+        assert!(!line.is_empty(), "a rebuild progress line is never empty");
         page.p(&format!("{}{}.", line[..1].to_uppercase(), &line[1..]));
     }
     for w in &r.warnings {
@@ -1828,18 +1945,27 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
     for w in emulation_overhead(r) {
         page.warning(&format!("Warning: {w}"));
     }
+}
+
+/// The figures, and why each missing one is missing; no section when there is neither.
+fn html_figures(page: &mut Page, inp: &RunInputs, figs: &[Figure]) -> Result<(), PlotError> {
     let omitted = omitted_figures(inp);
-    if !figs.is_empty() || !omitted.is_empty() {
-        page.h2("Figures");
-        for f in figs {
-            page.figure(f)?;
-        }
-        for why in &omitted {
-            page.p(why);
-        }
+    if figs.is_empty() && omitted.is_empty() {
+        return Ok(());
     }
+    page.h2("Figures");
+    for f in figs {
+        page.figure(f)?;
+    }
+    for why in &omitted {
+        page.p(why);
+    }
+    Ok(())
+}
+
+/// One row per device and direction that did I/O.
+fn html_devices(page: &mut Page, r: &Report, percentiles: &[f64]) {
     page.h2("Devices");
-    let percentiles = plotted_percentiles(r);
     // The path only when it says more than the name.
     let paths = r
         .devices
@@ -1852,7 +1978,7 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
     .filter(|h| paths || **h != "path")
     .map(|s| s.to_string())
     .collect();
-    header.extend(latency_header(&percentiles));
+    header.extend(latency_header(percentiles));
     let mut unresolved = false;
     let mut rows = Vec::new();
     for d in &r.devices {
@@ -1873,7 +1999,12 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
                 format!("{:.1}", s.bw_bytes / 1e6),
                 format_ns(s.lat_ns.mean_ns),
             ]);
-            row.extend(latency_cells(s, &percentiles));
+            row.extend(latency_cells(s, percentiles));
+            assert_eq!(
+                row.len(),
+                header.len(),
+                "a device row has one cell per column"
+            );
             unresolved |= row.iter().any(|c| c == crate::html::UNRESOLVED);
             rows.push(row);
         }
@@ -1885,180 +2016,201 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
             crate::html::UNRESOLVED
         ));
     }
-    // Array volumes: each member's command latencies and the policy's counters.
-    for d in &r.devices {
-        let Some(v) = &d.volume else { continue };
-        page.h2(&format!(
-            "Volume {}: {} of {} members",
-            d.name,
-            v.layout,
-            v.members.len()
+}
+
+/// An array volume's section: each member's command latencies and the policy's counters.
+fn html_volume(page: &mut Page, d: &DeviceReport, percentiles: &[f64]) {
+    let Some(v) = &d.volume else { return };
+    page.h2(&format!(
+        "Volume {}: {} of {} members",
+        d.name,
+        v.layout,
+        v.members.len()
+    ));
+    let mut header: Vec<String> = ["member", "path", "op", "commands", "errors", "mean"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    header.extend(latency_header(percentiles));
+    let mut rows = Vec::new();
+    for m in &v.members {
+        for (op, st) in [(Op::Read, &m.read), (Op::Write, &m.write)] {
+            let Some(st) = st.as_ref().filter(|s| s.ios > 0) else {
+                continue;
+            };
+            // This direction's own commands (the member's total was on both rows).
+            let mut row = vec![
+                m.name.clone(),
+                m.path.clone().unwrap_or_default(),
+                op.name().into(),
+                st.ios.to_string(),
+                m.errors.to_string(),
+                format_ns(st.lat_ns.mean_ns),
+            ];
+            row.extend(latency_cells(st, percentiles));
+            rows.push(row);
+        }
+        // The rebuild's writes to this member, when it is the replacement.
+        if let Some((ios, _)) = crate::table::rebuild_writes(d, m.index) {
+            let mut row = vec![
+                m.name.clone(),
+                m.path.clone().unwrap_or_default(),
+                "rebuild writes".into(),
+                ios.to_string(),
+                String::new(),
+                String::new(),
+            ];
+            row.extend(std::iter::repeat_n(String::new(), percentiles.len() + 1));
+            rows.push(row);
+        }
+    }
+    assert!(
+        rows.iter().all(|row| row.len() == header.len()),
+        "a member row has one cell per column"
+    );
+    if !v.members.iter().any(|m| m.path.is_some()) {
+        // No member has a path (simulated): drop the empty column.
+        header.remove(1);
+        for row in &mut rows {
+            row.remove(1);
+        }
+    }
+    page.table(&header, &rows);
+    let counters = policy_counter_rows(&v.stats);
+    if !counters.is_empty() {
+        page.table(&["policy counter".into(), "value".into()], &counters);
+    }
+}
+
+/// A merged run (`nines merge`): each source run's own distribution beside the fleet's.
+fn html_sources(page: &mut Page, r: &Report, percentiles: &[f64]) {
+    if r.sources.is_empty() {
+        return;
+    }
+    page.h2("Runs merged (per host)");
+    let mut header: Vec<String> = ["run", "host", "kind", "devices", "op", "I/Os", "IOPS"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    header.extend(latency_header(percentiles));
+    let mut rows = Vec::new();
+    for src in &r.sources {
+        for (op, st) in [(Op::Read, &src.read), (Op::Write, &src.write)] {
+            if st.ios == 0 {
+                continue;
+            }
+            let mut row = vec![
+                src.label.clone(),
+                src.host.clone().unwrap_or_default(),
+                format!("{:?}", src.kind).to_lowercase(),
+                src.devices.len().to_string(),
+                op.name().into(),
+                st.ios.to_string(),
+                format_plain(st.iops),
+            ];
+            row.extend(latency_cells(st, percentiles));
+            assert_eq!(
+                row.len(),
+                header.len(),
+                "a source row has one cell per column"
+            );
+            rows.push(row);
+        }
+    }
+    page.table(&header, &rows);
+}
+
+/// The tallest 50 latency spikes, in time order; no section when there are none.
+fn html_spikes(page: &mut Page, r: &Report, spikes: &SpikeAnalysis) {
+    if spikes.spikes.is_empty() {
+        return;
+    }
+    page.h2("Latency spikes");
+    let mut rows = Vec::new();
+    // The tallest 50, in time order.
+    let mut shown: Vec<&crate::spikes::Spike> = spikes.spikes.iter().collect();
+    shown.sort_by_key(|s| std::cmp::Reverse(s.height_ns));
+    shown.truncate(50);
+    shown.sort_by_key(|s| s.start_ns);
+    assert!(!shown.is_empty() && shown.len() <= spikes.spikes.len());
+    if spikes.spikes.len() > shown.len() {
+        let lo = shown.iter().map(|s| s.height_ns).min().unwrap_or(0);
+        let hi = shown.iter().map(|s| s.height_ns).max().unwrap_or(0);
+        page.p(&format!(
+            "The {} tallest of {} spikes ({} to {} high; the other {} are lower), in time order.",
+            shown.len(),
+            spikes.spikes.len(),
+            format_ns(lo as f64),
+            format_ns(hi as f64),
+            spikes.spikes.len() - shown.len()
         ));
-        let mut header: Vec<String> = ["member", "path", "op", "commands", "errors", "mean"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        header.extend(latency_header(&percentiles));
-        let mut rows = Vec::new();
-        for m in &v.members {
-            for (op, st) in [(Op::Read, &m.read), (Op::Write, &m.write)] {
-                let Some(st) = st.as_ref().filter(|s| s.ios > 0) else {
-                    continue;
-                };
-                // This direction's own commands (the member's total was on both rows).
-                let mut row = vec![
-                    m.name.clone(),
-                    m.path.clone().unwrap_or_default(),
-                    op.name().into(),
-                    st.ios.to_string(),
-                    m.errors.to_string(),
-                    format_ns(st.lat_ns.mean_ns),
-                ];
-                row.extend(latency_cells(st, &percentiles));
-                rows.push(row);
-            }
-            // The rebuild's writes to this member, when it is the replacement.
-            if let Some((ios, _)) = crate::table::rebuild_writes(d, m.index) {
-                let mut row = vec![
-                    m.name.clone(),
-                    m.path.clone().unwrap_or_default(),
-                    "rebuild writes".into(),
-                    ios.to_string(),
-                    String::new(),
-                    String::new(),
-                ];
-                row.extend(std::iter::repeat_n(String::new(), percentiles.len() + 1));
-                rows.push(row);
-            }
-        }
-        if !v.members.iter().any(|m| m.path.is_some()) {
-            // No member has a path (simulated): drop the empty column.
-            header.remove(1);
-            for row in &mut rows {
-                row.remove(1);
-            }
-        }
-        page.table(&header, &rows);
-        let counters = policy_counter_rows(&v.stats);
-        if !counters.is_empty() {
-            page.table(&["policy counter".into(), "value".into()], &counters);
-        }
     }
-    // A merged run (`nines merge`): each source run's own distribution beside the fleet's.
-    if !r.sources.is_empty() {
-        page.h2("Runs merged (per host)");
-        let mut header: Vec<String> = ["run", "host", "kind", "devices", "op", "I/Os", "IOPS"]
+    for s in shown {
+        let devs: Vec<String> = s
+            .devices
             .iter()
-            .map(|s| s.to_string())
-            .collect();
-        header.extend(latency_header(&percentiles));
-        let mut rows = Vec::new();
-        for src in &r.sources {
-            for (op, st) in [(Op::Read, &src.read), (Op::Write, &src.write)] {
-                if st.ios == 0 {
-                    continue;
-                }
-                let mut row = vec![
-                    src.label.clone(),
-                    src.host.clone().unwrap_or_default(),
-                    format!("{:?}", src.kind).to_lowercase(),
-                    src.devices.len().to_string(),
-                    op.name().into(),
-                    st.ios.to_string(),
-                    format_plain(st.iops),
-                ];
-                row.extend(latency_cells(st, &percentiles));
-                rows.push(row);
-            }
-        }
-        page.table(&header, &rows);
-    }
-    if let Some(spikes) = inp
-        .lat
-        .as_ref()
-        .map(|l| &l.spikes)
-        .or(interval_spikes.as_ref())
-        && !spikes.spikes.is_empty()
-    {
-        page.h2("Latency spikes");
-        let mut rows = Vec::new();
-        // The tallest 50, in time order.
-        let mut shown: Vec<&crate::spikes::Spike> = spikes.spikes.iter().collect();
-        shown.sort_by_key(|s| std::cmp::Reverse(s.height_ns));
-        shown.truncate(50);
-        shown.sort_by_key(|s| s.start_ns);
-        if spikes.spikes.len() > shown.len() {
-            let lo = shown.iter().map(|s| s.height_ns).min().unwrap_or(0);
-            let hi = shown.iter().map(|s| s.height_ns).max().unwrap_or(0);
-            page.p(&format!(
-                "The {} tallest of {} spikes ({} to {} high; the other {} are lower), in time order.",
-                shown.len(),
-                spikes.spikes.len(),
-                format_ns(lo as f64),
-                format_ns(hi as f64),
-                spikes.spikes.len() - shown.len()
-            ));
-        }
-        for s in shown {
-            let devs: Vec<String> = s
-                .devices
-                .iter()
-                .map(|&d| {
-                    r.devices
-                        .get(usize::from(d))
-                        .map_or(format!("#{d}"), |x| x.name.clone())
-                })
-                .collect();
-            rows.push(vec![
-                format!("{:.3} s", s.start_ns as f64 / 1e9),
-                format_ns(s.duration_ns() as f64),
-                format_ns(s.height_ns as f64),
-                s.slow_ios.to_string(),
-                devs.join(", "),
-            ]);
-        }
-        page.table(
-            &["start", "duration", "height", "slow I/Os", "devices"].map(String::from),
-            &rows,
-        );
-    }
-    page.h2("Configuration");
-    page.table(&["setting".into(), "value".into()], &config_rows(r));
-    if !r.workers.is_empty() {
-        page.h2("Workers");
-        let rows: Vec<Vec<String>> = r
-            .workers
-            .iter()
-            .map(|w| {
-                vec![
-                    w.index.to_string(),
-                    w.cpu.map(|c| c.to_string()).unwrap_or_default(),
-                    w.devices
-                        .iter()
-                        .map(|d| d.to_string())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    format!("{:.3}", w.usr_cpu_s),
-                    format!("{:.3}", w.sys_cpu_s),
-                    w.ctx_voluntary.to_string(),
-                    w.ctx_involuntary.to_string(),
-                ]
+            .map(|&d| {
+                r.devices
+                    .get(usize::from(d))
+                    .map_or(format!("#{d}"), |x| x.name.clone())
             })
             .collect();
-        page.table(
-            &[
-                "worker",
-                "cpu",
-                "devices",
-                "usr s",
-                "sys s",
-                "ctx vol",
-                "ctx invol",
-            ]
-            .map(String::from),
-            &rows,
-        );
+        rows.push(vec![
+            format!("{:.3} s", s.start_ns as f64 / 1e9),
+            format_ns(s.duration_ns() as f64),
+            format_ns(s.height_ns as f64),
+            s.slow_ios.to_string(),
+            devs.join(", "),
+        ]);
     }
+    page.table(
+        &["start", "duration", "height", "slow I/Os", "devices"].map(String::from),
+        &rows,
+    );
+}
+
+/// Each worker's CPU, devices and CPU time; no section for a run without workers (simulated).
+fn html_workers(page: &mut Page, r: &Report) {
+    if r.workers.is_empty() {
+        return;
+    }
+    page.h2("Workers");
+    let rows: Vec<Vec<String>> = r
+        .workers
+        .iter()
+        .map(|w| {
+            vec![
+                w.index.to_string(),
+                w.cpu.map(|c| c.to_string()).unwrap_or_default(),
+                w.devices
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                format!("{:.3}", w.usr_cpu_s),
+                format!("{:.3}", w.sys_cpu_s),
+                w.ctx_voluntary.to_string(),
+                w.ctx_involuntary.to_string(),
+            ]
+        })
+        .collect();
+    page.table(
+        &[
+            "worker",
+            "cpu",
+            "devices",
+            "usr s",
+            "sys s",
+            "ctx vol",
+            "ctx invol",
+        ]
+        .map(String::from),
+        &rows,
+    );
+}
+
+/// What `nines doctor` found on the host, or that it was not recorded.
+fn html_host(page: &mut Page, r: &Report) {
     page.h2("Host conditions");
     match &r.host {
         Some(h) => {
@@ -2073,7 +2225,6 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
             page.p("Not recorded for this run.");
         }
     }
-    Ok(page.finish(&inp.title))
 }
 
 /// A block size as people write it: 4096 -> "4 KiB", 1536 -> "1536 B".

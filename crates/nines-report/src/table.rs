@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use nines_core::op::Op;
-use nines_core::report::{DirectionStats, Report, RunKind};
+use nines_core::report::{DeviceReport, DirectionStats, Report, RunKind};
 use nines_core::units::format_cpu_list;
 
 /// Formats nanoseconds with a unit chosen for 3-4 significant digits: `812ns`, `25.1µs`, `1.20ms`,
@@ -340,6 +340,40 @@ pub fn rebuild_writes(d: &nines_core::report::DeviceReport, member: u32) -> Opti
 /// The whole table, ending with a newline.
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
+    let _ = writeln!(out, "{}", headline(report));
+    let keys: Vec<String> = report
+        .config
+        .percentiles
+        .iter()
+        .map(|&p| nines_core::units::percentile_key(p))
+        .collect();
+    out.push('\n');
+    device_table(report, &keys).render(&mut out);
+    if report.jobs.len() > 1 {
+        out.push('\n');
+        job_table(report, &keys).render(&mut out);
+    }
+    if !report.workers.is_empty() {
+        out.push('\n');
+        worker_table(report).render(&mut out);
+    }
+    for line in rebuild_progress(report) {
+        let _ = writeln!(out, "{line}");
+    }
+    for w in &report.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    for w in constant_distributions(report)
+        .into_iter()
+        .chain(crate::run::emulation_overhead(report))
+    {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}
+
+/// The table's first line: the kind of run, its workload, engine, targets and measured time.
+fn headline(report: &Report) -> String {
     let c = &report.config;
     let w = &c.workload;
     let kind = match report.kind {
@@ -379,26 +413,30 @@ pub fn render(report: &Report) -> String {
     } else {
         measured_phrase(report)
     };
-    let _ = writeln!(
-        out,
+    format!(
         "nines {kind}: {what}, engine {}, {targets}, {measured}",
         c.engine,
-    );
-    let keys: Vec<String> = c
-        .percentiles
+    )
+}
+
+/// The latency columns' header after the first `lead` columns: min, mean, stdev, each
+/// percentile, max.
+fn stats_header(lead: &[&str], keys: &[String]) -> Vec<String> {
+    let mut header: Vec<String> = lead
         .iter()
-        .map(|&p| nines_core::units::percentile_key(p))
+        .chain(&["ios", "IOPS", "MB/s", "min", "mean", "stdev"])
+        .map(|s| s.to_string())
         .collect();
-    let mut header: Vec<String> = [
-        "device", "cpu", "dir", "ios", "IOPS", "MB/s", "min", "mean", "stdev",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
     header.extend(keys.iter().map(|k| pct_header(k)));
     header.push("max".into());
+    header
+}
+
+/// One row per device and direction, its volume's members and rebuild writes under it, then
+/// (with several devices) the merged distribution and the spread across devices.
+fn device_table(report: &Report, keys: &[String]) -> Table {
     let mut t = Table {
-        rows: vec![header],
+        rows: vec![stats_header(&["device", "cpu", "dir"], keys)],
         left: 3,
     };
     for op in Op::ALL {
@@ -415,143 +453,144 @@ pub fn render(report: &Report) -> String {
                 d.cpu.map_or_else(|| "-".into(), |c| c.to_string()),
                 op.to_string(),
             ];
-            row.extend(stats_cells(s, &keys));
+            row.extend(stats_cells(s, keys));
             t.rows.push(row);
-            // A volume's members: latencies of the commands it sent them.
-            for m in d.volume.iter().flat_map(|v| &v.members) {
-                let Some(ms) = (match op {
-                    Op::Read => m.read.as_ref(),
-                    Op::Write => m.write.as_ref(),
-                }) else {
-                    continue;
-                };
-                if ms.ios == 0 {
-                    continue;
-                }
-                let mut row = vec![format!("  {}", m.name), String::new(), op.to_string()];
-                row.extend(stats_cells(ms, &keys));
-                t.rows.push(row);
-            }
+            member_rows(&mut t, d, op, keys);
             // A rebuild's writes to its replacement: a row of their own, under the device's
             // last direction (a read-only workload showed none of them).
             let last_op = Op::ALL
                 .into_iter()
                 .rev()
                 .find(|&o| report.has(o) && d.dir(o).ios > 0);
-            if last_op == Some(op)
-                && let Some(v) = &d.volume
-            {
-                for m in &v.members {
-                    let Some((ios, bytes)) = rebuild_writes(d, m.index) else {
-                        continue;
-                    };
-                    let secs = (c.measured_ns as f64 / 1e9).max(1e-9);
-                    let mut row = vec![
-                        format!("  {} rebuild", m.name),
-                        String::new(),
-                        "write".into(),
-                        ios.to_string(),
-                        format_rate(ios as f64 / secs),
-                        format!("{:.1}", bytes as f64 / 1e6 / secs),
-                    ];
-                    row.extend(std::iter::repeat_n("-".to_string(), keys.len() + 4));
-                    t.rows.push(row);
-                }
+            if last_op == Some(op) {
+                rebuild_rows(&mut t, d, report.config.measured_ns, keys);
             }
         }
         if report.devices.len() > 1 {
-            let mut row = vec!["all (merged)".to_string(), String::new(), op.to_string()];
-            row.extend(stats_cells(report.aggregate.dir(op), &keys));
-            t.rows.push(row);
-            let spread = report.aggregate.across_devices.dir(op);
-            for (label, pick) in [("mean over devices", 0), ("stdev over devices", 1)] {
-                let mut row = vec![label.to_string(), String::new(), op.to_string()];
-                row.extend(std::iter::repeat_n(String::new(), 6));
-                for k in &keys {
-                    let v = spread
-                        .iter()
-                        .find(|s| &s.percentile == k)
-                        .map(|s| if pick == 0 { s.mean_ns } else { s.stddev_ns });
-                    row.push(v.map_or_else(|| "-".into(), format_ns));
-                }
-                row.push(String::new());
-                t.rows.push(row);
-            }
+            merged_rows(&mut t, report, op, keys);
         }
     }
-    out.push('\n');
-    t.render(&mut out);
-    if report.jobs.len() > 1 {
-        out.push('\n');
-        let mut header: Vec<String> = ["job", "dir", "ios", "IOPS", "MB/s", "min", "mean", "stdev"]
+    assert!(
+        t.rows.iter().all(|r| r.len() == t.rows[0].len()),
+        "every device table row has one cell per column"
+    );
+    t
+}
+
+/// A volume's members: latencies of the commands it sent them in direction `op`.
+fn member_rows(t: &mut Table, d: &DeviceReport, op: Op, keys: &[String]) {
+    for m in d.volume.iter().flat_map(|v| &v.members) {
+        let Some(ms) = (match op {
+            Op::Read => m.read.as_ref(),
+            Op::Write => m.write.as_ref(),
+        }) else {
+            continue;
+        };
+        if ms.ios == 0 {
+            continue;
+        }
+        let mut row = vec![format!("  {}", m.name), String::new(), op.to_string()];
+        row.extend(stats_cells(ms, keys));
+        t.rows.push(row);
+    }
+}
+
+/// A rebuild's writes to its replacement member, one row each.
+fn rebuild_rows(t: &mut Table, d: &DeviceReport, measured_ns: u64, keys: &[String]) {
+    let Some(v) = &d.volume else { return };
+    for m in &v.members {
+        let Some((ios, bytes)) = rebuild_writes(d, m.index) else {
+            continue;
+        };
+        let secs = (measured_ns as f64 / 1e9).max(1e-9);
+        let mut row = vec![
+            format!("  {} rebuild", m.name),
+            String::new(),
+            "write".into(),
+            ios.to_string(),
+            format_rate(ios as f64 / secs),
+            format!("{:.1}", bytes as f64 / 1e6 / secs),
+        ];
+        row.extend(std::iter::repeat_n("-".to_string(), keys.len() + 4));
+        t.rows.push(row);
+    }
+}
+
+/// The merged distribution of direction `op`, then each percentile's mean and standard
+/// deviation across devices.
+fn merged_rows(t: &mut Table, report: &Report, op: Op, keys: &[String]) {
+    let mut row = vec!["all (merged)".to_string(), String::new(), op.to_string()];
+    row.extend(stats_cells(report.aggregate.dir(op), keys));
+    t.rows.push(row);
+    let spread = report.aggregate.across_devices.dir(op);
+    for (label, pick) in [("mean over devices", 0), ("stdev over devices", 1)] {
+        let mut row = vec![label.to_string(), String::new(), op.to_string()];
+        row.extend(std::iter::repeat_n(String::new(), 6));
+        for k in keys {
+            let v = spread
+                .iter()
+                .find(|s| &s.percentile == k)
+                .map(|s| if pick == 0 { s.mean_ns } else { s.stddev_ns });
+            row.push(v.map_or_else(|| "-".into(), format_ns));
+        }
+        row.push(String::new());
+        t.rows.push(row);
+    }
+}
+
+/// One row per job and direction (runs of several jobs).
+fn job_table(report: &Report, keys: &[String]) -> Table {
+    let mut jt = Table {
+        rows: vec![stats_header(&["job", "dir"], keys)],
+        left: 2,
+    };
+    for j in &report.jobs {
+        for op in Op::ALL {
+            let s = j.dir(op);
+            if s.ios == 0 {
+                continue;
+            }
+            let mut row = vec![j.name.clone(), op.to_string()];
+            row.extend(stats_cells(s, keys));
+            jt.rows.push(row);
+        }
+    }
+    assert!(jt.rows.iter().all(|r| r.len() == jt.rows[0].len()));
+    jt
+}
+
+/// Each worker's CPU, devices, CPU time and context switches.
+fn worker_table(report: &Report) -> Table {
+    let mut wt = Table {
+        rows: vec![
+            [
+                "worker",
+                "cpu",
+                "devices",
+                "usr s",
+                "sys s",
+                "ctx vol",
+                "ctx invol",
+            ]
             .iter()
             .map(|s| s.to_string())
-            .collect();
-        header.extend(keys.iter().map(|k| pct_header(k)));
-        header.push("max".into());
-        let mut jt = Table {
-            rows: vec![header],
-            left: 2,
-        };
-        for j in &report.jobs {
-            for op in Op::ALL {
-                let s = j.dir(op);
-                if s.ios == 0 {
-                    continue;
-                }
-                let mut row = vec![j.name.clone(), op.to_string()];
-                row.extend(stats_cells(s, &keys));
-                jt.rows.push(row);
-            }
-        }
-        jt.render(&mut out);
+            .collect(),
+        ],
+        left: 3,
+    };
+    for wr in &report.workers {
+        let devs: Vec<usize> = wr.devices.iter().map(|&d| d as usize).collect();
+        wt.rows.push(vec![
+            wr.index.to_string(),
+            wr.cpu.map_or_else(|| "-".into(), |c| c.to_string()),
+            format_cpu_list(&devs),
+            format!("{:.2}", wr.usr_cpu_s),
+            format!("{:.2}", wr.sys_cpu_s),
+            wr.ctx_voluntary.to_string(),
+            wr.ctx_involuntary.to_string(),
+        ]);
     }
-    if !report.workers.is_empty() {
-        out.push('\n');
-        let mut wt = Table {
-            rows: vec![
-                [
-                    "worker",
-                    "cpu",
-                    "devices",
-                    "usr s",
-                    "sys s",
-                    "ctx vol",
-                    "ctx invol",
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            ],
-            left: 3,
-        };
-        for wr in &report.workers {
-            let devs: Vec<usize> = wr.devices.iter().map(|&d| d as usize).collect();
-            wt.rows.push(vec![
-                wr.index.to_string(),
-                wr.cpu.map_or_else(|| "-".into(), |c| c.to_string()),
-                format_cpu_list(&devs),
-                format!("{:.2}", wr.usr_cpu_s),
-                format!("{:.2}", wr.sys_cpu_s),
-                wr.ctx_voluntary.to_string(),
-                wr.ctx_involuntary.to_string(),
-            ]);
-        }
-        wt.render(&mut out);
-    }
-    for line in rebuild_progress(report) {
-        let _ = writeln!(out, "{line}");
-    }
-    for w in &report.warnings {
-        let _ = writeln!(out, "warning: {w}");
-    }
-    for w in constant_distributions(report)
-        .into_iter()
-        .chain(crate::run::emulation_overhead(report))
-    {
-        let _ = writeln!(out, "warning: {w}");
-    }
-    out
+    wt
 }
 
 #[cfg(test)]

@@ -344,8 +344,48 @@ pub fn calibrate(
         .into_iter()
         .filter_map(|op| shallowest(runs, op).map(|i| (op, i)))
         .collect();
+    let mut dev = starting_description(base, runs, &qd1);
+
+    // 1. The floor.
+    let host_ns = opts.host.submit_ns + opts.host.complete_ns;
+    let time_scale = fit_floor(&mut sim, &dev, runs, &qd1, host_ns)?;
+    assert!(
+        time_scale > 0.0 && time_scale <= 1.0,
+        "the floor only scales times down"
+    );
+    if time_scale < 1.0 {
+        dev = dev.time_scaled(time_scale);
+    }
+
+    // 2. The jitter at QD1.
+    fit_jitter(&mut sim, &mut dev, runs, &qd1, opts.rounds)?;
+
+    // 3. The serial controller time, from the deepest run beyond QD1.
+    let (command_ns, command_ns_capped) = fit_command(&mut sim, &mut dev, runs, &qd1, host_ns)?;
+    dev.validate().map_err(SimError::from)?;
+
+    // 4. How well every run is reproduced.
+    let fits = run_fits(&mut sim, &dev, runs)?;
+    Ok(Calibration {
+        device: dev,
+        time_scale,
+        command_ns,
+        command_ns_capped,
+        fits,
+        simulations: sim.simulations,
+    })
+}
+
+/// The description fitting starts from: `base` without firmware jitter in the fitted
+/// directions, named and described as fitted to `runs`, with their capacity when its geometry
+/// holds it.
+fn starting_description(
+    base: &DeviceConfig,
+    runs: &[Measured],
+    qd1: &[(Op, usize)],
+) -> DeviceConfig {
     let mut dev = base.clone();
-    for &(op, _) in &qd1 {
+    for &(op, _) in qd1 {
         *jitter_mut(&mut dev, op) = Vec::new();
     }
     dev.name = format!("{}-calibrated", base.name);
@@ -374,11 +414,20 @@ pub fn calibrate(
         labels.join(", "),
         base.name
     );
+    dev
+}
 
-    // 1. The floor.
-    let host_ns = opts.host.submit_ns + opts.host.complete_ns;
+/// Step 1, the floor: the factor (at most 1) that brings the simulated QD1 floor of each
+/// direction down to the measured one, host costs `host_ns` aside.
+fn fit_floor(
+    sim: &mut Sim,
+    dev: &DeviceConfig,
+    runs: &[Measured],
+    qd1: &[(Op, usize)],
+    host_ns: u64,
+) -> Result<f64, CalibrateError> {
     let mut time_scale: f64 = 1.0;
-    let sims = simulate_qd1(&mut sim, &dev, runs, &qd1)?;
+    let sims = simulate_qd1(sim, dev, runs, qd1)?;
     for (k, &(op, i)) in qd1.iter().enumerate() {
         let measured = quantile_ns(runs[i].dir(op).expect("chosen for it"), FLOOR_QUANTILE);
         let simulated = quantile_ns(&sims[k], FLOOR_QUANTILE);
@@ -395,64 +444,73 @@ pub fn calibrate(
         }
         time_scale = time_scale.min((measured - host_ns) as f64 / (simulated - host_ns) as f64);
     }
-    if time_scale < 1.0 {
-        dev = dev.time_scaled(time_scale);
-    }
+    Ok(time_scale)
+}
 
-    // 2. The jitter at QD1.
-    fit_jitter(&mut sim, &mut dev, runs, &qd1, opts.rounds)?;
-
-    // 3. The serial controller time, from the deepest run beyond QD1.
-    let deepest = (0..runs.len()).max_by_key(|&i| runs[i].workload.iodepth);
-    let mut command_ns = None;
-    let mut command_ns_capped = false;
-    if let Some(d) = deepest {
-        let op = runs[d].primary();
-        let shallow = qd1.iter().find(|(o, _)| *o == op).map(|&(_, i)| i);
-        if let Some(s) = shallow
-            && runs[d].workload.iodepth > runs[s].workload.iodepth
-        {
-            let target = mean_ns(runs[d].dir(op).expect("its primary direction"));
-            // A command at QD1 arrives only after the previous one completed: its serial time
-            // cannot exceed the fastest commands' device time, or QD1 would queue.
-            let cap = quantile_ns(runs[s].dir(op).expect("chosen for it"), FLOOR_QUANTILE)
-                .saturating_sub(host_ns);
-            let at = |c: u64, sim: &mut Sim| -> Result<f64, CalibrateError> {
-                let mut t = dev.clone();
-                t.controller.command_ns = c;
-                Ok(mean_ns(&sim.run(&t, &runs[d])?[op.index()]))
-            };
-            let c = if at(0, &mut sim)? >= target {
-                0
-            } else if at(cap, &mut sim)? <= target {
-                command_ns_capped = true;
-                cap
+/// Step 3, the serial controller time: bisected so that the deepest run's mean matches, capped
+/// at the QD1 floor less the host's costs; the jitter refitted after. Returns the time (None
+/// without a run deeper than QD1) and whether it stopped at the cap.
+fn fit_command(
+    sim: &mut Sim,
+    dev: &mut DeviceConfig,
+    runs: &[Measured],
+    qd1: &[(Op, usize)],
+    host_ns: u64,
+) -> Result<(Option<u64>, bool), CalibrateError> {
+    let Some(d) = (0..runs.len()).max_by_key(|&i| runs[i].workload.iodepth) else {
+        return Ok((None, false));
+    };
+    let op = runs[d].primary();
+    let shallow = qd1.iter().find(|(o, _)| *o == op).map(|&(_, i)| i);
+    let Some(s) = shallow.filter(|&s| runs[d].workload.iodepth > runs[s].workload.iodepth) else {
+        return Ok((None, false));
+    };
+    let target = mean_ns(runs[d].dir(op).expect("its primary direction"));
+    // A command at QD1 arrives only after the previous one completed: its serial time
+    // cannot exceed the fastest commands' device time, or QD1 would queue.
+    let cap = quantile_ns(runs[s].dir(op).expect("chosen for it"), FLOOR_QUANTILE)
+        .saturating_sub(host_ns);
+    let at = |c: u64, sim: &mut Sim| -> Result<f64, CalibrateError> {
+        let mut t = dev.clone();
+        t.controller.command_ns = c;
+        Ok(mean_ns(&sim.run(&t, &runs[d])?[op.index()]))
+    };
+    let mut capped = false;
+    let c = if at(0, sim)? >= target {
+        0
+    } else if at(cap, sim)? <= target {
+        capped = true;
+        cap
+    } else {
+        let (mut lo, mut hi) = (0u64, cap);
+        for _ in 0..COMMAND_NS_STEPS {
+            if hi - lo <= 1 {
+                break;
+            }
+            let mid = lo + (hi - lo) / 2;
+            if at(mid, sim)? < target {
+                lo = mid;
             } else {
-                let (mut lo, mut hi) = (0u64, cap);
-                for _ in 0..COMMAND_NS_STEPS {
-                    if hi - lo <= 1 {
-                        break;
-                    }
-                    let mid = lo + (hi - lo) / 2;
-                    if at(mid, &mut sim)? < target {
-                        lo = mid;
-                    } else {
-                        hi = mid;
-                    }
-                }
-                (lo + hi) / 2
-            };
-            dev.controller.command_ns = c;
-            command_ns = Some(c);
-            fit_jitter(&mut sim, &mut dev, runs, &qd1, opts.rounds.div_ceil(2))?;
+                hi = mid;
+            }
         }
-    }
-    dev.validate().map_err(SimError::from)?;
+        (lo + hi) / 2
+    };
+    assert!(c <= cap, "the serial time stays under the QD1 floor");
+    dev.controller.command_ns = c;
+    fit_jitter(sim, dev, runs, qd1, sim.opts.rounds.div_ceil(2))?;
+    Ok((Some(c), capped))
+}
 
-    // 4. How well every run is reproduced.
+/// Step 4: each run and direction, measured against the fitted description simulated.
+fn run_fits(
+    sim: &mut Sim,
+    dev: &DeviceConfig,
+    runs: &[Measured],
+) -> Result<Vec<RunFit>, CalibrateError> {
     let mut fits = Vec::new();
     for m in runs {
-        let got = sim.run(&dev, m)?;
+        let got = sim.run(dev, m)?;
         for op in [Op::Read, Op::Write] {
             let Some(r) = m.dir(op) else { continue };
             let s = &got[op.index()];
@@ -473,14 +531,7 @@ pub fn calibrate(
             });
         }
     }
-    Ok(Calibration {
-        device: dev,
-        time_scale,
-        command_ns,
-        command_ns_capped,
-        fits,
-        simulations: sim.simulations,
-    })
+    Ok(fits)
 }
 
 fn jitter_mut(dev: &mut DeviceConfig, op: Op) -> &mut Vec<(f64, u64)> {

@@ -485,51 +485,14 @@ pub fn run_logged(
     };
 
     // Streams: one per job and target; a trace replaces the jobs with one stream per target.
-    let mut specs = Vec::new();
-    match trace {
-        Some(t) => {
-            let replays = TraceReplay::per_target(t, n_targets, 1, 0)
-                .map_err(|e| SimError::Config(format!("{e}")))?;
-            if let Some((i, r)) = t
-                .records
-                .iter()
-                .enumerate()
-                .find(|(_, r)| r.end_bytes() > target_size)
-            {
-                return Err(SimError::Config(format!(
-                    "trace record {} ({}) ends at {} beyond the {target_size}-byte target; fit the trace first",
-                    i,
-                    t.location(i),
-                    r.end_bytes()
-                )));
-            }
-            for (i, r) in replays.into_iter().enumerate() {
-                specs.push(StreamSpec {
-                    job: 0,
-                    target: i as u32,
-                    iodepth: cfg.trace_depth.max(1),
-                    thinktime_ns: 0,
-                    ios_max: None,
-                    source: Source::other(r),
-                });
-            }
-        }
-        None => {
-            for (j, job) in jobs.iter().enumerate() {
-                for t in 0..n_targets {
-                    let g = Generator::new(&job.workload, target_size, LOGICAL_BLOCK_BYTES, t, 0)?;
-                    specs.push(StreamSpec {
-                        job: j as u32,
-                        target: t,
-                        iodepth: job.workload.iodepth,
-                        thinktime_ns: job.workload.thinktime_ns,
-                        ios_max: job.workload.ios_max,
-                        source: g.into(),
-                    });
-                }
-            }
-        }
-    }
+    let specs = match trace {
+        Some(t) => trace_streams(t, &cfg, n_targets, target_size)?,
+        None => job_streams(&jobs, n_targets, target_size)?,
+    };
+    assert!(
+        specs.len().is_multiple_of(n_targets as usize),
+        "streams are job-major, one per target"
+    );
     let len_max = specs
         .iter()
         .map(|s| s.source.len_bytes_max())
@@ -539,58 +502,17 @@ pub fn run_logged(
     let ctl = Controller::new(timing, specs).map_err(|e| SimError::Config(e.to_string()))?;
     let tags = ctl.slots() as u32;
 
-    let fold_completions = cfg.fold_completions;
     let host_cpus = cfg.host.cpus.unwrap_or(n_targets).max(1);
     let host = Host::new(&cfg.host, host_cpus, base.seed);
-    let sizes: Vec<u64> = prep.members.iter().map(SimMember::size_bytes).collect();
-    let mut vols = Vec::with_capacity(groups.len());
-    let mut cmds_total = 0usize;
-    for (i, g) in groups.iter().enumerate() {
-        let member_sizes: Vec<u64> = g.clone().map(|m| sizes[m as usize]).collect();
-        let vol = nines_array::build(
-            &cfg.layout,
-            &VolumeParams {
-                member_sizes_bytes: &member_sizes,
-                block_bytes: LOGICAL_BLOCK_BYTES,
-                tags,
-                len_bytes_max: len_max,
-            },
-        )?;
-        let cmds = vol.cmds_max() as usize;
-        let vol_fold = vol.folds_completions();
-        let gc_watch = vol.gc_free_members().is_some();
-        if cmds >= NOT_OK as usize {
-            return Err(SimError::Config(format!(
-                "volume {i} needs {cmds} member commands in flight, more than the simulator tracks; lower --iodepth"
-            )));
-        }
-        cmds_total += cmds;
-        let record_members = g.len() > 1;
-        vols.push(Vol {
-            host: VolumeHost::new(vol, timing.ramp_end_ns(), record_members),
-            first_member: g.start,
-            cpu: i as u32 % host_cpus,
-            timer_at_ns: u64::MAX,
-            results: vec![CmdResult::Ok; cmds],
-            gc_watch,
-            fold: fold_completions && vol_fold,
-        });
-    }
-
+    let shape = VolShape {
+        tags,
+        len_max,
+        ramp_end_ns: timing.ramp_end_ns(),
+        host_cpus,
+    };
+    let (vols, cmds_total) = build_vols(prep, &cfg, &groups, shape)?;
     let lat = match logs.lat {
-        Some(mut out) => {
-            let header = LatLogHeader {
-                devices: target_names(&cfg),
-                start_unix_ns: 0,
-            };
-            write_header(&mut out, &header).map_err(SimError::LatLog)?;
-            Some(LatSink {
-                out,
-                buf: Vec::with_capacity(LAT_LOG_BUFFER_BYTES),
-                records: 0,
-                error: None,
-            })
-        }
+        Some(out) => Some(lat_sink(out, &cfg)?),
         None => None,
     };
     let hdr = match logs.hdr {
@@ -606,89 +528,292 @@ pub fn run_logged(
         None => None,
     };
     let heap_cap = tags as usize + cmds_total + n_streams + groups.len() + 16;
-    let n_members = prep.members.len();
-    let gc_last: Vec<u64> = prep
-        .members
-        .iter()
-        .map(|m| m.ssd().map_or(0, |s| s.ftl_stats().units_moved))
-        .collect();
-    let mut lp = Loop {
-        lat,
-        hdr,
-        members: &mut prep.members,
-        member_last_ns: vec![0; n_members],
+    let mut lp = Loop::new(
+        &mut prep.members,
+        (lat, hdr),
         vols,
         ctl,
         host,
-        heap: RadixQueue::with_capacity(heap_cap),
-        seq: 0,
-        wake_at_ns: vec![u64::MAX; n_streams],
-        folds: vec![
-            FoldedIo {
-                done_ns_max: 0,
-                first_err: None,
-            };
-            tags as usize
-        ],
-        in_flight: 0,
-        stats: RunStats::default(),
         progress,
-        gc_last,
-        gc_was_free: vec![false; n_members],
-        gc_free_moved: vec![0; n_members],
-        gc_from_ns: timing.ramp_end_ns(),
-    };
+        heap_cap,
+        timing.ramp_end_ns(),
+    );
     lp.run();
-    if let Some(mut sink) = lp.lat.take() {
-        sink.flush();
-        if let Some(e) = sink.error.take() {
-            return Err(SimError::LatLog(e));
-        }
-        sink.out.flush().map_err(SimError::LatLog)?;
+    lp.finish_logs()?;
+    let done = lp.finish();
+    Ok(sim_output(prep, &cfg, &jobs, trace, n_targets, done))
+}
+
+/// One stream per target replaying its part of `t`; an error when a record ends beyond the
+/// target.
+fn trace_streams(
+    t: &Trace,
+    cfg: &crate::SimConfig,
+    n_targets: u32,
+    target_size: u64,
+) -> Result<Vec<StreamSpec>, SimError> {
+    let replays = TraceReplay::per_target(t, n_targets, 1, 0)
+        .map_err(|e| SimError::Config(format!("{e}")))?;
+    if let Some((i, r)) = t
+        .records
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.end_bytes() > target_size)
+    {
+        return Err(SimError::Config(format!(
+            "trace record {} ({}) ends at {} beyond the {target_size}-byte target; fit the trace first",
+            i,
+            t.location(i),
+            r.end_bytes()
+        )));
     }
-    if let Some(mut h) = lp.hdr.take() {
-        let from = h.next_ns - h.interval_ns;
-        let len = lp.stats.sim_end_ns.saturating_sub(from).max(1);
-        h.write_interval(from, len);
-        if let Some(e) = h.error.take() {
-            return Err(SimError::HdrLog(e));
+    Ok(replays
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| StreamSpec {
+            job: 0,
+            target: i as u32,
+            iodepth: cfg.trace_depth.max(1),
+            thinktime_ns: 0,
+            ios_max: None,
+            source: Source::other(r),
+        })
+        .collect())
+}
+
+/// One stream per job and target, job-major.
+fn job_streams(
+    jobs: &[nines_core::job::JobSpec],
+    n_targets: u32,
+    target_size: u64,
+) -> Result<Vec<StreamSpec>, SimError> {
+    let mut specs = Vec::with_capacity(jobs.len() * n_targets as usize);
+    for (j, job) in jobs.iter().enumerate() {
+        for t in 0..n_targets {
+            let g = Generator::new(&job.workload, target_size, LOGICAL_BLOCK_BYTES, t, 0)?;
+            specs.push(StreamSpec {
+                job: j as u32,
+                target: t,
+                iodepth: job.workload.iodepth,
+                thinktime_ns: job.workload.thinktime_ns,
+                ios_max: job.workload.ios_max,
+                source: g.into(),
+            });
         }
-        h.log.finish().map_err(SimError::HdrLog)?;
     }
-    let stats = lp.stats;
-    let gc_free_moved = std::mem::take(&mut lp.gc_free_moved);
-    let measured_ns = lp.ctl.measured_ns();
-    let mut ctl = lp.ctl;
-    let vols = lp.vols;
-    let host = lp.host;
-    let stream_recs = ctl.take_recorders();
+    Ok(specs)
+}
+
+/// What every volume is built for: the controller's tags, its largest request, the end of the
+/// ramp and the host's CPUs.
+#[derive(Clone, Copy)]
+struct VolShape {
+    tags: u32,
+    len_max: u32,
+    ramp_end_ns: u64,
+    host_cpus: u32,
+}
+
+/// One volume per group of members; returns them and the member commands they can have in
+/// flight together.
+fn build_vols(
+    prep: &Prepared,
+    cfg: &crate::SimConfig,
+    groups: &[std::ops::Range<u32>],
+    shape: VolShape,
+) -> Result<(Vec<Vol>, usize), SimError> {
+    let sizes: Vec<u64> = prep.members.iter().map(SimMember::size_bytes).collect();
+    let mut vols = Vec::with_capacity(groups.len());
+    let mut cmds_total = 0usize;
+    for (i, g) in groups.iter().enumerate() {
+        let member_sizes: Vec<u64> = g.clone().map(|m| sizes[m as usize]).collect();
+        let vol = nines_array::build(
+            &cfg.layout,
+            &VolumeParams {
+                member_sizes_bytes: &member_sizes,
+                block_bytes: LOGICAL_BLOCK_BYTES,
+                tags: shape.tags,
+                len_bytes_max: shape.len_max,
+            },
+        )?;
+        let cmds = vol.cmds_max() as usize;
+        let vol_fold = vol.folds_completions();
+        let gc_watch = vol.gc_free_members().is_some();
+        if cmds >= NOT_OK as usize {
+            return Err(SimError::Config(format!(
+                "volume {i} needs {cmds} member commands in flight, more than the simulator tracks; lower --iodepth"
+            )));
+        }
+        cmds_total += cmds;
+        let record_members = g.len() > 1;
+        vols.push(Vol {
+            host: VolumeHost::new(vol, shape.ramp_end_ns, record_members),
+            first_member: g.start,
+            cpu: i as u32 % shape.host_cpus,
+            timer_at_ns: u64::MAX,
+            results: vec![CmdResult::Ok; cmds],
+            gc_watch,
+            fold: cfg.fold_completions && vol_fold,
+        });
+    }
+    Ok((vols, cmds_total))
+}
+
+/// The per-I/O log's sink, its header (the target names, start time 0) written.
+fn lat_sink<'w>(out: &'w mut dyn Write, cfg: &crate::SimConfig) -> Result<LatSink<'w>, SimError> {
+    let header = LatLogHeader {
+        devices: target_names(cfg),
+        start_unix_ns: 0,
+    };
+    let mut out = out;
+    write_header(&mut out, &header).map_err(SimError::LatLog)?;
+    Ok(LatSink {
+        out,
+        buf: Vec::with_capacity(LAT_LOG_BUFFER_BYTES),
+        records: 0,
+        error: None,
+    })
+}
+
+/// What a finished loop leaves for the report.
+struct Finished {
+    stats: RunStats,
+    gc_free_moved: Vec<u64>,
+    measured_ns: u64,
+    /// Per stream (job-major), its recorder.
+    stream_recs: Vec<DeviceRecorder>,
+    vols: Vec<Vol>,
+    host: Host,
+}
+
+impl<'a, 'w> Loop<'a, 'w> {
+    /// A loop over `members` and `vols`, nothing in flight, its queues sized once (`heap_cap`
+    /// events) so that the run allocates nothing; GC counted from `gc_from_ns`.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        members: &'a mut [SimMember],
+        (lat, hdr): (Option<LatSink<'w>>, Option<HdrSink<'w>>),
+        vols: Vec<Vol>,
+        ctl: Controller,
+        host: Host,
+        progress: Option<&'a SimProgress>,
+        heap_cap: usize,
+        gc_from_ns: u64,
+    ) -> Self {
+        let n_members = members.len();
+        let n_streams = ctl.streams();
+        let tags = ctl.slots();
+        let gc_last: Vec<u64> = members
+            .iter()
+            .map(|m| m.ssd().map_or(0, |s| s.ftl_stats().units_moved))
+            .collect();
+        Loop {
+            lat,
+            hdr,
+            members,
+            member_last_ns: vec![0; n_members],
+            vols,
+            ctl,
+            host,
+            heap: RadixQueue::with_capacity(heap_cap),
+            seq: 0,
+            wake_at_ns: vec![u64::MAX; n_streams],
+            folds: vec![
+                FoldedIo {
+                    done_ns_max: 0,
+                    first_err: None,
+                };
+                tags
+            ],
+            in_flight: 0,
+            stats: RunStats::default(),
+            progress,
+            gc_last,
+            gc_was_free: vec![false; n_members],
+            gc_free_moved: vec![0; n_members],
+            gc_from_ns,
+        }
+    }
+
+    /// Flushes the per-I/O log and writes the HdrHistogram log's last (partial) interval.
+    fn finish_logs(&mut self) -> Result<(), SimError> {
+        if let Some(mut sink) = self.lat.take() {
+            sink.flush();
+            if let Some(e) = sink.error.take() {
+                return Err(SimError::LatLog(e));
+            }
+            sink.out.flush().map_err(SimError::LatLog)?;
+        }
+        if let Some(mut h) = self.hdr.take() {
+            let from = h.next_ns - h.interval_ns;
+            let len = self.stats.sim_end_ns.saturating_sub(from).max(1);
+            h.write_interval(from, len);
+            if let Some(e) = h.error.take() {
+                return Err(SimError::HdrLog(e));
+            }
+            h.log.finish().map_err(SimError::HdrLog)?;
+        }
+        Ok(())
+    }
+
+    /// What the report needs of the finished loop (releasing the members).
+    fn finish(self) -> Finished {
+        let measured_ns = self.ctl.measured_ns();
+        let mut ctl = self.ctl;
+        let stream_recs = ctl.take_recorders();
+        Finished {
+            stats: self.stats,
+            gc_free_moved: self.gc_free_moved,
+            measured_ns,
+            stream_recs,
+            vols: self.vols,
+            host: self.host,
+        }
+    }
+}
+
+/// The run's output: per target its streams' recorders merged over jobs, per job its targets'
+/// (in stream order, job-major), and the report.
+fn sim_output(
+    prep: &Prepared,
+    cfg: &crate::SimConfig,
+    jobs: &[nines_core::job::JobSpec],
+    trace: Option<&Trace>,
+    n_targets: u32,
+    done: Finished,
+) -> SimOutput {
     // Per job and target, in stream order (job-major), then per target merged over jobs.
     let n_jobs = if trace.is_some() { 1 } else { jobs.len() };
+    assert_eq!(
+        done.stream_recs.len(),
+        n_jobs * n_targets as usize,
+        "a recorder per job and target"
+    );
     let mut per_target = vec![DeviceRecorder::new(); n_targets as usize];
-    for (s, r) in stream_recs.iter().enumerate() {
+    for (s, r) in done.stream_recs.iter().enumerate() {
         per_target[s % n_targets as usize].merge_from(r);
     }
     let per_job: Vec<&[DeviceRecorder]> = (0..n_jobs)
-        .map(|j| &stream_recs[j * n_targets as usize..(j + 1) * n_targets as usize])
+        .map(|j| &done.stream_recs[j * n_targets as usize..(j + 1) * n_targets as usize])
         .collect();
     let report = build_report(
         prep,
-        &cfg,
-        &jobs,
+        cfg,
+        jobs,
         &per_target,
         &per_job,
-        &vols.iter().map(|v| &v.host).collect::<Vec<_>>(),
-        &host,
-        &stats,
-        &gc_free_moved,
-        measured_ns,
+        &done.vols.iter().map(|v| &v.host).collect::<Vec<_>>(),
+        &done.host,
+        &done.stats,
+        &done.gc_free_moved,
+        done.measured_ns,
         trace,
     );
-    Ok(SimOutput {
+    SimOutput {
         report,
-        stats,
+        stats: done.stats,
         recorders: per_target,
-    })
+    }
 }
 
 fn hdr_sink<'w>(

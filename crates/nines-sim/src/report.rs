@@ -212,6 +212,86 @@ pub(crate) fn build_report(
     measured_ns: u64,
     trace: Option<&Trace>,
 ) -> Report {
+    let mut extra = run_extra(prep, cfg, host, stats);
+    let mut workload = jobs[0].workload.clone();
+    if let Some(t) = trace {
+        let (info, w) = trace_workload(t, &workload, stats);
+        extra.insert("trace".into(), info);
+        workload = w;
+    }
+    let run_cfg = RunConfig {
+        workload: workload.clone(),
+        engine: "sim".into(),
+        percentiles: cfg.percentiles.clone(),
+        measured_ns,
+        start_unix_ns: None,
+        lat_log: None,
+        hdr_log: None,
+        extra,
+    };
+    let mut b = ReportBuilder::new(RunKind::Sim, run_cfg);
+    let names = target_names(cfg);
+    let size = prep.target_size_bytes();
+    let groups = cfg.layout.group(cfg.members());
+    assert!(
+        per_target.len() >= groups.len(),
+        "a recorder for every target"
+    );
+    let host_cpus = host.cpus();
+    let internals = Internals {
+        prep,
+        gc_free_moved,
+        gc_free_any: vols.iter().any(|v| v.volume().gc_free_members().is_some()),
+        span_ns: stats.sim_end_ns,
+    };
+    for (i, (g, vh)) in groups.iter().zip(vols).enumerate() {
+        b.device(
+            DeviceMeta {
+                name: names[i].clone(),
+                path: None,
+                size_bytes: size,
+                cpu: Some((i as u32 % host_cpus) as usize),
+            },
+            &per_target[i],
+        );
+        if g.len() == 1 && cfg.layout.shaping().is_none() {
+            b.device_extra(None, internals.of(g.start).map(Value::Object));
+            continue;
+        }
+        let vm = volume_extra(&internals, cfg, g, vh, stats);
+        b.device_extra(None, Some(Value::Object(vm)));
+        let members = volume_members(&b, &internals, cfg, g, vh);
+        for w in vh.volume().warnings() {
+            b.warn(format!("{}: {w}", names[i]));
+        }
+        b.device_volume(VolumeReport {
+            layout: vh.volume().layout().to_string(),
+            options: cfg.layout.options(),
+            stats: vh.volume().stats(),
+            members,
+        });
+    }
+    if trace.is_some() {
+        b.job("trace", &workload, per_job[0]);
+    } else {
+        for (j, job) in jobs.iter().enumerate() {
+            b.job(&job.name, &job.workload, per_job[j]);
+        }
+    }
+    if let Some(w) = scale_warning(prep, cfg) {
+        b.warn(w);
+    }
+    b.finish()
+}
+
+/// The run's `config.extra`: the device and its scaling, the layout, the host model and the
+/// event loop's counters (the trace, when replayed, is added by the caller).
+fn run_extra(
+    prep: &Prepared,
+    cfg: &SimConfig,
+    host: &Host,
+    stats: &RunStats,
+) -> Map<String, Value> {
     let mut extra = Map::new();
     extra.insert("device".into(), json!(cfg.device_label));
     extra.insert("device_name".into(), json!(cfg.device_name()));
@@ -262,118 +342,109 @@ pub(crate) fn build_report(
     if stats.io_errors > 0 {
         extra.insert("io_errors".into(), json!(stats.io_errors));
     }
-    let mut workload = jobs[0].workload.clone();
-    if let Some(t) = trace {
-        let (info, w) = trace_workload(t, &workload, stats);
-        extra.insert("trace".into(), info);
-        workload = w;
-    }
-    let run_cfg = RunConfig {
-        workload: workload.clone(),
-        engine: "sim".into(),
-        percentiles: cfg.percentiles.clone(),
-        measured_ns,
-        start_unix_ns: None,
-        lat_log: None,
-        hdr_log: None,
-        extra,
-    };
-    let mut b = ReportBuilder::new(RunKind::Sim, run_cfg);
-    let names = target_names(cfg);
-    let span = stats.sim_end_ns;
-    let size = prep.target_size_bytes();
-    let groups = cfg.layout.group(cfg.members());
-    let host_cpus = host.cpus();
-    let internals = |m: u32| -> Option<Map<String, Value>> {
-        prep.members[m as usize].ssd().map(|s| {
-            let mut i = device_internals(s, span);
-            if vols.iter().any(|v| v.volume().gc_free_members().is_some()) {
+    extra
+}
+
+/// What a member device's internals are built from.
+struct Internals<'a> {
+    prep: &'a Prepared,
+    gc_free_moved: &'a [u64],
+    /// Some volume wants members free of GC (a serial array's front-end).
+    gc_free_any: bool,
+    span_ns: u64,
+}
+
+impl Internals<'_> {
+    /// Member `m`'s internals ([`device_internals`]), None when it is no simulated SSD.
+    fn of(&self, m: u32) -> Option<Map<String, Value>> {
+        self.prep.members[m as usize].ssd().map(|s| {
+            let mut i = device_internals(s, self.span_ns);
+            if self.gc_free_any {
                 // GC the device did while its volume wanted it free of GC (a serial array's
                 // front-end), counted around each command sent to it.
                 i.insert(
                     "gc_units_moved_while_gc_free".into(),
-                    json!(gc_free_moved.get(m as usize).copied().unwrap_or(0)),
+                    json!(self.gc_free_moved_of(m)),
                 );
             }
             i
         })
-    };
-    for (i, (g, vh)) in groups.iter().zip(vols).enumerate() {
-        b.device(
-            DeviceMeta {
-                name: names[i].clone(),
-                path: None,
-                size_bytes: size,
-                cpu: Some((i as u32 % host_cpus) as usize),
-            },
-            &per_target[i],
-        );
-        if g.len() == 1 && cfg.layout.shaping().is_none() {
-            b.device_extra(None, internals(g.start).map(Value::Object));
-            continue;
-        }
-        let member_internals: Vec<Map<String, Value>> = g.clone().filter_map(internals).collect();
-        let mut vm = if member_internals.is_empty() {
-            Map::new()
-        } else {
-            volume_internals(&member_internals)
-        };
-        vm.insert("layout".into(), json!(cfg.layout.name()));
-        vm.insert("members".into(), json!(g.len()));
-        if let Layout::Raid0 { stripe_bytes } = *cfg.layout.base() {
-            vm.insert("stripe_bytes".into(), json!(stripe_bytes));
-        }
-        vm.insert("chunks".into(), json!(stats.chunks));
-        if vh.volume().gc_free_members().is_some() {
-            let moved: u64 = g
-                .clone()
-                .map(|m| gc_free_moved.get(m as usize).copied().unwrap_or(0))
-                .sum();
-            vm.insert("gc_units_moved_while_gc_free".into(), json!(moved));
-        }
-        b.device_extra(None, Some(Value::Object(vm)));
-        let (cmds, errs) = vh.member_counts();
-        let recs = vh.member_recorders();
-        let members = g
-            .clone()
-            .enumerate()
-            .map(|(k, m)| {
-                b.member(
-                    k as u32,
-                    DeviceMeta {
-                        name: match cfg.layout.shaping().and_then(|s| s.buffer.as_ref()) {
-                            Some(buf) if m >= cfg.devices => format!("{}#buffer", buf.device),
-                            _ => format!("{}#{m}", cfg.device_name()),
-                        },
-                        path: None,
-                        size_bytes: prep.members[m as usize].size_bytes(),
-                        cpu: None,
-                    },
-                    (cmds[k], errs[k]),
-                    recs.get(k),
-                    internals(m).map(Value::Object),
-                )
-            })
-            .collect();
-        for w in vh.volume().warnings() {
-            b.warn(format!("{}: {w}", names[i]));
-        }
-        b.device_volume(VolumeReport {
-            layout: vh.volume().layout().to_string(),
-            options: cfg.layout.options(),
-            stats: vh.volume().stats(),
-            members,
-        });
     }
-    if trace.is_some() {
-        b.job("trace", &workload, per_job[0]);
+
+    fn gc_free_moved_of(&self, m: u32) -> u64 {
+        self.gc_free_moved.get(m as usize).copied().unwrap_or(0)
+    }
+}
+
+/// A volume target's internals: its members' summed up ([`volume_internals`]), its layout and
+/// the GC its members did while it wanted them free of GC.
+fn volume_extra(
+    internals: &Internals,
+    cfg: &SimConfig,
+    g: &std::ops::Range<u32>,
+    vh: &VolumeHost,
+    stats: &RunStats,
+) -> Map<String, Value> {
+    let member_internals: Vec<Map<String, Value>> =
+        g.clone().filter_map(|m| internals.of(m)).collect();
+    let mut vm = if member_internals.is_empty() {
+        Map::new()
     } else {
-        for (j, job) in jobs.iter().enumerate() {
-            b.job(&job.name, &job.workload, per_job[j]);
-        }
+        volume_internals(&member_internals)
+    };
+    vm.insert("layout".into(), json!(cfg.layout.name()));
+    vm.insert("members".into(), json!(g.len()));
+    if let Layout::Raid0 { stripe_bytes } = *cfg.layout.base() {
+        vm.insert("stripe_bytes".into(), json!(stripe_bytes));
     }
-    if prep.scale < 1.0 {
-        b.warn(format!(
+    vm.insert("chunks".into(), json!(stats.chunks));
+    if vh.volume().gc_free_members().is_some() {
+        let moved: u64 = g.clone().map(|m| internals.gc_free_moved_of(m)).sum();
+        vm.insert("gc_units_moved_while_gc_free".into(), json!(moved));
+    }
+    vm
+}
+
+/// Each member of a volume target: its commands, errors, latencies and internals.
+fn volume_members(
+    b: &ReportBuilder,
+    internals: &Internals,
+    cfg: &SimConfig,
+    g: &std::ops::Range<u32>,
+    vh: &VolumeHost,
+) -> Vec<nines_core::report::MemberReport> {
+    let (cmds, errs) = vh.member_counts();
+    let recs = vh.member_recorders();
+    assert!(
+        cmds.len() >= g.len() && errs.len() >= g.len(),
+        "the volume counts every member's commands"
+    );
+    g.clone()
+        .enumerate()
+        .map(|(k, m)| {
+            b.member(
+                k as u32,
+                DeviceMeta {
+                    name: match cfg.layout.shaping().and_then(|s| s.buffer.as_ref()) {
+                        Some(buf) if m >= cfg.devices => format!("{}#buffer", buf.device),
+                        _ => format!("{}#{m}", cfg.device_name()),
+                    },
+                    path: None,
+                    size_bytes: internals.prep.members[m as usize].size_bytes(),
+                    cpu: None,
+                },
+                (cmds[k], errs[k]),
+                recs.get(k),
+                internals.of(m).map(Value::Object),
+            )
+        })
+        .collect()
+}
+
+/// The warning of a run whose devices were scaled down, None at full size.
+fn scale_warning(prep: &Prepared, cfg: &SimConfig) -> Option<String> {
+    (prep.scale < 1.0).then(|| {
+        format!(
             "simulated devices are scaled to {:.4} of {}'s blocks per plane ({} of {}); page \
              geometry is unchanged and over-provisioning is {:.2}% instead of {:.2}% so that GC \
              keeps the full-size device's effective spare",
@@ -383,7 +454,6 @@ pub(crate) fn build_report(
             cfg.device.geometry.blocks_per_plane,
             prep.scaled.effective_over_provisioning() * 100.0,
             cfg.device.effective_over_provisioning() * 100.0
-        ));
-    }
-    b.finish()
+        )
+    })
 }
