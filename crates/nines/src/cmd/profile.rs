@@ -246,12 +246,7 @@ pub fn run(mut args: Args) -> Result<()> {
     };
     let done = profile(run, spec, &mut events).map_err(|e| run_error(e, &args))?;
     // 5. Print (unless --quiet), then write the outputs.
-    if !args.quiet {
-        print!("{}", nines_report::table::render(&done.report));
-        for line in &done.emu_lines {
-            println!("{line}");
-        }
-    }
+    print_table(&args, &done);
     outputs.write_report(
         &done.report,
         &done.recorders,
@@ -273,6 +268,16 @@ pub fn run(mut args: Args) -> Result<()> {
         std::process::exit(super::EXIT_INTERRUPTED);
     }
     Ok(())
+}
+
+/// The run's table and emulated-device lines on stdout, unless --quiet.
+fn print_table(args: &Args, done: &nines_io::profile::Profile) {
+    if !args.quiet {
+        print!("{}", nines_report::table::render(&done.report));
+        for line in &done.emu_lines {
+            println!("{line}");
+        }
+    }
 }
 
 /// How large the per-I/O log can grow, said before the run (issue 31 item 21): `targets_embedded`
