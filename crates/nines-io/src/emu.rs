@@ -467,6 +467,9 @@ impl EmuDevice {
             return (now_ns, CmdResult::Err(libc::EINVAL));
         }
         let len = cmd.len_bytes as usize;
+        if self.member.zone_bytes() > 0 {
+            return self.send_zoned(origin, at, cmd, buf);
+        }
         match cmd.op {
             CmdOp::Write => {
                 // SAFETY: the caller hands a buffer of len_bytes, valid for this call.
@@ -487,9 +490,55 @@ impl EmuDevice {
             }
             CmdOp::Control(_) => self.controls += 1,
             CmdOp::Flush => {}
+            // A conventional model refuses zone commands (EOPNOTSUPP): no data moves.
+            CmdOp::ZoneAppend | CmdOp::ZoneReset | CmdOp::ZoneFinish => {}
         }
         let out = self.member.send(at, cmd);
         (origin + out.done_ns, out.result)
+    }
+
+    /// [`EmuDevice::send`] to a zoned model: the model decides first (a write off its write
+    /// pointer moves no data; an append's data goes where the model put it; a reset zeroes
+    /// its zones), then the data moves.
+    #[cold]
+    fn send_zoned(
+        &mut self,
+        origin: u64,
+        at: u64,
+        cmd: &MemberCmd,
+        buf: *mut u8,
+    ) -> (u64, CmdResult) {
+        let len = cmd.len_bytes as usize;
+        if matches!(cmd.op, CmdOp::Control(_)) {
+            self.controls += 1;
+        }
+        let out = self.member.send(at, cmd);
+        let stored = match (cmd.op, out.result) {
+            (CmdOp::Write, CmdResult::Ok) => {
+                // SAFETY: the caller hands a buffer of len_bytes, valid for this call.
+                let data = unsafe { std::slice::from_raw_parts(buf, len) };
+                self.store.write(cmd.offset_bytes, data)
+            }
+            (CmdOp::ZoneAppend, CmdResult::Appended { offset_bytes }) => {
+                // SAFETY: as above.
+                let data = unsafe { std::slice::from_raw_parts(buf, len) };
+                self.store.write(offset_bytes, data)
+            }
+            (CmdOp::WriteZeroes | CmdOp::ZoneReset, CmdResult::Ok) => {
+                self.store.zero(cmd.offset_bytes, len as u64)
+            }
+            (CmdOp::Read | CmdOp::FastFailRead { .. }, _) => {
+                // SAFETY: as above; the engine contract leaves the buffer to the device.
+                let data = unsafe { std::slice::from_raw_parts_mut(buf, len) };
+                self.store.read(cmd.offset_bytes, data);
+                Ok(())
+            }
+            _ => Ok(()),
+        };
+        match stored {
+            Ok(()) => (origin + out.done_ns, out.result),
+            Err(errno) => (origin + out.done_ns, CmdResult::Err(errno)),
+        }
     }
 
     /// An I/O that completed at `done_ns` (as `send` returned) was seen complete at `seen_ns`.

@@ -143,7 +143,7 @@ impl Prepared {
         for m in &mut self.members {
             all &= match m {
                 SimMember::Model(ssd) => ssd.sleep(),
-                SimMember::Null { .. } => false,
+                SimMember::Null { .. } | SimMember::Zoned(_) => false,
             };
         }
         if !all {

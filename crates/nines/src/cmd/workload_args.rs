@@ -295,6 +295,9 @@ impl VolumeArgs {
             move_bytes: small("gc-move", self.gc_move.unwrap_or(u64::from(d.move_bytes)))?,
             start_full_bytes: self.start_full.unwrap_or(0),
             persist: self.persist,
+            // Set by the driver from zoned members.
+            zone_size_bytes: 0,
+            zone_capacity_bytes: 0,
         })
     }
 
