@@ -1953,6 +1953,13 @@ fn check_zoned(spec: &SerialSpec) -> Result<(), ArrayError> {
             spec.zone_size_bytes
         ));
     }
+    if spec.zone_size_bytes > u64::from(u32::MAX) {
+        return bad(format!(
+            "zones of {} bytes do not fit one member command (a reset names a whole zone); \
+             zoned members need zones under 4 GiB",
+            spec.zone_size_bytes
+        ));
+    }
     if spec.segment_bytes != cap * w {
         return bad(format!(
             "serial over zoned members needs a segment of one zone on each member of a column: \

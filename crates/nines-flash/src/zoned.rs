@@ -73,7 +73,9 @@ impl ZonedConfig {
         let stripe = cfg.pools()
             * u64::from(cfg.geometry.page_size_bytes)
             * u64::from(cfg.geometry.pages_per_block);
-        self.zone_capacity_bytes.div_ceil(stripe).max(1) as u32
+        self.zone_capacity_bytes
+            .div_ceil(stripe)
+            .clamp(1, u64::from(u32::MAX)) as u32
     }
 
     /// Zones the geometry holds (all its blocks: a zoned device keeps no spare for GC).
@@ -125,6 +127,19 @@ impl ZonedConfig {
                      capacity or add blocks",
                     self.blocks_per_zone(cfg),
                     cfg.blocks_per_pool()
+                ),
+            ));
+        }
+        if u64::from(self.zones(cfg))
+            .checked_mul(self.zone_size_bytes)
+            .is_none()
+        {
+            return Err(invalid(
+                "zoned.zone_size_bytes",
+                format!(
+                    "{} zones of {} bytes overflow the address space",
+                    self.zones(cfg),
+                    self.zone_size_bytes
                 ),
             ));
         }

@@ -877,8 +877,14 @@ mod tests {
             .replace("pages_per_block = 1077", "pages_per_block = 8")
             .replace("blocks_per_plane = 1844", "blocks_per_plane = 8")
             .replace("over_provisioning = 0.07", "over_provisioning = 0.5")
-            .replace("zone_size_bytes = 2_147_483_648", "zone_size_bytes = 16_777_216")
-            .replace("zone_capacity_bytes = 1_129_316_352", "zone_capacity_bytes = 8_388_608");
+            .replace(
+                "zone_size_bytes = 2_147_483_648",
+                "zone_size_bytes = 16_777_216",
+            )
+            .replace(
+                "zone_capacity_bytes = 1_129_316_352",
+                "zone_capacity_bytes = 8_388_608",
+            );
         let path = dir.path().join("z.toml");
         std::fs::write(&path, text).unwrap();
         let name = format!("emu:{}", path.display());
@@ -893,9 +899,19 @@ mod tests {
         let mut a: Vec<u8> = (0..8192u32).map(|i| (i * 3 + 5) as u8).collect();
         let t0 = crate::clock::now_ns();
         let (d1, r) = lease.send(t0, &cmd(CmdOp::ZoneAppend, zone1, 8192), a.as_mut_ptr());
-        assert_eq!(r, CmdResult::Appended { offset_bytes: zone1 });
+        assert_eq!(
+            r,
+            CmdResult::Appended {
+                offset_bytes: zone1
+            }
+        );
         let (d2, r) = lease.send(d1, &cmd(CmdOp::ZoneAppend, zone1, 4096), a.as_mut_ptr());
-        assert_eq!(r, CmdResult::Appended { offset_bytes: zone1 + 8192 });
+        assert_eq!(
+            r,
+            CmdResult::Appended {
+                offset_bytes: zone1 + 8192
+            }
+        );
         // Off the write pointer: refused, nothing stored.
         let (_, r) = lease.send(d2, &cmd(CmdOp::Write, zone1, 4096), a.as_mut_ptr());
         assert_eq!(r, CmdResult::Err(libc::EINVAL));

@@ -103,7 +103,10 @@ fn serial_over_zoned_members_collects_on_the_host_only() {
         z["zone_resets"].as_u64().unwrap(),
         st["segments_trimmed"].as_u64().unwrap(),
     );
-    assert!(resets <= 160 + st["gc_victims"].as_u64().unwrap(), "{z} {st}");
+    assert!(
+        resets <= 160 + st["gc_victims"].as_u64().unwrap(),
+        "{z} {st}"
+    );
     assert!((done..=done + 4).contains(&resets), "{z} {st}");
     assert!(resets > 160, "{z}");
     assert_eq!(z["invalid_writes"], 0);
