@@ -76,8 +76,8 @@ r = json.load(open(sys.argv[1]))
 what = sys.argv[2]
 jobs = {j["name"]: j for j in r["jobs"]}
 dev = r["devices"][0]
-i = dev["internals"]
-st = dev["volume"]["stats"]
+i = dev.get("internals") or {}
+st = (dev.get("volume") or {}).get("stats") or {}
 def ms(ns): return "%.3f" % (ns / 1e6)
 if what == "dwaf":
     print("%.3f" % i["write_amplification"])
