@@ -51,6 +51,12 @@
 //!   writes nothing. A trim that fails (a member without discard) is counted and ignored: it
 //!   only spares the device's own GC. Trims of a column count as GC work there (a rotation to
 //!   it waits for them).
+//! - **Zoned members** (docs/arch-zoned.md): a segment is one zone on each member of its column
+//!   (`--segment` = column members x zone capacity), segment `s` starting at `s x zone_size` on
+//!   a member; the front-end writes at the write pointer (in placement order, which both
+//!   drivers keep); xGC's writes are zone appends, mapped where the member put them; segments
+//!   are reset instead of trimmed, and a reset does not hold a rotation (it resets a zone the
+//!   new front-end does not write).
 //!
 //! - **Persistence** (`--persist`): the mapping table is kept on member 0, in a metadata region
 //!   after the last segment (the same room is reserved on every member, so columns stay alike):
