@@ -1816,7 +1816,10 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
     page.meta(&run_meta(r));
     page.h2("Summary");
     page.list(&summary(r, inp.lat.as_ref(), interval_spikes.as_ref()));
-    for line in crate::table::rebuild_progress(r) {
+    for line in crate::table::rebuild_progress(r)
+        .into_iter()
+        .chain(crate::table::zoned_summary(r))
+    {
         page.p(&format!("{}{}.", line[..1].to_uppercase(), &line[1..]));
     }
     for w in &r.warnings {
