@@ -108,6 +108,15 @@ pub enum CmdOp {
         threshold_ns: u64,
     },
     Control(Control),
+    /// NVMe Zone Append (zoned members): write `len_bytes` at the write pointer of the zone
+    /// starting at `offset_bytes`; answered [`CmdResult::Appended`] with where it went. Members
+    /// that are not zoned answer EOPNOTSUPP.
+    ZoneAppend,
+    /// NVMe Zone Management Send, Reset: every zone in `offset_bytes..+len_bytes` (whole zones;
+    /// a driver with one zone per command sends one per zone) becomes empty; reads return zeros.
+    ZoneReset,
+    /// Zone Management Send, Finish: the zone starting at `offset_bytes` becomes full.
+    ZoneFinish,
 }
 
 impl CmdOp {
@@ -115,7 +124,7 @@ impl CmdOp {
     pub fn data_op(self) -> Option<Op> {
         match self {
             CmdOp::Read | CmdOp::FastFailRead { .. } => Some(Op::Read),
-            CmdOp::Write | CmdOp::WriteZeroes => Some(Op::Write),
+            CmdOp::Write | CmdOp::WriteZeroes | CmdOp::ZoneAppend => Some(Op::Write),
             _ => None,
         }
     }
@@ -145,6 +154,18 @@ pub enum CmdResult {
     Busy {
         remaining_ns: u64,
     },
+    /// A [`CmdOp::ZoneAppend`] written at `offset_bytes` (the member's offset: the zone's write
+    /// pointer when it arrived).
+    Appended {
+        offset_bytes: u64,
+    },
+}
+
+impl CmdResult {
+    /// The command succeeded (an append, a busy answer included).
+    pub fn is_ok(self) -> bool {
+        !matches!(self, CmdResult::Err(_))
+    }
 }
 
 /// A member command completed.

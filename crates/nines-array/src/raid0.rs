@@ -31,8 +31,9 @@ fn result_of(r: CmdResult) -> IoResult {
     match r {
         CmdResult::Ok => IoResult::Ok,
         CmdResult::Err(e) => IoResult::Err(e),
-        // Only fast-fail reads and busy queries answer Busy; this layout sends neither.
-        CmdResult::Busy { .. } => IoResult::Err(libc_eio()),
+        // Only fast-fail reads and busy queries answer Busy, zone appends Appended; this
+        // layout sends none of them.
+        CmdResult::Busy { .. } | CmdResult::Appended { .. } => IoResult::Err(libc_eio()),
     }
 }
 

@@ -12,6 +12,10 @@ use crate::{AnyVolume, VolumeHost};
 
 /// EIO, for failed members.
 pub const EIO: i32 = 5;
+/// EINVAL: a write off a zone's write pointer.
+pub const EINVAL: i32 = 22;
+/// EOPNOTSUPP: a zone command to a conventional member, TRIM to a zoned one.
+pub const EOPNOTSUPP: i32 = 95;
 
 /// Members as byte vectors; a failed member answers every command with EIO.
 #[derive(Clone, Debug)]
@@ -20,6 +24,13 @@ pub struct MemMembers {
     failed: Vec<bool>,
     /// Commands executed per member.
     pub commands: Vec<u64>,
+    /// Zoned members (see [`MemMembers::set_zoned`]): zone size (0: conventional).
+    zone_bytes: u64,
+    /// Per member, per zone, the write pointer (bytes from the zone's start).
+    wp: Vec<Vec<u64>>,
+    /// Zone resets executed, and zoned commands refused (writes off the write pointer...).
+    pub zone_resets: u64,
+    pub zone_errors: u64,
 }
 
 impl MemMembers {
@@ -28,7 +39,45 @@ impl MemMembers {
             data: sizes_bytes.iter().map(|&s| vec![0u8; s as usize]).collect(),
             failed: vec![false; sizes_bytes.len()],
             commands: vec![0; sizes_bytes.len()],
+            zone_bytes: 0,
+            wp: Vec::new(),
+            zone_resets: 0,
+            zone_errors: 0,
         }
+    }
+
+    /// Makes every member zoned, in zones of `zone_bytes` (capacity = size), all empty: writes
+    /// only at a zone's write pointer (else EINVAL), zone append, reset (the zone reads zeros),
+    /// finish; TRIM answers EOPNOTSUPP.
+    pub fn set_zoned(&mut self, zone_bytes: u64) {
+        assert!(zone_bytes > 0);
+        self.zone_bytes = zone_bytes;
+        self.wp = self
+            .data
+            .iter()
+            .map(|d| vec![0; (d.len() as u64 / zone_bytes) as usize])
+            .collect();
+    }
+
+    /// The write pointer of `member`'s zone `zone` (zoned members).
+    pub fn write_pointer(&self, member: u32, zone: u64) -> u64 {
+        self.wp[member as usize][zone as usize]
+    }
+
+    /// Whether a write of `len` at `off` on member `m` is at its zone's write pointer; moves
+    /// the pointer when it is.
+    fn zone_write(&mut self, m: usize, off: u64, len: u64) -> bool {
+        let z = off / self.zone_bytes;
+        let rel = off % self.zone_bytes;
+        let ok = (z as usize) < self.wp[m].len()
+            && rel == self.wp[m][z as usize]
+            && rel + len <= self.zone_bytes;
+        if ok {
+            self.wp[m][z as usize] += len;
+        } else {
+            self.zone_errors += 1;
+        }
+        ok
     }
 
     /// Members holding these bytes (a copy of real devices, to restart a volume over them).
@@ -38,6 +87,10 @@ impl MemMembers {
             data,
             failed: vec![false; n],
             commands: vec![0; n],
+            zone_bytes: 0,
+            wp: Vec::new(),
+            zone_resets: 0,
+            zone_errors: 0,
         }
     }
 
@@ -204,6 +257,16 @@ impl SyncDriver {
         }
         let off = c.offset_bytes as usize;
         let len = c.len_bytes as usize;
+        if self.members.zone_bytes > 0 {
+            if let Some(r) = self.exec_zoned(c) {
+                return r;
+            }
+        } else if matches!(
+            c.op,
+            CmdOp::ZoneAppend | CmdOp::ZoneReset | CmdOp::ZoneFinish
+        ) {
+            return CmdResult::Err(EOPNOTSUPP);
+        }
         match c.op {
             CmdOp::FastFailRead { threshold_ns } => {
                 if let Some(&(_, ns)) = self.busy.iter().find(|(b, _)| *b == c.member)
@@ -240,7 +303,58 @@ impl SyncDriver {
                 CmdResult::Busy { remaining_ns: ns }
             }
             CmdOp::Control(_) => CmdResult::Ok,
+            CmdOp::ZoneAppend | CmdOp::ZoneReset | CmdOp::ZoneFinish => {
+                unreachable!("zone commands are executed by exec_zoned")
+            }
         }
+    }
+
+    /// The commands zoned members execute differently (None: as a conventional member).
+    fn exec_zoned(&mut self, c: &MemberCmd) -> Option<CmdResult> {
+        let m = c.member as usize;
+        let zb = self.members.zone_bytes;
+        let (off, len) = (c.offset_bytes, u64::from(c.len_bytes));
+        let r = match c.op {
+            CmdOp::Write | CmdOp::WriteZeroes => {
+                if !self.members.zone_write(m, off, len) {
+                    return Some(CmdResult::Err(EINVAL));
+                }
+                return None;
+            }
+            CmdOp::Trim => CmdResult::Err(EOPNOTSUPP),
+            CmdOp::ZoneAppend => {
+                if off % zb != 0 {
+                    self.members.zone_errors += 1;
+                    return Some(CmdResult::Err(EINVAL));
+                }
+                let at = off + self.members.wp[m][(off / zb) as usize];
+                if !self.members.zone_write(m, at, len) {
+                    return Some(CmdResult::Err(EINVAL));
+                }
+                let mut buf = vec![0u8; len as usize];
+                self.data.read_bytes(c.buf, &mut buf);
+                self.members.data[m][at as usize..(at + len) as usize].copy_from_slice(&buf);
+                CmdResult::Appended { offset_bytes: at }
+            }
+            CmdOp::ZoneReset => {
+                if off % zb != 0 || len % zb != 0 || len == 0 {
+                    self.members.zone_errors += 1;
+                    return Some(CmdResult::Err(EINVAL));
+                }
+                self.members.data[m][off as usize..(off + len) as usize].fill(0);
+                for z in off / zb..(off + len) / zb {
+                    self.members.wp[m][z as usize] = 0;
+                    self.members.zone_resets += 1;
+                }
+                CmdResult::Ok
+            }
+            CmdOp::ZoneFinish => {
+                self.members.wp[m][(off / zb) as usize] = zb;
+                CmdResult::Ok
+            }
+            _ => return None,
+        };
+        Some(r)
     }
 
     /// Executes outputs until the queue is empty; collects volume completions.

@@ -24,6 +24,8 @@ fn spec(column_members: u32, gc_depth: u32) -> SerialSpec {
         move_bytes: 8192,
         start_full_bytes: 0,
         persist: false,
+        zone_size_bytes: 0,
+        zone_capacity_bytes: 0,
     }
 }
 

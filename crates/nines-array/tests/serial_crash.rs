@@ -35,6 +35,8 @@ fn spec() -> SerialSpec {
         move_bytes: 8192,
         start_full_bytes: 0,
         persist: true,
+        zone_size_bytes: 0,
+        zone_capacity_bytes: 0,
     }
 }
 

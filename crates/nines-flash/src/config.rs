@@ -10,7 +10,7 @@ use crate::FlashError;
 
 /// The presets shipped with nines, embedded at build time. Each file documents where its
 /// numbers come from.
-pub const PRESETS: [(&str, &str); 9] = [
+pub const PRESETS: [(&str, &str); 10] = [
     ("afa-m2-2018", include_str!("../presets/afa-m2-2018.toml")),
     ("intel-750", include_str!("../presets/intel-750.toml")),
     ("z-ssd", include_str!("../presets/z-ssd.toml")),
@@ -29,6 +29,7 @@ pub const PRESETS: [(&str, &str); 9] = [
     ("p4600", include_str!("../presets/p4600.toml")),
     ("femu-ioda", include_str!("../presets/femu-ioda.toml")),
     ("client-nvme", include_str!("../presets/client-nvme.toml")),
+    ("zn540", include_str!("../presets/zn540.toml")),
 ];
 
 /// A preset name with this suffix is the preset with [`DeviceConfig::ideal`] applied.
@@ -76,6 +77,10 @@ pub struct DeviceConfig {
     pub durability: Durability,
     #[serde(default)]
     pub firmware_jitter: FirmwareJitter,
+    /// A zoned namespace (NVMe ZNS): sequential zones, no device GC (`crate::zoned`). Absent:
+    /// a conventional device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zoned: Option<crate::zoned::ZonedConfig>,
     /// The host completion mode (`interrupt`, `polled` or `none`) that `nines sim --calibrate`
     /// fitted this description with: its latencies hold under that host model only, so a run
     /// that names no `--completion` uses it. Absent in presets.
@@ -488,7 +493,7 @@ pub struct SlowIo {
 /// a cold device).
 pub const PAGE_TYPES_MAX: usize = 7;
 
-fn invalid(field: &'static str, rule: impl Into<String>) -> FlashError {
+pub(crate) fn invalid(field: &'static str, rule: impl Into<String>) -> FlashError {
     FlashError::Invalid {
         field,
         rule: rule.into(),
@@ -976,6 +981,9 @@ impl DeviceConfig {
                     ),
                 ));
             }
+        }
+        if let Some(z) = &self.zoned {
+            z.validate(self)?;
         }
         self.check_gc_room()
     }

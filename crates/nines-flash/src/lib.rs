@@ -3,6 +3,7 @@
 //! a scale knob. Sans-IO: no clock, no thread, no file I/O in the model; the time is an argument.
 //!
 //! - [`DeviceConfig`]: the description (TOML presets in `presets/`, or a user's file), validated.
+//! - [`ZonedSsd`]: a zoned device (NVMe ZNS): zones, write pointers, append, reset; no GC.
 //! - [`Ftl`]: mapping and GC without time (also used for fast preconditioning).
 //! - [`Ssd`]: the timed device: `submit(now_ns, op, offset, len) -> completion_ns`, and the
 //!   control surface a host policy uses: Predictable Latency Mode windows, GC now, TRIM, busy
@@ -15,6 +16,7 @@ pub mod ftl;
 pub mod mapcache;
 pub mod ssd;
 mod timeline;
+pub mod zoned;
 
 pub use config::{DeviceConfig, PRESETS, preset_names};
 pub use control::{GcDone, GcGoal, PlmStatus, PlmWindow, ReadOutcome};
@@ -22,6 +24,7 @@ pub use ftl::{Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
 pub use ssd::{
     Precondition, READ_WAIT_CAUSES, READ_WAIT_SLOW_NS, ReadWaitCause, ReadWaits, Ssd, SsdCounters,
 };
+pub use zoned::{Zone, ZoneDone, ZoneError, ZoneState, ZonedConfig, ZonedSsd, ZonedStats};
 
 /// Errors from loading or validating a device description. One line each.
 #[derive(Debug, thiserror::Error)]

@@ -648,11 +648,11 @@ pub struct Ssd {
     hk_duration_ns: u64,
     hk_phase_ns: u64,
     pub(crate) channel_bytes_per_s: u64,
-    link_read_bytes_per_s: u64,
-    link_write_bytes_per_s: u64,
+    pub(crate) link_read_bytes_per_s: u64,
+    pub(crate) link_write_bytes_per_s: u64,
     retry_threshold: u64,
     slow_threshold: u64,
-    read_ns: PageTimes,
+    pub(crate) read_ns: PageTimes,
     pub(crate) channels: u32,
     /// Parallel units (dies, or chips) and block pools.
     units_n: u32,
@@ -667,7 +667,7 @@ pub struct Ssd {
     /// `cmt.is_some()`, `!power.is_empty()`, either jitter table non-empty: fixed at
     /// construction, kept here so a command need not touch those fields' lines.
     has_cmt: bool,
-    has_power: bool,
+    pub(crate) has_power: bool,
     has_jitter: bool,
     /// Set by [`Ssd::sleep`]: the next command pays the deepest power state's exit, however
     /// short the idle time before it; cleared by that command.
@@ -688,7 +688,7 @@ pub struct Ssd {
     /// Reads go ahead of programs and erases in the gap timelines (`read_priority`).
     gap_priority: bool,
     page_bytes: u64,
-    program_ns: PageTimes,
+    pub(crate) program_ns: PageTimes,
     read_ns_mean: u64,
     program_ns_mean: u64,
     pub(crate) erase_ns: u64,
@@ -704,11 +704,11 @@ pub struct Ssd {
     jitter_read: QuantileDist,
     jitter_write: QuantileDist,
     power: Vec<PowerState>,
-    volatile_cache: bool,
+    pub(crate) volatile_cache: bool,
     gc_copyback: bool,
     write_miss_reads: bool,
-    flush_ns: u64,
-    dram_bytes_per_s: u64,
+    pub(crate) flush_ns: u64,
+    pub(crate) dram_bytes_per_s: u64,
     dram_access_ns: u64,
     translation_read_bytes: u64,
     /// A translation write-back programs the page (false: MQSim's unserved queue).
@@ -728,9 +728,9 @@ pub struct Ssd {
     mp: Vec<MpQueue>,
     dies_n: u32,
     dram_free: u64,
-    buf_release: BinaryHeap<Reverse<u64>>,
+    pub(crate) buf_release: BinaryHeap<Reverse<u64>>,
     /// The latest end of any program (a flush waits for it).
-    programs_until: u64,
+    pub(crate) programs_until: u64,
     /// Per pool: a read its open page's program must wait for (read-modify-write, translation
     /// reads); 0 when none.
     open_ready: Vec<u64>,
@@ -741,7 +741,7 @@ pub struct Ssd {
 /// Per-page-type flash times, inline (a device's own heap list was a cold line on every read
 /// with a thousand members): the page index in the block modulo the number of types picks one.
 #[derive(Clone, Copy, Debug)]
-struct PageTimes {
+pub(crate) struct PageTimes {
     n: u32,
     /// `n - 1` when `n` is a power of two (the type is then a mask of the page index, not a
     /// division), else `u32::MAX`. In the padding before `ns`: the line stays one.
@@ -772,7 +772,7 @@ impl PageTimes {
     }
 
     #[inline]
-    fn of(&self, page_in_block: u32) -> u64 {
+    pub(crate) fn of(&self, page_in_block: u32) -> u64 {
         if self.mask != u32::MAX {
             self.ns[(page_in_block & self.mask) as usize]
         } else {
@@ -1111,7 +1111,7 @@ impl Ssd {
 
     /// Take the controller for a command arriving at `now`; returns when it reaches the flash.
     #[inline]
-    fn enter(&mut self, now_ns: u64) -> u64 {
+    pub(crate) fn enter(&mut self, now_ns: u64) -> u64 {
         let f = self.front_end(now_ns);
         if f.stalled {
             self.counters.housekeeping_stalls += 1;
@@ -1141,7 +1141,7 @@ impl Ssd {
 
     /// The device is busy until `t` at least.
     #[inline]
-    fn active(&mut self, t: u64) {
+    pub(crate) fn active(&mut self, t: u64) {
         self.active_until = self.active_until.max(t);
     }
 
@@ -1202,6 +1202,29 @@ impl Ssd {
             Op::Read => self.read(t, offset_bytes, len_bytes),
             Op::Write => self.write(t, offset_bytes, len_bytes, fua && op == Op::Write),
         };
+        if self.slow_threshold > 0 && self.rng.next_u64() < self.slow_threshold {
+            self.counters.slow_ios += 1;
+            done += self.slow_extra_ns;
+        }
+        if self.has_jitter {
+            let jitter = match op {
+                Op::Read => &self.jitter_read,
+                Op::Write => &self.jitter_write,
+            };
+            if !jitter.is_empty() {
+                done += jitter.sample(self.rng.next_u64());
+            }
+        }
+        if self.has_power {
+            self.active(done.max(self.programs_until));
+        }
+        done
+    }
+
+    /// What [`Ssd::submit_with`] adds at the end of a command (a slow I/O, firmware jitter,
+    /// the device kept active), for the zoned path (`crate::zoned`), which takes its own way
+    /// through the flash. A copy, so the conventional path is untouched.
+    pub(crate) fn end_command(&mut self, op: Op, mut done: u64) -> u64 {
         if self.slow_threshold > 0 && self.rng.next_u64() < self.slow_threshold {
             self.counters.slow_ios += 1;
             done += self.slow_extra_ns;
@@ -1537,7 +1560,7 @@ impl Ssd {
 
     /// The buffer DRAM moves `bytes` from `t` on; returns when done (`t` when unlimited).
     #[inline]
-    fn dram(&mut self, t: u64, bytes: u64) -> u64 {
+    pub(crate) fn dram(&mut self, t: u64, bytes: u64) -> u64 {
         if self.dram_bytes_per_s == 0 {
             return t;
         }
@@ -1617,7 +1640,7 @@ impl Ssd {
     }
 
     /// Wait for a free page slot in the write buffer (the open page takes one).
-    fn admit_page(&mut self, t: u64) -> u64 {
+    pub(crate) fn admit_page(&mut self, t: u64) -> u64 {
         while let Some(&Reverse(r)) = self.buf_release.peek() {
             if r > t {
                 break;
@@ -1671,7 +1694,7 @@ impl Ssd {
 
     /// Read `bytes` of a page of `pool` whose array read takes `tr` (plus retries when `host`
     /// and the draw says so); returns when the bytes are off the channel.
-    fn flash_read(&mut self, t: u64, pool: u32, tr: u64, bytes: u64, host: bool) -> u64 {
+    pub(crate) fn flash_read(&mut self, t: u64, pool: u32, tr: u64, bytes: u64, host: bool) -> u64 {
         let u = self.unit_of(pool) as usize;
         let c = (pool % self.channels) as usize;
         let mut tr = tr;
@@ -1771,7 +1794,7 @@ impl Ssd {
     }
 
     /// A page program of `tp` on `pool` whose data is ready at `t`: transfer, then tPROG.
-    fn program(&mut self, t: u64, pool: u32, tp: u64) -> u64 {
+    pub(crate) fn program(&mut self, t: u64, pool: u32, tp: u64) -> u64 {
         self.program_at(t, pool, tp).1
     }
 

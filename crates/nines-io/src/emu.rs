@@ -186,7 +186,11 @@ impl EmuContext {
         // SIZE is exported exactly (to the block); the model may be larger when the smallest
         // scale at which its GC still works holds more (the rest holds preconditioned data the
         // workload never touches, as a region of a real device would).
-        let model_logical_bytes = scaled.logical_bytes();
+        // A zoned description exports every zone (its FTL's capacity does not apply).
+        let model_logical_bytes = match &scaled.zoned {
+            Some(z) => u64::from(z.zones(&scaled)) * z.zone_size_bytes,
+            None => scaled.logical_bytes(),
+        };
         let size_bytes = spec
             .size_bytes
             .unwrap_or(model_logical_bytes)
@@ -231,24 +235,40 @@ impl EmuContext {
                 budget_mib: budget >> 20,
             });
         }
-        let precondition = self.inner.precondition.unwrap_or(if writes {
-            Precondition::Steady
+        // A zoned device starts with every zone empty: nothing to precondition.
+        let precondition = if scaled.zoned.is_some() {
+            Precondition::None
         } else {
-            Precondition::Fill
-        });
+            self.inner.precondition.unwrap_or(if writes {
+                Precondition::Steady
+            } else {
+                Precondition::Fill
+            })
+        };
         // Seeds as the simulator's device i of a run with this workload seed.
         let seed = self.inner.seed;
         let i = self.inner.opened.fetch_add(1, Ordering::Relaxed);
-        let mut first = Ssd::new(&scaled, seed);
-        first.precondition(precondition, seed ^ 0x9e37_79b9_7f4a_7c15);
         let dev_seed = seed.wrapping_mul(0x2545_f491_4f6c_dd1d).wrapping_add(i + 1);
-        let mut ssd = Ssd::with_ftl(&scaled, first.shared_ftl(), dev_seed);
-        drop(first);
-        // Its own maps now (the first write would copy them in the timed loop otherwise).
-        ssd.ftl_mut();
+        let member = if scaled.zoned.is_some() {
+            SimMember::Zoned(Box::new(
+                nines_flash::ZonedSsd::new(&scaled, dev_seed).map_err(device_err)?,
+            ))
+        } else {
+            let mut first = Ssd::new(&scaled, seed);
+            first.precondition(precondition, seed ^ 0x9e37_79b9_7f4a_7c15);
+            let mut ssd = Ssd::with_ftl(&scaled, first.shared_ftl(), dev_seed);
+            drop(first);
+            // Its own maps now (the first write would copy them in the timed loop otherwise).
+            ssd.ftl_mut();
+            SimMember::Model(ssd)
+        };
+        let zone = scaled
+            .zoned
+            .as_ref()
+            .map(|z| (z.zone_size_bytes, z.zone_capacity_bytes));
         let scale = scaled.geometry.blocks_per_plane as f64 / full.geometry.blocks_per_plane as f64;
         let dev = EmuDevice {
-            member: SimMember::Model(ssd),
+            member,
             origin_ns: None,
             last_at_ns: 0,
             store: Store::new(blocks, data_bytes / u64::from(BLOCK_BYTES)),
@@ -265,6 +285,7 @@ impl EmuContext {
                 size_bytes,
                 model_logical_bytes,
                 charged_bytes: need,
+                zone,
             }),
             slot: Arc::new(Mutex::new(Some(Box::new(dev)))),
         })
@@ -315,6 +336,8 @@ pub struct EmuInfo {
     pub model_logical_bytes: u64,
     /// Bytes of the memory budget it holds.
     pub charged_bytes: u64,
+    /// A zoned description's (zone size, zone capacity); None: conventional.
+    pub zone: Option<(u64, u64)>,
 }
 
 /// An opened emulated device: its description and the device itself, lent to a worker per run.
@@ -467,6 +490,9 @@ impl EmuDevice {
             return (now_ns, CmdResult::Err(libc::EINVAL));
         }
         let len = cmd.len_bytes as usize;
+        if self.member.zone_bytes() > 0 {
+            return self.send_zoned(origin, at, cmd, buf);
+        }
         match cmd.op {
             CmdOp::Write => {
                 // SAFETY: the caller hands a buffer of len_bytes, valid for this call.
@@ -487,9 +513,55 @@ impl EmuDevice {
             }
             CmdOp::Control(_) => self.controls += 1,
             CmdOp::Flush => {}
+            // A conventional model refuses zone commands (EOPNOTSUPP): no data moves.
+            CmdOp::ZoneAppend | CmdOp::ZoneReset | CmdOp::ZoneFinish => {}
         }
         let out = self.member.send(at, cmd);
         (origin + out.done_ns, out.result)
+    }
+
+    /// [`EmuDevice::send`] to a zoned model: the model decides first (a write off its write
+    /// pointer moves no data; an append's data goes where the model put it; a reset zeroes
+    /// its zones), then the data moves.
+    #[cold]
+    fn send_zoned(
+        &mut self,
+        origin: u64,
+        at: u64,
+        cmd: &MemberCmd,
+        buf: *mut u8,
+    ) -> (u64, CmdResult) {
+        let len = cmd.len_bytes as usize;
+        if matches!(cmd.op, CmdOp::Control(_)) {
+            self.controls += 1;
+        }
+        let out = self.member.send(at, cmd);
+        let stored = match (cmd.op, out.result) {
+            (CmdOp::Write, CmdResult::Ok) => {
+                // SAFETY: the caller hands a buffer of len_bytes, valid for this call.
+                let data = unsafe { std::slice::from_raw_parts(buf, len) };
+                self.store.write(cmd.offset_bytes, data)
+            }
+            (CmdOp::ZoneAppend, CmdResult::Appended { offset_bytes }) => {
+                // SAFETY: as above.
+                let data = unsafe { std::slice::from_raw_parts(buf, len) };
+                self.store.write(offset_bytes, data)
+            }
+            (CmdOp::WriteZeroes | CmdOp::ZoneReset, CmdResult::Ok) => {
+                self.store.zero(cmd.offset_bytes, len as u64)
+            }
+            (CmdOp::Read | CmdOp::FastFailRead { .. }, _) => {
+                // SAFETY: as above; the engine contract leaves the buffer to the device.
+                let data = unsafe { std::slice::from_raw_parts_mut(buf, len) };
+                self.store.read(cmd.offset_bytes, data);
+                Ok(())
+            }
+            _ => Ok(()),
+        };
+        match stored {
+            Ok(()) => (origin + out.done_ns, out.result),
+            Err(errno) => (origin + out.done_ns, CmdResult::Err(errno)),
+        }
     }
 
     /// An I/O that completed at `done_ns` (as `send` returned) was seen complete at `seen_ns`.
@@ -789,5 +861,73 @@ mod tests {
         assert_eq!(r, CmdResult::Err(libc::EINVAL));
         drop(lease);
         assert!(h.lease().is_some(), "given back when the lease ends");
+    }
+
+    /// A zoned description behind `emu:`: appends land where the model puts them, a write off
+    /// the write pointer moves no data, a reset zeroes its zone.
+    #[test]
+    fn zoned_emu_appends_resets_and_refuses_off_the_pointer() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../nines-flash/presets/zn540.toml"
+        ))
+        .unwrap();
+        text = text
+            .replace("pages_per_block = 1077", "pages_per_block = 8")
+            .replace("blocks_per_plane = 1844", "blocks_per_plane = 8")
+            .replace("over_provisioning = 0.07", "over_provisioning = 0.5")
+            .replace(
+                "zone_size_bytes = 2_147_483_648",
+                "zone_size_bytes = 16_777_216",
+            )
+            .replace(
+                "zone_capacity_bytes = 1_129_316_352",
+                "zone_capacity_bytes = 8_388_608",
+            );
+        let path = dir.path().join("z.toml");
+        std::fs::write(&path, text).unwrap();
+        let name = format!("emu:{}", path.display());
+        let ctx = EmuContext::new(1 << 30, None, 7);
+        let spec = EmuSpec::parse(&name).unwrap().unwrap();
+        let h = ctx.open(&name, &spec, true, Some(1 << 20)).unwrap();
+        assert_eq!(h.info().zone, Some((16 << 20, 8 << 20)));
+        assert_eq!(h.info().size_bytes, 16 * (16 << 20));
+        assert_eq!(h.info().precondition, "none");
+        let mut lease = h.lease().unwrap();
+        let zone1 = 16u64 << 20;
+        let mut a: Vec<u8> = (0..8192u32).map(|i| (i * 3 + 5) as u8).collect();
+        let t0 = crate::clock::now_ns();
+        let (d1, r) = lease.send(t0, &cmd(CmdOp::ZoneAppend, zone1, 8192), a.as_mut_ptr());
+        assert_eq!(
+            r,
+            CmdResult::Appended {
+                offset_bytes: zone1
+            }
+        );
+        let (d2, r) = lease.send(d1, &cmd(CmdOp::ZoneAppend, zone1, 4096), a.as_mut_ptr());
+        assert_eq!(
+            r,
+            CmdResult::Appended {
+                offset_bytes: zone1 + 8192
+            }
+        );
+        // Off the write pointer: refused, nothing stored.
+        let (_, r) = lease.send(d2, &cmd(CmdOp::Write, zone1, 4096), a.as_mut_ptr());
+        assert_eq!(r, CmdResult::Err(libc::EINVAL));
+        let mut rbuf = vec![0xffu8; 12288];
+        lease.send(d2, &cmd(CmdOp::Read, zone1, 12288), rbuf.as_mut_ptr());
+        assert_eq!(&rbuf[..8192], &a[..]);
+        assert_eq!(&rbuf[8192..], &a[..4096]);
+        let (d3, r) = lease.send(
+            d2,
+            &cmd(CmdOp::ZoneReset, zone1, 16 << 20),
+            std::ptr::null_mut(),
+        );
+        assert_eq!(r, CmdResult::Ok);
+        assert!(d3 >= d2 + 5_000_000, "a reset erases on the dies");
+        lease.send(d3, &cmd(CmdOp::Read, zone1, 12288), rbuf.as_mut_ptr());
+        assert!(rbuf.iter().all(|&b| b == 0));
+        assert_eq!(lease.stored_blocks(), 0);
     }
 }

@@ -175,6 +175,7 @@ pub fn profile(
         std::mem::replace(&mut t.trace, empty)
     });
     let mut cfg = driver_config(&run, records, &mut spec, &opened.paths)?;
+    zoned_layout(&mut cfg.layout, &opened.driver_targets)?;
     let volumes = driver::validate(&opened.driver_targets, &cfg)?;
     if let (Some(mut trace), Some(t)) = (cfg.trace.take(), run.trace.as_ref()) {
         // Fit the trace's devices onto the volumes and its offsets into the smallest.
@@ -376,6 +377,41 @@ fn open_targets(run: &RunSpec, spec: &ProfileSpec) -> Result<Opened, ProfileErro
         sparse,
         created,
     })
+}
+
+/// Emulated zoned members (`emu:` targets of a description with `[zoned]`): the serial layout is
+/// told their zone geometry, as the simulator does (docs/arch-zoned.md); any other layout, or a
+/// mix of zoned and conventional members, is refused.
+fn zoned_layout(layout: &mut LayoutSpec, targets: &[DriverTarget]) -> Result<(), ProfileError> {
+    let zones: Vec<Option<(u64, u64)>> = targets
+        .iter()
+        .map(|t| t.emu.as_ref().and_then(|e| e.info().zone))
+        .collect();
+    let Some(&Some(zone)) = zones.iter().find(|z| z.is_some()) else {
+        return Ok(());
+    };
+    if zones.iter().any(|z| *z != Some(zone)) {
+        return Err(ProfileError::Refused(
+            "zoned emu: targets must all be of one zoned description; give every target the same"
+                .into(),
+        ));
+    }
+    let mut base = &mut *layout;
+    while let LayoutSpec::Shaped { inner, .. } = base {
+        base = inner;
+    }
+    match base {
+        LayoutSpec::Serial(s) => {
+            (s.zone_size_bytes, s.zone_capacity_bytes) = zone;
+            Ok(())
+        }
+        other => Err(ProfileError::Refused(format!(
+            "the emu: targets are zoned (sequential zones, no device GC): --layout {} writes in \
+             place; use --layout serial --segment {} (zone capacity x --column-members)",
+            other.name(),
+            zone.1
+        ))),
+    }
 }
 
 /// The driver's configuration; the logs move into it. A replay is validated as one (its job

@@ -1371,6 +1371,10 @@ fn exec(c: &PoolCmd, fds: &[MemberFd]) -> io::Result<()> {
             if c.fua { f.sync_data() } else { Ok(()) }
         }
         CmdOp::Control(_) => Ok(()),
+        // Served members are files or block devices, not zoned (docs/arch-zoned.md).
+        CmdOp::ZoneAppend | CmdOp::ZoneReset | CmdOp::ZoneFinish => {
+            Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+        }
     }
 }
 /// Discard (trim) or zero a range: fallocate on files, BLKDISCARD/BLKZEROOUT on block devices.

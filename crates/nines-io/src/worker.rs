@@ -799,7 +799,9 @@ impl Worker {
             };
             // (An emulated member's Busy is an answer to a fast-fail read or a query.)
             let failed_result = match result {
-                CmdResult::Ok | CmdResult::Busy { .. } if emulated => None,
+                CmdResult::Ok | CmdResult::Busy { .. } | CmdResult::Appended { .. } if emulated => {
+                    None
+                }
                 CmdResult::Err(e) if emulated => Some(-i64::from(e)),
                 CmdResult::Ok => None,
                 _ => Some(c.result),
@@ -1074,7 +1076,7 @@ impl Worker {
         let m = c.member as usize;
         let (op, data) = match c.op {
             CmdOp::Read | CmdOp::FastFailRead { .. } => (Op::Read, true),
-            CmdOp::Write => (Op::Write, true),
+            CmdOp::Write | CmdOp::ZoneAppend => (Op::Write, true),
             _ => (Op::Write, false),
         };
         let buf = if data {
@@ -1339,6 +1341,11 @@ fn sync_command(m: &MemberPlan, op: CmdOp, offset_bytes: u64, len_bytes: u32) ->
         }),
         // Real devices here have no PLM windows, GC control or busy queries (emulated SSDs do).
         CmdOp::Control(_) => CmdResult::Err(libc::EOPNOTSUPP),
+        // Files and block devices opened here are not zoned: zone commands need a passthrough
+        // engine (docs/arch-zoned.md), which this driver does not have yet.
+        CmdOp::ZoneAppend | CmdOp::ZoneReset | CmdOp::ZoneFinish => {
+            CmdResult::Err(libc::EOPNOTSUPP)
+        }
         CmdOp::Read | CmdOp::Write | CmdOp::FastFailRead { .. } => {
             unreachable!("data commands go to the engine")
         }

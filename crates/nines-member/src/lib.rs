@@ -4,13 +4,19 @@
 //! member command to a [`SimMember`] at virtual time; the real driver's emulated devices
 //! (nines-io's `emu:` targets) send it at the real clock. Neither driver depends on the other.
 //!
+//! A zoned model ([`SimMember::Zoned`], a nines-flash `ZonedSsd`) takes the zone commands
+//! (`CmdOp::ZoneAppend`, `ZoneReset`, `ZoneFinish`), answers writes off a write pointer with the
+//! errno a block device would, and TRIM and PLM/GC control with EOPNOTSUPP; the other members
+//! answer zone commands EOPNOTSUPP.
+//!
 //! Every command reaches the device in non-decreasing time: a command a policy issues at an
 //! event earlier than the device's last submission (the host model delays submissions by their
 //! CPU cost) is sent at that last submission time instead.
 
 use nines_array::{CmdOp, CmdResult, Control, MemberCmd, Window};
 use nines_core::op::Op;
-use nines_flash::{GcGoal, PlmWindow, ReadOutcome, Ssd};
+use nines_flash::zoned::EOPNOTSUPP;
+use nines_flash::{GcGoal, PlmWindow, ReadOutcome, Ssd, ZoneDone, ZonedSsd};
 
 /// The logical block of every modelled device: offsets and sizes are multiples of it.
 pub const LOGICAL_BLOCK_BYTES: u32 = 4096;
@@ -25,7 +31,11 @@ pub const MEMORY_BUDGET_BYTES: u64 = 8 << 30;
 #[allow(clippy::large_enum_variant)]
 pub enum SimMember {
     Model(Ssd),
-    Null { size_bytes: u64 },
+    Null {
+        size_bytes: u64,
+    },
+    /// A zoned device (NVMe ZNS); boxed: a rare kind, kept off the common variant's size.
+    Zoned(Box<ZonedSsd>),
 }
 
 /// Where a command ended: at what time, with what result.
@@ -40,14 +50,30 @@ impl SimMember {
         match self {
             SimMember::Model(s) => s.logical_bytes(),
             SimMember::Null { size_bytes } => *size_bytes,
+            SimMember::Zoned(z) => z.logical_bytes(),
         }
     }
 
+    /// The timing model (a zoned device's too: its counters; its FTL is never used).
     pub fn ssd(&self) -> Option<&Ssd> {
         match self {
             SimMember::Model(s) => Some(s),
             SimMember::Null { .. } => None,
+            SimMember::Zoned(z) => Some(z.ssd()),
         }
+    }
+
+    /// The zoned device, if this member is one.
+    pub fn zoned(&self) -> Option<&ZonedSsd> {
+        match self {
+            SimMember::Zoned(z) => Some(z),
+            _ => None,
+        }
+    }
+
+    /// Zone size of a zoned member (0: not zoned).
+    pub fn zone_bytes(&self) -> u64 {
+        self.zoned().map_or(0, |z| z.config().zone_size_bytes)
     }
 
     /// Warms what a command at `offset_bytes` will look up first (a hint; changes nothing
@@ -84,6 +110,7 @@ impl SimMember {
             result: CmdResult::Ok,
         };
         let ssd = match self {
+            SimMember::Zoned(z) => return send_zoned(z, at_ns, cmd),
             SimMember::Null { size_bytes } => {
                 // The model asserts its own range; a null device checks here, so a policy bug
                 // shows at once rather than passing silently.
@@ -97,6 +124,10 @@ impl SimMember {
                     CmdOp::Control(Control::QueryBusy) => MemberOutcome {
                         done_ns: at_ns,
                         result: CmdResult::Busy { remaining_ns: 0 },
+                    },
+                    CmdOp::ZoneAppend | CmdOp::ZoneReset | CmdOp::ZoneFinish => MemberOutcome {
+                        done_ns: at_ns,
+                        result: CmdResult::Err(EOPNOTSUPP),
                     },
                     _ => ok(at_ns),
                 };
@@ -150,7 +181,54 @@ impl SimMember {
                     },
                 },
             },
+            // A conventional model has no zones: refused without device time.
+            CmdOp::ZoneAppend | CmdOp::ZoneReset | CmdOp::ZoneFinish => MemberOutcome {
+                done_ns: at_ns,
+                result: CmdResult::Err(EOPNOTSUPP),
+            },
         }
+    }
+}
+
+/// A command to a zoned member.
+fn send_zoned(z: &mut ZonedSsd, at_ns: u64, cmd: &MemberCmd) -> MemberOutcome {
+    let (off, len) = (cmd.offset_bytes, u64::from(cmd.len_bytes));
+    let answer = |d: ZoneDone| MemberOutcome {
+        done_ns: d.done_ns,
+        result: match d.result {
+            Ok(_) => CmdResult::Ok,
+            Err(e) => CmdResult::Err(e.errno()),
+        },
+    };
+    match cmd.op {
+        CmdOp::Read | CmdOp::FastFailRead { .. } => MemberOutcome {
+            done_ns: z.read(at_ns, off, len),
+            result: CmdResult::Ok,
+        },
+        CmdOp::Write | CmdOp::WriteZeroes => answer(z.write(at_ns, off, len, cmd.fua)),
+        CmdOp::ZoneAppend => {
+            let d = z.append(at_ns, off, len, cmd.fua);
+            MemberOutcome {
+                done_ns: d.done_ns,
+                result: match d.result {
+                    Ok(offset_bytes) => CmdResult::Appended { offset_bytes },
+                    Err(e) => CmdResult::Err(e.errno()),
+                },
+            }
+        }
+        CmdOp::ZoneReset => answer(z.reset(at_ns, off, len)),
+        CmdOp::ZoneFinish => answer(z.finish(at_ns, off)),
+        CmdOp::Flush => MemberOutcome {
+            done_ns: z.flush(at_ns),
+            result: CmdResult::Ok,
+        },
+        CmdOp::Control(Control::QueryBusy) => MemberOutcome {
+            done_ns: at_ns,
+            result: CmdResult::Busy {
+                remaining_ns: z.busy_remaining_ns(at_ns),
+            },
+        },
+        CmdOp::Trim | CmdOp::Control(_) => answer(z.unsupported(at_ns)),
     }
 }
 
@@ -212,5 +290,67 @@ mod tests {
         let read = m.send(write.done_ns, &cmd(CmdOp::Read, 0, LOGICAL_BLOCK_BYTES));
         assert_eq!(read.done_ns, twin.submit(write.done_ns, Op::Read, 0, 4096));
         assert_eq!(read.result, CmdResult::Ok);
+    }
+
+    #[test]
+    fn zone_commands_reach_a_zoned_model_and_others_refuse_them() {
+        let mut cfg = DeviceConfig::load("zn540").unwrap();
+        cfg.geometry.pages_per_block = 8;
+        cfg.geometry.blocks_per_plane = 8;
+        cfg.ftl.over_provisioning = 0.5;
+        let z = cfg.zoned.as_mut().unwrap();
+        (z.zone_size_bytes, z.zone_capacity_bytes) = (16 << 20, 8 << 20);
+        let mut m = SimMember::Zoned(Box::new(ZonedSsd::new(&cfg, 1).unwrap()));
+        assert_eq!(m.size_bytes(), 16 * (16 << 20));
+        assert_eq!(m.zone_bytes(), 16 << 20);
+        let zone1 = 16 << 20;
+        let a = m.send(0, &cmd(CmdOp::ZoneAppend, zone1, 8192));
+        assert_eq!(
+            a.result,
+            CmdResult::Appended {
+                offset_bytes: zone1
+            }
+        );
+        let b = m.send(a.done_ns, &cmd(CmdOp::ZoneAppend, zone1, 4096));
+        assert_eq!(
+            b.result,
+            CmdResult::Appended {
+                offset_bytes: zone1 + 8192
+            }
+        );
+        // Off the write pointer: EINVAL; TRIM: EOPNOTSUPP.
+        let w = m.send(b.done_ns, &cmd(CmdOp::Write, zone1, 4096));
+        assert_eq!(w.result, CmdResult::Err(22));
+        let t = m.send(w.done_ns, &cmd(CmdOp::Trim, zone1, 4096));
+        assert_eq!(t.result, CmdResult::Err(EOPNOTSUPP));
+        let w = m.send(t.done_ns, &cmd(CmdOp::Write, zone1 + 12288, 4096));
+        assert_eq!(w.result, CmdResult::Ok);
+        let r = m.send(w.done_ns, &cmd(CmdOp::ZoneReset, zone1, (16 << 20) as u32));
+        assert_eq!(r.result, CmdResult::Ok);
+        assert!(r.done_ns >= w.done_ns + 5_000_000, "a reset erases: {r:?}");
+        let f = m.send(r.done_ns, &cmd(CmdOp::ZoneFinish, zone1, 0));
+        assert_eq!(f.result, CmdResult::Ok);
+        assert_eq!(m.zoned().unwrap().stats().zone_finishes, 1);
+        assert_eq!(m.zoned().unwrap().stats().zone_resets, 1);
+        // A conventional model and a null device refuse zone commands.
+        let conv = DeviceConfig::load("afa-m2-2018-ideal").unwrap();
+        let conv = conv
+            .scaled(conv.scale_for_budget(DEVICE_MODEL_BYTES_MAX))
+            .unwrap();
+        let mut c = SimMember::Model(Ssd::new(&conv, 7));
+        let mut n = SimMember::Null {
+            size_bytes: 1 << 20,
+        };
+        for op in [CmdOp::ZoneAppend, CmdOp::ZoneReset, CmdOp::ZoneFinish] {
+            assert_eq!(
+                c.send(5, &cmd(op, 0, 4096)).result,
+                CmdResult::Err(EOPNOTSUPP)
+            );
+            assert_eq!(
+                n.send(5, &cmd(op, 0, 4096)).result,
+                CmdResult::Err(EOPNOTSUPP)
+            );
+        }
+        assert_eq!(c.zone_bytes(), 0);
     }
 }

@@ -1932,8 +1932,11 @@ fn html_summary(page: &mut Page, inp: &RunInputs, interval_spikes: Option<&Spike
     let r = inp.report;
     page.h2("Summary");
     page.list(&summary(r, inp.lat.as_ref(), interval_spikes));
-    for line in crate::table::rebuild_progress(r) {
-        assert!(!line.is_empty(), "a rebuild progress line is never empty");
+    for line in crate::table::rebuild_progress(r)
+        .into_iter()
+        .chain(crate::table::zoned_summary(r))
+    {
+        assert!(!line.is_empty(), "a rebuild or zoned summary line is never empty");
         page.p(&format!("{}{}.", line[..1].to_uppercase(), &line[1..]));
     }
     for w in &r.warnings {

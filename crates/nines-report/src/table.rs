@@ -324,6 +324,46 @@ pub fn rebuild_progress(report: &Report) -> Vec<String> {
     out
 }
 
+/// Zoned members (issue 33), one sentence per device or volume whose internals carry a
+/// `zoned` summary: zone resets, appends, what the host wrote, the device's write amplification,
+/// the open and active zone peaks, and any zone errors.
+pub fn zoned_summary(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in &report.devices {
+        let Some(i) = d.internals.as_ref() else {
+            continue;
+        };
+        let Some(z) = i.get("zoned").filter(|z| z.is_object()) else {
+            continue;
+        };
+        let n = |k: &str| z.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let errors = n("invalid_writes")
+            + n("zone_full_errors")
+            + n("too_many_open_errors")
+            + n("too_many_active_errors");
+        let waf = i
+            .get("write_amplification")
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or(1.0);
+        out.push(format!(
+            "zoned {}: {} zone resets (at most {} of one zone), {} zone appends, {:.1} MB \
+             written by the host, device write amplification {waf:.3}, device GC moves {}, \
+             open/active zones peak {}/{}, {errors} zone errors",
+            d.name,
+            n("zone_resets"),
+            n("zone_resets_max"),
+            n("zone_appends"),
+            n("host_write_bytes") as f64 / 1e6,
+            i.get("gc_units_moved")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0),
+            n("open_zones_peak"),
+            n("active_zones_peak"),
+        ));
+    }
+    out
+}
+
 /// The rebuild's writes to its replacement member as a table row's counts (I/Os = rows
 /// written, one chunk each), when the volume is rebuilding that member.
 pub fn rebuild_writes(d: &nines_core::report::DeviceReport, member: u32) -> Option<(u64, u64)> {
@@ -357,7 +397,10 @@ pub fn render(report: &Report) -> String {
         out.push('\n');
         worker_table(report).render(&mut out);
     }
-    for line in rebuild_progress(report) {
+    for line in rebuild_progress(report)
+        .into_iter()
+        .chain(zoned_summary(report))
+    {
         let _ = writeln!(out, "{line}");
     }
     for w in &report.warnings {

@@ -6,7 +6,7 @@ use std::io;
 use nines_array::LayoutSpec;
 use nines_core::job::JobSpec;
 use nines_core::workload::{WorkloadError, WorkloadSpec};
-use nines_flash::{DeviceConfig, FlashError, Precondition, Ssd};
+use nines_flash::{DeviceConfig, FlashError, Precondition, Ssd, ZonedSsd};
 
 use crate::host::HostConfig;
 use crate::member::SimMember;
@@ -143,7 +143,7 @@ impl Prepared {
         for m in &mut self.members {
             all &= match m {
                 SimMember::Model(ssd) => ssd.sleep(),
-                SimMember::Null { .. } => false,
+                SimMember::Null { .. } | SimMember::Zoned(_) => false,
             };
         }
         if !all {
@@ -252,6 +252,9 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
     }
     let scale =
         scaled.geometry.blocks_per_plane as f64 / cfg.device.geometry.blocks_per_plane as f64;
+    if let Some(z) = &scaled.zoned {
+        return prepare_zoned(cfg, scaled.clone(), z.clone(), scale, model);
+    }
     let precondition = cfg.precondition.unwrap_or(if writes {
         Precondition::Steady
     } else {
@@ -293,6 +296,75 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
         scaled,
         scale,
         precondition,
+        members,
+        model_bytes_per_device: model,
+    };
+    check_volume_size(&prepared)?;
+    Ok(prepared)
+}
+
+/// The layout under any shaping, to fill in what the members are.
+fn base_mut(layout: &mut LayoutSpec) -> &mut LayoutSpec {
+    match layout {
+        LayoutSpec::Shaped { inner, .. } => base_mut(inner),
+        other => other,
+    }
+}
+
+/// Zoned members (a description with a `[zoned]` section): factory fresh (every zone empty,
+/// nothing to precondition: a zoned device holds no data it did not take), only under the
+/// serial layout, which is told their zone geometry.
+fn prepare_zoned(
+    cfg: &SimConfig,
+    scaled: DeviceConfig,
+    zoned: nines_flash::ZonedConfig,
+    scale: f64,
+    model: u64,
+) -> Result<Prepared, SimError> {
+    let mut cfg = cfg.clone();
+    if cfg.layout.shaping().is_some_and(|s| s.buffer.is_some()) {
+        return Err(SimError::Config(format!(
+            "--buffer with zoned members ({}): the buffer's flushes write in place; drop --buffer",
+            cfg.device_label
+        )));
+    }
+    match base_mut(&mut cfg.layout) {
+        LayoutSpec::Serial(spec) => {
+            spec.zone_size_bytes = zoned.zone_size_bytes;
+            spec.zone_capacity_bytes = zoned.zone_capacity_bytes;
+        }
+        other => {
+            return Err(SimError::Config(format!(
+                "{} is zoned (sequential zones, no device GC): --layout {} writes in place; use \
+                 --layout serial --segment {} (zone capacity x --column-members)",
+                cfg.device_label,
+                other.name(),
+                zoned.zone_capacity_bytes
+            )));
+        }
+    }
+    if matches!(cfg.precondition, Some(p) if p != Precondition::None) {
+        return Err(SimError::Config(format!(
+            "{} is zoned: its zones start empty and cannot be preconditioned; drop --precondition \
+             (or give none)",
+            cfg.device_label
+        )));
+    }
+    let seed = cfg.workload.seed;
+    let mut members = Vec::with_capacity(cfg.devices as usize);
+    for i in 0..cfg.devices {
+        let dev_seed = seed
+            .wrapping_mul(0x2545_f491_4f6c_dd1d)
+            .wrapping_add(i as u64 + 1);
+        members.push(SimMember::Zoned(Box::new(ZonedSsd::new(
+            &scaled, dev_seed,
+        )?)));
+    }
+    let prepared = Prepared {
+        cfg,
+        scaled,
+        scale,
+        precondition: Precondition::None,
         members,
         model_bytes_per_device: model,
     };

@@ -57,6 +57,68 @@ pub(crate) fn device_internals(ssd: &Ssd, span_ns: u64) -> Map<String, Value> {
     m
 }
 
+/// A zoned member's internals (docs/report-schema.md, `zoned`): its own write amplification
+/// (programmed over host bytes; the FTL's counters are those of a device that never used it),
+/// erases by resets, and the zones summarised.
+fn zoned_internals(z: &nines_flash::ZonedSsd, m: &mut Map<String, Value>) {
+    let st = z.stats();
+    let host = st.host_write_bytes;
+    m.insert("host_units_written".into(), json!(host / 4096));
+    m.insert("erases".into(), json!(st.blocks_erased));
+    m.insert(
+        "write_amplification".into(),
+        json!(round6(if host == 0 {
+            1.0
+        } else {
+            st.media_write_bytes as f64 / host as f64
+        })),
+    );
+    let zones = z.zones();
+    let mut v = serde_json::to_value(st).unwrap_or_default();
+    let o = v.as_object_mut().expect("stats serialise to an object");
+    let cfg = z.config();
+    o.insert("zones".into(), json!(zones.len()));
+    o.insert("zone_size_bytes".into(), json!(cfg.zone_size_bytes));
+    o.insert("zone_capacity_bytes".into(), json!(cfg.zone_capacity_bytes));
+    o.insert(
+        "zones_written".into(),
+        json!(zones.iter().filter(|x| x.written_bytes > 0).count()),
+    );
+    o.insert(
+        "zone_resets_max".into(),
+        json!(zones.iter().map(|x| x.resets).max().unwrap_or(0)),
+    );
+    o.insert(
+        "zone_written_bytes_max".into(),
+        json!(zones.iter().map(|x| x.written_bytes).max().unwrap_or(0)),
+    );
+    m.insert("zoned".into(), v);
+}
+
+/// The members' `zoned` summaries summed (peaks and maxima: the largest), if any is zoned.
+fn zoned_sum(members: &[Map<String, Value>]) -> Option<Value> {
+    let zs: Vec<&Map<String, Value>> = members
+        .iter()
+        .filter_map(|m| m.get("zoned").and_then(Value::as_object))
+        .collect();
+    let first = zs.first()?;
+    let mut out = Map::new();
+    for (k, _) in first.iter() {
+        let vals = zs.iter().map(|z| z[k].as_u64().unwrap_or(0));
+        let v = if k.ends_with("_peak")
+            || k.ends_with("_max")
+            || k.starts_with("zone_size")
+            || k.starts_with("zone_capacity")
+        {
+            vals.max().unwrap_or(0)
+        } else {
+            vals.sum()
+        };
+        out.insert(k.clone(), json!(v));
+    }
+    Some(Value::Object(out))
+}
+
 /// The counters of the model's optional mechanisms, by their report names.
 fn mechanism_counters(c: &nines_flash::SsdCounters) -> [(&'static str, u64); 12] {
     [
@@ -359,6 +421,9 @@ impl Internals<'_> {
     fn of(&self, m: u32) -> Option<Map<String, Value>> {
         self.prep.members[m as usize].ssd().map(|s| {
             let mut i = device_internals(s, self.span_ns);
+            if let Some(z) = self.prep.members[m as usize].zoned() {
+                zoned_internals(z, &mut i);
+            }
             if self.gc_free_any {
                 // GC the device did while its volume wanted it free of GC (a serial array's
                 // front-end), counted around each command sent to it.
@@ -392,6 +457,9 @@ fn volume_extra(
     } else {
         volume_internals(&member_internals)
     };
+    if let Some(z) = zoned_sum(&member_internals) {
+        vm.insert("zoned".into(), z);
+    }
     vm.insert("layout".into(), json!(cfg.layout.name()));
     vm.insert("members".into(), json!(g.len()));
     if let Layout::Raid0 { stripe_bytes } = *cfg.layout.base() {

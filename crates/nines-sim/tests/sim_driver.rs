@@ -216,6 +216,19 @@ fn every_preset_loads_and_runs_reads_and_writes() {
         let mut cfg = config(DeviceConfig::preset(name).unwrap(), 2, spec);
         cfg.scale = None;
         cfg.memory_budget_bytes = 256 << 20;
+        if cfg.device.zoned.is_some() {
+            // Zoned presets take only the serial layout (crates/nines/tests/zoned_cli.rs).
+            cfg.memory_budget_bytes = 1 << 30;
+            let e = prepare(&cfg, true)
+                .err()
+                .expect("a zoned preset refused")
+                .to_string();
+            assert!(
+                e.contains("is zoned") && e.contains("--layout serial"),
+                "{e}"
+            );
+            continue;
+        }
         let out = simulate(&cfg);
         let r = &out.report;
         assert!(

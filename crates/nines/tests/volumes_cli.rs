@@ -675,6 +675,8 @@ fn serial_over_zram_writes_where_the_policy_says_and_collects() {
         move_bytes: 256 << 10,
         start_full_bytes: 0,
         persist: false,
+        zone_size_bytes: 0,
+        zone_capacity_bytes: 0,
     };
     // 4 columns of 16 segments, less 4 * 2 + 3 in reserve: 53 MiB.
     let size = 53u64 << 20;

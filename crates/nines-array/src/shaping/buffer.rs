@@ -1082,7 +1082,9 @@ impl WriteBuffer {
                 self.busy_max_ns = self.busy_max_ns.max(remaining_ns)
             }
             // A member without the query (real devices refuse it or do nothing).
-            CmdResult::Ok | CmdResult::Err(_) => self.busy_unsupported = true,
+            CmdResult::Ok | CmdResult::Err(_) | CmdResult::Appended { .. } => {
+                self.busy_unsupported = true
+            }
         }
         if self.busy_asking == 0 {
             if self.busy_max_ns > FLUSH_YIELD_BUSY_NS {

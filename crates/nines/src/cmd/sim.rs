@@ -27,8 +27,8 @@ pub struct Args {
     #[command(flatten)]
     pub workload: WorkloadArgs,
     /// Device model: a preset (afa-m2-2018, intel-750, z-ssd, mqsim-default, mqsim-compatible,
-    /// ttflash-fast17, p4600, femu-ioda, client-nvme; NAME-ideal: its clean model; see
-    /// --list-devices), a TOML file, or null:SIZE (zero-latency devices of SIZE, e.g. null:1g: the loop and the
+    /// ttflash-fast17, p4600, femu-ioda, client-nvme, zn540 (zoned: --layout serial); NAME-ideal:
+    /// its clean model; see --list-devices), a TOML file, or null:SIZE (zero-latency devices of SIZE, e.g. null:1g: the loop and the
     /// policies without any model).
     #[arg(help_heading = "Simulated devices")]
     #[arg(long, default_value = "afa-m2-2018")]

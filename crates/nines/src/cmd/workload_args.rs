@@ -328,6 +328,7 @@ impl VolumeArgs {
             move_bytes: small_size("gc-move", self.gc_move.unwrap_or(u64::from(d.move_bytes)))?,
             start_full_bytes: self.start_full.unwrap_or(0),
             persist: self.persist,
+            // Zone fields: set by the driver from zoned members.
             ..geometry.spec()?
         })
     }
