@@ -10,7 +10,7 @@ use crate::FlashError;
 
 /// The presets shipped with nines, embedded at build time. Each file documents where its
 /// numbers come from.
-pub const PRESETS: [(&str, &str); 9] = [
+pub const PRESETS: [(&str, &str); 10] = [
     ("afa-m2-2018", include_str!("../presets/afa-m2-2018.toml")),
     ("intel-750", include_str!("../presets/intel-750.toml")),
     ("z-ssd", include_str!("../presets/z-ssd.toml")),
@@ -29,6 +29,10 @@ pub const PRESETS: [(&str, &str); 9] = [
     ("p4600", include_str!("../presets/p4600.toml")),
     ("femu-ioda", include_str!("../presets/femu-ioda.toml")),
     ("client-nvme", include_str!("../presets/client-nvme.toml")),
+    (
+        "afa-m2-2018-fdp",
+        include_str!("../presets/afa-m2-2018-fdp.toml"),
+    ),
 ];
 
 /// A preset name with this suffix is the preset with [`DeviceConfig::ideal`] applied.
@@ -81,6 +85,62 @@ pub struct DeviceConfig {
     /// that names no `--completion` uses it. Absent in presets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fitted_completion: Option<String>,
+    /// NVMe Flexible Data Placement (TP4146). Absent: a conventional device (docs/arch-fdp.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fdp: Option<FdpConfig>,
+}
+
+/// The most reclaim unit handles a description may give (the FTL keeps per-handle counters
+/// inline, and a unit's handle in one byte).
+pub const FDP_HANDLES_MAX: u32 = 16;
+
+/// `[fdp]`: the device's Flexible Data Placement configuration (NVMe TP4146, FDP
+/// Configurations log page). In the model a reclaim unit is one block on every block pool (a
+/// superblock), each reclaim unit handle has its own open block per pool, and a write tagged
+/// with placement handle `h` goes to `h`'s; untagged writes use handle 0.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FdpConfig {
+    /// Reclaim groups (NRG). The model has one (every die in it), as QEMU's and FEMU's FDP
+    /// devices; any other value is refused.
+    #[serde(default = "one_u32")]
+    pub reclaim_groups: u32,
+    /// Reclaim unit handles (NRUH): how many lifetimes the host can keep apart.
+    pub handles: u32,
+    /// Reclaim unit size (RUNS). When given it must be the model's reclaim unit, one block on
+    /// every pool (pools x pages_per_block x page_size_bytes); a check that the description
+    /// says what the model does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_unit_bytes: Option<u64>,
+    /// Reclaim unit handle type (RUHT): `initially` isolated (GC may mix the handles' valid
+    /// data in one shared GC frontier per pool) or `persistently` isolated (a victim written
+    /// through handle `h` is moved into a GC frontier of `h`).
+    #[serde(default)]
+    pub isolation: Isolation,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+/// TP4146's reclaim unit handle types.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// Initially isolated: handles' data meet in GC.
+    #[default]
+    Initially,
+    /// Persistently isolated: GC keeps each handle's data apart.
+    Persistently,
+}
+
+impl Isolation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::Initially => "initially",
+            Isolation::Persistently => "persistently",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -938,6 +998,7 @@ impl DeviceConfig {
                 return Err(invalid(field, rule));
             }
         }
+        self.validate_fdp()?;
         if self.pools() > 1 << 16 {
             return Err(invalid(
                 "ftl.block_pool",
@@ -978,6 +1039,68 @@ impl DeviceConfig {
             }
         }
         self.check_gc_room()
+    }
+
+    /// `[fdp]`'s rules (nothing when the section is absent).
+    fn validate_fdp(&self) -> Result<(), FlashError> {
+        let Some(f) = &self.fdp else {
+            return Ok(());
+        };
+        if f.reclaim_groups != 1 {
+            return Err(invalid(
+                "fdp.reclaim_groups",
+                format!(
+                    "{} reclaim groups are not modelled (every die is in one group): set 1",
+                    f.reclaim_groups
+                ),
+            ));
+        }
+        if f.handles == 0 || f.handles > FDP_HANDLES_MAX {
+            return Err(invalid(
+                "fdp.handles",
+                format!("{} must be 1 to {FDP_HANDLES_MAX}", f.handles),
+            ));
+        }
+        let ru = self.reclaim_unit_bytes();
+        if let Some(b) = f.reclaim_unit_bytes
+            && b != ru
+        {
+            return Err(invalid(
+                "fdp.reclaim_unit_bytes",
+                format!(
+                    "{b} is not the model's reclaim unit, one block on each of the {} pools \
+                     ({ru} bytes): give {ru} or leave it out",
+                    self.pools()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reclaim unit handles (1 on a conventional device: every write goes to handle 0).
+    pub fn fdp_handles(&self) -> u32 {
+        self.fdp.as_ref().map_or(1, |f| f.handles)
+    }
+
+    /// GC frontiers per pool: one per handle when persistently isolated, else one.
+    pub fn gc_frontiers(&self) -> u32 {
+        match &self.fdp {
+            Some(f) if f.isolation == Isolation::Persistently => f.handles,
+            _ => 1,
+        }
+    }
+
+    /// Open blocks per pool: a host frontier per handle and the GC frontiers (2 on a
+    /// conventional device).
+    pub fn open_blocks_per_pool(&self) -> u32 {
+        self.fdp_handles() + self.gc_frontiers()
+    }
+
+    /// The model's reclaim unit: one block on every pool.
+    pub fn reclaim_unit_bytes(&self) -> u64 {
+        self.pools()
+            * u64::from(self.geometry.pages_per_block)
+            * u64::from(self.geometry.page_size_bytes)
     }
 
     /// Block pools: the FTL keeps free blocks, frontiers and GC per pool (a die, or a plane).
@@ -1085,26 +1208,31 @@ impl DeviceConfig {
         1.0 - self.logical_bytes() as f64 / self.physical_bytes() as f64
     }
 
-    /// The share of a die GC needs as working room: the soft reserve of free blocks plus one
-    /// block (two open blocks, half written on average).
+    /// The share of a die GC needs as working room: the soft reserve of free blocks plus the
+    /// open blocks, half written on average (two on a conventional device: one block).
     fn gc_room_share(&self) -> f64 {
         let (soft, _) = self.gc_thresholds_blocks();
-        (soft as f64 + 1.0) / self.blocks_per_pool() as f64
+        (soft as f64 + f64::from(self.open_blocks_per_pool()) / 2.0) / self.blocks_per_pool() as f64
     }
 
     /// The FTL needs spare blocks beyond its hard threshold (two open blocks per die, one
-    /// block of slack for uneven fill across dies); checked before a model is built.
+    /// block of slack for uneven fill across dies, and with FDP one more for each further
+    /// open block); checked before a model is built.
     pub fn check_gc_room(&self) -> Result<(), FlashError> {
         let (_, hard) = self.gc_thresholds_blocks();
         let spare = self.spare_blocks_per_pool();
-        if spare < hard as u64 + 4 {
+        let need = hard as u64 + 4 + u64::from(self.open_blocks_per_pool() - 2);
+        if spare < need {
             return Err(invalid(
                 "ftl.over_provisioning",
                 format!(
-                    "leaves {spare} spare blocks per die; GC needs at least {} \
-                     (hard threshold {hard} + 4); raise over_provisioning or blocks_per_plane, \
+                    "leaves {spare} spare blocks per die; GC needs at least {need} \
+                     (hard threshold {hard} + 4{}); raise over_provisioning or blocks_per_plane, \
                      or use a larger scale",
-                    hard + 4
+                    match self.open_blocks_per_pool() - 2 {
+                        0 => String::new(),
+                        n => format!(" + {n} open blocks of the FDP handles"),
+                    }
                 ),
             ));
         }
@@ -1133,7 +1261,13 @@ impl DeviceConfig {
             self.mapping.cache_bytes / self.mapping.entry_bytes as u64 * 24
                 + logical_units / self.translation_entries_per_page() as u64 * 4
         };
-        physical_units * 4 + logical_units * 4 + blocks * 9 + cache
+        // FDP: a handle per logical unit and an owner per block.
+        let fdp = if self.fdp.is_some() {
+            logical_units + blocks
+        } else {
+            0
+        };
+        physical_units * 4 + logical_units * 4 + blocks * 9 + cache + fdp
     }
 
     /// Pages the write buffer holds (at least two).
