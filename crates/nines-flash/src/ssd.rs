@@ -1026,6 +1026,10 @@ impl Ssd {
     pub fn fdp_stats(&self) -> Option<crate::FdpStats> {
         self.ftl.fdp_stats()
     }
+    /// Bytes of one mapping unit (the FTL's counters are in units).
+    pub fn unit_bytes(&self) -> u64 {
+        self.unit_bytes
+    }
     /// FDP reclaim unit handles (1 on a conventional device, which has no placement).
     pub fn fdp_handles(&self) -> u32 {
         self.ftl.handles()

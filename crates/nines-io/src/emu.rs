@@ -247,8 +247,10 @@ impl EmuContext {
         // Its own maps now (the first write would copy them in the timed loop otherwise).
         ssd.ftl_mut();
         let scale = scaled.geometry.blocks_per_plane as f64 / full.geometry.blocks_per_plane as f64;
+        let member = SimMember::Model(ssd);
+        let fdp_handles = member.fdp_handles();
         let dev = EmuDevice {
-            member: SimMember::Model(ssd),
+            member,
             origin_ns: None,
             last_at_ns: 0,
             store: Store::new(blocks, data_bytes / u64::from(BLOCK_BYTES)),
@@ -265,6 +267,7 @@ impl EmuContext {
                 size_bytes,
                 model_logical_bytes,
                 charged_bytes: need,
+                fdp_handles,
             }),
             slot: Arc::new(Mutex::new(Some(Box::new(dev)))),
         })
@@ -315,6 +318,8 @@ pub struct EmuInfo {
     pub model_logical_bytes: u64,
     /// Bytes of the memory budget it holds.
     pub charged_bytes: u64,
+    /// FDP reclaim unit handles placed writes may name (0: the model has no FDP).
+    pub fdp_handles: u32,
 }
 
 /// An opened emulated device: its description and the device itself, lent to a worker per run.
@@ -468,7 +473,7 @@ impl EmuDevice {
         }
         let len = cmd.len_bytes as usize;
         match cmd.op {
-            CmdOp::Write => {
+            CmdOp::Write | CmdOp::PlacedWrite { .. } => {
                 // SAFETY: the caller hands a buffer of len_bytes, valid for this call.
                 let data = unsafe { std::slice::from_raw_parts(buf, len) };
                 if let Err(errno) = self.store.write(cmd.offset_bytes, data) {
