@@ -1885,6 +1885,16 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
             crate::html::UNRESOLVED
         ));
     }
+    // FDP devices: host and media bytes per reclaim unit handle (docs/arch-fdp.md).
+    let fdp = crate::table::fdp_rows(r);
+    if !fdp.is_empty() {
+        page.h2("Flexible Data Placement: per reclaim unit handle");
+        let header: Vec<String> = crate::table::FDP_HEADER
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        page.table(&header, &fdp);
+    }
     // Array volumes: each member's command latencies and the policy's counters.
     for d in &r.devices {
         let Some(v) = &d.volume else { continue };
