@@ -10,17 +10,20 @@
 #       isolated reclaim unit handles) and --placement fdp: the buffer's classifier tags each
 #       write with a handle, no buffer device.
 # Each at the same scale (--scale, so the same blocks per die), 1800 s of simulated time
-# (QUICK=1: 600 s). Prints the NAND device's WAF (and, for (c), per handle), the reads' p99,
+# (QUICK=1: 600 s). The scale is the smallest the FDP drive allows (160 blocks per plane, a
+# 77 GB drive): its 8 handles keep 16 open blocks per die, which need more spare blocks than
+# paper004-shaping's 78-block dies (19 GB) have; (a) and (b) run at the same scale, so the
+# job lines (paper 004's, in absolute sizes) cover a smaller share of the drive than there. Prints the NAND device's WAF (and, for (c), per handle), the reads' p99,
 # p99.99 and p99.9999, the write bandwidth, and what the slow reads waited behind.
 #
 # Usage: bench/placement.sh        QUICK=1 bench/placement.sh
-# Environment: NINES (a prebuilt binary; default cargo build --release), SCALE (default 0.04).
+# Environment: NINES (a prebuilt binary; default cargo build --release), SCALE (default 0.0825).
 # Last line: RESULT fdp_waf=... fdp_read_p9999_gain=... (gain: conventional p99.99 / FDP p99.99)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK="${QUICK:-}"
 if [ -n "$QUICK" ]; then RT=600s; else RT=1800s; fi
-SCALE="${SCALE:-0.04}"
+SCALE="${SCALE:-0.0825}"
 . bench/lib.sh
 bench_init placement
 bench_nines

@@ -704,8 +704,23 @@ impl DeviceConfig {
     /// The longest any single device time may be (one hour), so that sums of them cannot wrap.
     pub const DURATION_NS_MAX: u64 = 3_600_000_000_000;
 
-    /// Check every rule; the first broken one is returned naming its field.
+    /// Check every rule; the first broken one is returned naming its field. One step per
+    /// section of the description, in this order (the first broken rule is the one named).
     pub fn validate(&self) -> Result<(), FlashError> {
+        self.validate_modes()?;
+        self.validate_geometry()?;
+        self.validate_shares()?;
+        self.validate_durations()?;
+        self.validate_timing()?;
+        self.validate_buffer()?;
+        self.validate_mapping()?;
+        self.validate_fdp()?;
+        self.validate_capacity()?;
+        self.check_gc_room()
+    }
+
+    /// Modes that exclude each other, and the fitted completion mode.
+    fn validate_modes(&self) -> Result<(), FlashError> {
         let g = &self.geometry;
         if let Some(m) = &self.fitted_completion
             && !matches!(m.as_str(), "interrupt" | "polled" | "none")
@@ -755,6 +770,12 @@ impl DeviceConfig {
                 "needs ftl.block_pool = \"plane\" (a program's plane is its pool's)",
             ));
         }
+        Ok(())
+    }
+
+    /// The geometry: every count positive, page and mapping unit sizes, the limits of the maps.
+    fn validate_geometry(&self) -> Result<(), FlashError> {
+        let g = &self.geometry;
         for (field, v) in [
             ("geometry.channels", g.channels),
             ("geometry.chips_per_channel", g.chips_per_channel),
@@ -797,6 +818,12 @@ impl DeviceConfig {
                 "channels x chips_per_channel x dies_per_chip must be at most 65536",
             ));
         }
+        debug_assert!(self.dies() >= 1 && self.units_per_page() >= 1);
+        Ok(())
+    }
+
+    /// Over-provisioning and the GC thresholds: shares of the flash.
+    fn validate_shares(&self) -> Result<(), FlashError> {
         let op = self.ftl.over_provisioning;
         if !(0.0..1.0).contains(&op) || op.is_nan() {
             return Err(invalid(
@@ -820,6 +847,12 @@ impl DeviceConfig {
                 "must not exceed ftl.gc_soft_threshold",
             ));
         }
+        debug_assert!(self.ftl.gc_hard_threshold <= self.ftl.gc_soft_threshold);
+        Ok(())
+    }
+
+    /// Every device time at most an hour, so sums of them cannot wrap.
+    fn validate_durations(&self) -> Result<(), FlashError> {
         let t = &self.timing;
         // Every duration at most an hour: the model adds a handful of them per command (and
         // scales them by calibration), and a sum that wrapped would simulate a fast device.
@@ -876,6 +909,12 @@ impl DeviceConfig {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Times and rates the model divides by or adds: positive; page types listed at most PAGE_TYPES_MAX.
+    fn validate_timing(&self) -> Result<(), FlashError> {
+        let t = &self.timing;
         for (field, v) in [
             ("timing.read_ns", t.read_ns),
             ("timing.program_ns", t.program_ns),
@@ -914,6 +953,13 @@ impl DeviceConfig {
                 "every per-page-type time must be positive",
             ));
         }
+        debug_assert!(self.timing.read_ns > 0 && self.timing.program_ns > 0);
+        Ok(())
+    }
+
+    /// The write buffer, housekeeping, slow I/Os and read retries.
+    fn validate_buffer(&self) -> Result<(), FlashError> {
+        let g = &self.geometry;
         if self.buffer.write_buffer_bytes < 2 * g.page_size_bytes as u64 {
             return Err(invalid(
                 "buffer.write_buffer_bytes",
@@ -962,6 +1008,15 @@ impl DeviceConfig {
                 "must be at least 1 when read_retry.probability is above 0",
             ));
         }
+        debug_assert!(
+            self.buffer.write_buffer_bytes >= 2 * u64::from(self.geometry.page_size_bytes)
+        );
+        Ok(())
+    }
+
+    /// The mapping cache, power states and firmware jitter.
+    fn validate_mapping(&self) -> Result<(), FlashError> {
+        let g = &self.geometry;
         let m = &self.mapping;
         if m.entry_bytes == 0 || m.flash_entry_bytes == 0 || m.translation_read_bytes == 0 {
             return Err(invalid(
@@ -998,7 +1053,13 @@ impl DeviceConfig {
                 return Err(invalid(field, rule));
             }
         }
-        self.validate_fdp()?;
+        Ok(())
+    }
+
+    /// Pools, the 32-bit maps and the advertised capacity against the geometry.
+    fn validate_capacity(&self) -> Result<(), FlashError> {
+        let g = &self.geometry;
+        let op = self.ftl.over_provisioning;
         if self.pools() > 1 << 16 {
             return Err(invalid(
                 "ftl.block_pool",
@@ -1038,7 +1099,9 @@ impl DeviceConfig {
                 ));
             }
         }
-        self.check_gc_room()
+
+        debug_assert!(self.logical_bytes() >= u64::from(self.geometry.map_unit_bytes));
+        Ok(())
     }
 
     /// `[fdp]`'s rules (nothing when the section is absent).
