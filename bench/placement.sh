@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK="${QUICK:-}"
-if [ -n "$QUICK" ]; then RT=600s; else RT=1800s; fi
+if [ -n "$QUICK" ]; then RT=1800s; else RT=3600s; fi
 SCALE="${SCALE:-0.0825}"
 . bench/lib.sh
 bench_init placement
