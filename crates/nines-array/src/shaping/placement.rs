@@ -2,8 +2,12 @@
 //! Data Placement handle (NVMe TP4146) directly, with no buffer device (docs/arch-fdp.md).
 //!
 //! A write's class (see [`Classifier`]: how many halvings its LBA range's write rate lies below
-//! the mean, the fastest data in the top class) is its reclaim unit handle: `handles` classes,
-//! so class `c` is handle `c`. The wrapped layout (a single device, raid0, raid5) maps the
+//! the mean, the fastest data in the top class) picks its reclaim unit handle: with `h`
+//! handles, `h - 1` classes, class `c` in handle `c + 1`. Handle 0 is left to untagged data
+//! (what was written before, a device's preconditioning, other hosts): the slowest class would
+//! otherwise share its reclaim units with that cold data, and GC would move the cold data every
+//! time it reclaims them (bench/placement.sh at the paper's proportions: WAF 10.1 in handle 0
+//! when the random stream shared it with the fill). A device with one handle has one class. The wrapped layout (a single device, raid0, raid5) maps the
 //! write to member commands as always; on the way out each member write whose bytes are the
 //! client's (`BufRef::Client { tag }`) becomes a [`CmdOp::PlacedWrite`] with its tag's handle.
 //! A layout's own writes from scratch buffers (raid5 parity, read-modify-write results) take
@@ -59,7 +63,7 @@ impl Placement {
         let range_bytes = inner.size_bytes().div_ceil(RANGES);
         let cap = inner.outputs_max();
         Ok(Placement {
-            classifier: Classifier::new(range_bytes, handles, spec.half_life_ns),
+            classifier: Classifier::new(range_bytes, (handles - 1).max(1), spec.half_life_ns),
             handles,
             tag_handle: vec![0; tags as usize],
             out: Outputs::with_capacity(cap),
@@ -105,10 +109,12 @@ impl Volume for Placement {
                 .classifier
                 .classify(now_ns, io.offset_bytes, io.len_bytes);
             self.classifier.commit();
-            debug_assert!(class < self.handles);
-            self.tag_handle[io.tag as usize] = class as u16;
-            self.writes[class as usize] += 1;
-            self.bytes[class as usize] += u64::from(io.len_bytes);
+            // Class c in handle c + 1 (handle 0 stays untagged data's); one handle: handle 0.
+            let handle = (class + 1).min(self.handles - 1);
+            debug_assert!(handle < self.handles && (self.handles == 1 || handle > 0));
+            self.tag_handle[io.tag as usize] = handle as u16;
+            self.writes[handle as usize] += 1;
+            self.bytes[handle as usize] += u64::from(io.len_bytes);
         }
         self.inner.submit(
             now_ns,
@@ -263,11 +269,13 @@ mod tests {
             }
         }
         // Once the rates settled (a range first seen starts at one write a second: some
-        // fifty writes at weight 1/8 to reach a millisecond), the slow writer is in handle 0
-        // and the fast one (a thousand times the rate: ten halvings) above it, mostly in the
+        // fifty writes at weight 1/8 to reach a millisecond), the slow writer is in handle 1
+        // (the lowest class) and the fast one (a thousand times the rate: ten halvings) above it, mostly in the
         // top handle (a writer alone is at the mean rate: the top class, or one below while
         // its rate dips under the mean).
-        assert!(slow[1..].iter().all(|&h| h == 0), "slow: {:?}", &slow[1..]);
+        assert!(slow[1..].iter().all(|&h| h == 1), "slow: {:?}", &slow[1..]);
+        // Handle 0 is left to untagged data: no write is placed there.
+        assert!(slow.iter().chain(&fast).all(|&h| h > 0));
         assert!(
             fast[300..].iter().all(|&h| h >= 2),
             "fast under the slow one"
