@@ -117,14 +117,29 @@ pub enum CmdOp {
     ZoneReset,
     /// Zone Management Send, Finish: the zone starting at `offset_bytes` becomes full.
     ZoneFinish,
+    /// A write tagged with a Flexible Data Placement handle (NVMe TP4146: directive type 2,
+    /// data placement; DSPEC = the placement identifier): an FDP member puts it in that
+    /// reclaim unit handle's open reclaim unit. Members without FDP (files, block devices)
+    /// perform a plain write; a modelled member without FDP refuses it (EINVAL), as does one
+    /// given a handle it does not have. Everything else about it is [`CmdOp::Write`].
+    PlacedWrite {
+        handle: u16,
+    },
 }
 
 impl CmdOp {
+    /// Whether the command writes the bytes of its buffer (a write, placed or not).
+    pub fn writes_data(self) -> bool {
+        matches!(self, CmdOp::Write | CmdOp::PlacedWrite { .. })
+    }
+
     /// The direction statistics file the command under, if it moves data.
     pub fn data_op(self) -> Option<Op> {
         match self {
             CmdOp::Read | CmdOp::FastFailRead { .. } => Some(Op::Read),
-            CmdOp::Write | CmdOp::WriteZeroes | CmdOp::ZoneAppend => Some(Op::Write),
+            CmdOp::Write | CmdOp::PlacedWrite { .. } | CmdOp::WriteZeroes | CmdOp::ZoneAppend => {
+                Some(Op::Write)
+            }
             _ => None,
         }
     }

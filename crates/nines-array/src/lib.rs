@@ -141,6 +141,25 @@ impl LayoutSpec {
         }
     }
 
+    /// `--placement fdp`: fills in the handles the placement tags with, from the reclaim unit
+    /// handles of the data members (`member_handles`, 0 for a member without FDP): the fewest
+    /// of them. Refused, saying what to do, when a member has no FDP. Nothing to do without a
+    /// placement. Both drivers call it before building volumes, with what their members say.
+    pub fn resolve_placement(&mut self, member_handles: &[u32]) -> Result<(), ArrayError> {
+        let Some(pl) = self.shaping_mut().and_then(|s| s.placement.as_mut()) else {
+            return Ok(());
+        };
+        if let Some(i) = member_handles.iter().position(|&h| h == 0) {
+            return Err(ArrayError::Invalid(format!(
+                "--placement fdp needs members with Flexible Data Placement, but member {i} has \
+                 none: use an FDP device (nines sim --device afa-m2-2018-fdp, or an \
+                 emu:afa-m2-2018-fdp target) or drop --placement"
+            )));
+        }
+        pl.handles = member_handles.iter().copied().min().unwrap_or(0);
+        Ok(())
+    }
+
     /// `self` wrapped in `shaping` (unchanged when it asks for nothing).
     pub fn shaped(self, shaping: ShapingSpec) -> LayoutSpec {
         if shaping.is_empty() {

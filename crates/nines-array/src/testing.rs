@@ -283,7 +283,7 @@ impl SyncDriver {
                 self.data.write_bytes(c.buf, &src);
                 CmdResult::Ok
             }
-            CmdOp::Write => {
+            CmdOp::Write | CmdOp::PlacedWrite { .. } => {
                 let mut buf = vec![0u8; len];
                 self.data.read_bytes(c.buf, &mut buf);
                 self.members.data[m][off..off + len].copy_from_slice(&buf);

@@ -10,7 +10,7 @@ use crate::FlashError;
 
 /// The presets shipped with nines, embedded at build time. Each file documents where its
 /// numbers come from.
-pub const PRESETS: [(&str, &str); 10] = [
+pub const PRESETS: [(&str, &str); 11] = [
     ("afa-m2-2018", include_str!("../presets/afa-m2-2018.toml")),
     ("intel-750", include_str!("../presets/intel-750.toml")),
     ("z-ssd", include_str!("../presets/z-ssd.toml")),
@@ -30,6 +30,10 @@ pub const PRESETS: [(&str, &str); 10] = [
     ("femu-ioda", include_str!("../presets/femu-ioda.toml")),
     ("client-nvme", include_str!("../presets/client-nvme.toml")),
     ("zn540", include_str!("../presets/zn540.toml")),
+    (
+        "afa-m2-2018-fdp",
+        include_str!("../presets/afa-m2-2018-fdp.toml"),
+    ),
 ];
 
 /// A preset name with this suffix is the preset with [`DeviceConfig::ideal`] applied.
@@ -86,6 +90,62 @@ pub struct DeviceConfig {
     /// that names no `--completion` uses it. Absent in presets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fitted_completion: Option<String>,
+    /// NVMe Flexible Data Placement (TP4146). Absent: a conventional device (docs/arch-fdp.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fdp: Option<FdpConfig>,
+}
+
+/// The most reclaim unit handles a description may give (the FTL keeps per-handle counters
+/// inline, and a unit's handle in one byte).
+pub const FDP_HANDLES_MAX: u32 = 16;
+
+/// `[fdp]`: the device's Flexible Data Placement configuration (NVMe TP4146, FDP
+/// Configurations log page). In the model a reclaim unit is one block on every block pool (a
+/// superblock), each reclaim unit handle has its own open block per pool, and a write tagged
+/// with placement handle `h` goes to `h`'s; untagged writes use handle 0.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FdpConfig {
+    /// Reclaim groups (NRG). The model has one (every die in it), as QEMU's and FEMU's FDP
+    /// devices; any other value is refused.
+    #[serde(default = "one_u32")]
+    pub reclaim_groups: u32,
+    /// Reclaim unit handles (NRUH): how many lifetimes the host can keep apart.
+    pub handles: u32,
+    /// Reclaim unit size (RUNS). When given it must be the model's reclaim unit, one block on
+    /// every pool (pools x pages_per_block x page_size_bytes); a check that the description
+    /// says what the model does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim_unit_bytes: Option<u64>,
+    /// Reclaim unit handle type (RUHT): `initially` isolated (GC may mix the handles' valid
+    /// data in one shared GC frontier per pool) or `persistently` isolated (a victim written
+    /// through handle `h` is moved into a GC frontier of `h`).
+    #[serde(default)]
+    pub isolation: Isolation,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+/// TP4146's reclaim unit handle types.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// Initially isolated: handles' data meet in GC.
+    #[default]
+    Initially,
+    /// Persistently isolated: GC keeps each handle's data apart.
+    Persistently,
+}
+
+impl Isolation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::Initially => "initially",
+            Isolation::Persistently => "persistently",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -649,8 +709,26 @@ impl DeviceConfig {
     /// The longest any single device time may be (one hour), so that sums of them cannot wrap.
     pub const DURATION_NS_MAX: u64 = 3_600_000_000_000;
 
-    /// Check every rule; the first broken one is returned naming its field.
+    /// Check every rule; the first broken one is returned naming its field. One step per
+    /// section of the description, in this order (the first broken rule is the one named).
     pub fn validate(&self) -> Result<(), FlashError> {
+        self.validate_modes()?;
+        self.validate_geometry()?;
+        self.validate_shares()?;
+        self.validate_durations()?;
+        self.validate_timing()?;
+        self.validate_buffer()?;
+        self.validate_mapping()?;
+        self.validate_fdp()?;
+        self.validate_capacity()?;
+        if let Some(z) = &self.zoned {
+            z.validate(self)?;
+        }
+        self.check_gc_room()
+    }
+
+    /// Modes that exclude each other, and the fitted completion mode.
+    fn validate_modes(&self) -> Result<(), FlashError> {
         let g = &self.geometry;
         if let Some(m) = &self.fitted_completion
             && !matches!(m.as_str(), "interrupt" | "polled" | "none")
@@ -700,6 +778,12 @@ impl DeviceConfig {
                 "needs ftl.block_pool = \"plane\" (a program's plane is its pool's)",
             ));
         }
+        Ok(())
+    }
+
+    /// The geometry: every count positive, page and mapping unit sizes, the limits of the maps.
+    fn validate_geometry(&self) -> Result<(), FlashError> {
+        let g = &self.geometry;
         for (field, v) in [
             ("geometry.channels", g.channels),
             ("geometry.chips_per_channel", g.chips_per_channel),
@@ -742,6 +826,12 @@ impl DeviceConfig {
                 "channels x chips_per_channel x dies_per_chip must be at most 65536",
             ));
         }
+        debug_assert!(self.dies() >= 1 && self.units_per_page() >= 1);
+        Ok(())
+    }
+
+    /// Over-provisioning and the GC thresholds: shares of the flash.
+    fn validate_shares(&self) -> Result<(), FlashError> {
         let op = self.ftl.over_provisioning;
         if !(0.0..1.0).contains(&op) || op.is_nan() {
             return Err(invalid(
@@ -765,6 +855,12 @@ impl DeviceConfig {
                 "must not exceed ftl.gc_soft_threshold",
             ));
         }
+        debug_assert!(self.ftl.gc_hard_threshold <= self.ftl.gc_soft_threshold);
+        Ok(())
+    }
+
+    /// Every device time at most an hour, so sums of them cannot wrap.
+    fn validate_durations(&self) -> Result<(), FlashError> {
         let t = &self.timing;
         // Every duration at most an hour: the model adds a handful of them per command (and
         // scales them by calibration), and a sum that wrapped would simulate a fast device.
@@ -821,6 +917,12 @@ impl DeviceConfig {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Times and rates the model divides by or adds: positive; page types listed at most PAGE_TYPES_MAX.
+    fn validate_timing(&self) -> Result<(), FlashError> {
+        let t = &self.timing;
         for (field, v) in [
             ("timing.read_ns", t.read_ns),
             ("timing.program_ns", t.program_ns),
@@ -859,6 +961,13 @@ impl DeviceConfig {
                 "every per-page-type time must be positive",
             ));
         }
+        debug_assert!(self.timing.read_ns > 0 && self.timing.program_ns > 0);
+        Ok(())
+    }
+
+    /// The write buffer, housekeeping, slow I/Os and read retries.
+    fn validate_buffer(&self) -> Result<(), FlashError> {
+        let g = &self.geometry;
         if self.buffer.write_buffer_bytes < 2 * g.page_size_bytes as u64 {
             return Err(invalid(
                 "buffer.write_buffer_bytes",
@@ -907,6 +1016,15 @@ impl DeviceConfig {
                 "must be at least 1 when read_retry.probability is above 0",
             ));
         }
+        debug_assert!(
+            self.buffer.write_buffer_bytes >= 2 * u64::from(self.geometry.page_size_bytes)
+        );
+        Ok(())
+    }
+
+    /// The mapping cache, power states and firmware jitter.
+    fn validate_mapping(&self) -> Result<(), FlashError> {
+        let g = &self.geometry;
         let m = &self.mapping;
         if m.entry_bytes == 0 || m.flash_entry_bytes == 0 || m.translation_read_bytes == 0 {
             return Err(invalid(
@@ -943,6 +1061,13 @@ impl DeviceConfig {
                 return Err(invalid(field, rule));
             }
         }
+        Ok(())
+    }
+
+    /// Pools, the 32-bit maps and the advertised capacity against the geometry.
+    fn validate_capacity(&self) -> Result<(), FlashError> {
+        let g = &self.geometry;
+        let op = self.ftl.over_provisioning;
         if self.pools() > 1 << 16 {
             return Err(invalid(
                 "ftl.block_pool",
@@ -982,10 +1107,71 @@ impl DeviceConfig {
                 ));
             }
         }
-        if let Some(z) = &self.zoned {
-            z.validate(self)?;
+
+        debug_assert!(self.logical_bytes() >= u64::from(self.geometry.map_unit_bytes));
+        Ok(())
+    }
+
+    /// `[fdp]`'s rules (nothing when the section is absent).
+    fn validate_fdp(&self) -> Result<(), FlashError> {
+        let Some(f) = &self.fdp else {
+            return Ok(());
+        };
+        if f.reclaim_groups != 1 {
+            return Err(invalid(
+                "fdp.reclaim_groups",
+                format!(
+                    "{} reclaim groups are not modelled (every die is in one group): set 1",
+                    f.reclaim_groups
+                ),
+            ));
         }
-        self.check_gc_room()
+        if f.handles == 0 || f.handles > FDP_HANDLES_MAX {
+            return Err(invalid(
+                "fdp.handles",
+                format!("{} must be 1 to {FDP_HANDLES_MAX}", f.handles),
+            ));
+        }
+        let ru = self.reclaim_unit_bytes();
+        if let Some(b) = f.reclaim_unit_bytes
+            && b != ru
+        {
+            return Err(invalid(
+                "fdp.reclaim_unit_bytes",
+                format!(
+                    "{b} is not the model's reclaim unit, one block on each of the {} pools \
+                     ({ru} bytes): give {ru} or leave it out",
+                    self.pools()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reclaim unit handles (1 on a conventional device: every write goes to handle 0).
+    pub fn fdp_handles(&self) -> u32 {
+        self.fdp.as_ref().map_or(1, |f| f.handles)
+    }
+
+    /// GC frontiers per pool: one per handle when persistently isolated, else one.
+    pub fn gc_frontiers(&self) -> u32 {
+        match &self.fdp {
+            Some(f) if f.isolation == Isolation::Persistently => f.handles,
+            _ => 1,
+        }
+    }
+
+    /// Open blocks per pool: a host frontier per handle and the GC frontiers (2 on a
+    /// conventional device).
+    pub fn open_blocks_per_pool(&self) -> u32 {
+        self.fdp_handles() + self.gc_frontiers()
+    }
+
+    /// The model's reclaim unit: one block on every pool.
+    pub fn reclaim_unit_bytes(&self) -> u64 {
+        self.pools()
+            * u64::from(self.geometry.pages_per_block)
+            * u64::from(self.geometry.page_size_bytes)
     }
 
     /// Block pools: the FTL keeps free blocks, frontiers and GC per pool (a die, or a plane).
@@ -1093,26 +1279,31 @@ impl DeviceConfig {
         1.0 - self.logical_bytes() as f64 / self.physical_bytes() as f64
     }
 
-    /// The share of a die GC needs as working room: the soft reserve of free blocks plus one
-    /// block (two open blocks, half written on average).
+    /// The share of a die GC needs as working room: the soft reserve of free blocks plus the
+    /// open blocks, half written on average (two on a conventional device: one block).
     fn gc_room_share(&self) -> f64 {
         let (soft, _) = self.gc_thresholds_blocks();
-        (soft as f64 + 1.0) / self.blocks_per_pool() as f64
+        (soft as f64 + f64::from(self.open_blocks_per_pool()) / 2.0) / self.blocks_per_pool() as f64
     }
 
     /// The FTL needs spare blocks beyond its hard threshold (two open blocks per die, one
-    /// block of slack for uneven fill across dies); checked before a model is built.
+    /// block of slack for uneven fill across dies, and with FDP one more for each further
+    /// open block); checked before a model is built.
     pub fn check_gc_room(&self) -> Result<(), FlashError> {
         let (_, hard) = self.gc_thresholds_blocks();
         let spare = self.spare_blocks_per_pool();
-        if spare < hard as u64 + 4 {
+        let need = hard as u64 + 4 + u64::from(self.open_blocks_per_pool() - 2);
+        if spare < need {
             return Err(invalid(
                 "ftl.over_provisioning",
                 format!(
-                    "leaves {spare} spare blocks per die; GC needs at least {} \
-                     (hard threshold {hard} + 4); raise over_provisioning or blocks_per_plane, \
+                    "leaves {spare} spare blocks per die; GC needs at least {need} \
+                     (hard threshold {hard} + 4{}); raise over_provisioning or blocks_per_plane, \
                      or use a larger scale",
-                    hard + 4
+                    match self.open_blocks_per_pool() - 2 {
+                        0 => String::new(),
+                        n => format!(" + {n} open blocks of the FDP handles"),
+                    }
                 ),
             ));
         }
@@ -1141,7 +1332,13 @@ impl DeviceConfig {
             self.mapping.cache_bytes / self.mapping.entry_bytes as u64 * 24
                 + logical_units / self.translation_entries_per_page() as u64 * 4
         };
-        physical_units * 4 + logical_units * 4 + blocks * 9 + cache
+        // FDP: a handle per logical unit and an owner per block.
+        let fdp = if self.fdp.is_some() {
+            logical_units + blocks
+        } else {
+            0
+        };
+        physical_units * 4 + logical_units * 4 + blocks * 9 + cache + fdp
     }
 
     /// Pages the write buffer holds (at least two).

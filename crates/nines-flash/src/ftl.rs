@@ -20,7 +20,7 @@
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::config::{Allocation, DeviceConfig, GcVictim};
+use crate::config::{Allocation, DeviceConfig, FDP_HANDLES_MAX, GcVictim};
 
 const UNMAPPED: u32 = u32::MAX;
 
@@ -158,6 +158,8 @@ pub(crate) fn prefetch<T>(v: &[T], i: usize) {
 }
 
 const NONE: u32 = u32::MAX;
+/// `block_handle` of a block of the shared GC frontier (initially isolated FDP handles).
+const SHARED: u8 = u8::MAX;
 
 /// The fewest free blocks per pool at which a host block may still open without GC: one for the
 /// host block itself and one for GC's own frontier, so that GC can still run afterwards.
@@ -201,6 +203,32 @@ pub struct UnitPlace {
     pub page_full: bool,
     /// This unit opened the page (the first unit in it).
     pub page_opened: bool,
+}
+
+/// Flexible Data Placement counters since the last [`Ftl::reset_stats`], per reclaim unit
+/// handle (only the first `handles` entries are used).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FdpStats {
+    pub handles: u32,
+    /// Units the host wrote through each handle.
+    pub host_units: [u64; FDP_HANDLES_MAX as usize],
+    /// Units GC moved, by the handle that last wrote them.
+    pub units_moved: [u64; FDP_HANDLES_MAX as usize],
+    /// Victims reclaimed, by the handle whose block it was (a host block of the handle, or
+    /// its own GC frontier's when persistently isolated).
+    pub victims: [u64; FDP_HANDLES_MAX as usize],
+    /// Victims that were blocks of the shared GC frontier (initially isolated handles).
+    pub victims_shared: u64,
+}
+
+impl FdpStats {
+    /// Media units per host unit of handle `h` (1 when it wrote nothing).
+    pub fn write_amplification(&self, h: usize) -> f64 {
+        if self.host_units[h] == 0 {
+            return 1.0;
+        }
+        (self.host_units[h] + self.units_moved[h]) as f64 / self.host_units[h] as f64
+    }
 }
 
 /// Counters since the last [`Ftl::reset_stats`].
@@ -251,14 +279,30 @@ pub struct Ftl {
     /// Per-pool stacks of free blocks, pool `d` in `free[d*bpd .. d*bpd + free_count[d]]`.
     free: Vec<u32>,
     free_count: Vec<u32>,
+    /// Host frontiers, `handles` per pool: handle `h`'s on pool `p` at `h * pools + p` (so a
+    /// conventional device, one handle, has one per pool at `p`).
     host_open: Vec<Frontier>,
+    /// GC frontiers: one per pool, or with persistently isolated FDP handles one per handle
+    /// and pool, indexed as `host_open`.
     gc_open: Vec<Frontier>,
-    /// Per pool, the host page being filled (global page, or NONE) and the units in it. With
-    /// round-robin allocation only `cur_pool`'s can be open.
+    /// Per handle and pool (indexed as `host_open`), the host page being filled (global page,
+    /// or NONE) and the units in it. With round-robin allocation only the handle's `cur_pool`'s
+    /// can be open.
     open_page: Vec<u32>,
     open_fill: Vec<u32>,
-    cur_pool: u32,
-    next_pool: u32,
+    /// Per handle, the pool taking its host pages and the next in the round robin.
+    cur_pool: Vec<u32>,
+    next_pool: Vec<u32>,
+    /// FDP reclaim unit handles (1: a conventional device).
+    handles: u32,
+    /// Whether GC keeps each handle's data in its own GC frontier.
+    persistent: bool,
+    /// With more than one handle: per block, the handle whose frontier opened it (SHARED for
+    /// a shared GC frontier's), and per logical unit the handle that last wrote it. Empty on a
+    /// conventional device.
+    block_handle: Vec<u8>,
+    unit_handle: Vec<u8>,
+    fdp: FdpStats,
     allocation: Allocation,
     victim: GcVictim,
     candidates: u32,
@@ -293,6 +337,9 @@ impl Ftl {
             }
             free_count[d as usize] = bpd;
         }
+        let handles = cfg.fdp_handles();
+        let gc_frontiers = cfg.gc_frontiers();
+        let fdp_on = cfg.fdp.is_some();
         let mut ftl = Ftl {
             units_per_page: upp,
             pages_per_block: ppb,
@@ -309,12 +356,28 @@ impl Ftl {
             state: vec![FREE; blocks],
             free,
             free_count,
-            host_open: Vec::with_capacity(pools as usize),
-            gc_open: Vec::with_capacity(pools as usize),
-            open_page: vec![NONE; pools as usize],
-            open_fill: vec![0; pools as usize],
-            cur_pool: 0,
-            next_pool: 0,
+            host_open: Vec::with_capacity((pools * handles) as usize),
+            gc_open: Vec::with_capacity((pools * gc_frontiers) as usize),
+            open_page: vec![NONE; (pools * handles) as usize],
+            open_fill: vec![0; (pools * handles) as usize],
+            cur_pool: vec![0; handles as usize],
+            next_pool: vec![0; handles as usize],
+            handles,
+            persistent: gc_frontiers > 1,
+            block_handle: if fdp_on {
+                vec![SHARED; blocks]
+            } else {
+                Vec::new()
+            },
+            unit_handle: if fdp_on {
+                vec![0; logical_units as usize]
+            } else {
+                Vec::new()
+            },
+            fdp: FdpStats {
+                handles,
+                ..FdpStats::default()
+            },
             allocation: cfg.ftl.allocation,
             victim: cfg.ftl.gc_victim,
             candidates: if cfg.ftl.gc_candidates > 0 {
@@ -327,19 +390,53 @@ impl Ftl {
             gc_cursor: vec![0; pools as usize],
             stats: FtlStats::default(),
         };
-        for d in 0..pools {
-            let b = ftl.pop_free(d);
-            ftl.host_open.push(Frontier {
-                block: b,
-                next_unit: 0,
-            });
-            let b = ftl.pop_free(d);
-            ftl.gc_open.push(Frontier {
-                block: b,
-                next_unit: 0,
-            });
+        if !fdp_on {
+            // The conventional order of the blocks taken (kept: reports stay byte-identical).
+            for d in 0..pools {
+                let b = ftl.pop_free(d);
+                ftl.host_open.push(Frontier {
+                    block: b,
+                    next_unit: 0,
+                });
+                let b = ftl.pop_free(d);
+                ftl.gc_open.push(Frontier {
+                    block: b,
+                    next_unit: 0,
+                });
+            }
+            return ftl;
+        }
+        for h in 0..handles {
+            for d in 0..pools {
+                let b = ftl.pop_free(d);
+                ftl.block_handle[b as usize] = h as u8;
+                ftl.host_open.push(Frontier {
+                    block: b,
+                    next_unit: 0,
+                });
+            }
+        }
+        for h in 0..gc_frontiers {
+            for d in 0..pools {
+                let b = ftl.pop_free(d);
+                ftl.block_handle[b as usize] = if ftl.persistent { h as u8 } else { SHARED };
+                ftl.gc_open.push(Frontier {
+                    block: b,
+                    next_unit: 0,
+                });
+            }
         }
         ftl
+    }
+
+    /// FDP reclaim unit handles (1 on a conventional device).
+    pub fn handles(&self) -> u32 {
+        self.handles
+    }
+
+    /// The FDP counters (per handle); `None` on a conventional device.
+    pub fn fdp_stats(&self) -> Option<FdpStats> {
+        (!self.unit_handle.is_empty()).then_some(self.fdp)
     }
 
     pub fn logical_units(&self) -> u32 {
@@ -356,6 +453,20 @@ impl Ftl {
     }
     pub fn reset_stats(&mut self) {
         self.stats = FtlStats::default();
+        self.fdp = FdpStats {
+            handles: self.handles,
+            ..FdpStats::default()
+        };
+    }
+
+    /// Whether any counter moved since the last [`Ftl::reset_stats`].
+    pub fn stats_dirty(&self) -> bool {
+        self.stats != FtlStats::default()
+            || self.fdp
+                != FdpStats {
+                    handles: self.handles,
+                    ..FdpStats::default()
+                }
     }
     pub fn free_blocks(&self, pool: u32) -> u32 {
         self.free_count[pool as usize]
@@ -376,7 +487,15 @@ impl Ftl {
     /// Whether `page` is a host page still being filled (its units are in the write buffer).
     #[inline]
     pub fn is_open_page(&self, page: u32) -> bool {
-        self.open_page[self.pool_of_page(page) as usize] == page
+        // One open page per pool and handle: a conventional device looks once.
+        let mut i = self.pool_of_page(page) as usize;
+        while i < self.open_page.len() {
+            if self.open_page[i] == page {
+                return true;
+            }
+            i += self.pools as usize;
+        }
+        false
     }
 
     /// Whether logical unit `lpn` holds data (written and not trimmed).
@@ -393,13 +512,19 @@ impl Ftl {
     }
 
     /// Close the open host page of `pool` (a flush or FUA write programs it padded): returns
-    /// the page if one was open. Its empty slots stay unused.
+    /// the page if one was open. Its empty slots stay unused. Handle 0's on an FDP device.
     pub fn close_open_page(&mut self, pool: u32) -> Option<u32> {
-        let page = self.open_page[pool as usize];
+        self.close_open_page_of(0, pool)
+    }
+
+    /// [`Ftl::close_open_page`] for FDP handle `handle`'s open page on `pool`.
+    pub fn close_open_page_of(&mut self, handle: u32, pool: u32) -> Option<u32> {
+        let i = (handle * self.pools + pool) as usize;
+        let page = self.open_page[i];
         if page == NONE {
             return None;
         }
-        self.open_page[pool as usize] = NONE;
+        self.open_page[i] = NONE;
         Some(page)
     }
     /// Index of a page inside its block (for per-page-type timing).
@@ -491,32 +616,55 @@ impl Ftl {
     /// instead of the configured hard threshold (a deterministic window defers GC to the last
     /// safe moment). `hard_blocks` must be at least [`GC_RESERVE_BLOCKS`].
     pub fn write_unit_with(&mut self, lpn: u32, gc: &mut GcWork, hard_blocks: u32) -> UnitPlace {
+        self.write_unit_placed(lpn, 0, gc, hard_blocks)
+    }
+
+    /// [`Ftl::write_unit_with`] through FDP reclaim unit handle `handle` (below
+    /// [`Ftl::handles`]): the unit goes to that handle's open page, in its own host block.
+    pub fn write_unit_placed(
+        &mut self,
+        lpn: u32,
+        handle: u32,
+        gc: &mut GcWork,
+        hard_blocks: u32,
+    ) -> UnitPlace {
         assert!(lpn < self.logical_units);
         assert!(hard_blocks >= GC_RESERVE_BLOCKS);
+        assert!(
+            handle < self.handles,
+            "placement handle {handle} of {}",
+            self.handles
+        );
+        let h = handle as usize;
+        let hb = h * self.pools as usize;
         let mut pool = match self.allocation {
             Allocation::RoundRobin => {
-                if self.open_page[self.cur_pool as usize] == NONE {
-                    self.cur_pool = self.next_pool;
-                    self.next_pool = (self.next_pool + 1) % self.pools;
+                if self.open_page[hb + self.cur_pool[h] as usize] == NONE {
+                    self.cur_pool[h] = self.next_pool[h];
+                    self.next_pool[h] = (self.next_pool[h] + 1) % self.pools;
                 }
-                self.cur_pool
+                self.cur_pool[h]
             }
             Allocation::Static => self.static_pool(lpn),
         };
         let mut opened = false;
-        if self.open_page[pool as usize] == NONE {
-            let (at, page) = self.open_host_page(pool, gc, hard_blocks);
+        if self.open_page[hb + pool as usize] == NONE {
+            let (at, page) = self.open_host_page(handle, pool, gc, hard_blocks);
             if at != pool && self.allocation == Allocation::RoundRobin {
                 // The round robin goes on from the pool that took the page.
-                self.cur_pool = at;
-                self.next_pool = (at + 1) % self.pools;
+                self.cur_pool[h] = at;
+                self.next_pool[h] = (at + 1) % self.pools;
             }
             pool = at;
-            self.open_page[pool as usize] = page;
-            self.open_fill[pool as usize] = 0;
+            self.open_page[hb + pool as usize] = page;
+            self.open_fill[hb + pool as usize] = 0;
             opened = true;
         }
-        let p = pool as usize;
+        if !self.unit_handle.is_empty() {
+            self.unit_handle[lpn as usize] = handle as u8;
+            self.fdp.host_units[h] += 1;
+        }
+        let p = hb + pool as usize;
         let page = self.open_page[p];
         let pu = page * self.units_per_page + self.open_fill[p];
         self.invalidate(lpn);
@@ -537,11 +685,11 @@ impl Ftl {
         }
     }
 
-    /// Whether `pool` can give a host page without GC: room left in its host block, or more
-    /// than `keep` free blocks to open a new one with.
+    /// Whether `pool` can give handle `handle` a host page without GC: room left in its host
+    /// block, or more than `keep` free blocks to open a new one with.
     #[inline]
-    fn has_host_room(&self, pool: u32, keep: u32) -> bool {
-        self.host_open[pool as usize].next_unit < self.units_per_block
+    fn has_host_room(&self, handle: u32, pool: u32, keep: u32) -> bool {
+        self.host_open[(handle * self.pools + pool) as usize].next_unit < self.units_per_block
             || self.free_count[pool as usize] > keep
     }
 
@@ -556,25 +704,32 @@ impl Ftl {
     /// host pages then go to the next pool with room, as a dynamic-allocation FTL places them,
     /// until overwrites elsewhere invalidate its data and GC reclaims it (soft GC still runs
     /// there when the die is idle).
-    fn open_host_page(&mut self, pool: u32, gc: &mut GcWork, hard_blocks: u32) -> (u32, u32) {
-        self.retire_host_block(pool);
-        if !self.has_host_room(pool, hard_blocks) && self.gc_can_lift(pool, hard_blocks) {
+    fn open_host_page(
+        &mut self,
+        handle: u32,
+        pool: u32,
+        gc: &mut GcWork,
+        hard_blocks: u32,
+    ) -> (u32, u32) {
+        let h = handle;
+        self.retire_host_block(h, pool);
+        if !self.has_host_room(h, pool, hard_blocks) && self.gc_can_lift(pool, hard_blocks) {
             self.hard_gc(pool, hard_blocks, self.blocks_per_pool, gc);
         }
         let mut at = pool;
-        if !self.has_host_room(pool, 1) {
+        if !self.has_host_room(h, pool, 1) {
             // Exhausted: the next pool that has room without GC, else the first that GC can
             // give room (then its GC work is reported too, under that pool).
             let n = self.pools;
             let others = (1..n).map(|i| (pool + i) % n);
-            at = match others.clone().find(|&d| self.has_host_room(d, 1)) {
+            at = match others.clone().find(|&d| self.has_host_room(h, d, 1)) {
                 Some(d) => d,
                 None => {
                     let mut found = None;
                     for d in others {
-                        self.retire_host_block(d);
+                        self.retire_host_block(h, d);
                         self.hard_gc(d, 1, u32::MAX, gc);
-                        if self.has_host_room(d, 1) {
+                        if self.has_host_room(h, d, 1) {
                             found = Some(d);
                             break;
                         }
@@ -587,15 +742,19 @@ impl Ftl {
             };
         }
         let upp = self.units_per_page;
-        if self.host_open[at as usize].next_unit >= self.units_per_block {
-            self.retire_host_block(at);
+        let fi = (h * self.pools + at) as usize;
+        if self.host_open[fi].next_unit >= self.units_per_block {
+            self.retire_host_block(h, at);
             let b = self.pop_free(at);
-            self.host_open[at as usize] = Frontier {
+            if !self.block_handle.is_empty() {
+                self.block_handle[b as usize] = h as u8;
+            }
+            self.host_open[fi] = Frontier {
                 block: b,
                 next_unit: 0,
             };
         }
-        let f = &mut self.host_open[at as usize];
+        let f = &mut self.host_open[fi];
         let page = f.block * self.pages_per_block + f.next_unit / upp;
         f.next_unit += upp;
         (at, page)
@@ -620,8 +779,8 @@ impl Ftl {
     /// A used-up host block becomes full (a GC candidate) once; the frontier then points at no
     /// block until the pool opens a new one (a pool passed over keeps no stale block: GC may
     /// reclaim and reuse it meanwhile).
-    fn retire_host_block(&mut self, pool: u32) {
-        let f = &mut self.host_open[pool as usize];
+    fn retire_host_block(&mut self, handle: u32, pool: u32) {
+        let f = &mut self.host_open[(handle * self.pools + pool) as usize];
         if f.next_unit >= self.units_per_block && f.block != NONE {
             self.state[f.block as usize] = FULL;
             f.block = NONE;
@@ -703,7 +862,7 @@ impl Ftl {
         }
         // The GC frontier programs a page each time it crosses a page boundary (blocks are whole
         // pages, so a block change keeps the phase).
-        let start = (self.gc_open[pool as usize].next_unit % upp) as u64;
+        let start = (self.gc_open[self.gc_frontier_of(pool, victim)].next_unit % upp) as u64;
         let programs = ((start + w.units_moved) / upp as u64) as u32;
         w.victims = 1;
         w.erases = 1;
@@ -737,10 +896,10 @@ impl Ftl {
             Allocation::RoundRobin => {
                 let mut first_gc_page = u64::MAX;
                 for d in 0..self.pools {
-                    let order = (d as u64 + pools - self.next_pool as u64) % pools;
+                    let order = (d as u64 + pools - self.next_pool[0] as u64) % pools;
                     first_gc_page = first_gc_page.min(pages_left(d) * pools + order);
                 }
-                first_gc_page * upp + in_page(self.cur_pool)
+                first_gc_page * upp + in_page(self.cur_pool[0])
             }
             Allocation::Static => (0..self.pools)
                 .map(|d| pages_left(d) * upp + in_page(d))
@@ -791,7 +950,9 @@ impl Ftl {
         // The GC frontier in a local, and its position in its page counted rather than
         // divided: this loop runs once per moved unit. Blocks are whole pages, so a new block
         // starts at phase 0 as the full one ended.
-        let mut f = self.gc_open[p];
+        let fi = self.gc_frontier_of(pool, victim);
+        let fdp = !self.unit_handle.is_empty();
+        let mut f = self.gc_open[fi];
         let mut phase = f.next_unit % upp;
         while page < self.pages_per_block {
             if w.page_reads >= max_page_reads {
@@ -814,6 +975,10 @@ impl Ftl {
                 if f.next_unit >= upb {
                     self.state[f.block as usize] = FULL;
                     let b = self.pop_free(pool);
+                    if fdp {
+                        // The frontier's owner: its handle, or shared.
+                        self.block_handle[b as usize] = self.block_handle[f.block as usize];
+                    }
                     f = Frontier {
                         block: b,
                         next_unit: 0,
@@ -830,6 +995,9 @@ impl Ftl {
                 self.p2l[dst as usize] = lpn;
                 self.l2p[lpn as usize] = dst;
                 self.valid[f.block as usize] += 1;
+                if fdp {
+                    self.fdp.units_moved[self.unit_handle[lpn as usize] as usize] += 1;
+                }
                 moved += 1;
             }
             if any {
@@ -837,7 +1005,7 @@ impl Ftl {
             }
             page += 1;
         }
-        self.gc_open[p] = f;
+        self.gc_open[fi] = f;
         // Nothing in the loop reads the victim's count (it is neither frontier nor free).
         self.valid[victim as usize] -= moved as u32;
         // A partly filled GC page is programmed when it fills; count it now so time is charged.
@@ -858,7 +1026,26 @@ impl Ftl {
         self.stats.gc_runs += 1;
         self.stats.victims += 1;
         self.stats.erases += 1;
+        if fdp {
+            match self.block_handle[victim as usize] {
+                SHARED => self.fdp.victims_shared += 1,
+                h => self.fdp.victims[h as usize] += 1,
+            }
+        }
         w
+    }
+
+    /// The GC frontier a victim's valid units move to: its handle's own when the FDP handles
+    /// are persistently isolated, else the pool's one.
+    #[inline]
+    fn gc_frontier_of(&self, pool: u32, victim: u32) -> usize {
+        if self.persistent {
+            let h = self.block_handle[victim as usize];
+            debug_assert_ne!(h, SHARED, "a persistently isolated victim has a handle");
+            h as usize * self.pools as usize + pool as usize
+        } else {
+            pool as usize
+        }
     }
 
     /// Write every logical unit once, in order (a sequential fill), without timing.

@@ -18,9 +18,9 @@ pub mod ssd;
 mod timeline;
 pub mod zoned;
 
-pub use config::{DeviceConfig, PRESETS, preset_names};
+pub use config::{DeviceConfig, FDP_HANDLES_MAX, FdpConfig, Isolation, PRESETS, preset_names};
 pub use control::{GcDone, GcGoal, PlmStatus, PlmWindow, ReadOutcome};
-pub use ftl::{Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
+pub use ftl::{FdpStats, Ftl, FtlStats, GC_RESERVE_BLOCKS, GcWork};
 pub use ssd::{
     Precondition, READ_WAIT_CAUSES, READ_WAIT_SLOW_NS, ReadWaitCause, ReadWaits, Ssd, SsdCounters,
 };

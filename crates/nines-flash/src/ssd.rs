@@ -1022,9 +1022,21 @@ impl Ssd {
     pub fn ftl_stats(&self) -> FtlStats {
         self.ftl.stats()
     }
+    /// FDP counters per reclaim unit handle; `None` on a conventional device.
+    pub fn fdp_stats(&self) -> Option<crate::FdpStats> {
+        self.ftl.fdp_stats()
+    }
+    /// Bytes of one mapping unit (the FTL's counters are in units).
+    pub fn unit_bytes(&self) -> u64 {
+        self.unit_bytes
+    }
+    /// FDP reclaim unit handles (1 on a conventional device, which has no placement).
+    pub fn fdp_handles(&self) -> u32 {
+        self.ftl.handles()
+    }
     pub fn reset_counters(&mut self) {
         self.counters = SsdCounters::default();
-        if self.ftl.stats() != FtlStats::default() {
+        if self.ftl.stats_dirty() {
             Arc::make_mut(&mut self.ftl).reset_stats();
         }
     }
@@ -1194,13 +1206,28 @@ impl Ssd {
         len_bytes: u64,
         fua: bool,
     ) -> u64 {
+        self.submit_placed(now_ns, op, offset_bytes, len_bytes, fua, 0)
+    }
+
+    /// [`Ssd::submit_with`] with an FDP placement handle (NVMe directive type 2, DSPEC): a
+    /// write's units go to reclaim unit handle `handle`'s open reclaim unit. `handle` must be
+    /// below [`Ssd::fdp_handles`] (asserted; a member checks first); reads ignore it.
+    pub fn submit_placed(
+        &mut self,
+        now_ns: u64,
+        op: Op,
+        offset_bytes: u64,
+        len_bytes: u64,
+        fua: bool,
+        handle: u32,
+    ) -> u64 {
         self.check_range(offset_bytes, len_bytes);
         self.advance(now_ns);
         let t = self.enter(now_ns);
         self.idle_gc(now_ns);
         let mut done = match op {
             Op::Read => self.read(t, offset_bytes, len_bytes),
-            Op::Write => self.write(t, offset_bytes, len_bytes, fua && op == Op::Write),
+            Op::Write => self.write(t, offset_bytes, len_bytes, fua && op == Op::Write, handle),
         };
         if self.slow_threshold > 0 && self.rng.next_u64() < self.slow_threshold {
             self.counters.slow_ios += 1;
@@ -1293,7 +1320,7 @@ impl Ssd {
         }
     }
 
-    fn write(&mut self, t: u64, offset_bytes: u64, len_bytes: u64, fua: bool) -> u64 {
+    fn write(&mut self, t: u64, offset_bytes: u64, len_bytes: u64, fua: bool, handle: u32) -> u64 {
         self.counters.writes += 1;
         let first = offset_bytes / self.unit_bytes;
         let last = (offset_bytes + len_bytes - 1) / self.unit_bytes;
@@ -1327,7 +1354,8 @@ impl Ssd {
                 }
             }
             let mut gc = GcWork::default();
-            let place = Arc::make_mut(&mut self.ftl).write_unit_with(lpn as u32, &mut gc, hard);
+            let place =
+                Arc::make_mut(&mut self.ftl).write_unit_placed(lpn as u32, handle, &mut gc, hard);
             if gc.victims > 0 {
                 self.counters.gc_hard_episodes += 1;
                 if self.window == PlmWindow::Deterministic {
@@ -1353,7 +1381,9 @@ impl Ssd {
                 durable = durable.max(end);
             } else if fua && self.volatile_cache && (lpn == last) {
                 // Nothing else is coming for this page now: pad it and program it.
-                if let Some(page) = Arc::make_mut(&mut self.ftl).close_open_page(place.pool) {
+                if let Some(page) =
+                    Arc::make_mut(&mut self.ftl).close_open_page_of(handle, place.pool)
+                {
                     let end = self.program_page(admitted + link, in_dram, place.pool, page);
                     durable = durable.max(end);
                 }
@@ -1431,9 +1461,13 @@ impl Ssd {
         self.counters.flushes += 1;
         let mut done = t;
         if self.volatile_cache {
-            for pool in 0..self.pools {
-                if let Some(page) = Arc::make_mut(&mut self.ftl).close_open_page(pool) {
-                    self.program_page(t, 0, pool, page);
+            for handle in 0..self.ftl.handles() {
+                for pool in 0..self.pools {
+                    if let Some(page) =
+                        Arc::make_mut(&mut self.ftl).close_open_page_of(handle, pool)
+                    {
+                        self.program_page(t, 0, pool, page);
+                    }
                 }
             }
             done = done.max(self.programs_until);

@@ -267,6 +267,7 @@ impl EmuContext {
             .as_ref()
             .map(|z| (z.zone_size_bytes, z.zone_capacity_bytes));
         let scale = scaled.geometry.blocks_per_plane as f64 / full.geometry.blocks_per_plane as f64;
+        let fdp_handles = member.fdp_handles();
         let dev = EmuDevice {
             member,
             origin_ns: None,
@@ -286,6 +287,7 @@ impl EmuContext {
                 model_logical_bytes,
                 charged_bytes: need,
                 zone,
+                fdp_handles,
             }),
             slot: Arc::new(Mutex::new(Some(Box::new(dev)))),
         })
@@ -338,6 +340,8 @@ pub struct EmuInfo {
     pub charged_bytes: u64,
     /// A zoned description's (zone size, zone capacity); None: conventional.
     pub zone: Option<(u64, u64)>,
+    /// FDP reclaim unit handles placed writes may name (0: the model has no FDP).
+    pub fdp_handles: u32,
 }
 
 /// An opened emulated device: its description and the device itself, lent to a worker per run.
@@ -494,7 +498,7 @@ impl EmuDevice {
             return self.send_zoned(origin, at, cmd, buf);
         }
         match cmd.op {
-            CmdOp::Write => {
+            CmdOp::Write | CmdOp::PlacedWrite { .. } => {
                 // SAFETY: the caller hands a buffer of len_bytes, valid for this call.
                 let data = unsafe { std::slice::from_raw_parts(buf, len) };
                 if let Err(errno) = self.store.write(cmd.offset_bytes, data) {

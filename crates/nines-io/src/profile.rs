@@ -176,6 +176,16 @@ pub fn profile(
     });
     let mut cfg = driver_config(&run, records, &mut spec, &opened.paths)?;
     zoned_layout(&mut cfg.layout, &opened.driver_targets)?;
+    // --placement fdp tags with the handles the data members have: emulated FDP devices only
+    // (files and block devices have none here; refused).
+    let data_targets = opened.driver_targets.len() - cfg.layout.extra_members() as usize;
+    let handles: Vec<u32> = opened.driver_targets[..data_targets]
+        .iter()
+        .map(|t| t.emu.as_ref().map_or(0, |e| e.info().fdp_handles))
+        .collect();
+    cfg.layout
+        .resolve_placement(&handles)
+        .map_err(|e| ProfileError::Refused(e.to_string()))?;
     let volumes = driver::validate(&opened.driver_targets, &cfg)?;
     if let (Some(mut trace), Some(t)) = (cfg.trace.take(), run.trace.as_ref()) {
         // Fit the trace's devices onto the volumes and its offsets into the smallest.

@@ -1358,7 +1358,7 @@ fn exec(c: &PoolCmd, fds: &[MemberFd]) -> io::Result<()> {
             let buf = unsafe { std::slice::from_raw_parts_mut(c.ptr as *mut u8, len) };
             f.read_exact_at(buf, c.offset_bytes)
         }
-        CmdOp::Write => {
+        CmdOp::Write | CmdOp::PlacedWrite { .. } => {
             // SAFETY: as above.
             let buf = unsafe { std::slice::from_raw_parts(c.ptr as *const u8, len) };
             f.write_all_at(buf, c.offset_bytes)?;
@@ -2140,7 +2140,7 @@ impl Core {
             && c.len_bytes <= INLINE_MAX_BYTES
             && match c.op {
                 CmdOp::Read => true,
-                CmdOp::Write => !c.fua,
+                CmdOp::Write | CmdOp::PlacedWrite { .. } => !c.fua,
                 _ => false,
             }
     }

@@ -1000,7 +1000,8 @@ impl Worker {
         }
         let op = match c.op {
             CmdOp::Read | CmdOp::FastFailRead { .. } => Op::Read,
-            CmdOp::Write => Op::Write,
+            // A file or block device has no FDP: a placed write is a write.
+            CmdOp::Write | CmdOp::PlacedWrite { .. } => Op::Write,
             other => {
                 let result = sync_command(&vol.members[m], other, c.offset_bytes, c.len_bytes);
                 if let CmdResult::Err(e) = result {
@@ -1076,7 +1077,7 @@ impl Worker {
         let m = c.member as usize;
         let (op, data) = match c.op {
             CmdOp::Read | CmdOp::FastFailRead { .. } => (Op::Read, true),
-            CmdOp::Write | CmdOp::ZoneAppend => (Op::Write, true),
+            CmdOp::Write | CmdOp::PlacedWrite { .. } | CmdOp::ZoneAppend => (Op::Write, true),
             _ => (Op::Write, false),
         };
         let buf = if data {
@@ -1346,7 +1347,7 @@ fn sync_command(m: &MemberPlan, op: CmdOp, offset_bytes: u64, len_bytes: u32) ->
         CmdOp::ZoneAppend | CmdOp::ZoneReset | CmdOp::ZoneFinish => {
             CmdResult::Err(libc::EOPNOTSUPP)
         }
-        CmdOp::Read | CmdOp::Write | CmdOp::FastFailRead { .. } => {
+        CmdOp::Read | CmdOp::Write | CmdOp::PlacedWrite { .. } | CmdOp::FastFailRead { .. } => {
             unreachable!("data commands go to the engine")
         }
     }

@@ -24,6 +24,8 @@ pub const LOGICAL_BLOCK_BYTES: u32 = 4096;
 /// of it keeps preconditioning of the largest presets to a few seconds and leaves room in
 /// cache, and GC still has hundreds of blocks per die).
 pub const DEVICE_MODEL_BYTES_MAX: u64 = 32 << 20;
+/// Invalid argument: a placed write to a member without FDP or beyond its handles.
+const EINVAL: i32 = 22;
 /// Default budget for all device models together.
 pub const MEMORY_BUDGET_BYTES: u64 = 8 << 30;
 
@@ -74,6 +76,15 @@ impl SimMember {
     /// Zone size of a zoned member (0: not zoned).
     pub fn zone_bytes(&self) -> u64 {
         self.zoned().map_or(0, |z| z.config().zone_size_bytes)
+    }
+
+    /// The FDP reclaim unit handles placed writes may name: 0 on a device without FDP (a
+    /// conventional model, a null device), which refuses them.
+    pub fn fdp_handles(&self) -> u32 {
+        match self {
+            SimMember::Model(s) if s.fdp_stats().is_some() => s.fdp_handles(),
+            _ => 0,
+        }
     }
 
     /// Warms what a command at `offset_bytes` will look up first (a hint; changes nothing
@@ -152,6 +163,17 @@ impl SimMember {
             CmdOp::Write | CmdOp::WriteZeroes => {
                 ok(ssd.submit_with(at_ns, Op::Write, off, len, cmd.fua))
             }
+            // An FDP device's handle, or EINVAL (NVMe: Invalid Placement Handle, or the
+            // directive not enabled on a conventional device).
+            CmdOp::PlacedWrite { handle } => {
+                if ssd.fdp_stats().is_none() || u32::from(handle) >= ssd.fdp_handles() {
+                    return MemberOutcome {
+                        done_ns: at_ns,
+                        result: CmdResult::Err(EINVAL),
+                    };
+                }
+                ok(ssd.submit_placed(at_ns, Op::Write, off, len, cmd.fua, u32::from(handle)))
+            }
             CmdOp::Trim => ok(ssd.trim(at_ns, off, len)),
             // The model's flush: a volatile write cache programs what it holds; with
             // power-loss protection only the controller and `durability.flush_ns` are paid.
@@ -229,6 +251,12 @@ fn send_zoned(z: &mut ZonedSsd, at_ns: u64, cmd: &MemberCmd) -> MemberOutcome {
             },
         },
         CmdOp::Trim | CmdOp::Control(_) => answer(z.unsupported(at_ns)),
+        // A zoned device has no reclaim unit handles: refused as a conventional model
+        // without FDP refuses them (NVMe: the directive is not enabled).
+        CmdOp::PlacedWrite { .. } => MemberOutcome {
+            done_ns: at_ns,
+            result: CmdResult::Err(EINVAL),
+        },
     }
 }
 

@@ -1907,6 +1907,7 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
     html_figures(&mut page, inp, figs)?;
     let percentiles = plotted_percentiles(r);
     html_devices(&mut page, r, &percentiles);
+    html_fdp(&mut page, r);
     // Array volumes: each member's command latencies and the policy's counters.
     for d in &r.devices {
         html_volume(&mut page, d, &percentiles);
@@ -1936,7 +1937,10 @@ fn html_summary(page: &mut Page, inp: &RunInputs, interval_spikes: Option<&Spike
         .into_iter()
         .chain(crate::table::zoned_summary(r))
     {
-        assert!(!line.is_empty(), "a rebuild or zoned summary line is never empty");
+        assert!(
+            !line.is_empty(),
+            "a rebuild or zoned summary line is never empty"
+        );
         page.p(&format!("{}{}.", line[..1].to_uppercase(), &line[1..]));
     }
     for w in &r.warnings {
@@ -2019,6 +2023,21 @@ fn html_devices(page: &mut Page, r: &Report, percentiles: &[f64]) {
             crate::html::UNRESOLVED
         ));
     }
+}
+
+/// FDP devices: host and media bytes per reclaim unit handle (docs/arch-fdp.md).
+fn html_fdp(page: &mut Page, r: &Report) {
+    let fdp = crate::table::fdp_rows(r);
+    if fdp.is_empty() {
+        return;
+    }
+    page.h2("Flexible Data Placement: per reclaim unit handle");
+    let header: Vec<String> = crate::table::FDP_HEADER
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert!(fdp.iter().all(|row| row.len() == header.len()));
+    page.table(&header, &fdp);
 }
 
 /// An array volume's section: each member's command latencies and the policy's counters.

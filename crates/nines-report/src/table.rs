@@ -378,6 +378,42 @@ pub fn rebuild_writes(d: &nines_core::report::DeviceReport, member: u32) -> Opti
 }
 
 /// The whole table, ending with a newline.
+/// Per reclaim unit handle of each FDP device (simulated or emulated internals): device,
+/// handle, host MB, media MB, write amplification, GC victims. Empty without FDP.
+pub fn fdp_rows(report: &Report) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for d in &report.devices {
+        let Some(f) = d.internals.as_ref().and_then(|i| i.get("fdp")) else {
+            continue;
+        };
+        let Some(handles) = f["by_handle"].as_array() else {
+            continue;
+        };
+        for h in handles {
+            let n = |k: &str| h[k].as_u64().unwrap_or(0);
+            rows.push(vec![
+                d.name.clone(),
+                n("handle").to_string(),
+                format!("{:.1}", n("host_bytes_written") as f64 / 1e6),
+                format!("{:.1}", n("media_bytes_written") as f64 / 1e6),
+                format!("{:.3}", h["write_amplification"].as_f64().unwrap_or(1.0)),
+                n("gc_victims").to_string(),
+            ]);
+        }
+    }
+    rows
+}
+
+/// The header of [`fdp_rows`].
+pub const FDP_HEADER: [&str; 6] = [
+    "device",
+    "handle",
+    "host MB",
+    "media MB",
+    "WAF",
+    "GC victims",
+];
+
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", headline(report));
@@ -392,6 +428,16 @@ pub fn render(report: &Report) -> String {
     if report.jobs.len() > 1 {
         out.push('\n');
         job_table(report, &keys).render(&mut out);
+    }
+    let fdp = fdp_rows(report);
+    if !fdp.is_empty() {
+        out.push('\n');
+        let mut ft = Table {
+            rows: vec![FDP_HEADER.iter().map(|s| s.to_string()).collect()],
+            left: 2,
+        };
+        ft.rows.extend(fdp);
+        ft.render(&mut out);
     }
     if !report.workers.is_empty() {
         out.push('\n');

@@ -623,12 +623,23 @@ fn build_vols(
     shape: VolShape,
 ) -> Result<(Vec<Vol>, usize), SimError> {
     let sizes: Vec<u64> = prep.members.iter().map(SimMember::size_bytes).collect();
+    // --placement fdp tags with the handles the data members have (refused without FDP).
+    let mut layout = cfg.layout.clone();
+    let data_members = prep
+        .members
+        .len()
+        .saturating_sub(layout.extra_members() as usize);
+    let handles: Vec<u32> = prep.members[..data_members]
+        .iter()
+        .map(SimMember::fdp_handles)
+        .collect();
+    layout.resolve_placement(&handles)?;
     let mut vols = Vec::with_capacity(groups.len());
     let mut cmds_total = 0usize;
     for (i, g) in groups.iter().enumerate() {
         let member_sizes: Vec<u64> = g.clone().map(|m| sizes[m as usize]).collect();
         let vol = nines_array::build(
-            &cfg.layout,
+            &layout,
             &VolumeParams {
                 member_sizes_bytes: &member_sizes,
                 block_bytes: LOGICAL_BLOCK_BYTES,

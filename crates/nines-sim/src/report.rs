@@ -54,6 +54,9 @@ pub(crate) fn device_internals(ssd: &Ssd, span_ns: u64) -> Map<String, Value> {
         m.insert(key.into(), json!(n));
     }
     m.insert("read_waits".into(), read_waits_json(&c.read_waits));
+    if let Some(fdp) = ssd.fdp_stats() {
+        m.insert("fdp".into(), fdp_json(&fdp, ssd.unit_bytes()));
+    }
     m
 }
 
@@ -117,6 +120,65 @@ fn zoned_sum(members: &[Map<String, Value>]) -> Option<Value> {
         out.insert(k.clone(), json!(v));
     }
     Some(Value::Object(out))
+}
+
+/// A device's FDP statistics (NVMe's FDP Statistics log page has host and media bytes
+/// written per endurance group; the model gives them per reclaim unit handle): per handle,
+/// host bytes, media bytes (host + GC moves of the handle's data), their ratio and the
+/// victims GC reclaimed from the handle's blocks.
+fn fdp_json(f: &nines_flash::FdpStats, unit_bytes: u64) -> Value {
+    let handles: Vec<Value> = (0..f.handles as usize)
+        .map(|h| {
+            json!({
+                "handle": h,
+                "host_bytes_written": f.host_units[h] * unit_bytes,
+                "media_bytes_written": (f.host_units[h] + f.units_moved[h]) * unit_bytes,
+                "write_amplification": round6(f.write_amplification(h)),
+                "gc_units_moved": f.units_moved[h],
+                "gc_victims": f.victims[h],
+            })
+        })
+        .collect();
+    json!({
+        "handles": f.handles,
+        "by_handle": handles,
+        "gc_victims_shared": f.victims_shared,
+    })
+}
+
+/// The members' FDP statistics summed per handle (None when no member has FDP).
+fn volume_fdp(members: &[Map<String, Value>]) -> Option<Value> {
+    let fdps: Vec<&Value> = members.iter().filter_map(|x| x.get("fdp")).collect();
+    let first = fdps.first()?;
+    let handles = first["handles"].as_u64().unwrap_or(0) as usize;
+    let sum = |h: usize, k: &str| -> u64 {
+        fdps.iter()
+            .map(|f| f["by_handle"][h][k].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let by_handle: Vec<Value> = (0..handles)
+        .map(|h| {
+            let host = sum(h, "host_bytes_written");
+            let media = sum(h, "media_bytes_written");
+            json!({
+                "handle": h,
+                "host_bytes_written": host,
+                "media_bytes_written": media,
+                "write_amplification": round6(if host == 0 { 1.0 } else { media as f64 / host as f64 }),
+                "gc_units_moved": sum(h, "gc_units_moved"),
+                "gc_victims": sum(h, "gc_victims"),
+            })
+        })
+        .collect();
+    let shared: u64 = fdps
+        .iter()
+        .map(|f| f["gc_victims_shared"].as_u64().unwrap_or(0))
+        .sum();
+    Some(json!({
+        "handles": handles,
+        "by_handle": by_handle,
+        "gc_victims_shared": shared,
+    }))
 }
 
 /// The counters of the model's optional mechanisms, by their report names.
@@ -247,6 +309,9 @@ fn volume_internals(members: &[Map<String, Value>]) -> Map<String, Value> {
         }
     }
     m.insert("read_waits".into(), read_waits_json(&waits));
+    if let Some(fdp) = volume_fdp(members) {
+        m.insert("fdp".into(), fdp);
+    }
     for key in ["die_busy_fraction", "channel_busy_fraction"] {
         let v: Vec<f64> = members
             .iter()

@@ -17,6 +17,7 @@
 
 pub use buffer::{BUCKET_BYTES_DEFAULT, BufferSpec, WriteBuffer};
 pub use chop::Chop;
+pub use placement::{PLACEMENT_HANDLES_MAX, Placement, PlacementSpec};
 pub use throttle::{Throttle, ThrottleSpec, TokenBucket};
 
 use serde::{Deserialize, Serialize};
@@ -33,12 +34,18 @@ pub struct ShapingSpec {
     pub chop_bytes: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffer: Option<BufferSpec>,
+    /// `--placement fdp`: writes tagged with an FDP handle by their lifetime class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementSpec>,
 }
 
 impl ShapingSpec {
     /// Whether any policy is asked for.
     pub fn is_empty(&self) -> bool {
-        self.throttle.is_none() && self.chop_bytes.is_none() && self.buffer.is_none()
+        self.throttle.is_none()
+            && self.chop_bytes.is_none()
+            && self.buffer.is_none()
+            && self.placement.is_none()
     }
 
     /// Members the shaping adds after the wrapped layout's (the buffer device).
@@ -88,6 +95,15 @@ pub(crate) fn build(
         }
         None => crate::build(inner, p)?,
     };
+    if let Some(pl) = &shaping.placement {
+        if shaping.buffer.is_some() {
+            return Err(ArrayError::Invalid(
+                "--placement fdp and --buffer are two ways to keep lifetimes apart: give one"
+                    .into(),
+            ));
+        }
+        vol = AnyVolume::Other(Box::new(Placement::new(vol, pl, p.tags)?));
+    }
     if let Some(chop) = shaping.chop_bytes {
         vol = AnyVolume::Other(Box::new(Chop::new(vol, chop, p.tags)?));
     }
@@ -136,6 +152,7 @@ pub(crate) use same_as_inner;
 
 mod buffer;
 mod chop;
+mod placement;
 mod throttle;
 
 /// The wrapped volume's stats with `key: own` added (a wrapper reports beside what it wraps).

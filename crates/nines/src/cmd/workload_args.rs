@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nines_array::shaping::{BufferSpec, ThrottleSpec};
+use nines_array::shaping::{BufferSpec, PlacementSpec, ThrottleSpec};
 use nines_array::{LayoutSpec, ShapingSpec};
 use nines_core::job::{JobSpec, validate_jobs};
 use nines_core::jobfile::{self, JobFile, Replace};
@@ -449,6 +449,15 @@ pub struct ShapingArgs {
     /// Token bucket pacing the buffer's flushes, bytes per second [default: unpaced].
     #[arg(long, value_name = "RATE", value_parser = parse_rate, requires = "buffer")]
     pub flush_rate: Option<u64>,
+    /// Tag each write with a Flexible Data Placement handle by the lifetime class of its LBA
+    /// range (the write buffer's classifier, one class per handle the members have), with no
+    /// buffer device. Needs members with FDP (a device preset or emu: target such as
+    /// pm9d3a-fdp).
+    #[arg(long, value_name = "SCHEME", value_parser = ["fdp"], conflicts_with = "buffer")]
+    pub placement: Option<String>,
+    /// Half-life of the mean write rate the placement's classes are relative to.
+    #[arg(long, default_value = "3600s", value_name = "DURATION", value_parser = parse_duration, requires = "placement")]
+    pub placement_half_life: u64,
 }
 
 impl ShapingArgs {
@@ -467,6 +476,10 @@ impl ShapingArgs {
                 flush_rate_bytes_per_s: self.flush_rate,
                 classes: self.buffer_classes,
                 half_life_ns: self.buffer_half_life,
+            }),
+            placement: self.placement.as_ref().map(|_| PlacementSpec {
+                handles: 0,
+                half_life_ns: self.placement_half_life,
             }),
         }
     }
