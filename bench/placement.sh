@@ -8,9 +8,13 @@
 #       paper004-shaping runs it: 4 GiB, 8 classes, flushes paced at 14 MiB/s),
 #   (c) the same NAND with NVMe Flexible Data Placement (afa-m2-2018-fdp: 8 persistently
 #       isolated reclaim unit handles) and --placement fdp: the buffer's classifier tags each
-#       write with a handle, no buffer device.
+#       write with a handle, no buffer device,
+#   (d) serial over zoned members against serial over the same flash as conventional members
+#       (paper 003's layout; a segment is a zone, xGC resets zones instead of trimming):
+#       device GC moves, front-end GC moves, write p99.99 (docs/arch-zoned.md),
+# and the zoned run on emu: members in real time beside its simulation (read p50).
 # Each at the same scale (--scale, so the same blocks per die), 1800 s of simulated time
-# (QUICK=1: 600 s). The scale is the smallest the FDP drive allows (160 blocks per plane, a
+# (QUICK=1 too: at this scale no GC runs before ~600 s). The scale is the smallest the FDP drive allows (160 blocks per plane, a
 # 77 GB drive): its 8 handles keep 16 open blocks per die, which need more spare blocks than
 # paper004-shaping's 78-block dies (19 GB) have; (a) and (b) run at the same scale, so the
 # job lines (paper 004's, in absolute sizes) cover a smaller share of the drive than there. Prints the NAND device's WAF (and, for (c), per handle), the reads' p99,
@@ -18,7 +22,9 @@
 #
 # Usage: bench/placement.sh        QUICK=1 bench/placement.sh
 # Environment: NINES (a prebuilt binary; default cargo build --release), SCALE (default 0.0825).
-# Last line: RESULT fdp_waf=... fdp_read_p9999_gain=... (gain: conventional p99.99 / FDP p99.99)
+# Last line: RESULT fdp_waf=... fdp_read_p9999_gain=... zns_device_gc_moves=...
+#   zns_frontend_gc_moves=... zns_vs_conv_write_p9999=... (gain: conventional p99.99 / FDP
+#   p99.99; the last: zoned / conventional write p99.99). The sims of each part run side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK="${QUICK:-}"
@@ -29,11 +35,25 @@ bench_init placement
 bench_nines
 bench_scratch TMP
 
+# sim NAME ARGS...: nines sim --quiet ARGS... --json $TMP/NAME.json (its stderr shown when it fails).
 sim() {
-    "$NINES" sim --quiet "$@" 2>"$TMP/err" || {
-        cat "$TMP/err" >&2
-        exit 1
+    local name=$1
+    shift
+    "$NINES" sim --quiet "$@" --json "$TMP/$name.json" 2>"$TMP/$name.err" || {
+        cat "$TMP/$name.err" >&2
+        return 1
     }
+}
+
+# side_by_side "NAME ARGS..." ...: those sims at once (2 CPUs: the bench's wall time halves).
+side_by_side() {
+    local pids=() p rc=0
+    for cmd in "$@"; do
+        eval "sim $cmd" &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    [ "$rc" = 0 ] || die "a simulation failed"
 }
 
 # fig REPORT WHAT: a figure of the NAND device (the volume's first member when there is one).
@@ -75,10 +95,9 @@ C=(--runtime "$RT" --ramp 0s --precondition fill --scale "$SCALE"
     --job "seq3:rw=write,bs=128k,iodepth=4,rate-iops=$((17 * X)),offset=10g,size=5g"
     --job "rand:rw=randwrite,bs=4k,iodepth=16,rate-iops=$((32 * X)),offset=15g,size=1g"
     --job "reads:rw=randread,bs=4k,iodepth=16,rate-iops=5000")
-sim --device afa-m2-2018 "${C[@]}" --json "$TMP/a.json"
-sim --device afa-m2-2018 "${C[@]}" --buffer z-ssd --buffer-size 4g --flush-rate 14m \
-    --buffer-classes 8 --buffer-half-life 3600s --json "$TMP/b.json"
-sim --device afa-m2-2018-fdp "${C[@]}" --placement fdp --json "$TMP/c.json"
+side_by_side 'a --device afa-m2-2018 "${C[@]}"' \
+    'b --device afa-m2-2018 "${C[@]}" --buffer z-ssd --buffer-size 4g --flush-rate 14m --buffer-classes 8 --buffer-half-life 3600s' \
+    'c --device afa-m2-2018-fdp "${C[@]}" --placement fdp'
 
 echo "Paper 004 table (c), $RT simulated, scale $SCALE ($(fig "$TMP/a.json" blocks) / $(fig "$TMP/c.json" blocks) blocks per plane)"
 printf '%-26s %12s %12s %12s\n' "" "(a) conv" "(b) buffer" "(c) FDP"
@@ -97,4 +116,145 @@ for x in a b c; do echo "  ($x) $(fig "$TMP/$x.json" waits)"; done
 waf=$(fig "$TMP/c.json" waf)
 gain=$(python3 -c "print('%.2f' % ($(fig "$TMP/a.json" p99.99) / $(fig "$TMP/c.json" p99.99)))")
 echo "goals: FDP device WAF <= 1.1 (measured $waf), read p99.99 >= 3x lower than conventional (measured ${gain}x)"
-bench_result "fdp_waf=$waf" "fdp_read_p9999_gain=$gain"
+
+# (d) Zoned members (docs/arch-zoned.md), serial over four members, columns of one member.
+# The members: afa-m2-2018 (the default device, as in paper004-shaping) with fewer blocks, and
+# the same flash with a [zoned] section (a zone = one 4 MiB block on each of its 64 dies:
+# 256 MiB, 14 open / active zones). Both export 22 segments of 256 MiB per member (5.5 GiB):
+# the conventional one 44 blocks per die at 50% over-provisioning (its FTL needs spare blocks;
+# serial's trims keep its GC idle anyway), the zoned one 22 blocks per die (a zoned drive
+# exports all its flash). Four members: a 17.5 GiB volume for the 16 GiB footprint, so xGC
+# runs. The rates are the table's times X (X=4 in paper004-shaping; more here so the short run
+# writes past the volume's free space). Serial's first write trims (conventional) or resets
+# (zoned) every segment, so both start empty. Segments are 256 MiB (whole block stripes).
+#
+if [ -n "$QUICK" ]; then ZRT=200s; ZX=32; EMU_RT=10s; else
+    ZRT=1800s; ZX=16; EMU_RT=30s; fi
+
+# afa-m2-2018's own text with BLOCKS blocks per plane, capacity_bytes dropped, NAME.
+variant() {
+    grep -v '^capacity_bytes' crates/nines-flash/presets/afa-m2-2018.toml |
+        sed -e "s/^name = \"afa-m2-2018\"/name = \"$1\"/" \
+            -e "s/^blocks_per_plane = [0-9]*/blocks_per_plane = $2/" \
+            -e "s/^over_provisioning = [0-9.]*/over_provisioning = 0.5/"
+}
+variant afa-conv-small 22 >"$TMP/conv.toml"
+variant afa-zoned-small 11 >"$TMP/zoned.toml"
+cat >>"$TMP/zoned.toml" <<'EOF'
+
+[zoned]
+zone_size_bytes = 268_435_456
+zone_capacity_bytes = 268_435_456
+max_open_zones = 14
+max_active_zones = 14
+EOF
+
+JOBS=(--job "seq1:rw=write,bs=128k,iodepth=4,rate-iops=$ZX,offset=0,size=5g"
+    --job "seq2:rw=write,bs=128k,iodepth=4,rate-iops=$((7 * ZX)),offset=5g,size=5g"
+    --job "seq3:rw=write,bs=128k,iodepth=4,rate-iops=$((17 * ZX)),offset=10g,size=5g"
+    --job "rand:rw=randwrite,bs=4k,iodepth=16,rate-iops=$((32 * ZX)),offset=15g,size=1g"
+    --job "reads:rw=randread,bs=4k,iodepth=16,rate-iops=5000")
+LAYOUT=(--layout serial --segment 256m --stripe 1m --gc-move 1m --gc-depth 16 --gc-start 4
+    --gc-stop 6 --rotate-free 2)
+SERIAL=(--devices 4 "${LAYOUT[@]}" --scale 1 --precondition none)
+PCT=(--percentiles 50,99,99.99,99.9999)
+
+zfig() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+what = sys.argv[2]
+jobs = {j["name"]: j for j in r["jobs"]}
+dev = r["devices"][0]
+i = dev.get("internals") or {}
+st = (dev.get("volume") or {}).get("stats") or {}
+def ms(ns): return "%.3f" % (ns / 1e6)
+if what == "dwaf":
+    print("%.3f" % i["write_amplification"])
+elif what == "awaf":
+    print("%.3f" % st["array_write_amplification"])
+elif what == "resets":
+    z = i.get("zoned")
+    print("-" if z is None else "%d resets, %d appends, %d zone errors" % (
+        z["zone_resets"], z["zone_appends"],
+        z["invalid_writes"] + z["zone_full_errors"] + z["too_many_open_errors"]
+        + z["too_many_active_errors"]))
+elif what.startswith("r"):
+    print(ms(jobs["reads"]["read"]["lat_ns"]["percentiles"][what[1:]]))
+elif what == "wbw":
+    print("%.1f" % (dev["write"]["bw_bytes"] / 1e6))
+elif what == "w9999":
+    print(ms(dev["write"]["lat_ns"]["percentiles"]["99.99"]))
+elif what == "dgc":
+    print(i["gc_units_moved"])
+elif what == "fgc":
+    print(i.get("gc_units_moved_while_gc_free", 0))
+elif what == "xgc":
+    print("%d victims, %d units moved" % (st["gc_victims"], st["gc_units_moved"]))
+elif what == "size":
+    print("%.1f" % (dev["size_bytes"] / 2**30))
+PY
+}
+
+side_by_side 'conv --device "$TMP/conv.toml" "${SERIAL[@]}" "${JOBS[@]}" "${PCT[@]}" --runtime "$ZRT" --ramp 0s' \
+    'zns --device "$TMP/zoned.toml" "${SERIAL[@]}" "${JOBS[@]}" "${PCT[@]}" --runtime "$ZRT" --ramp 0s'
+
+echo "(d) serial over 4 members, paper 004 table (c) workload (X=$ZX), $ZRT simulated"
+printf '%-30s %14s %14s\n' "" "conventional" "zoned"
+row() { printf '%-30s %14s %14s\n' "$1" "$(zfig "$TMP/conv.json" "$2")" "$(zfig "$TMP/zns.json" "$2")"; }
+row "volume GiB" size
+row "device WAF" dwaf
+row "array WAF (xGC)" awaf
+row "read p99 ms" r99
+row "read p99.99 ms" r99.99
+row "read p99.9999 ms" r99.9999
+row "write MB/s" wbw
+row "write p99.99 ms" w9999
+row "device GC units moved" dgc
+row "front-end GC units moved" fgc
+echo "xGC: conventional $(zfig "$TMP/conv.json" xgc); zoned $(zfig "$TMP/zns.json" xgc), $(zfig "$TMP/zns.json" resets)"
+
+dgc=$(zfig "$TMP/zns.json" dgc)
+fgc=$(zfig "$TMP/zns.json" fgc)
+ratio=$(python3 -c "print('%.3f' % ($(zfig "$TMP/zns.json" w9999) / max($(zfig "$TMP/conv.json" w9999), 1e-9)))")
+echo "goals: zoned device GC moves 0 (measured $dgc), front-end GC moves 0 ($fgc), write p99.99 zoned / conventional <= 1.0 ($ratio)"
+
+# emu: zoned members in real time (nines profile over emu: targets) against the same run
+# simulated; short (real time). An emulated device keeps real data for every byte of its
+# members the run may write, so these members are smaller (12 zones of 128 MiB, half of each
+# zone's blocks unused: 1.5 GiB) and the table's streams are put in the 4.75 GiB volume
+# (offsets and sizes / 4).
+variant afa-zoned-emu 6 >"$TMP/zemu.toml"
+cat >>"$TMP/zemu.toml" <<'EOF'
+
+[zoned]
+zone_size_bytes = 134_217_728
+zone_capacity_bytes = 134_217_728
+max_open_zones = 14
+max_active_zones = 14
+EOF
+ELAYOUT=(--layout serial --segment 128m --stripe 1m --gc-move 1m --gc-depth 16 --gc-start 1
+    --gc-stop 2 --rotate-free 1)
+EJOBS=(--job "seq1:rw=write,bs=128k,iodepth=4,rate-iops=$ZX,offset=0,size=1280m"
+    --job "seq2:rw=write,bs=128k,iodepth=4,rate-iops=$((7 * ZX)),offset=1280m,size=1280m"
+    --job "seq3:rw=write,bs=128k,iodepth=4,rate-iops=$((17 * ZX)),offset=2560m,size=1280m"
+    --job "rand:rw=randwrite,bs=4k,iodepth=16,rate-iops=$((32 * ZX)),offset=3840m,size=256m"
+    --job "reads:rw=randread,bs=4k,iodepth=16,rate-iops=5000,offset=0,size=4864m")
+EMU=()
+for _ in 0 1 2 3; do EMU+=("emu:$TMP/zemu.toml"); done
+emu_ratio=NA
+if "$NINES" profile --quiet "${EMU[@]}" "${ELAYOUT[@]}" "${EJOBS[@]}" "${PCT[@]}" \
+    --runtime "$EMU_RT" --ramp 0s --json "$TMP/emu.json" 2>"$TMP/emu.err"; then
+    sim zns-short --device "$TMP/zemu.toml" --devices 4 --scale 1 "${ELAYOUT[@]}" "${EJOBS[@]}" \
+        "${PCT[@]}" --runtime "$EMU_RT" --ramp 0s || die "the emu run's simulation failed"
+    e=$(zfig "$TMP/emu.json" r50)
+    s=$(zfig "$TMP/zns-short.json" r50)
+    emu_ratio=$(python3 -c "print('%.3f' % ($e / max($s, 1e-9)))")
+    echo "emu vs sim ($EMU_RT, 1.5 GiB zoned members): read p50 $e ms emu, $s ms sim: ratio" \
+        "$emu_ratio (goal within 5%); write p99.99 $(zfig "$TMP/emu.json" w9999) ms emu," \
+        "$(zfig "$TMP/zns-short.json" w9999) ms sim"
+else
+    echo "emu: not run: $(head -c 400 "$TMP/emu.err")"
+fi
+bench_result "fdp_waf=$waf" "fdp_read_p9999_gain=$gain" "zns_device_gc_moves=$dgc" \
+    "zns_frontend_gc_moves=$fgc" "zns_vs_conv_write_p9999=$ratio"
