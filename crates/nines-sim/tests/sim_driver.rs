@@ -216,6 +216,11 @@ fn every_preset_loads_and_runs_reads_and_writes() {
         let mut cfg = config(DeviceConfig::preset(name).unwrap(), 2, spec);
         cfg.scale = None;
         cfg.memory_budget_bytes = 256 << 20;
+        if cfg.device.fdp.is_some() {
+            // An FDP drive's smallest scale is larger (each handle keeps open blocks on every
+            // die: docs/arch-fdp.md): 340 MiB for two of afa-m2-2018-fdp.
+            cfg.memory_budget_bytes = 1 << 30;
+        }
         if cfg.device.zoned.is_some() {
             // Zoned presets take only the serial layout (crates/nines/tests/zoned_cli.rs).
             cfg.memory_budget_bytes = 1 << 30;
@@ -245,6 +250,11 @@ fn every_preset_loads_and_runs_reads_and_writes() {
             let i = d.internals.as_ref().unwrap();
             assert!(i["write_amplification"].as_f64().unwrap() >= 1.0, "{name}");
             assert!(i["die_busy_fraction"].as_f64().unwrap() > 0.0, "{name}");
+            // FDP statistics exactly when the preset has FDP; untagged writes go to handle 0.
+            assert_eq!(i.get("fdp").is_some(), cfg.device.fdp.is_some(), "{name}");
+            if let Some(f) = i.get("fdp") {
+                assert!(f["by_handle"][0]["host_bytes_written"].as_u64().unwrap() > 0);
+            }
         }
     }
 }
