@@ -1225,32 +1225,17 @@ impl Ssd {
         self.advance(now_ns);
         let t = self.enter(now_ns);
         self.idle_gc(now_ns);
-        let mut done = match op {
+        let done = match op {
             Op::Read => self.read(t, offset_bytes, len_bytes),
             Op::Write => self.write(t, offset_bytes, len_bytes, fua && op == Op::Write, handle),
         };
-        if self.slow_threshold > 0 && self.rng.next_u64() < self.slow_threshold {
-            self.counters.slow_ios += 1;
-            done += self.slow_extra_ns;
-        }
-        if self.has_jitter {
-            let jitter = match op {
-                Op::Read => &self.jitter_read,
-                Op::Write => &self.jitter_write,
-            };
-            if !jitter.is_empty() {
-                done += jitter.sample(self.rng.next_u64());
-            }
-        }
-        if self.has_power {
-            self.active(done.max(self.programs_until));
-        }
-        done
+        self.end_command(op, done)
     }
 
-    /// What [`Ssd::submit_with`] adds at the end of a command (a slow I/O, firmware jitter,
-    /// the device kept active), for the zoned path (`crate::zoned`), which takes its own way
-    /// through the flash. A copy, so the conventional path is untouched.
+    /// What every command adds at its end (a slow I/O, firmware jitter, the device kept
+    /// active): [`Ssd::submit_placed`]'s last step, and the zoned path's (`crate::zoned`), which
+    /// takes its own way through the flash. Inlined: it is on the conventional hot path.
+    #[inline(always)]
     pub(crate) fn end_command(&mut self, op: Op, mut done: u64) -> u64 {
         if self.slow_threshold > 0 && self.rng.next_u64() < self.slow_threshold {
             self.counters.slow_ios += 1;
