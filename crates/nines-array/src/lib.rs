@@ -160,6 +160,33 @@ impl LayoutSpec {
         Ok(())
     }
 
+    /// Tells the layout its members' zone geometry `(zone size, zone capacity)` when they are
+    /// zoned (None: conventional, nothing to do). Only the serial layout runs over zoned
+    /// members (a segment is a zone on each member); any other is refused with what to use,
+    /// the message reading after "the members are ". Both drivers call it before building
+    /// volumes, with what their members say, as they call [`LayoutSpec::resolve_placement`].
+    pub fn resolve_zones(&mut self, zone: Option<(u64, u64)>) -> Result<(), ArrayError> {
+        let Some((size_bytes, capacity_bytes)) = zone else {
+            return Ok(());
+        };
+        let mut base = self;
+        while let LayoutSpec::Shaped { inner, .. } = base {
+            base = inner;
+        }
+        match base {
+            LayoutSpec::Serial(s) => {
+                s.zone_size_bytes = size_bytes;
+                s.zone_capacity_bytes = capacity_bytes;
+                Ok(())
+            }
+            other => Err(ArrayError::Invalid(format!(
+                "zoned (sequential zones, no device GC): --layout {} writes in place; use \
+                 --layout serial --segment {capacity_bytes} (zone capacity x --column-members)",
+                other.name()
+            ))),
+        }
+    }
+
     /// `self` wrapped in `shaping` (unchanged when it asks for nothing).
     pub fn shaped(self, shaping: ShapingSpec) -> LayoutSpec {
         if shaping.is_empty() {
@@ -641,6 +668,35 @@ impl VolumeHost {
 mod tests {
     use super::*;
     use crate::testing::SyncDriver;
+
+    /// Zone geometry reaches a serial layout (also under shaping), conventional members change
+    /// nothing, and any other layout over zoned members is refused with the segment to use.
+    #[test]
+    fn resolve_zones_tells_serial_its_zones_and_refuses_other_layouts() {
+        let mut serial = LayoutSpec::Serial(SerialSpec::default());
+        let before = serial.clone();
+        serial.resolve_zones(None).unwrap();
+        assert_eq!(serial, before);
+        serial.resolve_zones(Some((2 << 30, 1077 << 20))).unwrap();
+        let LayoutSpec::Serial(s) = &serial else {
+            unreachable!()
+        };
+        assert_eq!(
+            (s.zone_size_bytes, s.zone_capacity_bytes),
+            (2 << 30, 1077 << 20)
+        );
+        let mut raid0 = LayoutSpec::Raid0 { stripe_bytes: 4096 };
+        let e = raid0
+            .resolve_zones(Some((1 << 20, 1 << 20)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("zoned") && e.contains("--layout raid0"),
+            "{e}"
+        );
+        assert!(e.contains("--layout serial --segment 1048576"), "{e}");
+        assert_eq!(raid0, LayoutSpec::Raid0 { stripe_bytes: 4096 });
+    }
 
     /// raid0's folded path sends exactly the commands its queued path pushes, records them the
     /// same way, and completes the request once, with the first error in send order.

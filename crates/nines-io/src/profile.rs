@@ -406,22 +406,9 @@ fn zoned_layout(layout: &mut LayoutSpec, targets: &[DriverTarget]) -> Result<(),
                 .into(),
         ));
     }
-    let mut base = &mut *layout;
-    while let LayoutSpec::Shaped { inner, .. } = base {
-        base = inner;
-    }
-    match base {
-        LayoutSpec::Serial(s) => {
-            (s.zone_size_bytes, s.zone_capacity_bytes) = zone;
-            Ok(())
-        }
-        other => Err(ProfileError::Refused(format!(
-            "the emu: targets are zoned (sequential zones, no device GC): --layout {} writes in \
-             place; use --layout serial --segment {} (zone capacity x --column-members)",
-            other.name(),
-            zone.1
-        ))),
-    }
+    layout
+        .resolve_zones(Some(zone))
+        .map_err(|e| ProfileError::Refused(format!("the emu: targets are {e}")))
 }
 
 /// The driver's configuration; the logs move into it. A replay is validated as one (its job

@@ -304,13 +304,6 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
 }
 
 /// The layout under any shaping, to fill in what the members are.
-fn base_mut(layout: &mut LayoutSpec) -> &mut LayoutSpec {
-    match layout {
-        LayoutSpec::Shaped { inner, .. } => base_mut(inner),
-        other => other,
-    }
-}
-
 /// Zoned members (a description with a `[zoned]` section): factory fresh (every zone empty,
 /// nothing to precondition: a zoned device holds no data it did not take), only under the
 /// serial layout, which is told their zone geometry.
@@ -328,21 +321,9 @@ fn prepare_zoned(
             cfg.device_label
         )));
     }
-    match base_mut(&mut cfg.layout) {
-        LayoutSpec::Serial(spec) => {
-            spec.zone_size_bytes = zoned.zone_size_bytes;
-            spec.zone_capacity_bytes = zoned.zone_capacity_bytes;
-        }
-        other => {
-            return Err(SimError::Config(format!(
-                "{} is zoned (sequential zones, no device GC): --layout {} writes in place; use \
-                 --layout serial --segment {} (zone capacity x --column-members)",
-                cfg.device_label,
-                other.name(),
-                zoned.zone_capacity_bytes
-            )));
-        }
-    }
+    cfg.layout
+        .resolve_zones(Some((zoned.zone_size_bytes, zoned.zone_capacity_bytes)))
+        .map_err(|e| SimError::Config(format!("{} is {e}", cfg.device_label)))?;
     if matches!(cfg.precondition, Some(p) if p != Precondition::None) {
         return Err(SimError::Config(format!(
             "{} is zoned: its zones start empty and cannot be preconditioned; drop --precondition \
