@@ -190,6 +190,11 @@ struct Rebuild {
 #[derive(Clone, Debug)]
 struct Entry {
     used: bool,
+    /// Taken by a write that is still reading its row: not released, however clean, until
+    /// the write's bytes are in it (or the write failed). A release in between freed it, and
+    /// the write, finding no entry for its row, wrote straight to its members outside their
+    /// turns (tests/raid5_dnd.rs).
+    held: bool,
     row: u64,
     dirty: Vec<u128>,
     busy: Vec<u128>,
@@ -729,6 +734,7 @@ impl Raid5 {
                     entries: (0..e)
                         .map(|_| Entry {
                             used: false,
+                            held: false,
                             row: 0,
                             dirty: vec![0; n],
                             busy: vec![0; n],
@@ -1449,12 +1455,11 @@ impl Raid5 {
             match d.free.pop() {
                 Some(e) => {
                     let ent = &mut d.entries[e as usize];
+                    assert!(!ent.used && !ent.held, "a free entry in use");
                     ent.used = true;
+                    ent.held = true;
                     ent.row = row;
                     d.rows.insert(row, e);
-                    // Used and still clean until its write lands: a release in between frees
-                    // it (as the scan did).
-                    d.maybe_clean.push(e);
                     entry = Some(e);
                     d.stats.entries_used = (d.entries.len() - d.free.len()) as u64;
                     d.stats.entries_used_max = d.stats.entries_used_max.max(d.stats.entries_used);
@@ -1711,6 +1716,12 @@ impl Raid5 {
         if let Some(e) = entry {
             // Write-back: the new bytes go into the row's buffer entry and the write is done;
             // each member gets them in its turn.
+            if let Some(d) = self.dnd.as_mut()
+                && std::mem::take(&mut d.entries[e as usize].held)
+            {
+                // Released like any other entry from now on, once clean.
+                d.maybe_clean.push(e);
+            }
             let mut touched = 0u32;
             for p in &pieces {
                 let m = self.data_member(row, p.j);
@@ -1787,6 +1798,18 @@ impl Raid5 {
 
     /// Request `t`'s row is finished: next row, or done; then waiters may go.
     fn row_done(&mut self, t: u32, cx: &mut Cx) {
+        let (row, op) = (self.reqs[t as usize].row, self.reqs[t as usize].io.op);
+        if op == VolOp::Write
+            && let Some(e) = self.entry_of(row)
+            && let Some(d) = self.dnd.as_mut()
+            && d.entries[e as usize].held
+        {
+            // A write that failed before its bytes reached the entry it took: the entry is
+            // released like any other (it is clean).
+            d.entries[e as usize].held = false;
+            d.maybe_clean.push(e);
+            self.release_entries(cx);
+        }
         let q = &mut self.reqs[t as usize];
         if q.row < q.row_last && q.result == IoResult::Ok {
             q.row += 1;
@@ -2068,7 +2091,11 @@ impl Raid5 {
         for k in 0..d.maybe_clean.len() {
             let i = d.maybe_clean[k] as usize;
             let e = &mut d.entries[i];
-            if e.used && e.dirty.iter().all(|&x| x == 0) && e.busy.iter().all(|&x| x == 0) {
+            if e.used
+                && !e.held
+                && e.dirty.iter().all(|&x| x == 0)
+                && e.busy.iter().all(|&x| x == 0)
+            {
                 e.used = false;
                 let row = e.row;
                 d.rows.remove(row);
