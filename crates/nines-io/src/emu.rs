@@ -497,7 +497,12 @@ impl EmuDevice {
         if self.member.zone_bytes() > 0 {
             return self.send_zoned(origin, at, cmd, buf);
         }
+        // A placed write the model refuses (no FDP, or not one of its handles: EINVAL below)
+        // moves no data, as a refused command on a device changes nothing.
+        let refused = matches!(cmd.op, CmdOp::PlacedWrite { handle }
+            if u32::from(handle) >= self.member.fdp_handles());
         match cmd.op {
+            CmdOp::PlacedWrite { .. } if refused => {}
             CmdOp::Write | CmdOp::PlacedWrite { .. } => {
                 // SAFETY: the caller hands a buffer of len_bytes, valid for this call.
                 let data = unsafe { std::slice::from_raw_parts(buf, len) };
@@ -825,6 +830,44 @@ mod tests {
         assert_eq!(ctx.used_bytes(), used, "a refusal charges nothing");
         // A 16 MiB region does.
         ctx.open("c", &spec, true, Some(16 << 20)).unwrap();
+    }
+
+    /// A placed write the model refuses (a handle the FDP device does not have, or any handle
+    /// on a conventional device) answers EINVAL and stores nothing; a valid one stores.
+    #[test]
+    fn a_refused_placed_write_changes_no_data() {
+        let ctx = EmuContext::new(1 << 30, Some(Precondition::None), 7);
+        let mut w: Vec<u8> = (0..4096u32).map(|i| (i * 5 + 3) as u8).collect();
+        let mut rbuf = vec![0xffu8; 4096];
+        for (preset, handle, ok) in [
+            ("afa-m2-2018-fdp", 8u16, false),
+            ("afa-m2-2018", 1, false),
+            ("afa-m2-2018-fdp", 7, true),
+        ] {
+            let name = format!("emu:{preset}:1g");
+            let spec = EmuSpec::parse(&name).unwrap().unwrap();
+            let h = ctx.open(&name, &spec, true, Some(1 << 20)).unwrap();
+            let mut lease = h.lease().unwrap();
+            let t0 = crate::clock::now_ns();
+            let (done, r) = lease.send(
+                t0,
+                &cmd(CmdOp::PlacedWrite { handle }, 8192, 4096),
+                w.as_mut_ptr(),
+            );
+            lease.send(done, &cmd(CmdOp::Read, 8192, 4096), rbuf.as_mut_ptr());
+            if ok {
+                assert_eq!(r, CmdResult::Ok, "{preset} handle {handle}");
+                assert_eq!(lease.stored_blocks(), 1);
+                assert_eq!(rbuf, w);
+            } else {
+                assert_eq!(r, CmdResult::Err(libc::EINVAL), "{preset} handle {handle}");
+                assert_eq!(lease.stored_blocks(), 0, "{preset}: nothing stored");
+                assert!(
+                    rbuf.iter().all(|&b| b == 0),
+                    "{preset}: reads the old zeros"
+                );
+            }
+        }
     }
 
     #[test]
