@@ -12,6 +12,7 @@ pub mod engine;
 pub mod latlog_sink;
 mod plan;
 pub mod profile;
+pub mod resolve;
 pub mod safety;
 pub mod sched;
 pub mod scratch;

@@ -175,17 +175,13 @@ pub fn profile(
         std::mem::replace(&mut t.trace, empty)
     });
     let mut cfg = driver_config(&run, records, &mut spec, &opened.paths)?;
-    zoned_layout(&mut cfg.layout, &opened.driver_targets)?;
-    // --placement fdp tags with the handles the data members have: emulated FDP devices only
-    // (files and block devices have none here; refused).
-    let data_targets = opened.driver_targets.len() - cfg.layout.extra_members() as usize;
-    let handles: Vec<u32> = opened.driver_targets[..data_targets]
+    // Zone geometry and FDP handles from the members (files and block devices: none).
+    let emu: Vec<_> = opened
+        .driver_targets
         .iter()
-        .map(|t| t.emu.as_ref().map_or(0, |e| e.info().fdp_handles))
+        .map(|t| t.emu.as_ref().map(|e| e.info()))
         .collect();
-    cfg.layout
-        .resolve_placement(&handles)
-        .map_err(|e| ProfileError::Refused(e.to_string()))?;
+    crate::resolve::from_members(&mut cfg.layout, &emu).map_err(ProfileError::Refused)?;
     let volumes = driver::validate(&opened.driver_targets, &cfg)?;
     if let (Some(mut trace), Some(t)) = (cfg.trace.take(), run.trace.as_ref()) {
         // Fit the trace's devices onto the volumes and its offsets into the smallest.
@@ -387,28 +383,6 @@ fn open_targets(run: &RunSpec, spec: &ProfileSpec) -> Result<Opened, ProfileErro
         sparse,
         created,
     })
-}
-
-/// Emulated zoned members (`emu:` targets of a description with `[zoned]`): the serial layout is
-/// told their zone geometry, as the simulator does (docs/arch-zoned.md); any other layout, or a
-/// mix of zoned and conventional members, is refused.
-fn zoned_layout(layout: &mut LayoutSpec, targets: &[DriverTarget]) -> Result<(), ProfileError> {
-    let zones: Vec<Option<(u64, u64)>> = targets
-        .iter()
-        .map(|t| t.emu.as_ref().and_then(|e| e.info().zone))
-        .collect();
-    let Some(&Some(zone)) = zones.iter().find(|z| z.is_some()) else {
-        return Ok(());
-    };
-    if zones.iter().any(|z| *z != Some(zone)) {
-        return Err(ProfileError::Refused(
-            "zoned emu: targets must all be of one zoned description; give every target the same"
-                .into(),
-        ));
-    }
-    layout
-        .resolve_zones(Some(zone))
-        .map_err(|e| ProfileError::Refused(format!("the emu: targets are {e}")))
 }
 
 /// The driver's configuration; the logs move into it. A replay is validated as one (its job

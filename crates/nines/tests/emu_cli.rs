@@ -397,3 +397,89 @@ fn shaping_buffers_and_serial_arrays_take_emulated_members() {
     let writes: u64 = (0..4).map(|i| model(&r, i, "writes")).sum();
     assert!(writes >= 500, "{writes} writes reached the models");
 }
+
+/// `nines serve --layout serial` over zoned emulated members (afa-m2-2018's flash with a
+/// `[zoned]` section, shrunk: 32 MiB zones): the server tells the layout its members' zone
+/// geometry as profile and sim do, so segments are zones, the first write resets them (no
+/// TRIM, which a zoned member refuses) and the front-end writes at the write pointers; nbdcopy
+/// reads back what it wrote and no member command failed. A layout that writes in place is
+/// refused over the same members before anything is served.
+#[test]
+fn serve_runs_serial_over_zoned_emulated_members() {
+    use common::serving::{Serving, tool};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../nines-flash/presets");
+    let mut text = String::new();
+    for line in std::fs::read_to_string(root.join("afa-m2-2018.toml"))
+        .unwrap()
+        .lines()
+    {
+        let l = line.trim_start();
+        let line = match () {
+            _ if l.starts_with("capacity_bytes") => continue,
+            _ if l.starts_with("name =") => "name = \"afa-zoned-small\"",
+            _ if l.starts_with("blocks_per_plane") => "blocks_per_plane = 20",
+            _ if l.starts_with("pages_per_block") => "pages_per_block = 32",
+            _ if l.starts_with("over_provisioning") => "over_provisioning = 0.3",
+            _ => line,
+        };
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push_str(
+        "[zoned]\nzone_size_bytes = 33_554_432\nzone_capacity_bytes = 33_554_432\n\
+         max_open_zones = 4\nmax_active_zones = 4\n",
+    );
+    std::fs::write(d.join("zoned.toml"), text).unwrap();
+    let bytes: Vec<u8> = (0..(24u64 << 20))
+        .map(|i| (i.wrapping_mul(0x9E37_79B9) >> 9) as u8)
+        .collect();
+    std::fs::write(d.join("src"), &bytes).unwrap();
+    let members = ["emu:zoned.toml"; 3];
+    let mut args = vec![
+        "--layout",
+        "serial",
+        "--segment",
+        "32m",
+        "--stripe",
+        "1m",
+        "--json",
+        "serve.json",
+    ];
+    args.extend(members);
+    let s = Serving::start(d, &args);
+    let uri = s.uri();
+    for (from, to) in [
+        (d.join("src").to_str().unwrap().to_string(), uri.clone()),
+        (uri.clone(), d.join("back").to_str().unwrap().to_string()),
+    ] {
+        let out = tool("nbdcopy").args([&from, &to]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "nbdcopy {from} {to}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(s.stop().success());
+    assert!(std::fs::read(d.join("back")).unwrap()[..bytes.len()] == bytes[..]);
+    let r = json(&d.join("serve.json"));
+    assert_eq!(
+        r["nines_serve"]["member_errors"],
+        serde_json::json!([0, 0, 0])
+    );
+    let st = &r["devices"][0]["volume"]["stats"];
+    assert_eq!(st["spec"]["zone_size_bytes"], 33_554_432, "{st}");
+    assert_eq!(st["write_errors"], 0, "{st}");
+    assert_eq!(st["trim_errors"], 0, "{st}");
+    assert_eq!(st["client_write_bytes"], 24 << 20, "{st}");
+    // Independent (in place) over a zoned member: refused, nothing served.
+    let out = nines(&["serve", "--socket", "x.sock", "emu:zoned.toml"], d);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("zoned") && err.contains("use --layout serial --segment"),
+        "{err}"
+    );
+    assert!(!d.join("x.sock").exists());
+}

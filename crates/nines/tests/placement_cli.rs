@@ -241,3 +241,67 @@ fn profile_places_writes_on_emulated_fdp_members() {
     assert!(bytes > 0);
     assert!(pl["bytes_by_handle"][3].as_u64().unwrap() > 0, "{pl}");
 }
+
+/// `nines serve --placement fdp` over emulated FDP members (raid0 of two): the server asks its
+/// members for their handles as profile and sim do, nbdcopy writes a file in and reads the same
+/// bytes back, and every byte the client wrote went through a handle. Over files it is refused
+/// with what to do, before anything is served.
+#[test]
+fn serve_places_writes_on_emulated_fdp_members() {
+    use common::serving::{Serving, tool};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    devices(d);
+    let bytes: Vec<u8> = (0..(8u64 << 20))
+        .map(|i| (i.wrapping_mul(0x9E37_79B9) >> 11) as u8)
+        .collect();
+    std::fs::write(d.join("src"), &bytes).unwrap();
+    let s = Serving::start(
+        d,
+        &[
+            "--layout",
+            "raid0",
+            "--placement",
+            "fdp",
+            "--json",
+            "serve.json",
+            "emu:fdp.toml:64m",
+            "emu:fdp.toml:64m",
+        ],
+    );
+    let copy = |from: &str, to: &str| {
+        let out = tool("nbdcopy").args([from, to]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "nbdcopy {from} {to}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let uri = s.uri();
+    copy(d.join("src").to_str().unwrap(), &uri);
+    copy(&uri, d.join("back").to_str().unwrap());
+    assert!(s.stop().success());
+    assert!(std::fs::read(d.join("back")).unwrap()[..bytes.len()] == bytes[..]);
+    let r = json(&d.join("serve.json"));
+    let pl = &r["devices"][0]["volume"]["stats"]["placement"];
+    assert_eq!(pl["handles"], 4, "{pl}");
+    let placed: u64 = (0..4)
+        .map(|h| pl["bytes_by_handle"][h].as_u64().unwrap())
+        .sum();
+    assert_eq!(placed, 8 << 20, "every client byte through a handle: {pl}");
+    // Files have no handles: refused in one line, nothing served.
+    std::fs::write(d.join("f"), vec![0u8; 1 << 20]).unwrap();
+    let out = nines(
+        &["serve", "--placement", "fdp", "--socket", "x.sock", "f"],
+        d,
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--placement fdp needs members with Flexible Data Placement")
+            && err.contains("member 0 has none"),
+        "{err}"
+    );
+    assert!(!d.join("x.sock").exists());
+}

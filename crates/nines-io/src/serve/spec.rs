@@ -473,8 +473,11 @@ fn open_volume(
         .max()
         .unwrap_or(512)
         .max(512);
-    let (layout, sizes, meta, meta_report) = open_superblocks(&spec, &members, events)?;
+    let (mut layout, sizes, meta, meta_report) = open_superblocks(&spec, &members, events)?;
     assert_eq!(sizes.len(), members.len(), "one size per member");
+    // Zone geometry and FDP handles from the members, as nines profile and nines sim do.
+    let emu: Vec<_> = members.iter().map(|t| t.emu().map(|e| e.info())).collect();
+    crate::resolve::from_members(&mut layout, &emu).map_err(ServeError::Refused)?;
     let vol = nines_array::build(
         &layout,
         &VolumeParams {
@@ -601,8 +604,11 @@ fn open_per_file(spec: ServeSpec) -> Result<OpenServe, ServeError> {
     for (p, name) in spec.targets.iter().zip(names) {
         let t = open_member(&spec, p)?;
         let block_bytes = t.logical_block_bytes().max(512);
+        let mut layout = spec.layout.clone();
+        crate::resolve::from_members(&mut layout, &[t.emu().map(|e| e.info())])
+            .map_err(|why| ServeError::Refused(format!("{}: {why}", p.display())))?;
         let vol = nines_array::build(
-            &spec.layout,
+            &layout,
             &VolumeParams {
                 member_sizes_bytes: &[t.size_bytes()],
                 block_bytes,
