@@ -477,3 +477,53 @@ fn a_slurm_fleet_that_cannot_be_submitted_leaves_nothing_and_says_what_to_do() {
         std::fs::remove_dir_all(&out).unwrap();
     }
 }
+
+/// Every file a fleet writes into its folder goes through the output layer: a task's log, the
+/// fleet record and the merged report that are symlinks to a block device are refused before
+/// anything reaches the device (the log used to be opened with File::create, following the
+/// link, and the task's output written onto the device). The device's bytes are unchanged.
+#[test]
+fn a_fleet_never_writes_through_a_symlink_to_a_block_device() {
+    let zram = Zram::new("4M");
+    let marker: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(zram.path())
+            .unwrap();
+        f.write_all(&marker).unwrap();
+        f.sync_all().unwrap();
+    }
+    for name in ["task-0.log", "merged.json"] {
+        let dir = disk_dir();
+        let out = dir.path().join("study");
+        std::fs::create_dir(&out).unwrap();
+        std::os::unix::fs::symlink(zram.path(), out.join(name)).unwrap();
+        let o = run(&[
+            "fleet",
+            "--engine",
+            "local",
+            "--tasks",
+            "1",
+            "-o",
+            s(&out),
+            "--",
+            "sim",
+            "--ios",
+            "1000",
+        ]);
+        assert!(!o.status.success(), "{name}: the fleet must refuse");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("is a block device"), "{name}: {err}");
+        let mut head = vec![0u8; 4096];
+        {
+            use std::io::Read;
+            std::fs::File::open(zram.path())
+                .unwrap()
+                .read_exact(&mut head)
+                .unwrap();
+        }
+        assert!(head == marker, "{name}: the device was written");
+    }
+}

@@ -214,11 +214,10 @@ fn read_fleet(dir: &Path) -> Result<Fleet> {
 }
 
 fn write_fleet(dir: &Path, fleet: &Fleet) -> Result<()> {
-    let path = dir.join("fleet.json");
-    let tmp = dir.join("fleet.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(fleet)? + "\n")
-        .with_context(|| format!("{}: cannot write", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("{}: cannot write", path.display()))
+    // Through the output layer, as every file nines writes: whole or not at all, never over
+    // a block device or the run's own inputs (the folder is the user's --out).
+    let text = serde_json::to_string_pretty(fleet)? + "\n";
+    super::output::write_all("the fleet record", &dir.join("fleet.json"), text.as_bytes())
 }
 
 fn nines_exe() -> Result<PathBuf> {
@@ -315,13 +314,15 @@ fn submit_slurm(args: &RunArgs, fleet: &mut Fleet, dir: &Path, created: bool) ->
     let exe = nines_exe()?;
     let script = dir.join("task.sh");
     let dir_abs = std::fs::canonicalize(dir)?;
-    std::fs::write(
+    super::output::write_all(
+        "the task script",
         &script,
         format!(
             "#!/bin/sh\n# One task of a nines fleet: Slurm sets SLURM_ARRAY_TASK_ID.\nexec '{}' fleet task '{}' \"$SLURM_ARRAY_TASK_ID\"\n",
             exe.display(),
             dir_abs.display()
-        ),
+        )
+        .as_bytes(),
     )?;
     let mut sb = Command::new("sbatch");
     sb.arg("--parsable")
@@ -534,7 +535,10 @@ fn run_local(fleet: &Fleet, dir: &Path, parallel: usize) -> Result<()> {
     while next < n || !running.is_empty() {
         while running.len() < parallel && next < n && !nines_io::sched::interrupted() {
             let args = task_command(fleet, dir, next)?;
-            let log = std::fs::File::create(task_log(dir, next))?;
+            let log_path = task_log(dir, next);
+            super::output::check_path("a task's log", &log_path)?;
+            let log = std::fs::File::create(&log_path)
+                .with_context(|| format!("{}: cannot write", log_path.display()))?;
             let child = super::spawn_own_group(
                 Command::new(&exe)
                     .args(&args)
@@ -625,10 +629,7 @@ fn collect(dir: &Path) -> Result<PathBuf> {
     }
     let merged = nines_core::merge::merge(inputs)?;
     let out = dir.join("merged.json");
-    let tmp = dir.join("merged.json.tmp");
-    std::fs::write(&tmp, merged.to_json())
-        .with_context(|| format!("{}: cannot write", tmp.display()))?;
-    std::fs::rename(&tmp, &out)?;
+    super::output::write_all("the merged report", &out, merged.to_json().as_bytes())?;
     Ok(out)
 }
 
