@@ -98,8 +98,16 @@ impl State {
     fn save(&self, path: &Path) -> Result<(), ApplyError> {
         let text = serde_json::to_string_pretty(self).unwrap_or_default();
         // Written to a temporary name then renamed, so a crash never leaves half a state file.
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, text)
+        // The temporary name is this process's own, made new (O_EXCL: never through a
+        // symlink, never over a file someone else left there), as the binary's output layer
+        // names its partial files.
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let tmp = path.with_file_name(format!(".{name}.nines-partial-{}", std::process::id()));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
             .and_then(|_| std::fs::rename(&tmp, path))
             .map_err(|e| ApplyError::State {
                 path: path.display().to_string(),
