@@ -1429,12 +1429,9 @@ impl Raid5 {
         }
         let lo = pieces.iter().map(|p| p.a).min().unwrap_or(0);
         let hi = pieces.iter().map(|p| p.b).max().unwrap_or(0);
-        let p_member = self.parity_member(row);
-        let base = row * c;
         let failed = self.failed_at(row);
         {
             let q = &mut self.reqs[t as usize];
-            q.pieces = pieces;
             q.lo = lo;
             q.hi = hi;
             q.pending = 0;
@@ -1444,27 +1441,14 @@ impl Raid5 {
         if failed.is_some() {
             self.stats.degraded_rows += 1;
         }
-        // Taken out while commands are sent (no allocation), put back below.
-        let pieces = std::mem::take(&mut self.reqs[t as usize].pieces);
+        // Out of the request while commands are sent (no allocation), put back below.
         let mut entry = self.entry_of(row);
-        if io.op == VolOp::Write
-            && entry.is_none()
-            && let Some(d) = self.dnd.as_mut()
-        {
+        if io.op == VolOp::Write && entry.is_none() && self.dnd.is_some() {
             // A write needs room in the write-back buffer before it reads anything.
-            match d.free.pop() {
-                Some(e) => {
-                    let ent = &mut d.entries[e as usize];
-                    assert!(!ent.used && !ent.held, "a free entry in use");
-                    ent.used = true;
-                    ent.held = true;
-                    ent.row = row;
-                    d.rows.insert(row, e);
-                    entry = Some(e);
-                    d.stats.entries_used = (d.entries.len() - d.free.len()) as u64;
-                    d.stats.entries_used_max = d.stats.entries_used_max.max(d.stats.entries_used);
-                }
+            match self.take_entry(row) {
+                Some(e) => entry = Some(e),
                 None => {
+                    let d = self.dnd.as_mut().expect("D/ND");
                     d.stats.buffer_waits += 1;
                     d.buf_waiters.push_back(t);
                     let q = &mut self.reqs[t as usize];
@@ -1474,168 +1458,208 @@ impl Raid5 {
                 }
             }
         }
-        match io.op {
-            VolOp::Read => {
-                self.reqs[t as usize].phase = Phase::Read;
-                // D/ND with fast-fail (IODA: PLM windows plus busy answers): the turn's owner, the
-                // one member outside its deterministic window, is not rebuilt up front but asked
-                // with a fast-fail read, so it serves the read when it is not busy beyond the
-                // threshold and has the piece rebuilt (from members in their deterministic
-                // windows) when it is. The other members get plain reads: rebuilding one of
-                // their pieces would read the owner, the member most likely busy. Without
-                // fast-fail the owner's pieces are always rebuilt.
-                let owner_fast_fail = self.fast_fail_ns.is_some() && self.dnd.is_some();
-                let owner = self.avoid;
-                let avoid = if owner_fast_fail { None } else { self.avoid };
-                let gone = failed.or(avoid);
-                let mut rebuild = None;
-                for p in &pieces {
-                    let m = self.data_member(row, p.j);
-                    if Some(m) == gone {
-                        rebuild = Some(p.j);
-                        // Every other member's same range, into slots by member index.
-                        for k in 0..n {
-                            if k != m {
-                                let slot = self.slot(t, k, 0);
-                                self.send(
-                                    t,
-                                    k,
-                                    CmdOp::Read,
-                                    base + u64::from(p.a),
-                                    p.b - p.a,
-                                    slot,
-                                    cx,
-                                );
-                            }
-                        }
-                        self.stats.rebuilt_pieces += 1;
-                    } else if let Some(e) = entry
-                        && self.covered(e, m, p.a, p.b)
-                    {
-                        // Newer in the write-back buffer than on the member: served from it.
-                        self.overlay(e, m, p.a, p.b, Self::client(t, p.client), cx);
-                        if let Some(d) = self.dnd.as_mut() {
-                            d.stats.reads_served_from_buffer += 1;
-                        }
-                    } else {
-                        // With a fast-fail threshold, and while the parity could still rebuild
-                        // this piece, the member may answer busy instead of making it wait.
-                        let op = match self.fast_fail_ns {
-                            Some(threshold_ns)
-                                if gone.is_none() && (!owner_fast_fail || owner == Some(m)) =>
-                            {
-                                CmdOp::FastFailRead { threshold_ns }
-                            }
-                            _ => CmdOp::Read,
-                        };
+        let pieces = match io.op {
+            VolOp::Read => self.plan_read(t, pieces, entry, cx),
+            VolOp::Write => self.plan_write(t, pieces, cx),
+            VolOp::Flush | VolOp::Trim | VolOp::WriteZeroes => unreachable!("handled in submit"),
+        };
+        if let Some(pieces) = pieces {
+            self.reqs[t as usize].pieces = pieces;
+        }
+    }
+
+    /// A free write-back entry for `row`, held by the write taking it (None: the buffer is full).
+    fn take_entry(&mut self, row: u64) -> Option<u32> {
+        let d = self.dnd.as_mut()?;
+        let e = d.free.pop()?;
+        let ent = &mut d.entries[e as usize];
+        assert!(!ent.used && !ent.held, "a free entry in use");
+        ent.used = true;
+        ent.held = true;
+        ent.row = row;
+        d.rows.insert(row, e);
+        d.stats.entries_used = (d.entries.len() - d.free.len()) as u64;
+        d.stats.entries_used_max = d.stats.entries_used_max.max(d.stats.entries_used);
+        Some(e)
+    }
+
+    /// A read's row: each piece from its member, from the write-back buffer when newer there,
+    /// or rebuilt from the others (a failed member, or the turn's owner). The pieces, unless the
+    /// read finished at once (then they are back in the request).
+    fn plan_read(
+        &mut self,
+        t: u32,
+        pieces: Vec<Piece>,
+        entry: Option<u32>,
+        cx: &mut Cx,
+    ) -> Option<Vec<Piece>> {
+        let n = self.n;
+        let row = self.reqs[t as usize].row;
+        let base = row * self.chunk;
+        let failed = self.failed_at(row);
+        self.reqs[t as usize].phase = Phase::Read;
+        // D/ND with fast-fail (IODA: PLM windows plus busy answers): the turn's owner, the
+        // one member outside its deterministic window, is not rebuilt up front but asked
+        // with a fast-fail read, so it serves the read when it is not busy beyond the
+        // threshold and has the piece rebuilt (from members in their deterministic
+        // windows) when it is. The other members get plain reads: rebuilding one of
+        // their pieces would read the owner, the member most likely busy. Without
+        // fast-fail the owner's pieces are always rebuilt.
+        let owner_fast_fail = self.fast_fail_ns.is_some() && self.dnd.is_some();
+        let owner = self.avoid;
+        let avoid = if owner_fast_fail { None } else { self.avoid };
+        let gone = failed.or(avoid);
+        let mut rebuild = None;
+        for p in &pieces {
+            let m = self.data_member(row, p.j);
+            if Some(m) == gone {
+                rebuild = Some(p.j);
+                // Every other member's same range, into slots by member index.
+                for k in 0..n {
+                    if k != m {
+                        let slot = self.slot(t, k, 0);
                         self.send(
                             t,
-                            m,
-                            op,
+                            k,
+                            CmdOp::Read,
                             base + u64::from(p.a),
                             p.b - p.a,
-                            Self::client(t, p.client),
-                            cx,
-                        );
-                    }
-                }
-                self.reqs[t as usize].plan = Plan::Read { rebuild };
-                if self.reqs[t as usize].pending == 0 {
-                    self.reqs[t as usize].pieces = pieces;
-                    self.reads_done(t, cx);
-                    return;
-                }
-            }
-            VolOp::Write => {
-                let full = pieces.len() as u32 == n - 1
-                    && pieces.iter().all(|p| p.a == 0 && u64::from(p.b) == c);
-                let touched_failed =
-                    failed.is_some_and(|f| pieces.iter().any(|p| self.data_member(row, p.j) == f));
-                let plan = if failed == Some(p_member) {
-                    Plan::DataOnly
-                } else if full {
-                    Plan::Full
-                } else if touched_failed {
-                    Plan::Rcw
-                } else {
-                    // Reads each way: RMW the written pieces and the parity; RCW every data
-                    // chunk over the written range (the written ones too, unless they cover
-                    // it), plus parity when a data member is failed.
-                    let rmw = pieces.len() as u32 + 1;
-                    let rcw = (n - 1) + u32::from(failed.is_some());
-                    if rmw <= rcw { Plan::Rmw } else { Plan::Rcw }
-                };
-                self.reqs[t as usize].plan = plan;
-                match plan {
-                    Plan::Full | Plan::DataOnly => {
-                        self.reqs[t as usize].pieces = pieces;
-                        self.write_phase(t, cx);
-                        return;
-                    }
-                    Plan::Rmw => {
-                        self.reqs[t as usize].phase = Phase::Read;
-                        self.stats.rmw_rows += 1;
-                        for p in &pieces {
-                            let m = self.data_member(row, p.j);
-                            let slot = self.slot(t, p.j, 0);
-                            self.send(
-                                t,
-                                m,
-                                CmdOp::Read,
-                                base + u64::from(p.a),
-                                p.b - p.a,
-                                slot,
-                                cx,
-                            );
-                        }
-                        let slot = self.slot(t, n - 1, 0);
-                        self.send(
-                            t,
-                            p_member,
-                            CmdOp::Read,
-                            base + u64::from(lo),
-                            hi - lo,
                             slot,
                             cx,
                         );
                     }
-                    Plan::Rcw => {
-                        self.reqs[t as usize].phase = Phase::Read;
-                        self.stats.rcw_rows += 1;
-                        for j in 0..n - 1 {
-                            let m = self.data_member(row, j);
-                            if Some(m) != failed {
-                                let slot = self.slot(t, j, 0);
-                                self.send(
-                                    t,
-                                    m,
-                                    CmdOp::Read,
-                                    base + u64::from(lo),
-                                    hi - lo,
-                                    slot,
-                                    cx,
-                                );
-                            }
-                        }
-                        if failed.is_some() {
-                            let slot = self.slot(t, n - 1, 0);
-                            self.send(
-                                t,
-                                p_member,
-                                CmdOp::Read,
-                                base + u64::from(lo),
-                                hi - lo,
-                                slot,
-                                cx,
-                            );
-                        }
+                }
+                self.stats.rebuilt_pieces += 1;
+            } else if let Some(e) = entry
+                && self.covered(e, m, p.a, p.b)
+            {
+                // Newer in the write-back buffer than on the member: served from it.
+                self.overlay(e, m, p.a, p.b, Self::client(t, p.client), cx);
+                if let Some(d) = self.dnd.as_mut() {
+                    d.stats.reads_served_from_buffer += 1;
+                }
+            } else {
+                // With a fast-fail threshold, and while the parity could still rebuild
+                // this piece, the member may answer busy instead of making it wait.
+                let op = match self.fast_fail_ns {
+                    Some(threshold_ns)
+                        if gone.is_none() && (!owner_fast_fail || owner == Some(m)) =>
+                    {
+                        CmdOp::FastFailRead { threshold_ns }
                     }
-                    Plan::Read { .. } => unreachable!(),
+                    _ => CmdOp::Read,
+                };
+                self.send(
+                    t,
+                    m,
+                    op,
+                    base + u64::from(p.a),
+                    p.b - p.a,
+                    Self::client(t, p.client),
+                    cx,
+                );
+            }
+        }
+        self.reqs[t as usize].plan = Plan::Read { rebuild };
+        if self.reqs[t as usize].pending == 0 {
+            self.reqs[t as usize].pieces = pieces;
+            self.reads_done(t, cx);
+            return None;
+        }
+        Some(pieces)
+    }
+
+    /// A write's row: full rows and rows around a failed parity go to the write phase at
+    /// once; others read what their parity needs first (read-modify-write of the written
+    /// pieces, or reconstruct-write from the rest of the row, whichever reads less). The
+    /// pieces, unless the write phase has them already.
+    fn plan_write(&mut self, t: u32, pieces: Vec<Piece>, cx: &mut Cx) -> Option<Vec<Piece>> {
+        let (n, c) = (self.n, self.chunk);
+        let (row, lo, hi) = {
+            let q = &self.reqs[t as usize];
+            (q.row, q.lo, q.hi)
+        };
+        let base = row * c;
+        let p_member = self.parity_member(row);
+        let failed = self.failed_at(row);
+        let full =
+            pieces.len() as u32 == n - 1 && pieces.iter().all(|p| p.a == 0 && u64::from(p.b) == c);
+        let touched_failed =
+            failed.is_some_and(|f| pieces.iter().any(|p| self.data_member(row, p.j) == f));
+        let plan = if failed == Some(p_member) {
+            Plan::DataOnly
+        } else if full {
+            Plan::Full
+        } else if touched_failed {
+            Plan::Rcw
+        } else {
+            // Reads each way: RMW the written pieces and the parity; RCW every data
+            // chunk over the written range (the written ones too, unless they cover
+            // it), plus parity when a data member is failed.
+            let rmw = pieces.len() as u32 + 1;
+            let rcw = (n - 1) + u32::from(failed.is_some());
+            if rmw <= rcw { Plan::Rmw } else { Plan::Rcw }
+        };
+        self.reqs[t as usize].plan = plan;
+        match plan {
+            Plan::Full | Plan::DataOnly => {
+                self.reqs[t as usize].pieces = pieces;
+                self.write_phase(t, cx);
+                return None;
+            }
+            Plan::Rmw => {
+                self.reqs[t as usize].phase = Phase::Read;
+                self.stats.rmw_rows += 1;
+                for p in &pieces {
+                    let m = self.data_member(row, p.j);
+                    let slot = self.slot(t, p.j, 0);
+                    self.send(
+                        t,
+                        m,
+                        CmdOp::Read,
+                        base + u64::from(p.a),
+                        p.b - p.a,
+                        slot,
+                        cx,
+                    );
+                }
+                let slot = self.slot(t, n - 1, 0);
+                self.send(
+                    t,
+                    p_member,
+                    CmdOp::Read,
+                    base + u64::from(lo),
+                    hi - lo,
+                    slot,
+                    cx,
+                );
+            }
+            Plan::Rcw => {
+                self.reqs[t as usize].phase = Phase::Read;
+                self.stats.rcw_rows += 1;
+                for j in 0..n - 1 {
+                    let m = self.data_member(row, j);
+                    if Some(m) != failed {
+                        let slot = self.slot(t, j, 0);
+                        self.send(t, m, CmdOp::Read, base + u64::from(lo), hi - lo, slot, cx);
+                    }
+                }
+                if failed.is_some() {
+                    let slot = self.slot(t, n - 1, 0);
+                    self.send(
+                        t,
+                        p_member,
+                        CmdOp::Read,
+                        base + u64::from(lo),
+                        hi - lo,
+                        slot,
+                        cx,
+                    );
                 }
             }
-            VolOp::Flush | VolOp::Trim | VolOp::WriteZeroes => unreachable!("handled in submit"),
+            Plan::Read { .. } => unreachable!(),
         }
-        self.reqs[t as usize].pieces = pieces;
+        Some(pieces)
     }
 
     /// Computes the row's parity (by its plan) and sends the row's writes.
@@ -1714,48 +1738,7 @@ impl Raid5 {
             Plan::DataOnly | Plan::Read { .. } => {}
         }
         if let Some(e) = entry {
-            // Write-back: the new bytes go into the row's buffer entry and the write is done;
-            // each member gets them in its turn.
-            if let Some(d) = self.dnd.as_mut()
-                && std::mem::take(&mut d.entries[e as usize].held)
-            {
-                // Released like any other entry from now on, once clean.
-                d.maybe_clean.push(e);
-            }
-            let mut touched = 0u32;
-            for p in &pieces {
-                let m = self.data_member(row, p.j);
-                cx.data.copy(
-                    self.entry_slot(e, m, p.a),
-                    Self::client(t, p.client),
-                    p.b - p.a,
-                );
-                let mk = self.mask(p.a, p.b);
-                let d = self.dnd.as_mut().expect("D/ND");
-                let old = d.entries[e as usize].dirty[m as usize];
-                d.set_dirty(e, m, old | mk);
-                touched |= 1 << m;
-            }
-            if plan != Plan::DataOnly && failed != Some(p_member) {
-                cx.data
-                    .copy(self.entry_slot(e, p_member, lo), pslot(self, 0), len);
-                let mk = self.mask(lo, hi);
-                let d = self.dnd.as_mut().expect("D/ND");
-                let old = d.entries[e as usize].dirty[p_member as usize];
-                d.set_dirty(e, p_member, old | mk);
-                touched |= 1 << p_member;
-            }
-            let d = self.dnd.as_mut().expect("D/ND");
-            for m in 0..n {
-                if touched & (1 << m) != 0 {
-                    d.entries[e as usize].version[m as usize] =
-                        d.entries[e as usize].version[m as usize].wrapping_add(1);
-                }
-            }
-            d.stats.buffered_writes += 1;
-            let occ = d.occupancy_bytes();
-            d.stats.occupancy_bytes = occ;
-            d.stats.occupancy_bytes_max = d.stats.occupancy_bytes_max.max(occ);
+            self.buffer_row(t, e, &pieces, cx);
             self.reqs[t as usize].pieces = pieces;
             self.row_done(t, cx);
             self.kick(cx);
@@ -1794,6 +1777,61 @@ impl Raid5 {
         if self.reqs[t as usize].pending == 0 {
             self.row_done(t, cx);
         }
+    }
+
+    /// Write-back: request `t`'s new bytes (its pieces and, unless the row's parity member is
+    /// failed or the plan writes data only, the parity computed into its slot) go into the row's
+    /// buffer entry `e`; each member gets them in its turn.
+    fn buffer_row(&mut self, t: u32, e: u32, pieces: &[Piece], cx: &mut Cx) {
+        let n = self.n;
+        let (row, plan, lo, hi) = {
+            let q = &self.reqs[t as usize];
+            (q.row, q.plan, q.lo, q.hi)
+        };
+        let failed = self.failed_at(row);
+        let p_member = self.parity_member(row);
+        let len = hi - lo;
+        let pslot = |s: &Self, off: u32| s.slot(t, n - 1, off);
+        if let Some(d) = self.dnd.as_mut()
+            && std::mem::take(&mut d.entries[e as usize].held)
+        {
+            // Released like any other entry from now on, once clean.
+            d.maybe_clean.push(e);
+        }
+        let mut touched = 0u32;
+        for p in pieces {
+            let m = self.data_member(row, p.j);
+            cx.data.copy(
+                self.entry_slot(e, m, p.a),
+                Self::client(t, p.client),
+                p.b - p.a,
+            );
+            let mk = self.mask(p.a, p.b);
+            let d = self.dnd.as_mut().expect("D/ND");
+            let old = d.entries[e as usize].dirty[m as usize];
+            d.set_dirty(e, m, old | mk);
+            touched |= 1 << m;
+        }
+        if plan != Plan::DataOnly && failed != Some(p_member) {
+            cx.data
+                .copy(self.entry_slot(e, p_member, lo), pslot(self, 0), len);
+            let mk = self.mask(lo, hi);
+            let d = self.dnd.as_mut().expect("D/ND");
+            let old = d.entries[e as usize].dirty[p_member as usize];
+            d.set_dirty(e, p_member, old | mk);
+            touched |= 1 << p_member;
+        }
+        let d = self.dnd.as_mut().expect("D/ND");
+        for m in 0..n {
+            if touched & (1 << m) != 0 {
+                d.entries[e as usize].version[m as usize] =
+                    d.entries[e as usize].version[m as usize].wrapping_add(1);
+            }
+        }
+        d.stats.buffered_writes += 1;
+        let occ = d.occupancy_bytes();
+        d.stats.occupancy_bytes = occ;
+        d.stats.occupancy_bytes_max = d.stats.occupancy_bytes_max.max(occ);
     }
 
     /// Request `t`'s row is finished: next row, or done; then waiters may go.
