@@ -587,6 +587,191 @@ struct Stats {
     fast_fail_reread: u64,
 }
 
+/// The options' rules, before anything is allocated.
+fn check_options(
+    chunk_bytes: u64,
+    member_sizes_bytes: &[u64],
+    block_bytes: u32,
+    opts: &Raid5Options,
+) -> Result<(), ArrayError> {
+    let Raid5Options {
+        failed,
+        dnd,
+        rebuild,
+        ..
+    } = *opts;
+    let n = member_sizes_bytes.len();
+    if n < 3 {
+        return Err(ArrayError::TooFewMembers {
+            layout: "raid5",
+            min: 3,
+        });
+    }
+    let bb = u64::from(block_bytes.max(1));
+    if chunk_bytes == 0 || !chunk_bytes.is_multiple_of(bb) || chunk_bytes > 16 << 20 {
+        return Err(ArrayError::Invalid(format!(
+            "--chunk {chunk_bytes} must be a positive multiple of the members' {block_bytes}-byte block and at most 16 MiB"
+        )));
+    }
+    let smallest = member_sizes_bytes.iter().copied().min().unwrap_or(0);
+    if smallest < chunk_bytes {
+        return Err(ArrayError::StripeTooLarge {
+            option: "chunk",
+            stripe_bytes: chunk_bytes,
+            member_bytes: smallest,
+        });
+    }
+    if let Some(f) = failed
+        && f as usize >= n
+    {
+        return Err(ArrayError::Invalid(format!(
+            "--failed {f}: the volume has members 0 to {}",
+            n - 1
+        )));
+    }
+    if let Some(rb) = rebuild {
+        if rb.member as usize >= n {
+            return Err(ArrayError::Invalid(format!(
+                "--rebuild {}: the volume has members 0 to {}",
+                rb.member,
+                n - 1
+            )));
+        }
+        if failed.is_some_and(|f| f != rb.member) {
+            return Err(ArrayError::Invalid(format!(
+                "--rebuild {} with --failed {}: only the failed member can be rebuilt",
+                rb.member,
+                failed.unwrap_or(0)
+            )));
+        }
+        if dnd.is_some() {
+            return Err(ArrayError::Invalid(
+                "--rebuild runs without --policy: rebuild first, then turn the policy on".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Bitmap {
+    /// The write-intent bitmap of regions of `rr` rows, its page just past the data area on
+    /// every member; and the rows left for data.
+    fn new(
+        rr: u64,
+        chunk_bytes: u64,
+        smallest: u64,
+        tags: u32,
+    ) -> Result<(u64, Box<Bitmap>), ArrayError> {
+        // The page sits just past the data area on every member.
+        let rows = smallest.saturating_sub(u64::from(BITMAP_PAGE_BYTES)) / chunk_bytes;
+        if rr == 0 || rows == 0 || chunk_bytes < u64::from(BITMAP_PAGE_BYTES) {
+            return Err(ArrayError::Invalid(format!(
+                "the write-intent bitmap needs regions of at least one row, chunks of at least {BITMAP_PAGE_BYTES} bytes and members of at least a chunk and a page ({chunk_bytes}-byte chunk, {smallest}-byte members)"
+            )));
+        }
+        let regions = rows.div_ceil(rr);
+        if regions > BITMAP_REGIONS_MAX {
+            return Err(ArrayError::Invalid(format!(
+                "the write-intent bitmap has room for {BITMAP_REGIONS_MAX} regions; {rows} rows in regions of {rr} make {regions}"
+            )));
+        }
+        let r = regions as usize;
+        Ok((
+            rows,
+            Box::new(Bitmap {
+                region_rows: rr,
+                page_offset: rows * chunk_bytes,
+                want: vec![false; r],
+                durable: vec![false; r],
+                hot: vec![false; r],
+                clear: vec![false; r],
+                busy: vec![false; r],
+                page: vec![0; BITMAP_PAGE_BYTES as usize],
+                image: vec![false; r],
+                phase: BmPhase::Idle,
+                pending: 0,
+                waiters: VecDeque::with_capacity(tags.max(1) as usize),
+                next_clear_ns: 0,
+                stats: BitmapStats {
+                    region_rows: rr,
+                    regions,
+                    page_offset_bytes: rows * chunk_bytes,
+                    ..BitmapStats::default()
+                },
+            }),
+        ))
+    }
+}
+
+impl Dnd {
+    /// The write-back buffer and turns of `--policy sched|dnd` over `n` members.
+    fn new(
+        spec: DndSpec,
+        n: usize,
+        chunk_bytes: u64,
+        block_bytes: u32,
+        tags: u32,
+    ) -> Result<Box<Dnd>, ArrayError> {
+        if spec.window_ns == 0 {
+            return Err(ArrayError::Invalid("--window must be longer than 0".into()));
+        }
+        let granule = block_bytes.max(1);
+        if chunk_bytes / u64::from(granule) > 128 {
+            return Err(ArrayError::Invalid(format!(
+                "the D/ND write-back buffer tracks at most 128 blocks per chunk: use --chunk {} or smaller",
+                128 * u64::from(granule)
+            )));
+        }
+        let entries = spec.write_back_bytes / (n as u64 * chunk_bytes);
+        if entries == 0 || spec.write_back_bytes > 4 << 30 {
+            return Err(ArrayError::Invalid(format!(
+                "--write-back {} bytes: give at least one row ({} bytes: {n} members x the chunk) and at most 4 GiB",
+                spec.write_back_bytes,
+                n as u64 * chunk_bytes
+            )));
+        }
+        let e = entries as usize;
+        Ok(Box::new(Dnd {
+            spec,
+            guard_sent: false,
+            now_ns: 0,
+            owner: 0,
+            next_switch_ns: 0,
+            started: false,
+            entries: (0..e)
+                .map(|_| Entry {
+                    used: false,
+                    held: false,
+                    row: 0,
+                    dirty: vec![0; n],
+                    busy: vec![0; n],
+                    version: vec![0; n],
+                })
+                .collect(),
+            free: (0..e as u32).rev().collect(),
+            granule,
+            flush_slots: vec![None; FLUSH_MAX as usize],
+            flushes_out: 0,
+            window_out: vec![false; n],
+            buf_waiters: VecDeque::with_capacity(tags as usize),
+            flush_waiters: VecDeque::with_capacity(tags as usize),
+            rows: RowIndex::new(e),
+            has_dirty: vec![vec![0; e.div_ceil(64)]; n],
+            dirty_granules: 0,
+            // Each entry is pushed when its first write lands and when a member's bits are cleaned:
+            // at most 1 + n times between two releases; it never grows past that.
+            maybe_clean: Vec::with_capacity(e * (n + 1) + 16),
+            stats: DndStats {
+                write_back_bytes: entries * n as u64 * chunk_bytes,
+                entries,
+                window_ns: spec.window_ns,
+                plm_windows: spec.plm,
+                ..DndStats::default()
+            },
+        }))
+    }
+}
+
 impl Raid5 {
     pub fn new(
         chunk_bytes: u64,
@@ -595,6 +780,7 @@ impl Raid5 {
         tags: u32,
         opts: Raid5Options,
     ) -> Result<Raid5, ArrayError> {
+        check_options(chunk_bytes, member_sizes_bytes, block_bytes, &opts)?;
         let Raid5Options {
             failed,
             dnd,
@@ -603,56 +789,7 @@ impl Raid5 {
             bitmap_region_rows,
         } = opts;
         let n = member_sizes_bytes.len();
-        if n < 3 {
-            return Err(ArrayError::TooFewMembers {
-                layout: "raid5",
-                min: 3,
-            });
-        }
-        let bb = u64::from(block_bytes.max(1));
-        if chunk_bytes == 0 || !chunk_bytes.is_multiple_of(bb) || chunk_bytes > 16 << 20 {
-            return Err(ArrayError::Invalid(format!(
-                "--chunk {chunk_bytes} must be a positive multiple of the members' {block_bytes}-byte block and at most 16 MiB"
-            )));
-        }
         let smallest = member_sizes_bytes.iter().copied().min().unwrap_or(0);
-        if smallest < chunk_bytes {
-            return Err(ArrayError::StripeTooLarge {
-                option: "chunk",
-                stripe_bytes: chunk_bytes,
-                member_bytes: smallest,
-            });
-        }
-        if let Some(f) = failed
-            && f as usize >= n
-        {
-            return Err(ArrayError::Invalid(format!(
-                "--failed {f}: the volume has members 0 to {}",
-                n - 1
-            )));
-        }
-        if let Some(rb) = rebuild {
-            if rb.member as usize >= n {
-                return Err(ArrayError::Invalid(format!(
-                    "--rebuild {}: the volume has members 0 to {}",
-                    rb.member,
-                    n - 1
-                )));
-            }
-            if failed.is_some_and(|f| f != rb.member) {
-                return Err(ArrayError::Invalid(format!(
-                    "--rebuild {} with --failed {}: only the failed member can be rebuilt",
-                    rb.member,
-                    failed.unwrap_or(0)
-                )));
-            }
-            if dnd.is_some() {
-                return Err(ArrayError::Invalid(
-                    "--rebuild runs without --policy: rebuild first, then turn the policy on"
-                        .into(),
-                ));
-            }
-        }
         let tags = tags.max(1);
         let scratch_bytes = u64::from(tags) * n as u64 * chunk_bytes;
         if scratch_bytes > 1 << 30 {
@@ -661,108 +798,16 @@ impl Raid5 {
                 scratch_bytes >> 20
             )));
         }
-        let mut rows = smallest / chunk_bytes;
-        let bitmap = match bitmap_region_rows {
-            None => None,
+        let (rows, bitmap) = match bitmap_region_rows {
+            None => (smallest / chunk_bytes, None),
             Some(rr) => {
-                // The page sits just past the data area on every member.
-                rows = smallest.saturating_sub(u64::from(BITMAP_PAGE_BYTES)) / chunk_bytes;
-                if rr == 0 || rows == 0 || chunk_bytes < u64::from(BITMAP_PAGE_BYTES) {
-                    return Err(ArrayError::Invalid(format!(
-                        "the write-intent bitmap needs regions of at least one row, chunks of at least {BITMAP_PAGE_BYTES} bytes and members of at least a chunk and a page ({chunk_bytes}-byte chunk, {smallest}-byte members)"
-                    )));
-                }
-                let regions = rows.div_ceil(rr);
-                if regions > BITMAP_REGIONS_MAX {
-                    return Err(ArrayError::Invalid(format!(
-                        "the write-intent bitmap has room for {BITMAP_REGIONS_MAX} regions; {rows} rows in regions of {rr} make {regions}"
-                    )));
-                }
-                let r = regions as usize;
-                Some(Box::new(Bitmap {
-                    region_rows: rr,
-                    page_offset: rows * chunk_bytes,
-                    want: vec![false; r],
-                    durable: vec![false; r],
-                    hot: vec![false; r],
-                    clear: vec![false; r],
-                    busy: vec![false; r],
-                    page: vec![0; BITMAP_PAGE_BYTES as usize],
-                    image: vec![false; r],
-                    phase: BmPhase::Idle,
-                    pending: 0,
-                    waiters: VecDeque::with_capacity(tags.max(1) as usize),
-                    next_clear_ns: 0,
-                    stats: BitmapStats {
-                        region_rows: rr,
-                        regions,
-                        page_offset_bytes: rows * chunk_bytes,
-                        ..BitmapStats::default()
-                    },
-                }))
+                let (rows, b) = Bitmap::new(rr, chunk_bytes, smallest, tags)?;
+                (rows, Some(b))
             }
         };
         let dnd = match dnd {
             None => None,
-            Some(spec) => {
-                if spec.window_ns == 0 {
-                    return Err(ArrayError::Invalid("--window must be longer than 0".into()));
-                }
-                let granule = block_bytes.max(1);
-                if chunk_bytes / u64::from(granule) > 128 {
-                    return Err(ArrayError::Invalid(format!(
-                        "the D/ND write-back buffer tracks at most 128 blocks per chunk: use --chunk {} or smaller",
-                        128 * u64::from(granule)
-                    )));
-                }
-                let entries = spec.write_back_bytes / (n as u64 * chunk_bytes);
-                if entries == 0 || spec.write_back_bytes > 4 << 30 {
-                    return Err(ArrayError::Invalid(format!(
-                        "--write-back {} bytes: give at least one row ({} bytes: {n} members x the chunk) and at most 4 GiB",
-                        spec.write_back_bytes,
-                        n as u64 * chunk_bytes
-                    )));
-                }
-                let e = entries as usize;
-                Some(Box::new(Dnd {
-                    spec,
-                    guard_sent: false,
-                    now_ns: 0,
-                    owner: 0,
-                    next_switch_ns: 0,
-                    started: false,
-                    entries: (0..e)
-                        .map(|_| Entry {
-                            used: false,
-                            held: false,
-                            row: 0,
-                            dirty: vec![0; n],
-                            busy: vec![0; n],
-                            version: vec![0; n],
-                        })
-                        .collect(),
-                    free: (0..e as u32).rev().collect(),
-                    granule,
-                    flush_slots: vec![None; FLUSH_MAX as usize],
-                    flushes_out: 0,
-                    window_out: vec![false; n],
-                    buf_waiters: VecDeque::with_capacity(tags as usize),
-                    flush_waiters: VecDeque::with_capacity(tags as usize),
-                    rows: RowIndex::new(e),
-                    has_dirty: vec![vec![0; e.div_ceil(64)]; n],
-                    dirty_granules: 0,
-                    // Each entry is pushed when taken and when a member's bits are cleaned:
-                    // at most 1 + n times between two releases; it never grows past that.
-                    maybe_clean: Vec::with_capacity(e * (n + 1) + 16),
-                    stats: DndStats {
-                        write_back_bytes: entries * n as u64 * chunk_bytes,
-                        entries,
-                        window_ns: spec.window_ns,
-                        plm_windows: spec.plm,
-                        ..DndStats::default()
-                    },
-                }))
-            }
+            Some(spec) => Some(Dnd::new(spec, n, chunk_bytes, block_bytes, tags)?),
         };
         // A row's phase sends at most: a read, n - 1 pieces (fast-fail), n - 1 reads to rebuild
         // one of them and n - 2 second reads of other busy ones; a write, n - 1 data and the
