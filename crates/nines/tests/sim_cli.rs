@@ -808,7 +808,9 @@ fn dnd_buffer_out_of_entries_is_reported_with_what_to_change() {
     assert!(w[0].contains(&format!("all {entries} entries")), "{}", w[0]);
     assert!(w[0].contains("--write-back"), "{}", w[0]);
 
-    let (st, warnings) = run("2g");
+    // Room for every row the run writes (4 GiB: 16,384 entries for ~11,000 buffered writes;
+    // no entry is freed before every member had its turn, 400 ms, longer than the run).
+    let (st, warnings) = run("4g");
     assert!(
         st["entries_used_max"].as_u64().unwrap() < st["entries"].as_u64().unwrap(),
         "{st}"
