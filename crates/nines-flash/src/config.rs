@@ -10,7 +10,7 @@ use crate::FlashError;
 
 /// The presets shipped with nines, embedded at build time. Each file documents where its
 /// numbers come from.
-pub const PRESETS: [(&str, &str); 11] = [
+pub const PRESETS: [(&str, &str); 12] = [
     ("afa-m2-2018", include_str!("../presets/afa-m2-2018.toml")),
     ("intel-750", include_str!("../presets/intel-750.toml")),
     ("z-ssd", include_str!("../presets/z-ssd.toml")),
@@ -34,6 +34,7 @@ pub const PRESETS: [(&str, &str); 11] = [
         "afa-m2-2018-fdp",
         include_str!("../presets/afa-m2-2018-fdp.toml"),
     ),
+    ("p4600-fdp", include_str!("../presets/p4600-fdp.toml")),
 ];
 
 /// A preset name with this suffix is the preset with [`DeviceConfig::ideal`] applied.
@@ -219,8 +220,12 @@ pub struct FtlConfig {
     /// else the die has queued.
     pub gc_hard_threshold: f64,
     /// Where host pages go: round robin over the block pools (the default: dynamic
-    /// allocation), or fixed by logical address (MQSim's static CWDP allocation: unit `u` in pool
-    /// `u mod pools`, pools numbered channel first, then chip, die, plane).
+    /// allocation), fixed by logical address (MQSim's static CWDP allocation: unit `u` in pool
+    /// `u mod pools`, pools numbered channel first, then chip, die, plane), or `idle-first`:
+    /// each host frontier in rounds that give every pool one page, a page opening taking the
+    /// pool of the round whose die has the fewest other frontiers' pages open, then is free
+    /// first (the controller places a page where it can program it soon; see
+    /// `Ftl::write_unit_placed_by`).
     #[serde(default)]
     pub allocation: Allocation,
     /// Free blocks, GC and host frontiers are kept per die (the default) or per plane (MQSim).
@@ -308,6 +313,7 @@ pub enum Allocation {
     #[default]
     RoundRobin,
     Static,
+    IdleFirst,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

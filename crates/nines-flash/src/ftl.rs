@@ -15,7 +15,8 @@
 //! `u / units_per_page`. Host pages are striped round-robin over pools (so consecutive logical
 //! data lands on consecutive pools, and consecutive pools sit on different channels), or with
 //! static allocation unit `u` always goes to pool `u mod pools` (each pool fills its own open
-//! page); GC moves valid units to a separate open block in the same pool.
+//! page), or with `idle-first` allocation in rounds over the pools, each page to the pool of
+//! its round where it can be programmed soonest ([`Ftl::write_unit_placed_by`]); GC moves valid units to a separate open block in the same pool.
 
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -293,6 +294,11 @@ pub struct Ftl {
     /// Per handle, the pool taking its host pages and the next in the round robin.
     cur_pool: Vec<u32>,
     next_pool: Vec<u32>,
+    /// `idle-first` allocation: per handle, the pools that took a page of its current round
+    /// (a bitset of `round_words` words per handle; empty with other allocations). See
+    /// [`Ftl::write_unit_placed_by`].
+    round_used: Vec<u64>,
+    round_words: usize,
     /// FDP reclaim unit handles (1: a conventional device).
     handles: u32,
     /// Whether GC keeps each handle's data in its own GC frontier.
@@ -362,6 +368,12 @@ impl Ftl {
             open_fill: vec![0; (pools * handles) as usize],
             cur_pool: vec![0; handles as usize],
             next_pool: vec![0; handles as usize],
+            round_used: if cfg.ftl.allocation == Allocation::IdleFirst {
+                vec![0; handles as usize * (pools as usize).div_ceil(64)]
+            } else {
+                Vec::new()
+            },
+            round_words: (pools as usize).div_ceil(64),
             handles,
             persistent: gc_frontiers > 1,
             block_handle: if fdp_on {
@@ -574,7 +586,7 @@ impl Ftl {
         if p == UNMAPPED {
             let page = lpn / self.units_per_page;
             let pool = match self.allocation {
-                Allocation::RoundRobin => page % self.pools,
+                Allocation::RoundRobin | Allocation::IdleFirst => page % self.pools,
                 Allocation::Static => self.static_pool(lpn),
             };
             let block = pool * self.blocks_per_pool + (page / self.pools) % self.blocks_per_pool;
@@ -621,12 +633,43 @@ impl Ftl {
 
     /// [`Ftl::write_unit_with`] through FDP reclaim unit handle `handle` (below
     /// [`Ftl::handles`]): the unit goes to that handle's open page, in its own host block.
+    /// Pools are taken as if every die were idle ([`Ftl::write_unit_placed_by`]).
     pub fn write_unit_placed(
         &mut self,
         lpn: u32,
         handle: u32,
         gc: &mut GcWork,
         hard_blocks: u32,
+    ) -> UnitPlace {
+        self.write_unit_placed_by(lpn, handle, gc, hard_blocks, |_| 0)
+    }
+
+    /// [`Ftl::write_unit_placed`], where `busy_until(pool)` says when `pool`'s die is free.
+    ///
+    /// With `idle-first` allocation a handle fills its reclaim unit (one block per pool) in
+    /// rounds: every pool takes one page of the handle per round, as in a plain round robin,
+    /// but each page opening takes, of the pools the round has not used yet, the one where
+    /// the fewest other handles have a page open (each will be programmed there when it
+    /// fills), then whose die is free first, ties in round-robin order. Several handles each
+    /// in its own fixed round robin (the `round-robin` allocation, and FEMU's FDP device:
+    /// every reclaim unit's write pointer steps channel, then LUN, on its own,
+    /// hw/femu/bbssd/ftl-fdp.c `fdp_advance_ru_pointer`) put their programs on one die at
+    /// once whenever their pointers meet, and a read there waits behind all of them
+    /// (docs/arch-fdp.md: three 3.15 ms TLC wordline programs, 9.7 ms, on p4600 NAND). A
+    /// controller places a page where it can program it soon ("dynamic allocation", which
+    /// assigns a write to an idle channel, chip and die: Hu et al., "Performance Impact and
+    /// Interplay of SSD Parallelism through Advanced Commands, Allocation Strategy and Data
+    /// Granularity", ICS'11), which keeps the handles' programs apart. The round keeps each
+    /// handle's blocks filled evenly, so a block holds the same span of its stream as in a
+    /// plain round robin. The die times are those when the page opens: a page filled by
+    /// later writes is programmed later, which the open-page count stands in for.
+    pub fn write_unit_placed_by(
+        &mut self,
+        lpn: u32,
+        handle: u32,
+        gc: &mut GcWork,
+        hard_blocks: u32,
+        busy_until: impl Fn(u32) -> u64,
     ) -> UnitPlace {
         assert!(lpn < self.logical_units);
         assert!(hard_blocks >= GC_RESERVE_BLOCKS);
@@ -638,10 +681,15 @@ impl Ftl {
         let h = handle as usize;
         let hb = h * self.pools as usize;
         let mut pool = match self.allocation {
-            Allocation::RoundRobin => {
+            Allocation::RoundRobin | Allocation::IdleFirst => {
                 if self.open_page[hb + self.cur_pool[h] as usize] == NONE {
-                    self.cur_pool[h] = self.next_pool[h];
-                    self.next_pool[h] = (self.next_pool[h] + 1) % self.pools;
+                    let next = if self.round_used.is_empty() {
+                        self.next_pool[h]
+                    } else {
+                        self.round_pick(h, busy_until)
+                    };
+                    self.cur_pool[h] = next;
+                    self.next_pool[h] = (next + 1) % self.pools;
                 }
                 self.cur_pool[h]
             }
@@ -650,10 +698,14 @@ impl Ftl {
         let mut opened = false;
         if self.open_page[hb + pool as usize] == NONE {
             let (at, page) = self.open_host_page(handle, pool, gc, hard_blocks);
-            if at != pool && self.allocation == Allocation::RoundRobin {
+            if at != pool && self.allocation != Allocation::Static {
                 // The round robin goes on from the pool that took the page.
                 self.cur_pool[h] = at;
                 self.next_pool[h] = (at + 1) % self.pools;
+                if !self.round_used.is_empty() {
+                    let w = h * self.round_words + at as usize / 64;
+                    self.round_used[w] |= 1 << (at % 64);
+                }
             }
             pool = at;
             self.open_page[hb + pool as usize] = page;
@@ -683,6 +735,35 @@ impl Ftl {
             page_full: full,
             page_opened: opened,
         }
+    }
+
+    /// The pool handle `h`'s next page opens on: of the pools its stripe round has not used,
+    /// the one whose die is free first, ties in round-robin order from `next_pool`; a new
+    /// round starts when every pool took one. Marks it used. (`idle-first` allocation.)
+    fn round_pick(&mut self, h: usize, busy_until: impl Fn(u32) -> u64) -> u32 {
+        let words = self.round_words;
+        let used = &mut self.round_used[h * words..(h + 1) * words];
+        if (0..self.pools).all(|p| used[p as usize / 64] & (1 << (p % 64)) != 0) {
+            used.fill(0);
+        }
+        let mut best = ((u32::MAX, u64::MAX), NONE);
+        for i in 0..self.pools {
+            let p = (self.next_pool[h] + i) % self.pools;
+            if used[p as usize / 64] & (1 << (p % 64)) == 0 {
+                // Other handles' pages open on the pool will be programmed there when they
+                // fill: a pool with fewer of them first, then the die free first.
+                let open = (0..self.handles)
+                    .filter(|&o| self.open_page[(o * self.pools + p) as usize] != NONE)
+                    .count() as u32;
+                let key = (open, busy_until(p));
+                if key < best.0 || best.1 == NONE {
+                    best = (key, p);
+                }
+            }
+        }
+        let p = best.1;
+        used[p as usize / 64] |= 1 << (p % 64);
+        p
     }
 
     /// Whether `pool` can give handle `handle` a host page without GC: room left in its host
@@ -893,7 +974,8 @@ impl Ftl {
             }
         };
         match self.allocation {
-            Allocation::RoundRobin => {
+            // idle-first: each round visits every pool once too, in another order.
+            Allocation::RoundRobin | Allocation::IdleFirst => {
                 let mut first_gc_page = u64::MAX;
                 for d in 0..self.pools {
                     let order = (d as u64 + pools - self.next_pool[0] as u64) % pools;

@@ -1339,8 +1339,16 @@ impl Ssd {
                 }
             }
             let mut gc = GcWork::default();
-            let place =
-                Arc::make_mut(&mut self.ftl).write_unit_placed(lpn as u32, handle, &mut gc, hard);
+            // With `idle-first` allocation a page opens on the die of its handle's round that
+            // is free first (`Ftl::write_unit_placed_by`); other allocations ignore the times.
+            let (units, units_n) = (&self.units, self.units_n);
+            let place = Arc::make_mut(&mut self.ftl).write_unit_placed_by(
+                lpn as u32,
+                handle,
+                &mut gc,
+                hard,
+                |pool| units[(pool % units_n) as usize].free,
+            );
             if gc.victims > 0 {
                 self.counters.gc_hard_episodes += 1;
                 if self.window == PlmWindow::Deterministic {

@@ -219,3 +219,65 @@ fn fdp_sections_are_validated() {
     assert!(conv.fdp.is_none());
     assert!(!conv.to_toml().unwrap().contains("[fdp]"));
 }
+
+/// `idle-first` allocation: each handle still gives every pool one page per round, but a page
+/// opening takes, of the round's unused pools, one where no other handle has a page open, then
+/// the die free first. The plain round robin puts both handles' first pages on pool 0.
+#[test]
+fn idle_first_keeps_handles_pages_off_each_others_dies_in_rounds() {
+    use nines_flash::config::Allocation;
+    let mut cfg = tiny(Some((2, Isolation::Persistently)));
+    let hard = GC_RESERVE_BLOCKS + 1;
+    let mut gc = GcWork::default();
+    // Round robin (the default): each handle's own pointer starts at pool 0.
+    let mut rr = Ftl::new(&cfg);
+    let busy = |p: u32| if p == 0 { 1_000_000 } else { 0 };
+    assert_eq!(rr.write_unit_placed_by(0, 0, &mut gc, hard, busy).pool, 0);
+    assert_eq!(rr.write_unit_placed_by(1, 1, &mut gc, hard, busy).pool, 0);
+
+    cfg.ftl.allocation = Allocation::IdleFirst;
+    cfg.validate().unwrap();
+    let mut f = Ftl::new(&cfg);
+    // One-unit pages: every write fills (and closes) its page. Handle 0 opens on pool 0; pool
+    // 0's die is then busy, so handle 1 takes the next pool of its round, 1.
+    assert_eq!(f.write_unit_placed_by(0, 0, &mut gc, hard, |_| 0).pool, 0);
+    assert_eq!(f.write_unit_placed_by(1, 1, &mut gc, hard, busy).pool, 1);
+    // Handle 1's round has pools 0, 2, 3 left: the die free first among them wins (3), then
+    // the round-robin order breaks the tie between 0 and 2 from the pool after 3 (0).
+    let times = |p: u32| [5, 9, 9, 1][p as usize];
+    assert_eq!(f.write_unit_placed_by(2, 1, &mut gc, hard, times).pool, 3);
+    assert_eq!(f.write_unit_placed_by(3, 1, &mut gc, hard, |_| 0).pool, 0);
+    assert_eq!(f.write_unit_placed_by(4, 1, &mut gc, hard, |_| 0).pool, 2);
+    // The round is used up: a new one starts, every pool free again (order from pool 3).
+    assert_eq!(f.write_unit_placed_by(5, 1, &mut gc, hard, times).pool, 3);
+    // Handle 0's round goes on without pool 0, in its own order: 1, 2, 3, then a new round.
+    let pools: Vec<u32> = (6..10)
+        .map(|l| f.write_unit_placed_by(l, 0, &mut gc, hard, |_| 0).pool)
+        .collect();
+    assert_eq!(pools, [1, 2, 3, 0]);
+    f.check_consistency().unwrap();
+}
+
+/// A page another handle has open on a pool will be programmed there when it fills:
+/// `idle-first` opens elsewhere even when every die is idle now.
+#[test]
+fn idle_first_avoids_pools_with_another_handles_open_page() {
+    use nines_flash::config::Allocation;
+    let mut cfg = tiny(Some((2, Isolation::Persistently)));
+    cfg.geometry.page_size_bytes = 8192; // two units per page
+    cfg.ftl.allocation = Allocation::IdleFirst;
+    cfg.validate().unwrap();
+    let hard = GC_RESERVE_BLOCKS + 1;
+    let mut gc = GcWork::default();
+    let mut f = Ftl::new(&cfg);
+    let a = f.write_unit_placed_by(0, 0, &mut gc, hard, |_| 0);
+    assert!(a.page_opened && !a.page_full);
+    assert_eq!(a.pool, 0);
+    // Handle 0's page on pool 0 is half full: handle 1 opens on pool 1, not 0.
+    let b = f.write_unit_placed_by(2, 1, &mut gc, hard, |_| 0);
+    assert_eq!((b.pool, b.page_opened), (1, true));
+    // Handle 0 fills its own open page on pool 0.
+    let c = f.write_unit_placed_by(1, 0, &mut gc, hard, |_| 0);
+    assert_eq!((c.pool, c.page_full, c.page_opened), (0, true, false));
+    f.check_consistency().unwrap();
+}
