@@ -231,7 +231,7 @@ echo "goals: zoned device GC moves 0 (measured $dgc), front-end GC moves 0 ($fgc
 # device keeps real data for every byte of its members the run may write, so these members are
 # smaller (12 zones of 128 MiB, half of each zone's blocks unused: 1.5 GiB) and the table's
 # write streams are put in the first 4 GiB of the 4.75 GiB volume (offsets and sizes / 4).
-# The reads read written data: a `fill` job writes 512 MiB after those streams once (1 MiB
+# The reads read written data: a `fill` job writes the 512 MiB after those streams once (1 MiB
 # writes at 400/s: 1.3 s, inside the 2 s ramp; unpaced, QD4 of 1 MiB held the front-end's dies
 # and the open-loop reads behind them never caught up: read p99 0.9 s in emu and sim alike) and
 # the reads are over that region, measured after the ramp
@@ -248,10 +248,10 @@ max_active_zones = 14
 EOF
 ELAYOUT=(--layout serial --segment 128m --stripe 1m --gc-move 1m --gc-depth 16 --gc-start 1
     --gc-stop 2 --rotate-free 1)
-EJOBS=(--job "seq1:rw=write,bs=128k,iodepth=4,rate-iops=$ZX,offset=0,size=1024m"
-    --job "seq2:rw=write,bs=128k,iodepth=4,rate-iops=$((7 * ZX)),offset=1024m,size=1024m"
-    --job "seq3:rw=write,bs=128k,iodepth=4,rate-iops=$((17 * ZX)),offset=2048m,size=1024m"
-    --job "rand:rw=randwrite,bs=4k,iodepth=16,rate-iops=$((32 * ZX)),offset=3072m,size=1024m"
+EJOBS=(--job "seq1:rw=write,bs=128k,iodepth=4,rate-iops=$ZX,offset=0,size=1280m"
+    --job "seq2:rw=write,bs=128k,iodepth=4,rate-iops=$((7 * ZX)),offset=1280m,size=1280m"
+    --job "seq3:rw=write,bs=128k,iodepth=4,rate-iops=$((17 * ZX)),offset=2560m,size=1280m"
+    --job "rand:rw=randwrite,bs=4k,iodepth=16,rate-iops=$((32 * ZX)),offset=3840m,size=256m"
     --job "fill:rw=write,bs=1m,iodepth=4,rate-iops=400,offset=4096m,size=512m,ios=512"
     --job "reads:rw=randread,bs=4k,iodepth=16,rate-iops=5000,offset=4096m,size=512m")
 EMU=()
