@@ -409,6 +409,10 @@ pub struct SerialStats {
     /// Units moved by GC whose data was still valid when the move wrote it.
     pub gc_units_moved: u64,
     pub gc_victims: u64,
+    /// Victims left part-cleaned because their column became the front-end (GC leaves the
+    /// next front-end; the segment is sealed and may be picked again). Every other victim is
+    /// trimmed, or reset on zoned members, once empty.
+    pub gc_victims_left: u64,
     pub gc_errors: u64,
     pub rotations: u64,
     pub segments_trimmed: u64,
@@ -964,6 +968,7 @@ impl Serial {
         {
             self.set_state(v, Seg::Sealed);
             self.victim = None;
+            self.stats.gc_victims_left += 1;
         }
         true
     }
