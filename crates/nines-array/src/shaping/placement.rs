@@ -50,11 +50,11 @@ pub struct Placement {
 impl Placement {
     pub fn new(inner: AnyVolume, spec: &PlacementSpec, tags: u32) -> Result<Placement, ArrayError> {
         if spec.handles == 0 {
-            // Only nines sim and nines profile ask their members for handles
+            // nines sim, profile and serve ask their members for handles
             // (LayoutSpec::resolve_placement); a library caller must too.
             return Err(ArrayError::Invalid(
                 "--placement fdp: this command does not know its members' FDP handles (nines \
-                 sim and nines profile do; a library caller calls \
+                 sim, profile and serve do; a library caller calls \
                  LayoutSpec::resolve_placement first): drop --placement"
                     .into(),
             ));
