@@ -1668,16 +1668,7 @@ impl Raid5 {
                         cx,
                     );
                 }
-                let slot = self.slot(t, n - 1, 0);
-                self.send(
-                    t,
-                    p_member,
-                    CmdOp::Read,
-                    base + u64::from(lo),
-                    hi - lo,
-                    slot,
-                    cx,
-                );
+                self.read_parity(t, p_member, base + u64::from(lo), hi - lo, cx);
             }
             Plan::Rcw => {
                 self.reqs[t as usize].phase = Phase::Read;
@@ -1690,21 +1681,18 @@ impl Raid5 {
                     }
                 }
                 if failed.is_some() {
-                    let slot = self.slot(t, n - 1, 0);
-                    self.send(
-                        t,
-                        p_member,
-                        CmdOp::Read,
-                        base + u64::from(lo),
-                        hi - lo,
-                        slot,
-                        cx,
-                    );
+                    self.read_parity(t, p_member, base + u64::from(lo), hi - lo, cx);
                 }
             }
             Plan::Read { .. } => unreachable!(),
         }
         Some(pieces)
+    }
+
+    /// Reads the row's parity range into request `t`'s parity slot (the last).
+    fn read_parity(&mut self, t: u32, p_member: u32, offset_bytes: u64, len: u32, cx: &mut Cx) {
+        let slot = self.slot(t, self.n - 1, 0);
+        self.send(t, p_member, CmdOp::Read, offset_bytes, len, slot, cx);
     }
 
     /// Computes the row's parity (by its plan) and sends the row's writes.

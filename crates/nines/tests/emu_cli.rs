@@ -409,29 +409,7 @@ fn serve_runs_serial_over_zoned_emulated_members() {
     use common::serving::{Serving, tool};
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../nines-flash/presets");
-    let mut text = String::new();
-    for line in std::fs::read_to_string(root.join("afa-m2-2018.toml"))
-        .unwrap()
-        .lines()
-    {
-        let l = line.trim_start();
-        let line = match () {
-            _ if l.starts_with("capacity_bytes") => continue,
-            _ if l.starts_with("name =") => "name = \"afa-zoned-small\"",
-            _ if l.starts_with("blocks_per_plane") => "blocks_per_plane = 20",
-            _ if l.starts_with("pages_per_block") => "pages_per_block = 32",
-            _ if l.starts_with("over_provisioning") => "over_provisioning = 0.3",
-            _ => line,
-        };
-        text.push_str(line);
-        text.push('\n');
-    }
-    text.push_str(
-        "[zoned]\nzone_size_bytes = 33_554_432\nzone_capacity_bytes = 33_554_432\n\
-         max_open_zones = 4\nmax_active_zones = 4\n",
-    );
-    std::fs::write(d.join("zoned.toml"), text).unwrap();
+    common::zoned_toml(d);
     let bytes: Vec<u8> = (0..(24u64 << 20))
         .map(|i| (i.wrapping_mul(0x9E37_79B9) >> 9) as u8)
         .collect();

@@ -148,3 +148,38 @@ impl Drop for Zram {
         }
     }
 }
+
+/// afa-m2-2018's flash with a `[zoned]` section (`dir/zoned.toml`), shrunk so xGC runs within
+/// seconds: 512 KiB
+/// blocks (32 pages), a zone one block on each of the 64 dies (32 MiB), 40 zones per device.
+pub fn zoned_toml(dir: &Path) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../nines-flash/presets");
+    let text = std::fs::read_to_string(root.join("afa-m2-2018.toml")).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        let l = line.trim_start();
+        let line = if l.starts_with("capacity_bytes") {
+            continue;
+        } else if l.starts_with("name =") {
+            "name = \"afa-zoned-small\"".to_string()
+        } else if l.starts_with("blocks_per_plane") {
+            "blocks_per_plane = 20".to_string()
+        } else if l.starts_with("pages_per_block") {
+            "pages_per_block = 32".to_string()
+        } else if l.starts_with("over_provisioning") {
+            // The FTL a zoned device never uses must still satisfy its rules.
+            "over_provisioning = 0.3".to_string()
+        } else {
+            line.to_string()
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str(
+        "\n[zoned]\nzone_size_bytes = 33_554_432\nzone_capacity_bytes = 33_554_432\n\
+         max_open_zones = 4\nmax_active_zones = 4\n",
+    );
+    let p = dir.join("zoned.toml");
+    std::fs::write(&p, out).unwrap();
+    p
+}
