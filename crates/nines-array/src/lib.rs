@@ -10,6 +10,7 @@
 //! - [`testing`]: in-memory members and a synchronous driver, to test a policy with real bytes.
 
 pub mod api;
+pub mod crashsim;
 pub mod meta;
 pub mod raid0;
 pub mod raid5;

@@ -413,6 +413,9 @@ pub struct SerialStats {
     /// next front-end; the segment is sealed and may be picked again). Every other victim is
     /// trimmed, or reset on zoned members, once empty.
     pub gc_victims_left: u64,
+    /// Times writes waited with nothing in flight that could make room, so GC was let into
+    /// every column (the front-end too) until they went on (see `Serial::stuck`).
+    pub gc_stuck: u64,
     pub gc_errors: u64,
     pub rotations: u64,
     pub segments_trimmed: u64,
@@ -468,6 +471,10 @@ pub struct Serial {
     victim_none: bool,
     gc_active: bool,
     gc_broken: bool,
+    /// Writes wait and nothing in flight can make room (after a restart, which seals the
+    /// segments GC had open and leaves free space where the rules keep GC out): GC may then
+    /// use every column, the front-end too, until writes go on or a rotation is chosen.
+    stuck: bool,
     /// Every segment was queued for a trim (on the first write).
     formatted: bool,
     moves: Vec<Move>,
@@ -668,6 +675,7 @@ impl Serial {
             victim_none: false,
             gc_active: false,
             gc_broken: false,
+            stuck: false,
             formatted: false,
             moves: vec![Move::Idle; spec.gc_depth as usize],
             trim_q: VecDeque::with_capacity(segs),
@@ -962,6 +970,8 @@ impl Serial {
             return false;
         };
         self.rotate_to = Some(c);
+        // GC keeps out of the next front-end again.
+        self.stuck = false;
         // GC leaves the next front-end.
         if let Some(v) = self.victim
             && self.col_of_seg(v) == c
@@ -1041,6 +1051,9 @@ impl Serial {
     /// Places waiting writes, in order, while there is room.
     fn wake_writes(&mut self, now_ns: u64, cx: &mut Cx) {
         self.wake_writes_inner(now_ns, cx);
+        if self.waitq.is_empty() {
+            self.stuck = false;
+        }
         let cause = if self.waitq.is_empty() {
             0
         } else {
@@ -1150,7 +1163,23 @@ impl Serial {
     /// Whether GC may touch column `c` now.
     #[inline]
     fn gc_may_use(&self, c: u32) -> bool {
-        c != self.front && Some(c) != self.rotate_to
+        self.stuck || (c != self.front && Some(c) != self.rotate_to)
+    }
+
+    /// Whether writes wait with nothing in flight that could make room for them: no GC move,
+    /// trim, commit or segment waiting for one. Without [`Serial::stuck`] they would wait for
+    /// ever (found by the crash simulator: a restarted full volume whose only free segments
+    /// were the front-end's reserve).
+    fn no_progress(&self) -> bool {
+        !self.waitq.is_empty()
+            && !self.gc_broken
+            && self.moves.iter().all(|m| *m == Move::Idle)
+            && self.trims.iter().all(Option::is_none)
+            && self.trim_q.is_empty()
+            && self
+                .meta
+                .as_ref()
+                .is_none_or(|m| m.commit == Commit::Idle && m.dead.is_empty())
     }
 
     fn pick_victim(&mut self) -> Option<u32> {
@@ -1231,11 +1260,19 @@ impl Serial {
 
     /// Starts GC moves while GC is wanted and slots are free; finishes the victim when done.
     fn gc_pump(&mut self, cx: &mut Cx) {
-        self.gc_moves(cx);
-        self.finish_victim();
-        self.pump_trims(cx);
-        if self.meta.is_some() {
-            self.maybe_commit(cx);
+        for _ in 0..2 {
+            self.gc_moves(cx);
+            self.finish_victim();
+            self.pump_trims(cx);
+            if self.meta.is_some() {
+                self.maybe_commit(cx);
+            }
+            if self.stuck || !self.no_progress() {
+                return;
+            }
+            self.stuck = true;
+            self.stats.gc_stuck += 1;
+            self.victim_none = false;
         }
     }
 
@@ -2153,7 +2190,12 @@ impl Volume for Serial {
         self.outputs_max
     }
     fn gc_free_members(&self) -> Option<std::ops::Range<u32>> {
-        Some(self.front_members())
+        // While stuck, GC may write anywhere: no member is kept free of it.
+        Some(if self.stuck {
+            0..0
+        } else {
+            self.front_members()
+        })
     }
 
     fn submit(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx) {
