@@ -603,8 +603,10 @@ fn run_until(
                 let (op, fua) = match k {
                     10..=69 => (VolOp::Write, false),
                     70..=75 => (VolOp::Write, true),
-                    76..=80 if cfg.zeroes => (VolOp::WriteZeroes, false),
-                    81..=83 if cfg.zeroes => (VolOp::Trim, false),
+                    76..=79 if cfg.zeroes => (VolOp::WriteZeroes, false),
+                    80 if cfg.zeroes => (VolOp::WriteZeroes, true),
+                    81..=82 if cfg.zeroes => (VolOp::Trim, false),
+                    83 if cfg.zeroes => (VolOp::Trim, true),
                     76..=83 => (VolOp::Write, false),
                     _ => (VolOp::Read, false),
                 };

@@ -2365,7 +2365,17 @@ impl Volume for Serial {
                 }
                 self.victim_none = false;
                 self.reqs[t].issued = 0;
-                cx.out.done(tag, IoResult::Ok);
+                if io.fua
+                    && let Some(m) = self.meta.as_mut()
+                {
+                    // FUA: answered once a commit holds the dropped entries, as a FUA write
+                    // is (answered at once, a crash brought the old data back).
+                    m.waiters.push_back((tag, m.started + 1));
+                    m.stats.commit_waits += 1;
+                    self.maybe_commit(cx);
+                } else {
+                    cx.out.done(tag, IoResult::Ok);
+                }
                 self.gc_pump(cx);
             }
             VolOp::Flush => unreachable!("handled above"),
