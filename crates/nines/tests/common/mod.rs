@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod nbd;
 pub mod serving;
 
 /// Runs the nines binary in the current directory.

@@ -8,6 +8,12 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nines");
 
+/// The nines binary to serve with: `NINES` when set (bench scripts run a release build), else
+/// the one cargo built for the tests.
+pub fn bin() -> std::ffi::OsString {
+    std::env::var_os("NINES").unwrap_or_else(|| BIN.into())
+}
+
 /// An installed program (an NBD client); a missing one fails the test, it never skips.
 pub fn tool(name: &str) -> Command {
     let found = Command::new("sh")
@@ -57,6 +63,54 @@ impl Serving {
         let socket = s.socket.clone();
         s.wait_until(args, || unix_listening(&socket));
         s
+    }
+
+    /// On a Unix socket `dir/nbd.sock`, without waiting for it to listen (a test that kills
+    /// the server during its start-up).
+    pub fn spawn_only(dir: &Path, args: &[&str]) -> Serving {
+        let socket = dir.join("nbd.sock");
+        let _ = std::fs::remove_file(&socket);
+        Serving {
+            child: Some(spawn(dir, &["--socket", socket.to_str().unwrap()], args)),
+            socket,
+            port: None,
+            err: dir.join("serve.err"),
+        }
+    }
+
+    /// Whether it has exited (reaped).
+    pub fn exited(&mut self) -> bool {
+        match self.child.as_mut().map(|c| c.try_wait()) {
+            Some(Ok(Some(_))) => {
+                self.child = None;
+                true
+            }
+            Some(_) => false,
+            None => true,
+        }
+    }
+
+    /// Whether it is listening now.
+    pub fn listening(&self) -> bool {
+        unix_listening(&self.socket)
+    }
+
+    /// SIGTERM, and SIGKILL `after` later if it has not exited by then (a kill during its
+    /// shutdown); whether it exited by itself.
+    pub fn term_then_kill(mut self, after: Duration) -> bool {
+        let mut c = self.child.take().unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let t0 = Instant::now();
+        while t0.elapsed() < after {
+            if c.try_wait().unwrap().is_some() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        false
     }
 
     /// On a TCP port of 127.0.0.1 (libnbd verifies a server's certificate against its name
@@ -189,7 +243,7 @@ impl Drop for Serving {
 }
 
 fn spawn(dir: &Path, listen: &[&str], args: &[&str]) -> Child {
-    Command::new(BIN)
+    Command::new(bin())
         .arg("serve")
         .args(listen)
         .args(args)
