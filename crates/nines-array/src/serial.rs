@@ -78,9 +78,12 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::ArrayError;
+
+pub mod ident;
 use crate::api::{
     BufRef, CmdDone, CmdOp, CmdResult, Cx, Extent, IoResult, MemberCmd, VolIo, VolOp, Volume,
 };
+use ident::{GEOMETRY_WORDS, Ident, Open};
 
 const EIO: i32 = 5;
 const EINVAL: i32 = 22;
@@ -260,6 +263,7 @@ enum Seg {
 enum Boot {
     /// Not opened yet: the first timer or request reads the metadata region.
     Wait,
+    /// Reading every member's identity page (member 0's is the superblock).
     ReadSuper,
     ReadMap,
     Ready,
@@ -274,10 +278,18 @@ enum Commit {
     DataFlush,
     /// The snapshot's pages being written.
     Pages,
+    /// Forming: the other members' identity pages being written, marked forming, then those
+    /// members flushing (see `ident`).
+    IdsForming,
+    IdsFormingFlush,
     /// The superblock being written (the format's commit).
     Super,
     /// The metadata member flushing.
     MetaFlush,
+    /// The other members' identity pages being written formed (forming's last step, or an
+    /// open that found some still forming), then those members flushing.
+    IdsFormed,
+    IdsFormedFlush,
 }
 
 /// The persistence counters (`volume.stats.persist`).
@@ -322,6 +334,17 @@ struct Meta {
     failed: bool,
     /// The running (or next) commit formats: it writes the superblock after the pages.
     format: bool,
+    /// The running (or next) commit writes the other members' identity pages formed.
+    finish_ids: bool,
+    /// The commands in flight go to every member (ids `meta_base + member`), not through
+    /// `ids_busy`.
+    wide: bool,
+    /// The volume's id (from its superblock, or made when it is formed); an earlier nines'
+    /// volume has none (`legacy`).
+    volume_id: [u8; 16],
+    legacy: bool,
+    /// Scratch slot of member 0's identity page (member `m`'s follows in order).
+    ids_slot: u32,
     /// Commits started and completed (a commit's number is `started` when it starts).
     started: u64,
     done: u64,
@@ -629,6 +652,12 @@ impl Serial {
                 ids_busy: 0,
                 failed: false,
                 format: false,
+                finish_ids: false,
+                wide: false,
+                volume_id: [0; 16],
+                legacy: false,
+                ids_slot: spec.gc_depth
+                    + (pages + 1).div_ceil(spec.move_bytes / META_PAGE_BYTES as u32),
                 started: 0,
                 done: 0,
                 dead: VecDeque::with_capacity(segs),
@@ -1590,9 +1619,9 @@ impl Serial {
         });
     }
 
-    /// The superblock's bytes (into `m.page`).
-    fn superblock(&mut self) {
-        let geometry = [
+    /// The geometry a superblock records (see `ident`).
+    fn geometry(&self) -> [u64; GEOMETRY_WORDS] {
+        [
             u64::from(self.unit as u32),
             self.spec.segment_bytes,
             self.spec.stripe_bytes,
@@ -1600,23 +1629,127 @@ impl Serial {
             u64::from(self.k),
             u64::from(self.s),
             self.map.len() as u64,
-        ];
-        let m = self.meta.as_mut().expect("persisted");
-        m.page.fill(0);
-        m.page[..8].copy_from_slice(META_MAGIC);
-        for (i, g) in geometry.iter().enumerate() {
-            m.page[8 + 8 * i..16 + 8 * i].copy_from_slice(&g.to_le_bytes());
+        ]
+    }
+
+    /// Where member `member`'s identity page lives in scratch.
+    fn id_image(m: &Meta, member: u32) -> BufRef {
+        BufRef::Scratch {
+            index: m.ids_slot + member / m.pages_per_slot,
+            offset: (member % m.pages_per_slot) * META_PAGE_BYTES as u32,
         }
-        let end = 8 + 8 * geometry.len();
-        let h = fnv64(&m.page[..end]);
-        m.page[end..end + 8].copy_from_slice(&h.to_le_bytes());
+    }
+
+    /// `op` on the identity page of each of `members` (a flush of each): ids `meta_base +
+    /// member`, outside `ids_busy`.
+    fn meta_wide(&mut self, cx: &mut Cx, op: CmdOp, members: std::ops::Range<u32>) {
+        let m = self.meta.as_mut().expect("persisted");
+        m.wide = true;
+        m.inflight += members.len() as u32;
+        for member in members {
+            let flush = op == CmdOp::Flush;
+            cx.out.cmd(MemberCmd {
+                id: self.meta_base + member,
+                member,
+                op,
+                offset_bytes: if flush { 0 } else { m.off_bytes },
+                len_bytes: if flush { 0 } else { META_PAGE_BYTES as u32 },
+                buf: if flush {
+                    BufRef::None
+                } else {
+                    Self::id_image(m, member)
+                },
+                fua: false,
+            });
+        }
+    }
+
+    /// Members `1..n`'s identity pages, forming or formed, written.
+    fn write_ids(&mut self, cx: &mut Cx, formed: bool) {
+        let g = self.geometry();
+        let n = self.n;
+        let m = self.meta.as_mut().expect("persisted");
+        m.commit = if formed {
+            Commit::IdsFormed
+        } else {
+            Commit::IdsForming
+        };
+        for k in 1..n {
+            let page = ident::encode(&g, &m.volume_id, k, n, formed);
+            cx.data.write_bytes(Self::id_image(m, k), &page);
+        }
+        self.meta_wide(cx, CmdOp::Write, 1..n);
+    }
+
+    /// Member 0's superblock (its identity page, formed) written: the volume exists.
+    fn write_super(&mut self, cx: &mut Cx) {
+        let g = self.geometry();
+        let n = self.n;
+        let m = self.meta.as_mut().expect("persisted");
+        m.wide = false;
+        m.commit = Commit::Super;
+        let page = ident::encode(&g, &m.volume_id, 0, n, true);
+        cx.data.write_bytes(Self::image(m, 0), &page);
+        self.meta_cmd(cx, CmdOp::Write, 0, 1);
     }
 
     /// Opening: read the superblock.
     fn start_boot(&mut self, cx: &mut Cx) {
         let m = self.meta.as_mut().expect("persisted");
         m.boot = Boot::ReadSuper;
-        self.meta_cmd(cx, CmdOp::Read, 0, 1);
+        m.failed = false;
+        self.meta_wide(cx, CmdOp::Read, 0..self.n);
+    }
+
+    /// Every member's identity page is read: open, form, or refuse (see `ident`).
+    fn identify(&mut self, now_ns: u64, cx: &mut Cx) {
+        let g = self.geometry();
+        let n = self.n;
+        let m = self.meta.as_mut().expect("persisted");
+        m.wide = false;
+        if m.failed {
+            return self.boot_failed("reading the members' metadata regions failed".into(), cx);
+        }
+        let mut found = Vec::with_capacity(n as usize);
+        for k in 0..n {
+            if cx.data.has_data() {
+                cx.data.read_bytes(Self::id_image(m, k), &mut m.page);
+                found.push(ident::decode(&m.page));
+            } else {
+                found.push(Ident::Blank);
+            }
+        }
+        match ident::assemble(&found, &g) {
+            Err((k, why)) => self.boot_failed(format!("member {k}: {why}"), cx),
+            Ok(open) => {
+                if let Open::Form = open {
+                    // No volume there: format (every page of the empty table, then the
+                    // identity pages and the superblock); the first write trims every segment.
+                    m.stats.formatted = true;
+                    m.format = true;
+                    m.volume_id = ident::volume_id(now_ns, &g, n);
+                    for j in 0..m.pages {
+                        m.dirty[(j / 64) as usize] |= 1 << (j % 64);
+                    }
+                    return self.booted(now_ns, cx);
+                }
+                match open {
+                    Open::Legacy => m.legacy = true,
+                    Open::Volume { volume_id, finish } => {
+                        m.volume_id = volume_id;
+                        m.finish_ids = finish;
+                    }
+                    Open::Form => unreachable!("handled above"),
+                }
+                m.boot = Boot::ReadMap;
+                m.cursor = 0;
+                self.pump_map_reads(cx);
+                let m = self.meta.as_ref().expect("persisted");
+                if m.inflight == 0 {
+                    self.load_map(now_ns, cx);
+                }
+            }
+        }
     }
 
     fn boot_failed(&mut self, why: String, cx: &mut Cx) {
@@ -1711,7 +1844,11 @@ impl Serial {
         if m.boot != Boot::Ready || m.commit != Commit::Idle {
             return;
         }
-        if m.waiters.is_empty() && !m.format && (m.dead.is_empty() || self.gc_broken) {
+        if m.waiters.is_empty()
+            && !m.format
+            && !m.finish_ids
+            && (m.dead.is_empty() || self.gc_broken)
+        {
             return;
         }
         m.started += 1;
@@ -1735,18 +1872,11 @@ impl Serial {
         }
         m.commit = Commit::DataFlush;
         m.failed = false;
-        m.inflight = self.n;
-        for member in 0..self.n {
-            cx.out.cmd(MemberCmd {
-                id: self.meta_base + member,
-                member,
-                op: CmdOp::Flush,
-                offset_bytes: 0,
-                len_bytes: 0,
-                buf: BufRef::None,
-                fua: false,
-            });
-        }
+        debug_assert_eq!(
+            m.inflight, 0,
+            "a commit starts with no metadata command in flight"
+        );
+        self.meta_wide(cx, CmdOp::Flush, 0..self.n);
     }
 
     /// Writes of the snapshot's pages; when all are written, the superblock (formatting) or
@@ -1777,11 +1907,12 @@ impl Serial {
         if m.failed {
             self.commit_failed(cx);
         } else if m.format {
-            m.commit = Commit::Super;
-            self.superblock();
-            let m = self.meta.as_mut().expect("persisted");
-            cx.data.write_bytes(Self::image(m, 0), &m.page);
-            self.meta_cmd(cx, CmdOp::Write, 0, 1);
+            // Forming: the other members' pages (forming) first, then the superblock.
+            if self.n > 1 {
+                self.write_ids(cx, false);
+            } else {
+                self.write_super(cx);
+            }
         } else {
             m.commit = Commit::MetaFlush;
             self.meta_cmd(cx, CmdOp::Flush, 0, 0);
@@ -1792,6 +1923,7 @@ impl Serial {
     /// it answer EIO, the segments waiting for it wait on.
     fn commit_failed(&mut self, cx: &mut Cx) {
         let m = self.meta.as_mut().expect("persisted");
+        m.wide = false;
         m.stats.commit_errors += 1;
         for (d, t) in m.dirty.iter_mut().zip(&m.taking) {
             *d |= *t;
@@ -1847,51 +1979,22 @@ impl Serial {
             "completion of a metadata command not in flight"
         );
         m.inflight -= 1;
-        if m.commit != Commit::DataFlush {
+        if !m.wide {
             m.ids_busy &= !(1 << i);
         }
+        if !ok {
+            m.failed = true;
+        }
+        let last = m.inflight == 0;
         match m.boot {
             Boot::ReadSuper => {
-                if !ok {
-                    return self.boot_failed(
-                        format!("reading the metadata region failed: {result:?}"),
-                        cx,
-                    );
-                }
-                cx.data.read_bytes(Self::image(m, 0), &mut m.page);
-                let found = m.page.clone();
-                self.superblock();
-                let m = self.meta.as_mut().expect("persisted");
-                if found == m.page {
-                    m.boot = Boot::ReadMap;
-                    m.cursor = 0;
-                    self.pump_map_reads(cx);
-                    let m = self.meta.as_ref().expect("persisted");
-                    if m.inflight == 0 {
-                        self.load_map(now_ns, cx);
-                    }
-                } else if found[..8] == META_MAGIC[..] && cx.data.has_data() {
-                    self.boot_failed(
-                        "the metadata region holds a serial volume of another geometry (other \
-                         --segment, --stripe, --map-unit, --column-members, member sizes or \
-                         count, or a damaged superblock)"
-                            .into(),
-                        cx,
-                    );
-                } else {
-                    // No volume there: format (every page of the empty table, then the
-                    // superblock); the first write trims every segment.
-                    m.stats.formatted = true;
-                    m.format = true;
-                    let full = m.pages;
-                    for j in 0..full {
-                        m.dirty[(j / 64) as usize] |= 1 << (j % 64);
-                    }
-                    self.booted(now_ns, cx);
+                if last {
+                    self.identify(now_ns, cx);
                 }
             }
             Boot::ReadMap => {
                 if !ok {
+                    // The reads still in flight are ignored (Boot::Failed).
                     return self
                         .boot_failed(format!("reading the mapping table failed: {result:?}"), cx);
                 }
@@ -1901,43 +2004,55 @@ impl Serial {
                     self.load_map(now_ns, cx);
                 }
             }
-            Boot::Wait | Boot::Failed => panic!("a metadata completion while not opening"),
+            // Reads of a region that failed to open, still in flight then.
+            Boot::Failed => {}
+            Boot::Wait => panic!("a metadata completion while not opening"),
             Boot::Ready => {
-                if !ok {
-                    m.failed = true;
+                let failed = m.failed;
+                let (phase, n) = (m.commit, self.n);
+                if phase == Commit::Pages {
+                    return self.pump_page_writes(cx);
                 }
-                match m.commit {
+                if !last {
+                    return;
+                }
+                if failed {
+                    return self.commit_failed(cx);
+                }
+                match phase {
                     Commit::DataFlush => {
-                        if m.inflight == 0 {
-                            if m.failed {
-                                self.commit_failed(cx);
-                            } else {
-                                m.commit = Commit::Pages;
-                                m.cursor = 0;
-                                m.ids_busy = 0;
-                                self.pump_page_writes(cx);
-                            }
-                        }
+                        m.wide = false;
+                        m.commit = Commit::Pages;
+                        m.cursor = 0;
+                        m.ids_busy = 0;
+                        self.pump_page_writes(cx);
                     }
-                    Commit::Pages | Commit::Super => {
-                        if m.commit == Commit::Super {
-                            if m.failed {
-                                self.commit_failed(cx);
-                            } else {
-                                m.commit = Commit::MetaFlush;
-                                self.meta_cmd(cx, CmdOp::Flush, 0, 0);
-                            }
-                        } else {
-                            self.pump_page_writes(cx);
-                        }
+                    Commit::IdsForming => {
+                        m.commit = Commit::IdsFormingFlush;
+                        self.meta_wide(cx, CmdOp::Flush, 1..n);
+                    }
+                    Commit::IdsFormingFlush => self.write_super(cx),
+                    Commit::Super => {
+                        m.commit = Commit::MetaFlush;
+                        self.meta_cmd(cx, CmdOp::Flush, 0, 0);
                     }
                     Commit::MetaFlush => {
-                        if m.failed {
-                            self.commit_failed(cx);
+                        if (m.format || m.finish_ids) && n > 1 {
+                            self.write_ids(cx, true);
                         } else {
                             self.commit_done(now_ns, cx);
                         }
                     }
+                    Commit::IdsFormed => {
+                        m.commit = Commit::IdsFormedFlush;
+                        self.meta_wide(cx, CmdOp::Flush, 1..n);
+                    }
+                    Commit::IdsFormedFlush => {
+                        m.wide = false;
+                        m.finish_ids = false;
+                        self.commit_done(now_ns, cx);
+                    }
+                    Commit::Pages => unreachable!("handled above"),
                     Commit::Idle => panic!("a metadata completion with no commit running"),
                 }
             }
@@ -1953,8 +2068,9 @@ pub struct PersistRegion {
     pub offset_bytes: u64,
     /// Pages of the mapping table (after the superblock page).
     pub table_pages: u32,
-    /// The superblock this geometry writes (the region's page 0).
-    pub superblock: Vec<u8>,
+    /// The geometry its superblock records, and the members of the volume.
+    pub geometry: [u64; GEOMETRY_WORDS],
+    pub members: u32,
     /// Mapping units (the table's entries in use) and physical places they may name.
     pub units: u64,
     pub places: u64,
@@ -1964,14 +2080,13 @@ impl Serial {
     /// Where a `--persist` volume of this geometry keeps its table, and the superblock it
     /// writes there; None without `--persist`.
     pub fn persist_region(&mut self) -> Option<PersistRegion> {
-        self.meta.as_ref()?;
-        self.superblock();
         let m = self.meta.as_ref()?;
         Some(PersistRegion {
             member: META_MEMBER,
             offset_bytes: m.off_bytes,
             table_pages: m.pages,
-            superblock: m.page.clone(),
+            geometry: self.geometry(),
+            members: self.n,
             units: self.map.len() as u64,
             places: self.rev.len() as u64,
         })
@@ -1992,7 +2107,6 @@ pub enum SuperCheck {
     Damaged,
 }
 
-/// Compares superblock page `found` with the one this geometry writes (`expected`).
 /// The rules of serial over zoned members (`spec.zone_size_bytes > 0`): one line each, naming
 /// what to change.
 fn check_zoned(spec: &SerialSpec) -> Result<(), ArrayError> {
@@ -2035,17 +2149,32 @@ fn check_zoned(spec: &SerialSpec) -> Result<(), ArrayError> {
     Ok(())
 }
 
-pub fn check_superblock(found: &[u8], expected: &[u8]) -> SuperCheck {
-    // Magic, the seven geometry words, then the checksum.
-    const GEOMETRY_END: usize = 8 + 8 * 7;
-    if found == expected {
-        SuperCheck::Ok
-    } else if found.len() < GEOMETRY_END || found[..8] != META_MAGIC[..] {
-        SuperCheck::NoVolume
-    } else if found[..GEOMETRY_END] == expected[..GEOMETRY_END] {
-        SuperCheck::Damaged
-    } else {
-        SuperCheck::OtherGeometry
+/// What superblock page `found` (member 0's region page 0) is for a volume of geometry
+/// `expected`: an identity page or an earlier nines' superblock of it, nothing, damaged, or
+/// another geometry's.
+pub fn check_superblock(found: &[u8], expected: &[u64; GEOMETRY_WORDS]) -> SuperCheck {
+    match ident::decode(found) {
+        Ident::Legacy { geometry }
+        | Ident::Member {
+            geometry,
+            index: 0,
+            formed: true,
+            ..
+        } if geometry == *expected => SuperCheck::Ok,
+        Ident::Blank => SuperCheck::NoVolume,
+        _ if ident::raw_geometry(found) == Some(*expected) => SuperCheck::Damaged,
+        _ => SuperCheck::OtherGeometry,
+    }
+}
+
+impl PersistRegion {
+    /// The superblock to write on member 0 for this geometry: the identity page of volume
+    /// `volume_id`, or without one an earlier nines' superblock (no identity checks).
+    pub fn superblock(&self, volume_id: Option<&[u8; 16]>) -> Vec<u8> {
+        match volume_id {
+            Some(id) => ident::encode(&self.geometry, id, 0, self.members, true),
+            None => ident::encode_legacy(&self.geometry),
+        }
     }
 }
 
@@ -2156,10 +2285,10 @@ impl Volume for Serial {
     }
     fn scratch(&self) -> (u32, u32) {
         // GC's slots, then the metadata region's image (persisted volumes).
-        let image = self
-            .meta
-            .as_ref()
-            .map_or(0, |m| (m.pages + 1).div_ceil(m.pages_per_slot));
+        // The region's image, then every member's identity page.
+        let image = self.meta.as_ref().map_or(0, |m| {
+            (m.pages + 1).div_ceil(m.pages_per_slot) + self.n.div_ceil(m.pages_per_slot)
+        });
         (self.spec.gc_depth + image, self.spec.move_bytes)
     }
     fn cmds_max(&self) -> u32 {
@@ -2616,18 +2745,14 @@ mod tests {
                 .size_bytes
         );
         assert_eq!(u64::from(r.table_pages), r.units.div_ceil(1024));
+        for sb in [r.superblock(Some(&[3; 16])), r.superblock(None)] {
+            assert_eq!(check_superblock(&sb, &r.geometry), SuperCheck::Ok);
+            let mut damaged = sb.clone();
+            damaged[70] ^= 1;
+            assert_eq!(check_superblock(&damaged, &r.geometry), SuperCheck::Damaged);
+        }
         assert_eq!(
-            check_superblock(&r.superblock, &r.superblock),
-            SuperCheck::Ok
-        );
-        let mut damaged = r.superblock.clone();
-        damaged[70] ^= 1;
-        assert_eq!(
-            check_superblock(&damaged, &r.superblock),
-            SuperCheck::Damaged
-        );
-        assert_eq!(
-            check_superblock(&[0; 4096], &r.superblock),
+            check_superblock(&[0; 4096], &r.geometry),
             SuperCheck::NoVolume
         );
         let other = Serial::new(
@@ -2644,7 +2769,7 @@ mod tests {
         .persist_region()
         .unwrap();
         assert_eq!(
-            check_superblock(&other.superblock, &r.superblock),
+            check_superblock(&other.superblock(None), &r.geometry),
             SuperCheck::OtherGeometry
         );
         let mut plain = Serial::new(

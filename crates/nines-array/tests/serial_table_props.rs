@@ -3,7 +3,7 @@
 //! and `--repair` leaves a table the check passes whose good entries name distinct places that
 //! exist, with the same units mapped as before.
 
-use nines_array::serial::{SuperCheck, check_superblock, check_table};
+use nines_array::serial::{SuperCheck, check_superblock, check_table, ident};
 use proptest::prelude::*;
 
 /// Tables of mostly small entries (so duplicates and in-range places are common), some
@@ -49,8 +49,15 @@ proptest! {
 
     #[test]
     fn any_superblock_page_gets_an_answer(page in prop::collection::vec(any::<u8>(), 0..200),
-                                          expected in prop::collection::vec(any::<u8>(), 72..200)) {
-        let r = check_superblock(&page, &expected);
-        prop_assert_eq!(r == SuperCheck::Ok, page == expected);
+                                          geometry in prop::array::uniform7(any::<u64>())) {
+        // Arbitrary bytes are never a valid superblock of this geometry...
+        prop_assert_ne!(check_superblock(&page, &geometry), SuperCheck::Ok);
+        // ...while the pages nines writes are, and one flipped byte of them never is.
+        for mut sb in [ident::encode(&geometry, &[1; 16], 0, 3, true), ident::encode_legacy(&geometry)] {
+            prop_assert_eq!(check_superblock(&sb, &geometry), SuperCheck::Ok);
+            let at = page.len() % sb.len();
+            sb[at] ^= 1 + (page.len() as u8 % 255);
+            prop_assert_ne!(check_superblock(&sb, &geometry), SuperCheck::Ok);
+        }
     }
 }

@@ -16,6 +16,7 @@ pub mod resolve;
 pub mod safety;
 pub mod sched;
 pub mod scratch;
+pub mod serial_meta;
 pub mod serve;
 pub mod sparse;
 pub mod target;

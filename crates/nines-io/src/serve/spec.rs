@@ -579,6 +579,7 @@ fn open_superblocks(
                 "--create adds superblocks to raid0 or raid5 members that are files or block devices; drop it",
             );
         }
+        check_serial_identity(spec, members, &sizes)?;
         return Ok((spec.layout.clone(), sizes, None, serde_json::Value::Null));
     }
     let opened = array_meta::open_array(
@@ -595,6 +596,53 @@ fn open_superblocks(
     .map_err(ServeError::ArrayMeta)?;
     let writer = opened.writer.map(|w| Arc::new(Mutex::new(w)));
     Ok((opened.spec, opened.sizes, writer, opened.report))
+}
+
+/// A persisted serial volume over files or block devices: every member's identity page checked
+/// before anything is served (crate::serial_meta), so a misassembly is refused in one line
+/// instead of served as wrong data or a new empty volume.
+fn check_serial_identity(
+    spec: &ServeSpec,
+    members: &[Target],
+    sizes: &[u64],
+) -> Result<(), ServeError> {
+    let LayoutSpec::Serial(s) = spec.layout.base() else {
+        return Ok(());
+    };
+    let files: Option<Vec<&std::fs::File>> = members.iter().map(Target::file).collect();
+    let (true, Some(files)) = (s.persist, files) else {
+        return Ok(());
+    };
+    let block_bytes = members
+        .iter()
+        .map(Target::logical_block_bytes)
+        .max()
+        .unwrap_or(512);
+    // The geometry these options make of these members (a volume that cannot be built is
+    // refused later, with the builder's reason).
+    let Ok(mut vol) = nines_array::Serial::new(*s, sizes, block_bytes, 1, s.unit_bytes) else {
+        return Ok(());
+    };
+    let Some(region) = vol.persist_region() else {
+        return Ok(());
+    };
+    let names: Vec<String> = spec.targets.iter().map(|p| array_meta::name(p)).collect();
+    let n = sizes.len();
+    let region_for = |size: u64| {
+        nines_array::Serial::new(*s, &vec![size; n], block_bytes, 1, s.unit_bytes)
+            .ok()?
+            .persist_region()
+            .map(|r| r.offset_bytes)
+    };
+    let id = crate::serial_meta::check_members(&files, &names, &region, &region_for)
+        .map_err(|e| ServeError::Refused(e.to_string()))?;
+    if id.damaged_superblock {
+        return refuse(format!(
+            "member 0 ({}): its serial superblock is damaged (checksum): `nines check --layout serial --repair` with the options it was served with rewrites it",
+            names[0]
+        ));
+    }
+    Ok(())
 }
 
 /// Each target an export of its own, served as it is.

@@ -334,13 +334,14 @@ fn progress_bar(rows: u64, chunk: u64, quiet: bool) -> indicatif::ProgressBar {
 
 /// `nines check --layout serial`: the metadata region of a stopped `--persist` serial volume.
 fn check_serial(args: &Args) -> anyhow::Result<()> {
-    let (members, region) = serial_region(args)?;
+    let (members, region, region_for) = serial_region(args)?;
     let name0 = array_meta::name(&args.targets[0]);
     let f = members[0].file().with_context(|| {
         format!("member 0 ({name0}) is not a file or block device: an emulated device keeps nothing to check")
     })?;
     let start = Instant::now();
-    let found = check_serial_region(args, f, &region, &name0)?;
+    let volume_id = serial_identity(args, &members, &region, &*region_for)?;
+    let found = check_serial_region(args, f, &region, &name0, volume_id.as_ref())?;
     assert!(
         found.table.bad <= region.units,
         "at most one bad entry per unit"
@@ -349,8 +350,38 @@ fn check_serial(args: &Args) -> anyhow::Result<()> {
     serial_report(args, &region, &found, &name0, elapsed_s)
 }
 
+/// Every member's identity page read and checked as `serve` checks them when it opens the
+/// volume: a misassembly is refused in one line. The volume's id, if it has one.
+fn serial_identity(
+    args: &Args,
+    members: &[Target],
+    region: &nines_array::serial::PersistRegion,
+    region_for: &dyn Fn(u64) -> Option<u64>,
+) -> anyhow::Result<Option<[u8; 16]>> {
+    let names: Vec<String> = args.targets.iter().map(|p| array_meta::name(p)).collect();
+    let files: Vec<&std::fs::File> = members
+        .iter()
+        .zip(&names)
+        .enumerate()
+        .map(|(k, (m, name))| {
+            m.file().with_context(|| {
+                format!("member {k} ({name}) is not a file or block device: an emulated device keeps nothing to check")
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(nines_io::serial_meta::check_members(&files, &names, region, region_for)?.volume_id)
+}
+
 /// The serial volume the options describe over the members, and its metadata region.
-fn serial_region(args: &Args) -> anyhow::Result<(Vec<Target>, nines_array::serial::PersistRegion)> {
+/// The members, their metadata region, and where the region would be for members of another
+/// size (see nines_io::serial_meta::check_members).
+type SerialRegion = (
+    Vec<Target>,
+    nines_array::serial::PersistRegion,
+    Box<dyn Fn(u64) -> Option<u64>>,
+);
+
+fn serial_region(args: &Args) -> anyhow::Result<SerialRegion> {
     let spec = nines_array::SerialSpec {
         persist: true,
         ..SerialGeometry {
@@ -395,7 +426,14 @@ fn serial_region(args: &Args) -> anyhow::Result<(Vec<Target>, nines_array::seria
     let region = vol
         .persist_region()
         .context("a --persist volume has a region")?;
-    Ok((members, region))
+    let n = sizes.len();
+    let region_for = Box::new(move |size: u64| {
+        nines_array::Serial::new(spec, &vec![size; n], block_bytes, 1, unit_bytes)
+            .ok()?
+            .persist_region()
+            .map(|r| r.offset_bytes)
+    });
+    Ok((members, region, region_for))
 }
 
 /// What member 0's region holds: the superblock's verdict, the table's, and (with --repair)
@@ -410,6 +448,7 @@ fn check_serial_region(
     f: &std::fs::File,
     region: &nines_array::serial::PersistRegion,
     name0: &str,
+    volume_id: Option<&[u8; 16]>,
 ) -> anyhow::Result<SerialFound> {
     use nines_array::serial::{SuperCheck, check_superblock, check_table};
     use std::os::unix::fs::FileExt;
@@ -417,7 +456,7 @@ fn check_serial_region(
     let mut sb = vec![0u8; page as usize];
     f.read_exact_at(&mut sb, region.offset_bytes)
         .with_context(|| format!("cannot read {name0}'s serial superblock"))?;
-    let sb_check = check_superblock(&sb, &region.superblock);
+    let sb_check = check_superblock(&sb, &region.geometry);
     match sb_check {
         SuperCheck::NoVolume => bail!(
             "member 0 ({name0}) holds no serial volume's table at byte {}: give the members in order, served with --persist, and the --segment/--stripe/--column-members/--map-unit/--rotate-free/--gc-stop they were served with",
@@ -452,7 +491,7 @@ fn check_serial_region(
             }
         }
         if sb_check == SuperCheck::Damaged {
-            f.write_all_at(&region.superblock, region.offset_bytes)
+            f.write_all_at(&region.superblock(volume_id), region.offset_bytes)
                 .with_context(|| format!("cannot rewrite {name0}'s serial superblock"))?;
         }
         f.sync_data()

@@ -301,6 +301,9 @@ impl SerialGeometry {
             )?,
             rotate_free: self.rotate_free.unwrap_or(d.rotate_free),
             gc_stop: self.gc_stop.unwrap_or(d.gc_stop),
+            // Not part of the geometry; at most --gc-stop so a small --gc-stop makes a valid
+            // spec (check has no --gc-start: it refused every --gc-stop under 15).
+            gc_start: d.gc_start.min(self.gc_stop.unwrap_or(d.gc_stop)),
             ..d
         })
     }
