@@ -284,11 +284,94 @@ pub fn regular_file_destination(option: &str, path: &Path) -> Result<PathBuf> {
     check_path(option, path)?;
     match resolve(option, path)? {
         Dest::Renamed(p) => Ok(p),
-        _ => bail!(
-            "{option} {}: must be a regular file (it is written whole and renamed into place)",
+        Dest::Stream(fd) => bail!(
+            "{option} {}: is descriptor {fd}, a stream; it must be a regular file (written whole \
+             and renamed into place), give a file name",
             path.display()
         ),
+        Dest::InPlace(p) => bail!(
+            "{option} {}: is {}; it must be a regular file (written whole and renamed into place), \
+             give a file name",
+            path.display(),
+            node_kind(&p)
+        ),
     }
+}
+
+/// What a node that is not a regular file is, in words ("a FIFO").
+fn node_kind(path: &Path) -> &'static str {
+    match std::fs::metadata(path).map(|m| m.file_type()) {
+        Ok(t) if t.is_char_device() => "a character device",
+        Ok(t) if t.is_fifo() => "a FIFO",
+        Ok(t) if t.is_socket() => "a socket",
+        Ok(t) if t.is_block_device() => "a block device",
+        Ok(t) if t.is_dir() => "a directory",
+        _ => "not a regular file",
+    }
+}
+
+/// A regular file this process created at an output (`--pidfile`): where it is (symlinks
+/// resolved) and its device and inode, so that it is removed later only while that path still
+/// names this very file, never what replaced it or what was there before.
+#[derive(Debug)]
+pub struct CreatedFile {
+    real: PathBuf,
+    kind: std::fs::FileType,
+    dev: u64,
+    ino: u64,
+}
+
+impl CreatedFile {
+    /// What this process just created at `path` itself (a socket it bound): None when the path
+    /// names nothing now.
+    pub fn record(path: &Path) -> Option<CreatedFile> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(CreatedFile {
+            real: path.to_path_buf(),
+            kind: m.file_type(),
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+    }
+
+    /// Unlinks the file if the path still names the file we created (same kind, device and
+    /// inode); anything else there is left alone.
+    pub fn remove(self) {
+        if let Ok(m) = std::fs::symlink_metadata(&self.real)
+            && m.file_type() == self.kind
+            && (m.dev(), m.ino()) == (self.dev, self.ino)
+        {
+            let _ = std::fs::remove_file(&self.real);
+        }
+    }
+}
+
+/// Writes `bytes` as a new regular file at `path` ([`write_all`]'s rules; a stream or a node
+/// that is not a regular file refused): the file created, to be removed by
+/// [`CreatedFile::remove`].
+pub fn write_created(option: &str, path: &Path, bytes: &[u8]) -> Result<CreatedFile> {
+    let real = regular_file_destination(option, path)?;
+    let (out, mut file) = PendingOutput::create(option, path)?;
+    if out.renamed.as_ref().is_none_or(|(r, _)| *r != real) {
+        bail!(
+            "{option} {}: changed while it was opened; give a regular file",
+            path.display()
+        );
+    }
+    file.write_all(bytes)
+        .and_then(|()| file.flush())
+        .with_context(|| format!("{option} {}: write failed", path.display()))?;
+    let m = file
+        .metadata()
+        .with_context(|| format!("{option} {}: cannot stat what was written", path.display()))?;
+    drop(file);
+    out.commit()?;
+    Ok(CreatedFile {
+        real,
+        kind: m.file_type(),
+        dev: m.dev(),
+        ino: m.ino(),
+    })
 }
 
 /// Whether `path` is (or will be) a regular file, not a stream or a node such as /dev/null

@@ -1,0 +1,164 @@
+//! Issue 39: the safety of everything nines writes, removes and opens. The built binary on
+//! temporary files, nodes and loop devices this test creates and removes: the pid file serve
+//! removes at exit, members that reach the same bytes through a loop device, option values that
+//! panicked or allocated without bound, outputs nobody named, streams, and outputs checked only
+//! after the work.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::serving::Serving;
+use common::{disk_dir, make_file, s};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nines");
+
+fn refused(out: &Output, want: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "expected a refusal: {err}");
+    assert!(err.contains(want), "expected `{want}` in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    err
+}
+
+/// Runs nines in `dir`, killed after 60 s (a serve that should have been refused but serves
+/// fails the test instead of hanging it).
+fn nines_bounded(args: &[&str], dir: &Path) -> Output {
+    let mut c = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run nines");
+    let t0 = Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = c.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.wait_with_output().unwrap()
+}
+
+/// The names in `dir` (to show that nothing else was created or removed).
+fn names(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn file_type(p: &Path) -> std::fs::FileType {
+    std::fs::symlink_metadata(p).unwrap().file_type()
+}
+
+/// Item 1: `serve --pidfile` refuses a path that is a node other than a regular file before it
+/// serves (a fresh character device, a FIFO, a socket, a directory), keeps a symlink and
+/// removes only the file it created, leaves a file that replaced its own, and removes nothing
+/// when it fails at start-up. Before: all of them were unlinked at exit (or written in place).
+#[test]
+fn serve_removes_only_the_pidfile_it_created() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = disk_dir();
+    let d = dir.path();
+    make_file(d, "m.img", 1 << 20);
+    let mk = Command::new("mknod")
+        .arg(d.join("chr"))
+        .args(["c", "1", "3"])
+        .status()
+        .unwrap();
+    assert!(mk.success(), "mknod");
+    let mk = Command::new("mkfifo").arg(d.join("fifo")).status().unwrap();
+    assert!(mk.success(), "mkfifo");
+    let _sock = std::os::unix::net::UnixListener::bind(d.join("sock")).unwrap();
+    std::fs::create_dir(d.join("dir")).unwrap();
+    let listen = s(&d.join("nbd.sock")).to_string();
+    for (node, kind) in [
+        ("chr", "is a character device"),
+        ("fifo", "is a FIFO"),
+        ("sock", "is a socket"),
+        ("dir", "is a directory"),
+    ] {
+        let before = names(d);
+        let out = nines_bounded(
+            &["serve", "--socket", &listen, "--pidfile", node, "m.img"],
+            d,
+        );
+        let err = refused(&out, &format!("--pidfile {node}: {kind}"));
+        assert!(!err.contains("serving"), "refused before serving: {err}");
+        assert_eq!(
+            names(d),
+            before,
+            "--pidfile {node}: nothing created or removed"
+        );
+    }
+    assert!(file_type(&d.join("chr")).is_char_device());
+    assert!(file_type(&d.join("fifo")).is_fifo());
+    assert!(file_type(&d.join("sock")).is_socket());
+
+    // A symlink is followed: the file it names holds the pid; at exit that file (ours) goes,
+    // the link stays.
+    std::fs::write(d.join("real.pid"), b"user\n").unwrap();
+    std::os::unix::fs::symlink("real.pid", d.join("link.pid")).unwrap();
+    let before = names(d);
+    let srv = Serving::start(d, &["--pidfile", "link.pid", "m.img"]);
+    let pid: u32 = std::fs::read_to_string(d.join("real.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(pid > 0);
+    assert!(file_type(&d.join("link.pid")).is_symlink());
+    srv.stop_ok();
+    assert!(file_type(&d.join("link.pid")).is_symlink(), "the link kept");
+    let mut want = before.clone();
+    want.remove("real.pid");
+    want.remove("serve.err");
+    let mut now = names(d);
+    now.remove("serve.err");
+    assert_eq!(now, want, "only the pid file nines wrote was removed");
+
+    // A file that replaced ours while serving is not ours: kept.
+    let srv = Serving::start(d, &["--pidfile", "own.pid", "m.img"]);
+    assert!(d.join("own.pid").exists());
+    std::fs::write(d.join("other"), b"another server's\n").unwrap();
+    std::fs::rename(d.join("other"), d.join("own.pid")).unwrap();
+    srv.stop_ok();
+    assert_eq!(
+        std::fs::read(d.join("own.pid")).unwrap(),
+        b"another server's\n",
+        "a file nines did not create is never removed"
+    );
+
+    // Serve failing at start-up (its --lat-log header cannot be written): the user's file at
+    // the pid file's path, and everything else, is left as it was.
+    std::fs::write(d.join("user.pid"), b"user\n").unwrap();
+    let before = names(d);
+    let out = nines_bounded(
+        &[
+            "serve",
+            "--socket",
+            &listen,
+            "--pidfile",
+            "user.pid",
+            "--lat-log",
+            "/dev/full",
+            "m.img",
+        ],
+        d,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(d.join("user.pid")).unwrap(), b"user\n");
+    assert_eq!(names(d), before, "nothing created or removed");
+}
