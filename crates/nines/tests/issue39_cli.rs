@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::serving::Serving;
-use common::{disk_dir, make_file, s};
+use common::{Loop, disk_dir, make_file, s};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nines");
 
@@ -56,6 +56,25 @@ fn names(dir: &Path) -> BTreeSet<String> {
 
 fn file_type(p: &Path) -> std::fs::FileType {
     std::fs::symlink_metadata(p).unwrap().file_type()
+}
+
+/// The pid a serve wrote to `path` (it is written once the socket listens): waits at most 30 s.
+fn wait_for_pid(path: &Path) -> u32 {
+    let t0 = Instant::now();
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.strip_suffix('\n')?.parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{} never held a pid",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Item 1: `serve --pidfile` refuses a path that is a node other than a regular file before it
@@ -108,11 +127,7 @@ fn serve_removes_only_the_pidfile_it_created() {
     std::os::unix::fs::symlink("real.pid", d.join("link.pid")).unwrap();
     let before = names(d);
     let srv = Serving::start(d, &["--pidfile", "link.pid", "m.img"]);
-    let pid: u32 = std::fs::read_to_string(d.join("real.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = wait_for_pid(&d.join("real.pid"));
     assert!(pid > 0);
     assert!(file_type(&d.join("link.pid")).is_symlink());
     srv.stop_ok();
@@ -126,7 +141,7 @@ fn serve_removes_only_the_pidfile_it_created() {
 
     // A file that replaced ours while serving is not ours: kept.
     let srv = Serving::start(d, &["--pidfile", "own.pid", "m.img"]);
-    assert!(d.join("own.pid").exists());
+    wait_for_pid(&d.join("own.pid"));
     std::fs::write(d.join("other"), b"another server's\n").unwrap();
     std::fs::rename(d.join("other"), d.join("own.pid")).unwrap();
     srv.stop_ok();
@@ -161,4 +176,162 @@ fn serve_removes_only_the_pidfile_it_created() {
     );
     assert_eq!(std::fs::read(d.join("user.pid")).unwrap(), b"user\n");
     assert_eq!(names(d), before, "nothing created or removed");
+}
+
+/// Item 2: a loop device over a member's file is the same member. Every verb that takes
+/// members, targets or a buffer refuses the pair in one line naming both (and the file both
+/// reach), before anything is written; an output on the loop's backing file is refused; loops
+/// over disjoint ranges of one file are distinct, overlapping ones are not. Before: the loop
+/// device was a different inode, and a.img was rewritten as a rebuild source.
+#[test]
+fn a_loop_device_over_a_member_file_is_the_same_member() {
+    let dir = disk_dir();
+    let d = dir.path();
+    let a = make_file(d, "a.img", 8 << 20);
+    make_file(d, "b.img", 8 << 20);
+    make_file(d, "c.img", 8 << 20);
+    let real_a = std::fs::canonicalize(&a).unwrap();
+    let before = std::fs::read(&a).unwrap();
+    let l = Loop::new(&a, &[]);
+    let dev = l.path();
+    let both = format!("(both reach the bytes of {})", real_a.display());
+    let prof = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["profile", "--quiet", "--ios", "50", "--allow-writes"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    for (args, names) in [
+        (
+            [
+                "rebuild",
+                "--member",
+                "2",
+                "a.img",
+                "b.img",
+                dev,
+                "--allow-writes",
+            ]
+            .map(String::from)
+            .to_vec(),
+            format!("member 0 (a.img) and member 2 ({dev}) are the same file {both}"),
+        ),
+        (
+            ["check", "--repair", "--allow-writes", "a.img", "b.img", dev]
+                .map(String::from)
+                .to_vec(),
+            format!("member 0 (a.img) and member 2 ({dev}) are the same file {both}"),
+        ),
+        (
+            prof(&["--rw", "randwrite", "--layout", "raid0", dev, "a.img"]),
+            format!("target 1 ({dev}) and target 2 (a.img) are the same file {both}"),
+        ),
+        (
+            prof(&[
+                "--rw",
+                "randwrite",
+                "--layout",
+                "raid5",
+                "a.img",
+                "b.img",
+                dev,
+            ]),
+            format!("target 1 (a.img) and target 3 ({dev})"),
+        ),
+        (
+            prof(&[
+                "--rw",
+                "randwrite",
+                "--layout",
+                "serial",
+                "a.img",
+                "b.img",
+                dev,
+            ]),
+            format!("target 1 (a.img) and target 3 ({dev})"),
+        ),
+        (
+            prof(&["--rw", "randwrite", "a.img", dev]),
+            format!("target 1 (a.img) and target 2 ({dev})"),
+        ),
+        (
+            prof(&[
+                "--rw",
+                "randwrite",
+                "--layout",
+                "raid0",
+                "--buffer",
+                dev,
+                "a.img",
+                "b.img",
+            ]),
+            format!("target 1 (a.img) and --buffer ({dev})"),
+        ),
+        (
+            [
+                "serve",
+                "--create",
+                "--allow-writes",
+                "--layout",
+                "raid5",
+                "a.img",
+                "b.img",
+                dev,
+            ]
+            .map(String::from)
+            .to_vec(),
+            format!("member 0 (a.img) and member 2 ({dev})"),
+        ),
+        (
+            prof(&["--rw", "randread", dev, "--json", "a.img"]),
+            format!("--json a.img: is also the run's target ({dev}) {both}"),
+        ),
+    ] {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = nines_bounded(&argv, d);
+        refused(&out, &names);
+        assert!(
+            std::fs::read(&a).unwrap() == before,
+            "{argv:?} changed a.img"
+        );
+    }
+    // Two loops over one file: disjoint ranges are two members, overlapping ones are refused.
+    let c = d.join("c.img");
+    let low = Loop::new(&c, &["--offset", "0", "--sizelimit", "4194304"]);
+    let high = Loop::new(&c, &["--offset", "4194304", "--sizelimit", "4194304"]);
+    let mid = Loop::new(&c, &["--offset", "2097152", "--sizelimit", "4194304"]);
+    common::ok(
+        nines_bounded(
+            &[
+                "profile",
+                "--quiet",
+                "--ios",
+                "50",
+                "--layout",
+                "raid0",
+                low.path(),
+                high.path(),
+            ],
+            d,
+        ),
+        "raid0 over disjoint loops of one file",
+    );
+    refused(
+        &nines_bounded(
+            &[
+                "profile",
+                "--quiet",
+                "--ios",
+                "50",
+                "--layout",
+                "raid0",
+                low.path(),
+                mid.path(),
+            ],
+            d,
+        ),
+        &format!("target 1 ({}) and target 2 ({})", low.path(), mid.path()),
+    );
 }

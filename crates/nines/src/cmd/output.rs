@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{Context, Result, bail};
+use nines_io::identity::Identity;
 
 const PARTIAL: &str = ".nines-partial-";
 
@@ -38,12 +39,36 @@ enum Dest {
     Renamed(PathBuf),
 }
 
-/// How a file is known: its device and inode when it exists, else its absolute path (a file the
-/// run will create).
+/// How a file is known: the bytes it reaches when it exists (its device and inode, and for a
+/// block device what it sits on: a loop device's backing file, a partition's disk, see
+/// `nines_io::identity`), else its absolute path (a file the run will create).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Key {
-    Inode(u64, u64),
+    Bytes(Identity),
     Path(PathBuf),
+}
+
+impl Key {
+    /// Whether the two share bytes; with the object they share when it is not `self` or
+    /// `other` itself (a loop device's backing file).
+    fn clash(&self, other: &Key) -> Option<Option<PathBuf>> {
+        match (self, other) {
+            (Key::Bytes(a), Key::Bytes(b)) => {
+                let shared = a.shared(b)?;
+                Some((!a.same_top(b)).then(|| shared.shown.clone()))
+            }
+            (Key::Path(a), Key::Path(b)) => (a == b).then_some(None),
+            _ => None,
+        }
+    }
+}
+
+/// ", both reach the bytes of X" when two paths clash below what they name.
+fn through(shared: &Option<PathBuf>) -> String {
+    shared
+        .as_ref()
+        .map(|p| format!(" (both reach the bytes of {})", p.display()))
+        .unwrap_or_default()
 }
 
 /// A file the run reads or writes as an input, target or member.
@@ -56,8 +81,8 @@ struct Noted {
 static INPUTS: Mutex<Vec<Noted>> = Mutex::new(Vec::new());
 
 fn key_of(path: &Path) -> Key {
-    match std::fs::metadata(path) {
-        Ok(m) => Key::Inode(m.dev(), m.ino()),
+    match Identity::of(path) {
+        Ok(id) => Key::Bytes(id),
         Err(_) => Key::Path(canonical_guess(path)),
     }
 }
@@ -102,8 +127,10 @@ pub fn note_members(members: &[std::path::PathBuf]) -> Result<()> {
 }
 
 /// Refuses a file or device given twice among the members or inputs of one volume (`items`:
-/// how each is named in messages, and its path): the same device and inode after symlinks, or
-/// the same path for files not yet created. Writing one file as two members corrupts the data.
+/// how each is named in messages, and its path): two paths reaching the same bytes after
+/// symlinks (one file, one device, a loop device and its backing file, a partition and its
+/// disk), or the same path for files not yet created. Writing one file as two members
+/// corrupts the data.
 pub fn check_distinct_inputs(items: &[(String, &Path)]) -> Result<()> {
     let mut seen: Vec<(&str, &Path, Key)> = Vec::with_capacity(items.len());
     for (name, path) in items {
@@ -111,12 +138,16 @@ pub fn check_distinct_inputs(items: &[(String, &Path)]) -> Result<()> {
             continue;
         }
         let key = key_of(path);
-        if let Some((other, other_path, _)) = seen.iter().find(|(_, _, k)| *k == key) {
+        if let Some((other, other_path, shared)) = seen
+            .iter()
+            .find_map(|(n, p, k)| k.clash(&key).map(|sh| (n, p, sh)))
+        {
             bail!(
-                "{other} ({}) and {name} ({}) are the same file; give each target or member a \
+                "{other} ({}) and {name} ({}) are the same file{}; give each target or member a \
                  different file or device (one file twice would be written as two)",
                 other_path.display(),
-                path.display()
+                path.display(),
+                through(&shared)
             );
         }
         seen.push((name, path, key));
@@ -244,7 +275,7 @@ fn fd_key(option: &str, path: &Path, fd: RawFd) -> Result<Option<Key>> {
             path.display()
         );
     }
-    Ok((fmt == libc::S_IFREG).then_some(Key::Inode(st.st_dev, st.st_ino)))
+    Ok((fmt == libc::S_IFREG).then(|| Key::Bytes(Identity::file(st.st_dev, st.st_ino, path))))
 }
 
 /// The key under which `dest` clashes with inputs and other outputs; None for nodes that are
@@ -265,13 +296,17 @@ pub fn check_path(option: &str, path: &Path) -> Result<()> {
         return Ok(());
     };
     let inputs = INPUTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(n) = inputs.iter().find(|n| n.key == key) {
+    if let Some((n, shared)) = inputs
+        .iter()
+        .find_map(|n| key.clash(&n.key).map(|sh| (n, sh)))
+    {
         bail!(
-            "{option} {}: is also the run's {} ({}); writing it would destroy it, give the output \
-             its own file",
+            "{option} {}: is also the run's {} ({}){}; writing it would destroy it, give the \
+             output its own file",
             path.display(),
             n.role,
-            n.shown.display()
+            n.shown.display(),
+            through(&shared)
         );
     }
     Ok(())
@@ -402,7 +437,7 @@ pub fn check_distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
         let Some(key) = dest_key(option, path, &dest)? else {
             continue;
         };
-        if let Some((other, _)) = seen.iter().find(|(_, k)| *k == key) {
+        if let Some((other, _)) = seen.iter().find(|(_, k)| k.clash(&key).is_some()) {
             bail!(
                 "{other} and {option} both name {}; give each output its own file",
                 path.display()
