@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::serving::Serving;
-use common::{Loop, disk_dir, make_file, s};
+use common::{Loop, disk_dir, make_file, nines, s};
 
 const BIN: &str = env!("CARGO_BIN_EXE_nines");
 
@@ -334,4 +334,88 @@ fn a_loop_device_over_a_member_file_is_the_same_member() {
         ),
         &format!("target 1 ({}) and target 2 ({})", low.path(), mid.path()),
     );
+}
+
+/// A bad option value clap parses: exit 2 (bad usage), one message naming the option, no panic.
+fn usage(out: &Output, want: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "expected bad usage: {err}");
+    assert!(err.contains(want), "expected `{want}` in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Item 3: option values that panicked (a zero chunk divided by, a huge one overflowed a
+/// capacity) or were taken although no raid5 can have them (1 byte, 1 GiB), and a GC depth
+/// that allocated 16 GiB: refused as bad usage (exit 2) with the bound; a GC's buffers over
+/// their bound refused in one line; `log --sort` of a log too large to sort in memory refused
+/// at once, naming the bound and what to do.
+#[test]
+fn option_values_that_panicked_or_allocated_without_bound_are_refused() {
+    let dir = disk_dir();
+    let d = dir.path();
+    for m in ["m0", "m1", "m2"] {
+        make_file(d, m, 1 << 20);
+    }
+    for verb in [&["check"][..], &["rebuild", "--member", "1"][..]] {
+        for (chunk, want) in [
+            ("0", "must be positive"),
+            ("18446744073709551615", "over the bound of 16 MiB"),
+            ("1", "not a multiple of 512"),
+            ("1g", "over the bound of 16 MiB"),
+        ] {
+            let args: Vec<&str> = [verb, &["--chunk", chunk, "m0", "m1", "m2"][..]].concat();
+            let out = nines_bounded(&args, d);
+            usage(&out, "--chunk <CHUNK>");
+            usage(&out, want);
+        }
+    }
+    let sim = |extra: &[&str]| {
+        let args: Vec<&str> = [&["sim", "--quiet", "--ios", "10"][..], extra].concat();
+        nines_bounded(&args, d)
+    };
+    usage(
+        &sim(&["--layout", "raid5", "--devices", "3", "--chunk", "0"]),
+        "must be positive",
+    );
+    usage(
+        &sim(&[
+            "--layout",
+            "serial",
+            "--devices",
+            "3",
+            "--gc-depth",
+            "65536",
+        ]),
+        "must be 1 to 4096",
+    );
+    refused(
+        &sim(&[
+            "--layout",
+            "serial",
+            "--devices",
+            "3",
+            "--gc-depth",
+            "4096",
+            "--gc-move",
+            "1m",
+        ]),
+        "--gc-depth 4096 x --gc-move 1048576 needs more than the 1024 MiB",
+    );
+    // log --sort of a log over the bound (a real log's header, then 2 GiB of records: sparse).
+    common::ok(
+        nines(&["sim", "--quiet", "--ios", "50", "--lat-log", "r.lat"], d),
+        "sim --lat-log",
+    );
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("r.lat"))
+        .unwrap();
+    f.set_len(2 << 30).unwrap();
+    drop(f);
+    let out = nines_bounded(&["log", "--sort", "r.lat", "-o", "r.csv"], d);
+    refused(
+        &out,
+        "--sort holds at most 33554432 records (1 GiB) in memory",
+    );
+    assert!(!d.join("r.csv").exists());
 }
