@@ -419,3 +419,81 @@ fn option_values_that_panicked_or_allocated_without_bound_are_refused() {
     );
     assert!(!d.join("r.csv").exists());
 }
+
+/// Item 4: outputs nobody named follow the rules named ones do. merge's interval log beside
+/// -o (out.hlog) is not written over an existing file or through a symlink there without
+/// --replace, and never onto -o itself; `report` of a stream (`/dev/stdin`) needs -o instead
+/// of deriving `/dev/stdin.html`. Before: out.hlog was replaced, the link's file overwritten,
+/// both outputs went to one path, and a file appeared in /dev.
+#[test]
+fn derived_outputs_follow_the_rules_of_named_ones() {
+    let dir = disk_dir();
+    let d = dir.path();
+    common::ok(
+        nines(
+            &[
+                "sim",
+                "--quiet",
+                "--ios",
+                "300",
+                "--json",
+                "h.json",
+                "--hdr-log",
+                "h.hlog",
+            ],
+            d,
+        ),
+        "sim with a log",
+    );
+    std::fs::write(d.join("out.hlog"), b"the user's").unwrap();
+    std::fs::write(d.join("victim"), b"the victim").unwrap();
+    std::os::unix::fs::symlink("victim", d.join("link.hlog")).unwrap();
+    let before = names(d);
+    refused(
+        &nines(&["merge", "--quiet", "h.json", "-o", "out.json"], d),
+        "out.hlog exists (the merged interval log written beside -o); choose another -o or add --replace",
+    );
+    refused(
+        &nines(&["merge", "--quiet", "h.json", "-o", "link.json"], d),
+        "link.hlog exists",
+    );
+    refused(
+        &nines(
+            &["merge", "--quiet", "h.json", "-o", "m.hlog", "--replace"],
+            d,
+        ),
+        "-o and -o (its interval log) both name m.hlog",
+    );
+    assert_eq!(names(d), before, "nothing written");
+    assert_eq!(std::fs::read(d.join("out.hlog")).unwrap(), b"the user's");
+    assert_eq!(std::fs::read(d.join("victim")).unwrap(), b"the victim");
+    // With --replace the existing one is replaced, as -o would be.
+    common::ok(
+        nines(
+            &["merge", "--quiet", "h.json", "-o", "out.json", "--replace"],
+            d,
+        ),
+        "merge --replace",
+    );
+    assert_ne!(std::fs::read(d.join("out.hlog")).unwrap(), b"the user's");
+
+    // report of a stream: -o is needed; nothing appears in /dev.
+    let _ = std::fs::remove_file("/dev/stdin.html");
+    let report_stdin = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["report", "/dev/stdin"])
+            .args(extra)
+            .current_dir(d)
+            .stdin(std::fs::File::open(d.join("h.json")).unwrap())
+            .output()
+            .unwrap()
+    };
+    let out = report_stdin(&[]);
+    let gone = !Path::new("/dev/stdin.html").exists();
+    let _ = std::fs::remove_file("/dev/stdin.html");
+    refused(&out, "report: /dev/stdin is not a regular file");
+    refused(&out, "give -o FILE for the page");
+    assert!(gone, "report wrote /dev/stdin.html");
+    common::ok(report_stdin(&["-o", "page.html"]), "report /dev/stdin -o");
+    assert!(d.join("page.html").exists());
+}

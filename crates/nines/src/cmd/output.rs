@@ -416,6 +416,28 @@ pub fn is_regular_destination(option: &str, path: &Path) -> Result<bool> {
     Ok(matches!(resolve(option, path)?, Dest::Renamed(_)))
 }
 
+/// The output nobody named that a verb derives from `from` (`report RUN.json` writes RUN.html,
+/// `merge -o M.json` its interval log M.hlog): `from` with extension `ext`, checked like a named
+/// output ([`check_path`]). Only a regular file has a "beside": a stream, a pipe or a device
+/// (`report /dev/stdin`) is refused, and so is a name in /dev, saying to name the output
+/// (`give`: "give -o FILE for the page").
+pub fn derived_output(option: &str, from: &Path, ext: &str, give: &str) -> Result<PathBuf> {
+    let derived = from.with_extension(ext);
+    let regular = matches!(resolve(option, from), Ok(Dest::Renamed(_)));
+    let dir = std::fs::canonicalize(parent_dir(&derived)).unwrap_or_else(|_| parent_dir(&derived));
+    if !regular || dir.starts_with("/dev") {
+        bail!(
+            "{option}: {} is not a regular file, so there is no file beside it to write {} to; {give}",
+            from.display(),
+            derived
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+        );
+    }
+    check_path(option, &derived)?;
+    Ok(derived)
+}
+
 /// Every output of a verb checked before any work starts: each path can be written
 /// ([`check_path`]) and no file is given to two options ([`check_distinct`]).
 pub fn check_outputs(outputs: &[(&str, Option<&Path>)]) -> Result<()> {

@@ -30,13 +30,19 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let out = args
-        .output
-        .clone()
-        .unwrap_or_else(|| args.run.with_extension("html"));
     super::output::note_inputs("input", [args.run.as_path()]);
     super::output::note_inputs("--lat-log input", args.lat_log.as_deref());
     super::output::note_inputs("--hdr-log input", args.hdr_log.as_deref());
+    let out = match &args.output {
+        Some(o) => o.clone(),
+        // RUN.html beside the JSON, which must be a file to have a "beside" (an input of a
+        // kind never read is refused as such first).
+        None => {
+            nines_core::input::open(&args.run)
+                .with_context(|| format!("reading {}", args.run.display()))?;
+            super::output::derived_output("report", &args.run, "html", "give -o FILE for the page")?
+        }
+    };
     super::output::check_path("-o", &out)?;
     let report = read_report(&args.run)?;
     let base = args.run.parent().unwrap_or(Path::new("."));
