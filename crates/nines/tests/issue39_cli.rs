@@ -497,3 +497,136 @@ fn derived_outputs_follow_the_rules_of_named_ones() {
     common::ok(report_stdin(&["-o", "page.html"]), "report /dev/stdin -o");
     assert!(d.join("page.html").exists());
 }
+
+/// Item 5: streams. A per-I/O log on /dev/null or a pipe is written without the fdatasync
+/// that only a regular file has (profile and serve failed after the run with EINVAL, blaming
+/// free space, and discarded every output); two outputs on one stream are refused before any
+/// work; `sweep --json -` derives no `-.points` folder; `report --lat-log` of a pipe reads it
+/// once (it read it twice: "bad magic").
+#[test]
+fn streams_are_written_once_each_and_never_fsynced() {
+    let dir = disk_dir();
+    let d = dir.path();
+    make_file(d, "m.img", 4 << 20);
+    let prof = ["profile", "--quiet", "--ios", "200", "--json", "p.json"];
+    common::ok(
+        nines(
+            &[&prof[..], &["--lat-log", "/dev/null", "m.img"]].concat(),
+            d,
+        ),
+        "profile --lat-log /dev/null",
+    );
+    assert!(d.join("p.json").exists(), "the run's other outputs kept");
+    let out = common::ok(
+        nines(&[&prof[..], &["--lat-log", "-", "m.img"]].concat(), d),
+        "profile --lat-log - into a pipe",
+    );
+    assert!(out.stdout.len() > 200 * 24, "the log went to the pipe");
+    let srv = Serving::start(d, &["--lat-log", "/dev/null", "m.img"]);
+    srv.stop_ok();
+
+    // Two outputs on one stream: refused before the run, nothing written.
+    std::fs::remove_file(d.join("p.json")).unwrap();
+    for args in [
+        vec![
+            "sim",
+            "--quiet",
+            "--ios",
+            "50",
+            "--json",
+            "-",
+            "--lat-log",
+            "-",
+        ],
+        vec![
+            "sim",
+            "--quiet",
+            "--ios",
+            "50",
+            "--json",
+            "/dev/stdout",
+            "--hdr-log",
+            "-",
+        ],
+        vec![
+            "profile",
+            "--quiet",
+            "--ios",
+            "50",
+            "--json",
+            "-",
+            "--lat-log",
+            "-",
+            "m.img",
+        ],
+    ] {
+        let out = nines(&args, d);
+        refused(&out, "one stream, where their bytes would interleave");
+        assert!(out.stdout.is_empty(), "{args:?} wrote before refusing");
+    }
+    // A sweep's points go beside a file: not `-.points`.
+    let before = names(d);
+    let out = nines(
+        &[
+            "sweep", "--qd", "1,2", "--json", "-", "--", "m.img", "--ios", "20",
+        ],
+        d,
+    );
+    refused(&out, "--json -: is not a regular file");
+    assert_eq!(names(d), before, "no -.points folder");
+
+    // report --lat-log of a pipe: read once, the same page as from the file.
+    common::ok(
+        nines(
+            &[
+                "sim",
+                "--quiet",
+                "--ios",
+                "2000",
+                "--json",
+                "r.json",
+                "--lat-log",
+                "r.lat",
+            ],
+            d,
+        ),
+        "sim with a per-I/O log",
+    );
+    common::ok(
+        nines(
+            &["report", "r.json", "--lat-log", "r.lat", "-o", "file.html"],
+            d,
+        ),
+        "report from the file",
+    );
+    let piped = Command::new(BIN)
+        .args([
+            "report",
+            "r.json",
+            "--lat-log",
+            "/dev/stdin",
+            "-o",
+            "pipe.html",
+        ])
+        .current_dir(d)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = std::fs::read(d.join("r.lat")).unwrap();
+    let mut stdin = piped.stdin.as_ref().unwrap();
+    std::io::Write::write_all(&mut stdin, &log).unwrap();
+    let mut piped = piped;
+    drop(piped.stdin.take());
+    common::ok(
+        piped.wait_with_output().unwrap(),
+        "report --lat-log from a pipe",
+    );
+    let page = |n: &str| std::fs::read_to_string(d.join(n)).unwrap();
+    assert_eq!(
+        page("pipe.html").replace("/dev/stdin", "r.lat"),
+        page("file.html"),
+        "the pipe's page is the file's"
+    );
+}

@@ -46,6 +46,8 @@ enum Dest {
 enum Key {
     Bytes(Identity),
     Path(PathBuf),
+    /// A stream other than a regular file (a pipe, a socket, a terminal): its device and inode.
+    Stream(u64, u64),
 }
 
 impl Key {
@@ -58,6 +60,7 @@ impl Key {
                 Some((!a.same_top(b)).then(|| shared.shown.clone()))
             }
             (Key::Path(a), Key::Path(b)) => (a == b).then_some(None),
+            (Key::Stream(a, b), Key::Stream(c, d)) => ((a, b) == (c, d)).then_some(None),
             _ => None,
         }
     }
@@ -275,15 +278,23 @@ fn fd_key(option: &str, path: &Path, fd: RawFd) -> Result<Option<Key>> {
             path.display()
         );
     }
-    Ok((fmt == libc::S_IFREG).then(|| Key::Bytes(Identity::file(st.st_dev, st.st_ino, path))))
+    Ok(Some(if fmt == libc::S_IFREG {
+        Key::Bytes(Identity::file(st.st_dev, st.st_ino, path))
+    } else {
+        Key::Stream(st.st_dev, st.st_ino)
+    }))
 }
 
-/// The key under which `dest` clashes with inputs and other outputs; None for nodes that are
-/// not regular files (several outputs may all go to /dev/null).
+/// The key under which `dest` clashes with inputs and other outputs: a regular file, or a
+/// stream (a descriptor, a FIFO, a socket: two outputs on one would interleave); None for
+/// character devices named by path (several outputs may all go to /dev/null).
 fn dest_key(option: &str, path: &Path, dest: &Dest) -> Result<Option<Key>> {
     Ok(match dest {
         Dest::Stream(fd) => fd_key(option, path, *fd)?,
-        Dest::InPlace(_) => None,
+        Dest::InPlace(p) => std::fs::metadata(p).ok().and_then(|m| {
+            let t = m.file_type();
+            (t.is_fifo() || t.is_socket()).then(|| Key::Stream(m.dev(), m.ino()))
+        }),
         Dest::Renamed(p) => Some(key_of(p)),
     })
 }
@@ -460,8 +471,13 @@ pub fn check_distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
             continue;
         };
         if let Some((other, _)) = seen.iter().find(|(_, k)| k.clash(&key).is_some()) {
+            let what = if matches!(key, Key::Stream(..)) {
+                "one stream, where their bytes would interleave"
+            } else {
+                "one file"
+            };
             bail!(
-                "{other} and {option} both name {}; give each output its own file",
+                "{other} and {option} both name {} ({what}); give each output its own file",
                 path.display()
             );
         }
