@@ -38,8 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // RUN.html beside the JSON, which must be a file to have a "beside" (an input of a
         // kind never read is refused as such first).
         None => {
-            nines_core::input::open(&args.run)
-                .with_context(|| format!("reading {}", args.run.display()))?;
+            nines_core::input::open(&args.run).with_context(|| reading_run(&args.run))?;
             super::output::derived_output("report", &args.run, "html", "give -o FILE for the page")?
         }
     };
@@ -110,15 +109,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn reading_run(path: &Path) -> String {
+    format!(
+        "reading {}; pass the JSON written by `nines profile --json` or `nines sim --json`",
+        path.display()
+    )
+}
+
 /// Reads and checks a run's JSON with a message that says what to do.
 pub fn read_report(path: &Path) -> anyhow::Result<Report> {
     let text = nines_core::input::read_to_string(path, nines_core::input::REPORT_MAX_BYTES)
-        .with_context(|| {
-            format!(
-                "reading {}; pass the JSON written by `nines profile --json` or `nines sim --json`",
-                path.display()
-            )
-        })?;
+        .with_context(|| reading_run(path))?;
     if text.contains("\"nines-sweep\"") && nines_report::sweep::Sweep::from_json(&text).is_ok() {
         anyhow::bail!(
             "{} is a sweep, not a run: its page is the sweep.html `nines sweep` wrote beside it, \
