@@ -630,3 +630,94 @@ fn streams_are_written_once_each_and_never_fsynced() {
         "the pipe's page is the file's"
     );
 }
+
+/// Item 6: every output, and the temporary name it is written under, is checked before any
+/// work: --json in /proc, in a read-only directory, on a socket, with a name too long once
+/// made temporary, or ending in / is refused by rebuild, check and serve before a member is
+/// read or written (rebuild rewrote the replaced member, check read every row, then both
+/// failed); the trailing slash for every verb with outputs.
+#[test]
+fn outputs_that_cannot_be_created_are_refused_before_the_work() {
+    let dir = disk_dir();
+    let d = dir.path();
+    for (i, m) in ["m0", "m1", "m2"].iter().enumerate() {
+        let data: Vec<u8> = (0..1usize << 20)
+            .map(|j| (j.wrapping_mul(31 + i) >> 3) as u8)
+            .collect();
+        std::fs::write(d.join(m), data).unwrap();
+    }
+    let before = std::fs::read(d.join("m2")).unwrap();
+    let _sock = std::os::unix::net::UnixListener::bind(d.join("a.sock")).unwrap();
+    let long = format!("{}.json", "x".repeat(240));
+    let listen = s(&d.join("nbd.sock")).to_string();
+    for (json, want) in [
+        (
+            "/proc/x.json",
+            "--json /proc/x.json: cannot create a file in /proc",
+        ),
+        ("a.sock", "--json a.sock: is a socket"),
+        (long.as_str(), "the name is too long once made temporary"),
+        ("out.json/", "--json out.json/: ends in /"),
+    ] {
+        for verb in [
+            vec!["rebuild", "--member", "2"],
+            vec!["check"],
+            vec!["serve", "--socket", &listen],
+        ] {
+            let args: Vec<&str> = [&verb[..], &["--json", json, "m0", "m1", "m2"][..]].concat();
+            let out = nines_bounded(&args, d);
+            let err = refused(&out, want);
+            assert!(
+                !err.contains("checked") && !err.contains("serving"),
+                "{err}"
+            );
+            assert!(
+                std::fs::read(d.join("m2")).unwrap() == before,
+                "{args:?} wrote m2"
+            );
+        }
+    }
+    assert!(!d.join(&long).exists() && !d.join("nbd.sock").exists());
+    // A read-only directory (a read-only bind mount in a private mount namespace, gone with
+    // the command).
+    std::fs::create_dir(d.join("ro")).unwrap();
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount --bind '{ro}' '{ro}' && mount -o remount,bind,ro '{ro}' && cd '{d}' && \
+             {BIN} rebuild --member 2 --json ro/r.json m0 m1 m2",
+            ro = d.join("ro").display(),
+            d = d.display()
+        ))
+        .output()
+        .expect("unshare (util-linux) runs");
+    refused(&out, "--json ro/r.json: cannot create a file in ro");
+    assert!(
+        std::fs::read(d.join("m2")).unwrap() == before,
+        "rebuild wrote m2"
+    );
+    // A trailing slash, for the other verbs' outputs.
+    common::ok(
+        nines(&["sim", "--quiet", "--ios", "50", "--json", "s.json"], d),
+        "sim",
+    );
+    for args in [
+        vec!["sim", "--quiet", "--ios", "50", "--json", "o.json/"],
+        vec![
+            "profile",
+            "--quiet",
+            "--ios",
+            "50",
+            "--lat-log",
+            "o.lat/",
+            "m0",
+        ],
+        vec!["report", "s.json", "-o", "o.html/"],
+        vec!["compare", "s.json", "s.json", "-o", "o.html/"],
+        vec!["merge", "s.json", "-o", "o.json/"],
+        vec!["log", "o.lat", "-o", "o.csv/"],
+        vec!["doctor", "--json", "o.json/"],
+    ] {
+        refused(&nines(&args, d), "ends in /, which names a directory");
+    }
+}

@@ -182,6 +182,12 @@ fn resolve(option: &str, path: &Path) -> Result<Dest> {
     if path.as_os_str().is_empty() {
         bail!("{option}: the file name is empty");
     }
+    if path.as_os_str().len() > 1 && path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        bail!(
+            "{option} {}: ends in /, which names a directory; give a file name",
+            path.display()
+        );
+    }
     let mut cur = path.to_path_buf();
     for _ in 0..40 {
         if let Some(fd) = stream_fd(&cur) {
@@ -303,6 +309,14 @@ fn dest_key(option: &str, path: &Path, dest: &Dest) -> Result<Option<Key>> {
 /// `option` names the flag in messages ("--json").
 pub fn check_path(option: &str, path: &Path) -> Result<()> {
     let dest = resolve(option, path)?;
+    match &dest {
+        Dest::Renamed(real) => probe_temporary(option, path, real)?,
+        Dest::InPlace(p) if node_kind(p) == "a socket" => bail!(
+            "{option} {}: is a socket, which cannot be opened as a file; give a file name",
+            path.display()
+        ),
+        _ => {}
+    }
     let Some(key) = dest_key(option, path, &dest)? else {
         return Ok(());
     };
@@ -321,6 +335,47 @@ pub fn check_path(option: &str, path: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The temporary name an output is written under (`.NAME.nines-partial-PID` beside `real`).
+fn temporary_name(real: &Path) -> PathBuf {
+    let name = real
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    parent_dir(real).join(format!(".{name}{PARTIAL}{}", std::process::id()))
+}
+
+/// Creates and removes `real`'s temporary name now, so that an output that cannot be created
+/// (a read-only directory, /proc, a name too long once made temporary) is refused before the
+/// work, not after it.
+fn probe_temporary(option: &str, path: &Path, real: &Path) -> Result<()> {
+    let tmp = temporary_name(real);
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&tmp);
+            Ok(())
+        }
+        // Ours from an earlier check of this run (or a crash of a process of our pid).
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => bail!(
+            "{option} {}: the name is too long once made temporary ({}: over 255 bytes); give a \
+             shorter name",
+            path.display(),
+            tmp.file_name().unwrap_or_default().len()
+        ),
+        Err(e) => Err(anyhow::Error::new(e)).with_context(|| {
+            format!(
+                "{option} {}: cannot create a file in {}; give a path in a writable directory",
+                path.display(),
+                parent_dir(real).display()
+            )
+        }),
+    }
 }
 
 /// For outputs another crate writes by a rename of its own (tune's state record): the checked,
@@ -554,7 +609,7 @@ impl PendingOutput {
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 remove_stale_partials(&dir, &name);
-                let tmp = dir.join(format!(".{name}{PARTIAL}{}", std::process::id()));
+                let tmp = temporary_name(&real);
                 let file = File::create(&tmp).with_context(|| {
                     format!(
                         "{option} {}: cannot create a file in {}",
