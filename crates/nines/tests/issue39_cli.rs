@@ -721,3 +721,63 @@ fn outputs_that_cannot_be_created_are_refused_before_the_work() {
         refused(&nines(&args, d), "ends in /, which names a directory");
     }
 }
+
+/// Item 2, partitions: a loop device over a file holding an MBR with two partitions
+/// (`losetup -P`, `partx -a`): a partition and its disk, a partition and the file below both,
+/// or an output on that file are refused naming what they share; the two partitions are
+/// distinct members.
+#[test]
+fn a_partition_reaches_its_disk_and_the_file_below_it() {
+    let dir = disk_dir();
+    let d = dir.path();
+    let img = make_file(d, "p.img", 16 << 20);
+    // An MBR: partition 1 at sector 2048, partition 2 at 10240, 8192 sectors each.
+    let mut mbr = [0u8; 512];
+    for (i, start) in [2048u32, 10240].into_iter().enumerate() {
+        let e = 446 + 16 * i;
+        mbr[e + 4] = 0x83;
+        mbr[e + 8..e + 12].copy_from_slice(&start.to_le_bytes());
+        mbr[e + 12..e + 16].copy_from_slice(&8192u32.to_le_bytes());
+    }
+    mbr[510] = 0x55;
+    mbr[511] = 0xaa;
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+        f.write_all_at(&mbr, 0).unwrap();
+    }
+    let l = Loop::new(&img, &["-P"]);
+    let disk = l.path().to_string();
+    let (p1, p2) = (format!("{disk}p1"), format!("{disk}p2"));
+    let t0 = Instant::now();
+    while !(Path::new(&p1).exists() && Path::new(&p2).exists()) {
+        // Without udev the kernel's scan may need asking.
+        let _ = Command::new("partx").args(["-a", &disk]).output();
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{p1} and {p2} never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let real = std::fs::canonicalize(&img).unwrap();
+    let prof = ["profile", "--quiet", "--ios", "50", "--layout", "raid0"];
+    let run = |extra: &[&str]| nines_bounded(&[&prof[..], extra].concat(), d);
+    refused(
+        &run(&[&p1, &disk]),
+        &format!(
+            "target 1 ({p1}) and target 2 ({disk}) are the same file (both reach the bytes of {disk})"
+        ),
+    );
+    refused(
+        &run(&[&p2, "p.img"]),
+        &format!(
+            "target 1 ({p2}) and target 2 (p.img) are the same file (both reach the bytes of {})",
+            real.display()
+        ),
+    );
+    refused(
+        &run(&[&p1, &p2, "--json", "p.img"]),
+        "--json p.img: is also the run's target",
+    );
+    common::ok(run(&[&p1, &p2]), "raid0 over the two partitions");
+}
