@@ -9,9 +9,13 @@
 //!   descriptor (whatever the shell redirected it to);
 //! - other paths that are not regular files (/dev/null, a FIFO, a terminal, /dev/full) are
 //!   written in place and never renamed over: a rename would turn the node into a regular file;
-//! - a block device, a directory, and any file the run also reads or writes as an input, target
-//!   or member (the same device and inode after symlinks, see [`note_inputs`]) are refused in one
-//!   line, before any work starts.
+//! - a block device, a directory, a socket, a path ending in `/`, and any file the run also
+//!   reads or writes as an input, target or member (the same bytes after symlinks, loop devices
+//!   and partitions: `nines_io::identity`, see [`note_inputs`]) are refused in one line, before
+//!   any work starts; so is a regular file whose temporary name cannot be created now (a
+//!   read-only directory, /proc, a name too long), and two outputs on one file or one stream;
+//! - an output nobody named, derived from another path (RUN.html beside RUN.json), exists only
+//!   beside a regular file and never in /dev ([`derived_output`]).
 //!
 //! Temporary names carry the writer's pid (`.NAME.nines-partial-PID`), so a later run removes
 //! the ones a dead nines left behind (kill -9, a second Ctrl-C).
