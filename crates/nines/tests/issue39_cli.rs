@@ -139,6 +139,18 @@ fn serve_removes_only_the_pidfile_it_created() {
     now.remove("serve.err");
     assert_eq!(now, want, "only the pid file nines wrote was removed");
 
+    // A regular file the user had: replaced while serving (the rule of every output), and
+    // the pid file that replaced it removed at exit; nothing else touched.
+    std::fs::write(d.join("had.pid"), b"user\n").unwrap();
+    let before = names(d);
+    let srv = Serving::start(d, &["--pidfile", "had.pid", "m.img"]);
+    wait_for_pid(&d.join("had.pid"));
+    srv.stop_ok();
+    let mut want = before.clone();
+    want.remove("had.pid");
+    want.insert("serve.err".into());
+    assert_eq!(names(d), want, "only the pid file nines wrote was removed");
+
     // A file that replaced ours while serving is not ours: kept.
     let srv = Serving::start(d, &["--pidfile", "own.pid", "m.img"]);
     wait_for_pid(&d.join("own.pid"));
@@ -287,6 +299,16 @@ fn a_loop_device_over_a_member_file_is_the_same_member() {
         (
             prof(&["--rw", "randread", dev, "--json", "a.img"]),
             format!("--json a.img: is also the run's target ({dev}) {both}"),
+        ),
+        (
+            ["serve", "--json", "a.img", dev].map(String::from).to_vec(),
+            format!("--json a.img: is also the run's member ({dev}) {both}"),
+        ),
+        (
+            ["check", "--json", "a.img", dev, "b.img", "c.img"]
+                .map(String::from)
+                .to_vec(),
+            format!("--json a.img: is also the run's member ({dev}) {both}"),
         ),
     ] {
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -681,21 +703,31 @@ fn outputs_that_cannot_be_created_are_refused_before_the_work() {
     // A read-only directory (a read-only bind mount in a private mount namespace, gone with
     // the command).
     std::fs::create_dir(d.join("ro")).unwrap();
-    let out = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c"])
-        .arg(format!(
-            "mount --bind '{ro}' '{ro}' && mount -o remount,bind,ro '{ro}' && cd '{d}' && \
-             {BIN} rebuild --member 2 --json ro/r.json m0 m1 m2",
-            ro = d.join("ro").display(),
-            d = d.display()
-        ))
-        .output()
-        .expect("unshare (util-linux) runs");
-    refused(&out, "--json ro/r.json: cannot create a file in ro");
-    assert!(
-        std::fs::read(d.join("m2")).unwrap() == before,
-        "rebuild wrote m2"
-    );
+    for verb in [
+        "rebuild --member 2",
+        "check",
+        &format!("serve --socket {listen}"),
+    ] {
+        let out = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(format!(
+                "mount --bind '{ro}' '{ro}' && mount -o remount,bind,ro '{ro}' && cd '{d}' && \
+                 exec timeout 60 {BIN} {verb} --json ro/r.json m0 m1 m2",
+                ro = d.join("ro").display(),
+                d = d.display()
+            ))
+            .output()
+            .expect("unshare (util-linux) runs");
+        let err = refused(&out, "--json ro/r.json: cannot create a file in ro");
+        assert!(
+            !err.contains("checked") && !err.contains("serving"),
+            "{err}"
+        );
+        assert!(
+            std::fs::read(d.join("m2")).unwrap() == before,
+            "{verb} wrote m2"
+        );
+    }
     // A trailing slash, for the other verbs' outputs.
     common::ok(
         nines(&["sim", "--quiet", "--ios", "50", "--json", "s.json"], d),
