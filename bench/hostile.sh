@@ -218,7 +218,9 @@ for args in "report /dev/zero" "compare s.json /dev/zero" "merge s.json /dev/zer
   timeout 20 "$BIN" $args >/dev/null 2>&1; rc=$?
   [ $rc = 1 ]; record destroy $? "$args rc=$rc"
 done
-for args in "sim --quiet --ios 10 --layout raid5 --devices 3 --chunk 0" "sim --quiet --ios 10 --layout raid0 --devices 2 --stripe 0" \
+timeout 60 "$BIN" sim --quiet --ios 10 --layout raid5 --devices 3 --chunk 0 >/dev/null 2>&1; rc=$?
+[ $rc = 2 ]; record destroy $? "sim --chunk 0 rc=$rc (bad usage)"
+for args in "sim --quiet --ios 10 --layout raid0 --devices 2 --stripe 0" \
   "profile --quiet --ios 10 --iodepth 1024 --bs 64m t29.img" "merge s.json s.json -o d29.json"; do
   timeout 60 "$BIN" $args >/dev/null 2>&1; rc=$?
   [ $rc = 1 ]; record destroy $? "$args rc=$rc"

@@ -40,6 +40,10 @@
 
 use std::collections::VecDeque;
 
+/// The largest raid5 chunk (one member's share of a row): every verb that moves rows holds a
+/// few of them per member in memory.
+pub const CHUNK_BYTES_MAX: u64 = 16 << 20;
+
 use crate::ArrayError;
 use crate::api::{
     BufRef, CmdDone, CmdOp, CmdResult, Cx, IoResult, MemberCmd, VolIo, VolOp, Volume,
@@ -608,7 +612,7 @@ fn check_options(
         });
     }
     let bb = u64::from(block_bytes.max(1));
-    if chunk_bytes == 0 || !chunk_bytes.is_multiple_of(bb) || chunk_bytes > 16 << 20 {
+    if chunk_bytes == 0 || !chunk_bytes.is_multiple_of(bb) || chunk_bytes > CHUNK_BYTES_MAX {
         return Err(ArrayError::Invalid(format!(
             "--chunk {chunk_bytes} must be a positive multiple of the members' {block_bytes}-byte block and at most 16 MiB"
         )));

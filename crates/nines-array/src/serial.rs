@@ -75,6 +75,11 @@
 
 use std::collections::VecDeque;
 
+/// The most GC moves in flight (`--gc-depth`).
+pub const GC_DEPTH_MAX: u32 = 4096;
+/// The most memory the GC's move buffers (`--gc-depth` x `--gc-move`) may take.
+pub const GC_BUFFER_BYTES_MAX: u64 = 1 << 30;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ArrayError;
@@ -579,6 +584,17 @@ impl Serial {
         if spec.gc_depth == 0 || spec.move_bytes < unit || !spec.move_bytes.is_multiple_of(unit) {
             return bad(format!(
                 "--gc-depth must be at least 1 and --gc-move a positive multiple of --map-unit {unit}"
+            ));
+        }
+        if spec.gc_depth > GC_DEPTH_MAX
+            || u64::from(spec.gc_depth) * u64::from(spec.move_bytes) > GC_BUFFER_BYTES_MAX
+        {
+            return bad(format!(
+                "--gc-depth {} x --gc-move {} needs more than the {} MiB the GC's move buffers may \
+                 hold (and --gc-depth is at most {GC_DEPTH_MAX}); use a smaller --gc-depth or --gc-move",
+                spec.gc_depth,
+                spec.move_bytes,
+                GC_BUFFER_BYTES_MAX >> 20
             ));
         }
         if spec.persist {

@@ -138,7 +138,11 @@ fn writer_loop(
         return Err(e);
     }
     file.flush()?;
-    file.sync_data()?;
+    // Only a regular file has data to make durable: fdatasync of a pipe, a terminal or
+    // /dev/null fails (EINVAL) although every record was written.
+    if file.metadata()?.is_file() {
+        file.sync_data()?;
+    }
     Ok(written)
 }
 

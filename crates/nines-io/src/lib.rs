@@ -9,6 +9,7 @@ mod data;
 pub mod driver;
 pub mod emu;
 pub mod engine;
+pub mod identity;
 pub mod latlog_sink;
 mod plan;
 pub mod profile;

@@ -19,7 +19,7 @@ use clap::Args as ClapArgs;
 use nines_array::meta::{self, Expect, MetaLayout, Mismatch};
 use nines_io::target::{Target, TargetOptions};
 
-use super::workload_args::{SerialGeometry, parse_size};
+use super::workload_args::{SerialGeometry, parse_chunk, parse_size};
 use nines_io::array_meta::{self, FilesIo};
 
 /// Mismatches listed (all are counted).
@@ -33,8 +33,8 @@ pub struct Args {
     /// The volume's layout: raid5 (its parity) or serial (a --persist volume's mapping table).
     #[arg(long, default_value = "raid5", value_parser = ["raid5", "serial"])]
     pub layout: String,
-    /// raid5 chunk size, as the volume was written with.
-    #[arg(long, default_value = "64k", value_parser = parse_size)]
+    /// raid5 chunk size, as the volume was written with (a multiple of 512, at most 16m).
+    #[arg(long, default_value = "64k", value_parser = parse_chunk)]
     pub chunk: u64,
     /// serial: the options the volume was served with (its geometry): stripe unit inside a
     /// column.

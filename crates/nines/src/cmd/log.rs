@@ -36,6 +36,16 @@ pub fn run(args: Args) -> Result<()> {
     }
     let f = nines_core::input::open(&args.file)
         .with_context(|| format!("{}: cannot open", args.file.display()))?;
+    // A file's size tells at once what reading it would find (a pipe is counted as it is read).
+    if args.sort
+        && f.metadata().is_ok_and(|m| {
+            m.is_file()
+                && m.len().saturating_sub(16 << 20) / nines_core::latlog::RECORD_BYTES as u64
+                    > SORT_RECORDS_MAX as u64
+        })
+    {
+        bail!("{}", too_many_to_sort(&args.file));
+    }
     let reader = LatLogReader::new(BufReader::with_capacity(1 << 20, f))
         .with_context(|| format!("{}", args.file.display()))?;
     match &args.output {
@@ -72,6 +82,17 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// The most records `--sort` holds in memory (32 bytes each: 1 GiB).
+const SORT_RECORDS_MAX: usize = 1 << 25;
+
+fn too_many_to_sort(file: &Path) -> String {
+    format!(
+        "{}: --sort holds at most {SORT_RECORDS_MAX} records (1 GiB) in memory and this log has \
+         more; decode it without --sort and sort the CSV on disk (nines log FILE | sort -t, -k1,1n)",
+        file.display()
+    )
+}
+
 fn decode<R: std::io::Read>(
     reader: LatLogReader<R>,
     out: &mut impl Write,
@@ -106,6 +127,9 @@ fn decode<R: std::io::Read>(
     if sort {
         let mut all = Vec::new();
         for rec in reader {
+            if all.len() >= SORT_RECORDS_MAX {
+                bail!("{}", too_many_to_sort(file));
+            }
             all.push(rec.with_context(|| format!("{}", file.display()))?);
         }
         all.sort_by_key(|r| (r.completion_ns, r.device, r.offset_bytes));

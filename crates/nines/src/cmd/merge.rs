@@ -134,10 +134,23 @@ pub fn run(args: Args) -> Result<()> {
         "input's interval log",
         logs.iter().flatten().map(PathBuf::as_path),
     );
-    // The merged interval log goes beside a regular output file only (never /dev/null.hlog).
+    // The merged interval log goes beside a regular output file only (never /dev/null.hlog),
+    // under the rules -o follows: not over an existing file without --replace, never on -o.
     if regular && logs.iter().any(Option::is_some) {
-        let log_path = args.output.with_extension("hlog");
-        super::output::check_path("-o (its interval log)", &log_path)?;
+        let option = "-o (its interval log)";
+        let log_path =
+            super::output::derived_output(option, &args.output, "hlog", "give -o a regular file")?;
+        super::output::check_distinct(&[
+            ("-o", Some(args.output.as_path())),
+            (option, Some(log_path.as_path())),
+        ])?;
+        if std::fs::symlink_metadata(&log_path).is_ok() && !args.replace {
+            bail!(
+                "{} exists (the merged interval log written beside -o); choose another -o or add \
+                 --replace to replace it",
+                log_path.display()
+            );
+        }
         merge_interval_logs(&merged, &logs, &sources, &log_path)?;
         merged.config.hdr_log = Some(
             log_path

@@ -9,9 +9,13 @@
 //!   descriptor (whatever the shell redirected it to);
 //! - other paths that are not regular files (/dev/null, a FIFO, a terminal, /dev/full) are
 //!   written in place and never renamed over: a rename would turn the node into a regular file;
-//! - a block device, a directory, and any file the run also reads or writes as an input, target
-//!   or member (the same device and inode after symlinks, see [`note_inputs`]) are refused in one
-//!   line, before any work starts.
+//! - a block device, a directory, a socket, a path ending in `/`, and any file the run also
+//!   reads or writes as an input, target or member (the same bytes after symlinks, loop devices
+//!   and partitions: `nines_io::identity`, see [`note_inputs`]) are refused in one line, before
+//!   any work starts; so is a regular file whose temporary name cannot be created now (a
+//!   read-only directory, /proc, a name too long), and two outputs on one file or one stream;
+//! - an output nobody named, derived from another path (RUN.html beside RUN.json), exists only
+//!   beside a regular file and never in /dev ([`derived_output`]).
 //!
 //! Temporary names carry the writer's pid (`.NAME.nines-partial-PID`), so a later run removes
 //! the ones a dead nines left behind (kill -9, a second Ctrl-C).
@@ -24,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{Context, Result, bail};
+use nines_io::identity::Identity;
 
 const PARTIAL: &str = ".nines-partial-";
 
@@ -38,12 +43,39 @@ enum Dest {
     Renamed(PathBuf),
 }
 
-/// How a file is known: its device and inode when it exists, else its absolute path (a file the
-/// run will create).
+/// How a file is known: the bytes it reaches when it exists (its device and inode, and for a
+/// block device what it sits on: a loop device's backing file, a partition's disk, see
+/// `nines_io::identity`), else its absolute path (a file the run will create).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Key {
-    Inode(u64, u64),
+    Bytes(Identity),
     Path(PathBuf),
+    /// A stream other than a regular file (a pipe, a socket, a terminal): its device and inode.
+    Stream(u64, u64),
+}
+
+impl Key {
+    /// Whether the two share bytes; with the object they share when it is not `self` or
+    /// `other` itself (a loop device's backing file).
+    fn clash(&self, other: &Key) -> Option<Option<PathBuf>> {
+        match (self, other) {
+            (Key::Bytes(a), Key::Bytes(b)) => {
+                let shared = a.shared(b)?;
+                Some((!a.same_top(b)).then(|| shared.shown.clone()))
+            }
+            (Key::Path(a), Key::Path(b)) => (a == b).then_some(None),
+            (Key::Stream(a, b), Key::Stream(c, d)) => ((a, b) == (c, d)).then_some(None),
+            _ => None,
+        }
+    }
+}
+
+/// ", both reach the bytes of X" when two paths clash below what they name.
+fn through(shared: &Option<PathBuf>) -> String {
+    shared
+        .as_ref()
+        .map(|p| format!(" (both reach the bytes of {})", p.display()))
+        .unwrap_or_default()
 }
 
 /// A file the run reads or writes as an input, target or member.
@@ -56,8 +88,8 @@ struct Noted {
 static INPUTS: Mutex<Vec<Noted>> = Mutex::new(Vec::new());
 
 fn key_of(path: &Path) -> Key {
-    match std::fs::metadata(path) {
-        Ok(m) => Key::Inode(m.dev(), m.ino()),
+    match Identity::of(path) {
+        Ok(id) => Key::Bytes(id),
         Err(_) => Key::Path(canonical_guess(path)),
     }
 }
@@ -102,8 +134,10 @@ pub fn note_members(members: &[std::path::PathBuf]) -> Result<()> {
 }
 
 /// Refuses a file or device given twice among the members or inputs of one volume (`items`:
-/// how each is named in messages, and its path): the same device and inode after symlinks, or
-/// the same path for files not yet created. Writing one file as two members corrupts the data.
+/// how each is named in messages, and its path): two paths reaching the same bytes after
+/// symlinks (one file, one device, a loop device and its backing file, a partition and its
+/// disk), or the same path for files not yet created. Writing one file as two members
+/// corrupts the data.
 pub fn check_distinct_inputs(items: &[(String, &Path)]) -> Result<()> {
     let mut seen: Vec<(&str, &Path, Key)> = Vec::with_capacity(items.len());
     for (name, path) in items {
@@ -111,12 +145,16 @@ pub fn check_distinct_inputs(items: &[(String, &Path)]) -> Result<()> {
             continue;
         }
         let key = key_of(path);
-        if let Some((other, other_path, _)) = seen.iter().find(|(_, _, k)| *k == key) {
+        if let Some((other, other_path, shared)) = seen
+            .iter()
+            .find_map(|(n, p, k)| k.clash(&key).map(|sh| (n, p, sh)))
+        {
             bail!(
-                "{other} ({}) and {name} ({}) are the same file; give each target or member a \
+                "{other} ({}) and {name} ({}) are the same file{}; give each target or member a \
                  different file or device (one file twice would be written as two)",
                 other_path.display(),
-                path.display()
+                path.display(),
+                through(&shared)
             );
         }
         seen.push((name, path, key));
@@ -147,6 +185,12 @@ fn stream_fd(path: &Path) -> Option<RawFd> {
 fn resolve(option: &str, path: &Path) -> Result<Dest> {
     if path.as_os_str().is_empty() {
         bail!("{option}: the file name is empty");
+    }
+    if path.as_os_str().len() > 1 && path.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        bail!(
+            "{option} {}: ends in /, which names a directory; give a file name",
+            path.display()
+        );
     }
     let mut cur = path.to_path_buf();
     for _ in 0..40 {
@@ -244,15 +288,23 @@ fn fd_key(option: &str, path: &Path, fd: RawFd) -> Result<Option<Key>> {
             path.display()
         );
     }
-    Ok((fmt == libc::S_IFREG).then_some(Key::Inode(st.st_dev, st.st_ino)))
+    Ok(Some(if fmt == libc::S_IFREG {
+        Key::Bytes(Identity::file(st.st_dev, st.st_ino, path))
+    } else {
+        Key::Stream(st.st_dev, st.st_ino)
+    }))
 }
 
-/// The key under which `dest` clashes with inputs and other outputs; None for nodes that are
-/// not regular files (several outputs may all go to /dev/null).
+/// The key under which `dest` clashes with inputs and other outputs: a regular file, or a
+/// stream (a descriptor, a FIFO, a socket: two outputs on one would interleave); None for
+/// character devices named by path (several outputs may all go to /dev/null).
 fn dest_key(option: &str, path: &Path, dest: &Dest) -> Result<Option<Key>> {
     Ok(match dest {
         Dest::Stream(fd) => fd_key(option, path, *fd)?,
-        Dest::InPlace(_) => None,
+        Dest::InPlace(p) => std::fs::metadata(p).ok().and_then(|m| {
+            let t = m.file_type();
+            (t.is_fifo() || t.is_socket()).then(|| Key::Stream(m.dev(), m.ino()))
+        }),
         Dest::Renamed(p) => Some(key_of(p)),
     })
 }
@@ -261,20 +313,73 @@ fn dest_key(option: &str, path: &Path, dest: &Dest) -> Result<Option<Key>> {
 /// `option` names the flag in messages ("--json").
 pub fn check_path(option: &str, path: &Path) -> Result<()> {
     let dest = resolve(option, path)?;
+    match &dest {
+        Dest::Renamed(real) => probe_temporary(option, path, real)?,
+        Dest::InPlace(p) if node_kind(p) == "a socket" => bail!(
+            "{option} {}: is a socket, which cannot be opened as a file; give a file name",
+            path.display()
+        ),
+        _ => {}
+    }
     let Some(key) = dest_key(option, path, &dest)? else {
         return Ok(());
     };
     let inputs = INPUTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(n) = inputs.iter().find(|n| n.key == key) {
+    if let Some((n, shared)) = inputs
+        .iter()
+        .find_map(|n| key.clash(&n.key).map(|sh| (n, sh)))
+    {
         bail!(
-            "{option} {}: is also the run's {} ({}); writing it would destroy it, give the output \
-             its own file",
+            "{option} {}: is also the run's {} ({}){}; writing it would destroy it, give the \
+             output its own file",
             path.display(),
             n.role,
-            n.shown.display()
+            n.shown.display(),
+            through(&shared)
         );
     }
     Ok(())
+}
+
+/// The temporary name an output is written under (`.NAME.nines-partial-PID` beside `real`).
+fn temporary_name(real: &Path) -> PathBuf {
+    let name = real
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    parent_dir(real).join(format!(".{name}{PARTIAL}{}", std::process::id()))
+}
+
+/// Creates and removes `real`'s temporary name now, so that an output that cannot be created
+/// (a read-only directory, /proc, a name too long once made temporary) is refused before the
+/// work, not after it.
+fn probe_temporary(option: &str, path: &Path, real: &Path) -> Result<()> {
+    let tmp = temporary_name(real);
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&tmp);
+            Ok(())
+        }
+        // Ours from an earlier check of this run (or a crash of a process of our pid).
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => bail!(
+            "{option} {}: the name is too long once made temporary ({}: over 255 bytes); give a \
+             shorter name",
+            path.display(),
+            tmp.file_name().unwrap_or_default().len()
+        ),
+        Err(e) => Err(anyhow::Error::new(e)).with_context(|| {
+            format!(
+                "{option} {}: cannot create a file in {}; give a path in a writable directory",
+                path.display(),
+                parent_dir(real).display()
+            )
+        }),
+    }
 }
 
 /// For outputs another crate writes by a rename of its own (tune's state record): the checked,
@@ -284,11 +389,94 @@ pub fn regular_file_destination(option: &str, path: &Path) -> Result<PathBuf> {
     check_path(option, path)?;
     match resolve(option, path)? {
         Dest::Renamed(p) => Ok(p),
-        _ => bail!(
-            "{option} {}: must be a regular file (it is written whole and renamed into place)",
+        Dest::Stream(fd) => bail!(
+            "{option} {}: is descriptor {fd}, a stream; it must be a regular file (written whole \
+             and renamed into place), give a file name",
             path.display()
         ),
+        Dest::InPlace(p) => bail!(
+            "{option} {}: is {}; it must be a regular file (written whole and renamed into place), \
+             give a file name",
+            path.display(),
+            node_kind(&p)
+        ),
     }
+}
+
+/// What a node that is not a regular file is, in words ("a FIFO").
+fn node_kind(path: &Path) -> &'static str {
+    match std::fs::metadata(path).map(|m| m.file_type()) {
+        Ok(t) if t.is_char_device() => "a character device",
+        Ok(t) if t.is_fifo() => "a FIFO",
+        Ok(t) if t.is_socket() => "a socket",
+        Ok(t) if t.is_block_device() => "a block device",
+        Ok(t) if t.is_dir() => "a directory",
+        _ => "not a regular file",
+    }
+}
+
+/// A regular file this process created at an output (`--pidfile`): where it is (symlinks
+/// resolved) and its device and inode, so that it is removed later only while that path still
+/// names this very file, never what replaced it or what was there before.
+#[derive(Debug)]
+pub struct CreatedFile {
+    real: PathBuf,
+    kind: std::fs::FileType,
+    dev: u64,
+    ino: u64,
+}
+
+impl CreatedFile {
+    /// What this process just created at `path` itself (a socket it bound): None when the path
+    /// names nothing now.
+    pub fn record(path: &Path) -> Option<CreatedFile> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(CreatedFile {
+            real: path.to_path_buf(),
+            kind: m.file_type(),
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+    }
+
+    /// Unlinks the file if the path still names the file we created (same kind, device and
+    /// inode); anything else there is left alone.
+    pub fn remove(self) {
+        if let Ok(m) = std::fs::symlink_metadata(&self.real)
+            && m.file_type() == self.kind
+            && (m.dev(), m.ino()) == (self.dev, self.ino)
+        {
+            let _ = std::fs::remove_file(&self.real);
+        }
+    }
+}
+
+/// Writes `bytes` as a new regular file at `path` ([`write_all`]'s rules; a stream or a node
+/// that is not a regular file refused): the file created, to be removed by
+/// [`CreatedFile::remove`].
+pub fn write_created(option: &str, path: &Path, bytes: &[u8]) -> Result<CreatedFile> {
+    let real = regular_file_destination(option, path)?;
+    let (out, mut file) = PendingOutput::create(option, path)?;
+    if out.renamed.as_ref().is_none_or(|(r, _)| *r != real) {
+        bail!(
+            "{option} {}: changed while it was opened; give a regular file",
+            path.display()
+        );
+    }
+    file.write_all(bytes)
+        .and_then(|()| file.flush())
+        .with_context(|| format!("{option} {}: write failed", path.display()))?;
+    let m = file
+        .metadata()
+        .with_context(|| format!("{option} {}: cannot stat what was written", path.display()))?;
+    drop(file);
+    out.commit()?;
+    Ok(CreatedFile {
+        real,
+        kind: m.file_type(),
+        dev: m.dev(),
+        ino: m.ino(),
+    })
 }
 
 /// Whether `path` is (or will be) a regular file, not a stream or a node such as /dev/null
@@ -296,6 +484,28 @@ pub fn regular_file_destination(option: &str, path: &Path) -> Result<PathBuf> {
 pub fn is_regular_destination(option: &str, path: &Path) -> Result<bool> {
     check_path(option, path)?;
     Ok(matches!(resolve(option, path)?, Dest::Renamed(_)))
+}
+
+/// The output nobody named that a verb derives from `from` (`report RUN.json` writes RUN.html,
+/// `merge -o M.json` its interval log M.hlog): `from` with extension `ext`, checked like a named
+/// output ([`check_path`]). Only a regular file has a "beside": a stream, a pipe or a device
+/// (`report /dev/stdin`) is refused, and so is a name in /dev, saying to name the output
+/// (`give`: "give -o FILE for the page").
+pub fn derived_output(option: &str, from: &Path, ext: &str, give: &str) -> Result<PathBuf> {
+    let derived = from.with_extension(ext);
+    let regular = matches!(resolve(option, from), Ok(Dest::Renamed(_)));
+    let dir = std::fs::canonicalize(parent_dir(&derived)).unwrap_or_else(|_| parent_dir(&derived));
+    if !regular || dir.starts_with("/dev") {
+        bail!(
+            "{option}: {} is not a regular file, so there is no file beside it to write {} to; {give}",
+            from.display(),
+            derived
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+        );
+    }
+    check_path(option, &derived)?;
+    Ok(derived)
 }
 
 /// Every output of a verb checked before any work starts: each path can be written
@@ -319,9 +529,14 @@ pub fn check_distinct(outputs: &[(&str, Option<&Path>)]) -> Result<()> {
         let Some(key) = dest_key(option, path, &dest)? else {
             continue;
         };
-        if let Some((other, _)) = seen.iter().find(|(_, k)| *k == key) {
+        if let Some((other, _)) = seen.iter().find(|(_, k)| k.clash(&key).is_some()) {
+            let what = if matches!(key, Key::Stream(..)) {
+                "one stream, where their bytes would interleave"
+            } else {
+                "one file"
+            };
             bail!(
-                "{other} and {option} both name {}; give each output its own file",
+                "{other} and {option} both name {} ({what}); give each output its own file",
                 path.display()
             );
         }
@@ -398,7 +613,7 @@ impl PendingOutput {
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 remove_stale_partials(&dir, &name);
-                let tmp = dir.join(format!(".{name}{PARTIAL}{}", std::process::id()));
+                let tmp = temporary_name(&real);
                 let file = File::create(&tmp).with_context(|| {
                     format!(
                         "{option} {}: cannot create a file in {}",

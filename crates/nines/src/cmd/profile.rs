@@ -521,10 +521,20 @@ fn run_error(e: ProfileError, args: &Args) -> anyhow::Error {
         _ => None,
     };
     match (log, e) {
-        (Some((option, Some(path))), e) => anyhow::Error::new(e).context(format!(
-            "{option} {} (free space there, or give a path on another filesystem)",
-            path.display()
-        )),
+        (Some((option, Some(path))), e) => {
+            // Free space is the advice only when space ran out.
+            let full = matches!(
+                &e,
+                ProfileError::Driver(DriverError::Log { error, .. })
+                    if matches!(error.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+            );
+            let advice = if full {
+                " (free space there, or give a path on another filesystem)"
+            } else {
+                ""
+            };
+            anyhow::Error::new(e).context(format!("{option} {}{advice}", path.display()))
+        }
         (_, ProfileError::Trace(e)) => anyhow::Error::new(e).context(format!(
             "--trace {}",
             args.trace

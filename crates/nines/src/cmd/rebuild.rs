@@ -15,7 +15,7 @@ use nines_array::api::{BufRef, CmdDone, CmdOp, CmdResult, DataPlane, Output};
 use nines_array::{LayoutSpec, RebuildSpec, Volume, VolumeHost, VolumeParams};
 use nines_io::target::{Target, TargetOptions};
 
-use super::workload_args::parse_size;
+use super::workload_args::{parse_chunk, parse_size};
 use nines_io::array_meta;
 
 #[derive(ClapArgs, Debug)]
@@ -30,8 +30,8 @@ pub struct Args {
     /// The volume's layout (raid5 is the one with redundancy to rebuild from).
     #[arg(long, default_value = "raid5", value_parser = ["raid5"])]
     pub layout: String,
-    /// raid5 chunk size, as the volume was written with.
-    #[arg(long, default_value = "64k", value_parser = parse_size)]
+    /// raid5 chunk size, as the volume was written with (a multiple of 512, at most 16m).
+    #[arg(long, default_value = "64k", value_parser = parse_chunk)]
     pub chunk: u64,
     /// At most this many bytes per second written to the replacement (0: as fast as it goes).
     #[arg(long, default_value = "0", value_name = "BYTES/S", value_parser = parse_size)]

@@ -1,7 +1,7 @@
 //! `nines report`: one run's JSON (and its logs) to a self-contained HTML page and PNGs.
 
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -30,13 +30,18 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let out = args
-        .output
-        .clone()
-        .unwrap_or_else(|| args.run.with_extension("html"));
     super::output::note_inputs("input", [args.run.as_path()]);
     super::output::note_inputs("--lat-log input", args.lat_log.as_deref());
     super::output::note_inputs("--hdr-log input", args.hdr_log.as_deref());
+    let out = match &args.output {
+        Some(o) => o.clone(),
+        // RUN.html beside the JSON, which must be a file to have a "beside" (an input of a
+        // kind never read is refused as such first).
+        None => {
+            nines_core::input::open(&args.run).with_context(|| reading_run(&args.run))?;
+            super::output::derived_output("report", &args.run, "html", "give -o FILE for the page")?
+        }
+    };
     super::output::check_path("-o", &out)?;
     let report = read_report(&args.run)?;
     let base = args.run.parent().unwrap_or(Path::new("."));
@@ -104,15 +109,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn reading_run(path: &Path) -> String {
+    format!(
+        "reading {}; pass the JSON written by `nines profile --json` or `nines sim --json`",
+        path.display()
+    )
+}
+
 /// Reads and checks a run's JSON with a message that says what to do.
 pub fn read_report(path: &Path) -> anyhow::Result<Report> {
     let text = nines_core::input::read_to_string(path, nines_core::input::REPORT_MAX_BYTES)
-        .with_context(|| {
-            format!(
-                "reading {}; pass the JSON written by `nines profile --json` or `nines sim --json`",
-                path.display()
-            )
-        })?;
+        .with_context(|| reading_run(path))?;
     if text.contains("\"nines-sweep\"") && nines_report::sweep::Sweep::from_json(&text).is_ok() {
         anyhow::bail!(
             "{} is a sweep, not a run: its page is the sweep.html `nines sweep` wrote beside it, \
@@ -159,24 +166,69 @@ fn pick_log(
 
 /// Two passes over a per-I/O log: the distribution first, then decimation and spikes.
 fn read_lat_log(path: &Path) -> anyhow::Result<LatView> {
-    let open = || -> anyhow::Result<LatLogReader<BufReader<File>>> {
-        let f = nines_core::input::open(path)
-            .with_context(|| format!("opening per-I/O log {}", path.display()))?;
-        LatLogReader::new(BufReader::with_capacity(1 << 20, f))
-            .with_context(|| format!("reading per-I/O log {}", path.display()))
+    let ctx = || format!("reading per-I/O log {}", path.display());
+    let f = nines_core::input::open(path)
+        .with_context(|| format!("opening per-I/O log {}", path.display()))?;
+    // Two passes: a file is read twice; a pipe can be read once, so the first pass keeps a copy
+    // in an unnamed temporary file (gone with its descriptor) for the second.
+    let regular = f.metadata().with_context(ctx)?.is_file();
+    let (first, again): (Box<dyn Read>, File) = if regular {
+        (Box::new(f.try_clone().with_context(ctx)?), f)
+    } else {
+        let spool = unnamed_temp_file().with_context(|| {
+            format!(
+                "per-I/O log {}: cannot make a temporary copy of the pipe in {}",
+                path.display(),
+                std::env::temp_dir().display()
+            )
+        })?;
+        let tee = Tee {
+            from: f,
+            to: spool.try_clone().with_context(ctx)?,
+        };
+        (Box::new(tee), spool)
     };
     let mut p1 = LatPass1::new();
-    let mut reader = open()?;
+    let mut reader =
+        LatLogReader::new(BufReader::with_capacity(1 << 20, first)).with_context(ctx)?;
     let devices = reader.header().devices.clone();
     for r in &mut reader {
-        p1.push(&r.with_context(|| format!("reading per-I/O log {}", path.display()))?);
+        p1.push(&r.with_context(ctx)?);
     }
+    drop(reader);
     let s1 = p1.finish();
+    let mut again = again;
+    again.seek(SeekFrom::Start(0)).with_context(ctx)?;
     let mut p2 = LatPass2::new(&s1, SpikeParams::default());
-    for r in open()? {
-        p2.push(&r.with_context(|| format!("reading per-I/O log {}", path.display()))?);
+    for r in LatLogReader::new(BufReader::with_capacity(1 << 20, again)).with_context(ctx)? {
+        p2.push(&r.with_context(ctx)?);
     }
     Ok(p2.finish(devices, s1.median_ns))
+}
+
+/// A file with no name in the temporary directory: removed by the kernel when closed.
+fn unnamed_temp_file() -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .mode(0o600)
+        .open(std::env::temp_dir())
+}
+
+/// Reads `from`, writing what it read to `to` (a pipe's one reading, kept for a second pass).
+struct Tee {
+    from: File,
+    to: File,
+}
+
+impl Read for Tee {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.from.read(buf)?;
+        self.to.write_all(&buf[..n])?;
+        Ok(n)
+    }
 }
 
 pub fn write_pngs(dir: &Path, figs: &[nines_report::html::Figure]) -> anyhow::Result<()> {

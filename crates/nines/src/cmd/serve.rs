@@ -194,7 +194,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     spec.check()?;
     check_paths(&args, &spec)?;
     spec.emu = args.emu.context(1)?;
-    let mut events = Events { args: &args };
+    let mut events = Events {
+        args: &args,
+        pidfile: None,
+    };
     // Large request buffers (of all exports together) take at most half of what the host has
     // available once the members (emulated ones with their models) are open.
     let opened = nines_io::serve::open(spec, &mut events)?
@@ -203,16 +206,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // before it would kill serve with no report and the socket file left behind.
     nines_io::sched::install_interrupt_handler()
         .context("cannot install the SIGINT/SIGTERM handler")?;
-    let listener = listen(&args)?;
-    let (files, hdr_pending, lat_pending) = create_logs(&args)?;
-    let served = opened.serve(listener, files, &ServeHandle::new(), &mut events);
-    if let Some(p) = &args.socket {
-        let _ = std::fs::remove_file(p);
+    let (listener, socket) = listen(&args)?;
+    let served = create_logs(&args).and_then(|(files, hdr, lat)| {
+        let served = opened.serve(listener, files, &ServeHandle::new(), &mut events)?;
+        Ok((served, hdr, lat))
+    });
+    // Only what this process created is removed, and only while the path still names it.
+    for created in [socket, events.pidfile.take()].into_iter().flatten() {
+        created.remove();
     }
-    if let Some(p) = &args.pidfile {
-        let _ = std::fs::remove_file(p);
-    }
-    let mut served = served?;
+    let (mut served, hdr_pending, lat_pending) = served?;
     keep_log("--hdr-log", hdr_pending, served.hdr_log_error.take(), 0)?;
     let stalls = served.lat_log_stalls;
     keep_log(
@@ -286,7 +289,24 @@ fn check_paths(args: &Args, spec: &ServeSpec) -> anyhow::Result<()> {
         ("--hdr-log", args.hdr_log.as_deref()),
         ("--lat-log", args.lat_log.as_deref()),
         ("--pidfile", args.pidfile.as_deref()),
-    ])
+    ])?;
+    if let Some(p) = &args.pidfile {
+        // Written whole and removed at exit: only a regular file (or a new name) can be one.
+        output::regular_file_destination("--pidfile", p)?;
+        if args.socket.as_deref().is_some_and(|s| same_path(s, p)) {
+            bail!(
+                "--socket and --pidfile both name {}; give each its own file",
+                p.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Whether two paths name one file (or, not existing yet, one name).
+fn same_path(a: &Path, b: &Path) -> bool {
+    let canon = |p: &Path| std::fs::canonicalize(p).ok();
+    a == b || canon(a).is_some_and(|x| Some(x) == canon(b))
 }
 
 /// The logs' files, under temporary names until the serve succeeded.
@@ -332,6 +352,8 @@ fn keep_log(
 /// What the serve tells the user: notes, and once it serves, the pid file and what is served.
 struct Events<'a> {
     args: &'a Args,
+    /// The pid file once written: removed at exit if it is still ours.
+    pidfile: Option<output::CreatedFile>,
 }
 
 impl ServeEvents for Events<'_> {
@@ -341,9 +363,10 @@ impl ServeEvents for Events<'_> {
 
     fn started(&mut self, s: &Started) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         if let Some(p) = &self.args.pidfile {
-            // Through the one output layer: a symlink is followed, a device or a member refused.
+            // Through the one output layer: a symlink is followed, anything but a regular file
+            // refused; the file created is recorded so that exit removes only it.
             let pid = format!("{}\n", std::process::id());
-            output::write_all("--pidfile", p, pid.as_bytes())?;
+            self.pidfile = Some(output::write_created("--pidfile", p, pid.as_bytes())?);
         }
         let tls = match s.tls {
             None => "",
@@ -395,22 +418,28 @@ fn served_line(s: &Served, per_file: bool) -> String {
 }
 
 /// The listening socket: systemd-style activation (LISTEN_PID is us, LISTEN_FDS=1: fd 3), or
-/// --socket / --listen.
-fn listen(args: &Args) -> anyhow::Result<Listener> {
+/// --socket / --listen; with the socket file this process bound, to remove at exit.
+fn listen(args: &Args) -> anyhow::Result<(Listener, Option<output::CreatedFile>)> {
     // SAFETY: called once, before the server starts any thread.
     if let Some(l) = unsafe { Listener::from_activation() }? {
-        return Ok(l);
+        return Ok((l, None));
     }
     Ok(match (&args.socket, &args.listen) {
-        (Some(p), _) => Listener::Unix(UnixListener::bind(p).with_context(|| {
-            format!(
-                "cannot listen on {}: remove a stale socket file or choose another path",
-                p.display()
-            )
-        })?),
-        (None, Some(a)) => Listener::Tcp(
-            std::net::TcpListener::bind(a)
-                .with_context(|| format!("cannot listen on {a}: is the port in use?"))?,
+        (Some(p), _) => {
+            let l = UnixListener::bind(p).with_context(|| {
+                format!(
+                    "cannot listen on {}: remove a stale socket file or choose another path",
+                    p.display()
+                )
+            })?;
+            (Listener::Unix(l), output::CreatedFile::record(p))
+        }
+        (None, Some(a)) => (
+            Listener::Tcp(
+                std::net::TcpListener::bind(a)
+                    .with_context(|| format!("cannot listen on {a}: is the port in use?"))?,
+            ),
+            None,
         ),
         (None, None) => bail!(
             "serve needs --socket PATH or --listen ADDR:PORT (or socket activation, as `nbdinfo -- [ nines serve ... ]` does)"

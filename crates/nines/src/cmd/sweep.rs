@@ -497,6 +497,14 @@ fn output_paths(args: &Args) -> anyhow::Result<(PathBuf, Option<PathBuf>, PathBu
             dir.join("points"),
         ),
         (None, Some(j)) => {
+            // FILE.points/ goes beside a regular file only (never `-.points` or in /dev).
+            if !super::output::is_regular_destination("--json", j)? {
+                bail!(
+                    "--json {}: is not a regular file, and the points' runs go in a folder \
+                     beside it (FILE.points/); give --json a file name, or -o DIR",
+                    j.display()
+                );
+            }
             let mut p = j.clone().into_os_string();
             p.push(".points");
             (j.clone(), args.html.clone(), PathBuf::from(p))

@@ -199,8 +199,8 @@ pub struct VolumeArgs {
     /// raid0 stripe (chunk) size; serial: the stripe unit inside a column.
     #[arg(long, default_value = "128k", value_parser = parse_size)]
     pub stripe: u64,
-    /// raid5 chunk size (one member's share of a row).
-    #[arg(long, default_value = "64k", value_parser = parse_size)]
+    /// raid5 chunk size (one member's share of a row; a multiple of 512, at most 16m).
+    #[arg(long, default_value = "64k", value_parser = parse_chunk)]
     pub chunk: u64,
     /// raid5: start degraded, with this member (0-based, in target order) failed: it is never
     /// read or written, and its data is rebuilt from the others.
@@ -253,8 +253,8 @@ pub struct VolumeArgs {
     /// serial: GC stops at this many free segments outside the front-end [default: 15].
     #[arg(long, value_name = "SEGMENTS")]
     pub gc_stop: Option<u32>,
-    /// serial: GC moves in flight at most (the GC throttle) [default: 4].
-    #[arg(long, value_name = "MOVES")]
+    /// serial: GC moves in flight at most (the GC throttle; 1 to 4096) [default: 4].
+    #[arg(long, value_name = "MOVES", value_parser = parse_gc_depth)]
     pub gc_depth: Option<u32>,
     /// serial: bytes one GC move reads and writes at most [default: 256k].
     #[arg(long, value_parser = parse_size)]
@@ -341,9 +341,6 @@ impl VolumeArgs {
         // Zero would divide by zero in the estimates and the mapping: refused before anything.
         if self.stripe == 0 {
             anyhow::bail!("--stripe 0: give a positive size, e.g. --stripe 128k");
-        }
-        if self.chunk == 0 {
-            anyhow::bail!("--chunk 0: give a positive size, e.g. --chunk 64k");
         }
         if self.segment == Some(0) {
             anyhow::bail!("--segment 0: give a positive size, e.g. --segment 64m");
@@ -644,6 +641,36 @@ fn parse_rw(s: &str) -> Result<RwMode, String> {
 }
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     parse_size_bytes(s).map_err(|e| e.to_string())
+}
+
+/// A raid5 chunk: a positive multiple of 512 bytes, at most `nines_array::raid5::CHUNK_BYTES_MAX`
+/// (rebuild and check hold chunks of every member in memory; zero divided by zero).
+pub(crate) fn parse_chunk(s: &str) -> Result<u64, String> {
+    let max = nines_array::raid5::CHUNK_BYTES_MAX;
+    match parse_size_bytes(s).map_err(|e| e.to_string())? {
+        0 => Err("must be positive, e.g. 64k".into()),
+        v if v > max => Err(format!(
+            "{v} bytes is over the bound of {} MiB, e.g. 64k",
+            max >> 20
+        )),
+        v if !v.is_multiple_of(512) => Err(format!(
+            "{v} bytes is not a multiple of 512 (the smallest logical block), e.g. 64k"
+        )),
+        v => Ok(v),
+    }
+}
+
+/// serial `--gc-depth`: 1 to `nines_array::serial::GC_DEPTH_MAX` moves in flight.
+fn parse_gc_depth(s: &str) -> Result<u32, String> {
+    let max = nines_array::serial::GC_DEPTH_MAX;
+    match s.parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        Ok(_) => Err(format!("must be 1 to {max} (moves in flight)")),
+        Err(_) if s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() => {
+            Err(format!("must be 1 to {max} (moves in flight)"))
+        }
+        Err(e) => Err(format!("not a count of moves: {e}")),
+    }
 }
 fn parse_duration(s: &str) -> Result<u64, String> {
     parse_duration_ns(s).map_err(|e| e.to_string())

@@ -184,3 +184,44 @@ pub fn zoned_toml(dir: &Path) -> PathBuf {
     std::fs::write(&p, out).unwrap();
     p
 }
+
+/// A loop device over a file, made for one test (`losetup -f --show`, with `extra` options such
+/// as `--offset`/`--sizelimit`) and detached on drop, also when the test fails.
+pub struct Loop {
+    dev: String,
+}
+
+impl Loop {
+    pub fn new(file: &Path, extra: &[&str]) -> Loop {
+        let out = Command::new("losetup")
+            .args(["-f", "--show"])
+            .args(extra)
+            .arg(file)
+            .output()
+            .expect("losetup (util-linux) runs");
+        assert!(
+            out.status.success(),
+            "losetup {}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Loop {
+            dev: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+        }
+    }
+    pub fn path(&self) -> &str {
+        &self.dev
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            let st = Command::new("losetup").args(["-d", &self.dev]).status();
+            if st.is_ok_and(|s| s.success()) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}

@@ -1,0 +1,815 @@
+//! Issue 39: the safety of everything nines writes, removes and opens. The built binary on
+//! temporary files, nodes and loop devices this test creates and removes: the pid file serve
+//! removes at exit, members that reach the same bytes through a loop device, option values that
+//! panicked or allocated without bound, outputs nobody named, streams, and outputs checked only
+//! after the work.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::serving::Serving;
+use common::{Loop, disk_dir, make_file, nines, s};
+
+const BIN: &str = env!("CARGO_BIN_EXE_nines");
+
+fn refused(out: &Output, want: &str) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "expected a refusal: {err}");
+    assert!(err.contains(want), "expected `{want}` in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    err
+}
+
+/// Runs nines in `dir`, killed after 60 s (a serve that should have been refused but serves
+/// fails the test instead of hanging it).
+fn nines_bounded(args: &[&str], dir: &Path) -> Output {
+    let mut c = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run nines");
+    let t0 = Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = c.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.wait_with_output().unwrap()
+}
+
+/// The names in `dir` (to show that nothing else was created or removed).
+fn names(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn file_type(p: &Path) -> std::fs::FileType {
+    std::fs::symlink_metadata(p).unwrap().file_type()
+}
+
+/// The pid a serve wrote to `path` (it is written once the socket listens): waits at most 30 s.
+fn wait_for_pid(path: &Path) -> u32 {
+    let t0 = Instant::now();
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.strip_suffix('\n')?.parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{} never held a pid",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Item 1: `serve --pidfile` refuses a path that is a node other than a regular file before it
+/// serves (a fresh character device, a FIFO, a socket, a directory), keeps a symlink and
+/// removes only the file it created, leaves a file that replaced its own, and removes nothing
+/// when it fails at start-up. Before: all of them were unlinked at exit (or written in place).
+#[test]
+fn serve_removes_only_the_pidfile_it_created() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = disk_dir();
+    let d = dir.path();
+    make_file(d, "m.img", 1 << 20);
+    let mk = Command::new("mknod")
+        .arg(d.join("chr"))
+        .args(["c", "1", "3"])
+        .status()
+        .unwrap();
+    assert!(mk.success(), "mknod");
+    let mk = Command::new("mkfifo").arg(d.join("fifo")).status().unwrap();
+    assert!(mk.success(), "mkfifo");
+    let _sock = std::os::unix::net::UnixListener::bind(d.join("sock")).unwrap();
+    std::fs::create_dir(d.join("dir")).unwrap();
+    let listen = s(&d.join("nbd.sock")).to_string();
+    for (node, kind) in [
+        ("chr", "is a character device"),
+        ("fifo", "is a FIFO"),
+        ("sock", "is a socket"),
+        ("dir", "is a directory"),
+    ] {
+        let before = names(d);
+        let out = nines_bounded(
+            &["serve", "--socket", &listen, "--pidfile", node, "m.img"],
+            d,
+        );
+        let err = refused(&out, &format!("--pidfile {node}: {kind}"));
+        assert!(!err.contains("serving"), "refused before serving: {err}");
+        assert_eq!(
+            names(d),
+            before,
+            "--pidfile {node}: nothing created or removed"
+        );
+    }
+    assert!(file_type(&d.join("chr")).is_char_device());
+    assert!(file_type(&d.join("fifo")).is_fifo());
+    assert!(file_type(&d.join("sock")).is_socket());
+
+    // A symlink is followed: the file it names holds the pid; at exit that file (ours) goes,
+    // the link stays.
+    std::fs::write(d.join("real.pid"), b"user\n").unwrap();
+    std::os::unix::fs::symlink("real.pid", d.join("link.pid")).unwrap();
+    let before = names(d);
+    let srv = Serving::start(d, &["--pidfile", "link.pid", "m.img"]);
+    let pid = wait_for_pid(&d.join("real.pid"));
+    assert!(pid > 0);
+    assert!(file_type(&d.join("link.pid")).is_symlink());
+    srv.stop_ok();
+    assert!(file_type(&d.join("link.pid")).is_symlink(), "the link kept");
+    let mut want = before.clone();
+    want.remove("real.pid");
+    want.remove("serve.err");
+    let mut now = names(d);
+    now.remove("serve.err");
+    assert_eq!(now, want, "only the pid file nines wrote was removed");
+
+    // A regular file the user had: replaced while serving (the rule of every output), and
+    // the pid file that replaced it removed at exit; nothing else touched.
+    std::fs::write(d.join("had.pid"), b"user\n").unwrap();
+    let before = names(d);
+    let srv = Serving::start(d, &["--pidfile", "had.pid", "m.img"]);
+    wait_for_pid(&d.join("had.pid"));
+    srv.stop_ok();
+    let mut want = before.clone();
+    want.remove("had.pid");
+    want.insert("serve.err".into());
+    assert_eq!(names(d), want, "only the pid file nines wrote was removed");
+
+    // A file that replaced ours while serving is not ours: kept.
+    let srv = Serving::start(d, &["--pidfile", "own.pid", "m.img"]);
+    wait_for_pid(&d.join("own.pid"));
+    std::fs::write(d.join("other"), b"another server's\n").unwrap();
+    std::fs::rename(d.join("other"), d.join("own.pid")).unwrap();
+    srv.stop_ok();
+    assert_eq!(
+        std::fs::read(d.join("own.pid")).unwrap(),
+        b"another server's\n",
+        "a file nines did not create is never removed"
+    );
+
+    // Serve failing at start-up (its --lat-log header cannot be written): the user's file at
+    // the pid file's path, and everything else, is left as it was.
+    std::fs::write(d.join("user.pid"), b"user\n").unwrap();
+    let before = names(d);
+    let out = nines_bounded(
+        &[
+            "serve",
+            "--socket",
+            &listen,
+            "--pidfile",
+            "user.pid",
+            "--lat-log",
+            "/dev/full",
+            "m.img",
+        ],
+        d,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(d.join("user.pid")).unwrap(), b"user\n");
+    assert_eq!(names(d), before, "nothing created or removed");
+}
+
+/// Item 2: a loop device over a member's file is the same member. Every verb that takes
+/// members, targets or a buffer refuses the pair in one line naming both (and the file both
+/// reach), before anything is written; an output on the loop's backing file is refused; loops
+/// over disjoint ranges of one file are distinct, overlapping ones are not. Before: the loop
+/// device was a different inode, and a.img was rewritten as a rebuild source.
+#[test]
+fn a_loop_device_over_a_member_file_is_the_same_member() {
+    let dir = disk_dir();
+    let d = dir.path();
+    let a = make_file(d, "a.img", 8 << 20);
+    make_file(d, "b.img", 8 << 20);
+    make_file(d, "c.img", 8 << 20);
+    let real_a = std::fs::canonicalize(&a).unwrap();
+    let before = std::fs::read(&a).unwrap();
+    let l = Loop::new(&a, &[]);
+    let dev = l.path();
+    let both = format!("(both reach the bytes of {})", real_a.display());
+    let prof = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["profile", "--quiet", "--ios", "50", "--allow-writes"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    for (args, names) in [
+        (
+            [
+                "rebuild",
+                "--member",
+                "2",
+                "a.img",
+                "b.img",
+                dev,
+                "--allow-writes",
+            ]
+            .map(String::from)
+            .to_vec(),
+            format!("member 0 (a.img) and member 2 ({dev}) are the same file {both}"),
+        ),
+        (
+            ["check", "--repair", "--allow-writes", "a.img", "b.img", dev]
+                .map(String::from)
+                .to_vec(),
+            format!("member 0 (a.img) and member 2 ({dev}) are the same file {both}"),
+        ),
+        (
+            prof(&["--rw", "randwrite", "--layout", "raid0", dev, "a.img"]),
+            format!("target 1 ({dev}) and target 2 (a.img) are the same file {both}"),
+        ),
+        (
+            prof(&[
+                "--rw",
+                "randwrite",
+                "--layout",
+                "raid5",
+                "a.img",
+                "b.img",
+                dev,
+            ]),
+            format!("target 1 (a.img) and target 3 ({dev})"),
+        ),
+        (
+            prof(&[
+                "--rw",
+                "randwrite",
+                "--layout",
+                "serial",
+                "a.img",
+                "b.img",
+                dev,
+            ]),
+            format!("target 1 (a.img) and target 3 ({dev})"),
+        ),
+        (
+            prof(&["--rw", "randwrite", "a.img", dev]),
+            format!("target 1 (a.img) and target 2 ({dev})"),
+        ),
+        (
+            prof(&[
+                "--rw",
+                "randwrite",
+                "--layout",
+                "raid0",
+                "--buffer",
+                dev,
+                "a.img",
+                "b.img",
+            ]),
+            format!("target 1 (a.img) and --buffer ({dev})"),
+        ),
+        (
+            [
+                "serve",
+                "--create",
+                "--allow-writes",
+                "--layout",
+                "raid5",
+                "a.img",
+                "b.img",
+                dev,
+            ]
+            .map(String::from)
+            .to_vec(),
+            format!("member 0 (a.img) and member 2 ({dev})"),
+        ),
+        (
+            prof(&["--rw", "randread", dev, "--json", "a.img"]),
+            format!("--json a.img: is also the run's target ({dev}) {both}"),
+        ),
+        (
+            ["serve", "--json", "a.img", dev].map(String::from).to_vec(),
+            format!("--json a.img: is also the run's member ({dev}) {both}"),
+        ),
+        (
+            ["check", "--json", "a.img", dev, "b.img", "c.img"]
+                .map(String::from)
+                .to_vec(),
+            format!("--json a.img: is also the run's member ({dev}) {both}"),
+        ),
+    ] {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = nines_bounded(&argv, d);
+        refused(&out, &names);
+        assert!(
+            std::fs::read(&a).unwrap() == before,
+            "{argv:?} changed a.img"
+        );
+    }
+    // Two loops over one file: disjoint ranges are two members, overlapping ones are refused.
+    let c = d.join("c.img");
+    let low = Loop::new(&c, &["--offset", "0", "--sizelimit", "4194304"]);
+    let high = Loop::new(&c, &["--offset", "4194304", "--sizelimit", "4194304"]);
+    let mid = Loop::new(&c, &["--offset", "2097152", "--sizelimit", "4194304"]);
+    common::ok(
+        nines_bounded(
+            &[
+                "profile",
+                "--quiet",
+                "--ios",
+                "50",
+                "--layout",
+                "raid0",
+                low.path(),
+                high.path(),
+            ],
+            d,
+        ),
+        "raid0 over disjoint loops of one file",
+    );
+    refused(
+        &nines_bounded(
+            &[
+                "profile",
+                "--quiet",
+                "--ios",
+                "50",
+                "--layout",
+                "raid0",
+                low.path(),
+                mid.path(),
+            ],
+            d,
+        ),
+        &format!("target 1 ({}) and target 2 ({})", low.path(), mid.path()),
+    );
+}
+
+/// A bad option value clap parses: exit 2 (bad usage), one message naming the option, no panic.
+fn usage(out: &Output, want: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "expected bad usage: {err}");
+    assert!(err.contains(want), "expected `{want}` in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Item 3: option values that panicked (a zero chunk divided by, a huge one overflowed a
+/// capacity) or were taken although no raid5 can have them (1 byte, 1 GiB), and a GC depth
+/// that allocated 16 GiB: refused as bad usage (exit 2) with the bound; a GC's buffers over
+/// their bound refused in one line; `log --sort` of a log too large to sort in memory refused
+/// at once, naming the bound and what to do.
+#[test]
+fn option_values_that_panicked_or_allocated_without_bound_are_refused() {
+    let dir = disk_dir();
+    let d = dir.path();
+    for m in ["m0", "m1", "m2"] {
+        make_file(d, m, 1 << 20);
+    }
+    for verb in [&["check"][..], &["rebuild", "--member", "1"][..]] {
+        for (chunk, want) in [
+            ("0", "must be positive"),
+            ("18446744073709551615", "over the bound of 16 MiB"),
+            ("1", "not a multiple of 512"),
+            ("1g", "over the bound of 16 MiB"),
+        ] {
+            let args: Vec<&str> = [verb, &["--chunk", chunk, "m0", "m1", "m2"][..]].concat();
+            let out = nines_bounded(&args, d);
+            usage(&out, "--chunk <CHUNK>");
+            usage(&out, want);
+        }
+    }
+    let sim = |extra: &[&str]| {
+        let args: Vec<&str> = [&["sim", "--quiet", "--ios", "10"][..], extra].concat();
+        nines_bounded(&args, d)
+    };
+    usage(
+        &sim(&["--layout", "raid5", "--devices", "3", "--chunk", "0"]),
+        "must be positive",
+    );
+    usage(
+        &sim(&[
+            "--layout",
+            "serial",
+            "--devices",
+            "3",
+            "--gc-depth",
+            "65536",
+        ]),
+        "must be 1 to 4096",
+    );
+    refused(
+        &sim(&[
+            "--layout",
+            "serial",
+            "--devices",
+            "3",
+            "--gc-depth",
+            "4096",
+            "--gc-move",
+            "1m",
+        ]),
+        "--gc-depth 4096 x --gc-move 1048576 needs more than the 1024 MiB",
+    );
+    // log --sort of a log over the bound (a real log's header, then 2 GiB of records: sparse).
+    common::ok(
+        nines(&["sim", "--quiet", "--ios", "50", "--lat-log", "r.lat"], d),
+        "sim --lat-log",
+    );
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("r.lat"))
+        .unwrap();
+    f.set_len(2 << 30).unwrap();
+    drop(f);
+    let out = nines_bounded(&["log", "--sort", "r.lat", "-o", "r.csv"], d);
+    refused(
+        &out,
+        "--sort holds at most 33554432 records (1 GiB) in memory",
+    );
+    assert!(!d.join("r.csv").exists());
+}
+
+/// Item 4: outputs nobody named follow the rules named ones do. merge's interval log beside
+/// -o (out.hlog) is not written over an existing file or through a symlink there without
+/// --replace, and never onto -o itself; `report` of a stream (`/dev/stdin`) needs -o instead
+/// of deriving `/dev/stdin.html`. Before: out.hlog was replaced, the link's file overwritten,
+/// both outputs went to one path, and a file appeared in /dev.
+#[test]
+fn derived_outputs_follow_the_rules_of_named_ones() {
+    let dir = disk_dir();
+    let d = dir.path();
+    common::ok(
+        nines(
+            &[
+                "sim",
+                "--quiet",
+                "--ios",
+                "300",
+                "--json",
+                "h.json",
+                "--hdr-log",
+                "h.hlog",
+            ],
+            d,
+        ),
+        "sim with a log",
+    );
+    std::fs::write(d.join("out.hlog"), b"the user's").unwrap();
+    std::fs::write(d.join("victim"), b"the victim").unwrap();
+    std::os::unix::fs::symlink("victim", d.join("link.hlog")).unwrap();
+    let before = names(d);
+    refused(
+        &nines(&["merge", "--quiet", "h.json", "-o", "out.json"], d),
+        "out.hlog exists (the merged interval log written beside -o); choose another -o or add --replace",
+    );
+    refused(
+        &nines(&["merge", "--quiet", "h.json", "-o", "link.json"], d),
+        "link.hlog exists",
+    );
+    refused(
+        &nines(
+            &["merge", "--quiet", "h.json", "-o", "m.hlog", "--replace"],
+            d,
+        ),
+        "-o and -o (its interval log) both name m.hlog",
+    );
+    assert_eq!(names(d), before, "nothing written");
+    assert_eq!(std::fs::read(d.join("out.hlog")).unwrap(), b"the user's");
+    assert_eq!(std::fs::read(d.join("victim")).unwrap(), b"the victim");
+    // With --replace the existing one is replaced, as -o would be.
+    common::ok(
+        nines(
+            &["merge", "--quiet", "h.json", "-o", "out.json", "--replace"],
+            d,
+        ),
+        "merge --replace",
+    );
+    assert_ne!(std::fs::read(d.join("out.hlog")).unwrap(), b"the user's");
+
+    // report of a stream: -o is needed; nothing appears in /dev.
+    let _ = std::fs::remove_file("/dev/stdin.html");
+    let report_stdin = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["report", "/dev/stdin"])
+            .args(extra)
+            .current_dir(d)
+            .stdin(std::fs::File::open(d.join("h.json")).unwrap())
+            .output()
+            .unwrap()
+    };
+    let out = report_stdin(&[]);
+    let gone = !Path::new("/dev/stdin.html").exists();
+    let _ = std::fs::remove_file("/dev/stdin.html");
+    refused(&out, "report: /dev/stdin is not a regular file");
+    refused(&out, "give -o FILE for the page");
+    assert!(gone, "report wrote /dev/stdin.html");
+    common::ok(report_stdin(&["-o", "page.html"]), "report /dev/stdin -o");
+    assert!(d.join("page.html").exists());
+}
+
+/// Item 5: streams. A per-I/O log on /dev/null or a pipe is written without the fdatasync
+/// that only a regular file has (profile and serve failed after the run with EINVAL, blaming
+/// free space, and discarded every output); two outputs on one stream are refused before any
+/// work; `sweep --json -` derives no `-.points` folder; `report --lat-log` of a pipe reads it
+/// once (it read it twice: "bad magic").
+#[test]
+fn streams_are_written_once_each_and_never_fsynced() {
+    let dir = disk_dir();
+    let d = dir.path();
+    make_file(d, "m.img", 4 << 20);
+    let prof = ["profile", "--quiet", "--ios", "200", "--json", "p.json"];
+    common::ok(
+        nines(
+            &[&prof[..], &["--lat-log", "/dev/null", "m.img"]].concat(),
+            d,
+        ),
+        "profile --lat-log /dev/null",
+    );
+    assert!(d.join("p.json").exists(), "the run's other outputs kept");
+    let out = common::ok(
+        nines(&[&prof[..], &["--lat-log", "-", "m.img"]].concat(), d),
+        "profile --lat-log - into a pipe",
+    );
+    assert!(out.stdout.len() > 200 * 24, "the log went to the pipe");
+    let srv = Serving::start(d, &["--lat-log", "/dev/null", "m.img"]);
+    srv.stop_ok();
+
+    // Two outputs on one stream: refused before the run, nothing written.
+    std::fs::remove_file(d.join("p.json")).unwrap();
+    for args in [
+        vec![
+            "sim",
+            "--quiet",
+            "--ios",
+            "50",
+            "--json",
+            "-",
+            "--lat-log",
+            "-",
+        ],
+        vec![
+            "sim",
+            "--quiet",
+            "--ios",
+            "50",
+            "--json",
+            "/dev/stdout",
+            "--hdr-log",
+            "-",
+        ],
+        vec![
+            "profile",
+            "--quiet",
+            "--ios",
+            "50",
+            "--json",
+            "-",
+            "--lat-log",
+            "-",
+            "m.img",
+        ],
+    ] {
+        let out = nines(&args, d);
+        refused(&out, "one stream, where their bytes would interleave");
+        assert!(out.stdout.is_empty(), "{args:?} wrote before refusing");
+    }
+    // A sweep's points go beside a file: not `-.points`.
+    let before = names(d);
+    let out = nines(
+        &[
+            "sweep", "--qd", "1,2", "--json", "-", "--", "m.img", "--ios", "20",
+        ],
+        d,
+    );
+    refused(&out, "--json -: is not a regular file");
+    assert_eq!(names(d), before, "no -.points folder");
+
+    // report --lat-log of a pipe: read once, the same page as from the file.
+    common::ok(
+        nines(
+            &[
+                "sim",
+                "--quiet",
+                "--ios",
+                "2000",
+                "--json",
+                "r.json",
+                "--lat-log",
+                "r.lat",
+            ],
+            d,
+        ),
+        "sim with a per-I/O log",
+    );
+    common::ok(
+        nines(
+            &["report", "r.json", "--lat-log", "r.lat", "-o", "file.html"],
+            d,
+        ),
+        "report from the file",
+    );
+    let piped = Command::new(BIN)
+        .args([
+            "report",
+            "r.json",
+            "--lat-log",
+            "/dev/stdin",
+            "-o",
+            "pipe.html",
+        ])
+        .current_dir(d)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = std::fs::read(d.join("r.lat")).unwrap();
+    let mut stdin = piped.stdin.as_ref().unwrap();
+    std::io::Write::write_all(&mut stdin, &log).unwrap();
+    let mut piped = piped;
+    drop(piped.stdin.take());
+    common::ok(
+        piped.wait_with_output().unwrap(),
+        "report --lat-log from a pipe",
+    );
+    let page = |n: &str| std::fs::read_to_string(d.join(n)).unwrap();
+    assert_eq!(
+        page("pipe.html").replace("/dev/stdin", "r.lat"),
+        page("file.html"),
+        "the pipe's page is the file's"
+    );
+}
+
+/// Item 6: every output, and the temporary name it is written under, is checked before any
+/// work: --json in /proc, in a read-only directory, on a socket, with a name too long once
+/// made temporary, or ending in / is refused by rebuild, check and serve before a member is
+/// read or written (rebuild rewrote the replaced member, check read every row, then both
+/// failed); the trailing slash for every verb with outputs.
+#[test]
+fn outputs_that_cannot_be_created_are_refused_before_the_work() {
+    let dir = disk_dir();
+    let d = dir.path();
+    for (i, m) in ["m0", "m1", "m2"].iter().enumerate() {
+        let data: Vec<u8> = (0..1usize << 20)
+            .map(|j| (j.wrapping_mul(31 + i) >> 3) as u8)
+            .collect();
+        std::fs::write(d.join(m), data).unwrap();
+    }
+    let before = std::fs::read(d.join("m2")).unwrap();
+    let _sock = std::os::unix::net::UnixListener::bind(d.join("a.sock")).unwrap();
+    let long = format!("{}.json", "x".repeat(240));
+    let listen = s(&d.join("nbd.sock")).to_string();
+    for (json, want) in [
+        (
+            "/proc/x.json",
+            "--json /proc/x.json: cannot create a file in /proc",
+        ),
+        ("a.sock", "--json a.sock: is a socket"),
+        (long.as_str(), "the name is too long once made temporary"),
+        ("out.json/", "--json out.json/: ends in /"),
+    ] {
+        for verb in [
+            vec!["rebuild", "--member", "2"],
+            vec!["check"],
+            vec!["serve", "--socket", &listen],
+        ] {
+            let args: Vec<&str> = [&verb[..], &["--json", json, "m0", "m1", "m2"][..]].concat();
+            let out = nines_bounded(&args, d);
+            let err = refused(&out, want);
+            assert!(
+                !err.contains("checked") && !err.contains("serving"),
+                "{err}"
+            );
+            assert!(
+                std::fs::read(d.join("m2")).unwrap() == before,
+                "{args:?} wrote m2"
+            );
+        }
+    }
+    assert!(!d.join(&long).exists() && !d.join("nbd.sock").exists());
+    // A read-only directory (a read-only bind mount in a private mount namespace, gone with
+    // the command).
+    std::fs::create_dir(d.join("ro")).unwrap();
+    for verb in [
+        "rebuild --member 2",
+        "check",
+        &format!("serve --socket {listen}"),
+    ] {
+        let out = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(format!(
+                "mount --bind '{ro}' '{ro}' && mount -o remount,bind,ro '{ro}' && cd '{d}' && \
+                 exec timeout 60 {BIN} {verb} --json ro/r.json m0 m1 m2",
+                ro = d.join("ro").display(),
+                d = d.display()
+            ))
+            .output()
+            .expect("unshare (util-linux) runs");
+        let err = refused(&out, "--json ro/r.json: cannot create a file in ro");
+        assert!(
+            !err.contains("checked") && !err.contains("serving"),
+            "{err}"
+        );
+        assert!(
+            std::fs::read(d.join("m2")).unwrap() == before,
+            "{verb} wrote m2"
+        );
+    }
+    // A trailing slash, for the other verbs' outputs.
+    common::ok(
+        nines(&["sim", "--quiet", "--ios", "50", "--json", "s.json"], d),
+        "sim",
+    );
+    for args in [
+        vec!["sim", "--quiet", "--ios", "50", "--json", "o.json/"],
+        vec![
+            "profile",
+            "--quiet",
+            "--ios",
+            "50",
+            "--lat-log",
+            "o.lat/",
+            "m0",
+        ],
+        vec!["report", "s.json", "-o", "o.html/"],
+        vec!["compare", "s.json", "s.json", "-o", "o.html/"],
+        vec!["merge", "s.json", "-o", "o.json/"],
+        vec!["log", "o.lat", "-o", "o.csv/"],
+        vec!["doctor", "--json", "o.json/"],
+    ] {
+        refused(&nines(&args, d), "ends in /, which names a directory");
+    }
+}
+
+/// Item 2, partitions: a loop device over a file holding an MBR with two partitions
+/// (`losetup -P`, `partx -a`): a partition and its disk, a partition and the file below both,
+/// or an output on that file are refused naming what they share; the two partitions are
+/// distinct members.
+#[test]
+fn a_partition_reaches_its_disk_and_the_file_below_it() {
+    let dir = disk_dir();
+    let d = dir.path();
+    let img = make_file(d, "p.img", 16 << 20);
+    // An MBR: partition 1 at sector 2048, partition 2 at 10240, 8192 sectors each.
+    let mut mbr = [0u8; 512];
+    for (i, start) in [2048u32, 10240].into_iter().enumerate() {
+        let e = 446 + 16 * i;
+        mbr[e + 4] = 0x83;
+        mbr[e + 8..e + 12].copy_from_slice(&start.to_le_bytes());
+        mbr[e + 12..e + 16].copy_from_slice(&8192u32.to_le_bytes());
+    }
+    mbr[510] = 0x55;
+    mbr[511] = 0xaa;
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+        f.write_all_at(&mbr, 0).unwrap();
+    }
+    let l = Loop::new(&img, &["-P"]);
+    let disk = l.path().to_string();
+    let (p1, p2) = (format!("{disk}p1"), format!("{disk}p2"));
+    let t0 = Instant::now();
+    while !(Path::new(&p1).exists() && Path::new(&p2).exists()) {
+        // Without udev the kernel's scan may need asking.
+        let _ = Command::new("partx").args(["-a", &disk]).output();
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{p1} and {p2} never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let real = std::fs::canonicalize(&img).unwrap();
+    let prof = ["profile", "--quiet", "--ios", "50", "--layout", "raid0"];
+    let run = |extra: &[&str]| nines_bounded(&[&prof[..], extra].concat(), d);
+    refused(
+        &run(&[&p1, &disk]),
+        &format!(
+            "target 1 ({p1}) and target 2 ({disk}) are the same file (both reach the bytes of {disk})"
+        ),
+    );
+    refused(
+        &run(&[&p2, "p.img"]),
+        &format!(
+            "target 1 ({p2}) and target 2 (p.img) are the same file (both reach the bytes of {})",
+            real.display()
+        ),
+    );
+    refused(
+        &run(&[&p1, &p2, "--json", "p.img"]),
+        "--json p.img: is also the run's target",
+    );
+    common::ok(run(&[&p1, &p2]), "raid0 over the two partitions");
+}
