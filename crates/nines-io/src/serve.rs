@@ -679,8 +679,14 @@ impl Server {
             .collect();
         let conns_max = config.max_connections;
         let block_bytes = export.block_min_bytes;
+        // The time origin of the latency log and the report, taken before any connection can
+        // be read (a request's arrival is stamped by its reader thread): taken inside the core
+        // thread, a loaded host started it after the first request arrived, and that request's
+        // logged latency exceeded its completion time.
+        let start_ns = now_ns();
         let core = thread::spawn(move || {
             let mut core = Core::new(vol, core_cmd_tx, fds, names, emu, conns_max, block_bytes);
+            core.start_ns = start_ns;
             core.intervals = intervals;
             core.lat = lat_lane;
             core.on_failed = on_failed;
