@@ -179,6 +179,10 @@ struct Rebuild {
     cursor: u64,
     /// A row is out: its reads, then its write.
     in_flight: bool,
+    /// The next row is held by a request: the rebuild goes on when a member completion frees
+    /// it, not on a timer (a timer due now while the row stays held fired again and again at
+    /// one instant: the simulator's queue grew without bound, issue 44's README line).
+    lock_wait: bool,
     writing: bool,
     pending: u32,
     /// Not before this time (the rate limit).
@@ -855,6 +859,7 @@ impl Raid5 {
                 spec,
                 cursor: 0,
                 in_flight: false,
+                lock_wait: false,
                 writing: false,
                 pending: 0,
                 next_ns: 0,
@@ -1017,12 +1022,14 @@ impl Raid5 {
         let (row, f) = (rb.cursor, rb.spec.member);
         if self.row_locked(u32::MAX, row) {
             if let Some(rb) = self.rebuild.as_mut() {
-                rb.stats.row_lock_waits += 1;
+                rb.stats.row_lock_waits += u64::from(!rb.lock_wait);
+                rb.lock_wait = true;
             }
             return;
         }
         let base = self.rebuild_base();
         let rb = self.rebuild.as_mut().expect("rebuild");
+        rb.lock_wait = false;
         rb.stats.started_ns.get_or_insert(now_ns);
         rb.in_flight = true;
         rb.writing = false;
@@ -1397,6 +1404,7 @@ impl Raid5 {
     fn timer_ns(&self) -> Option<u64> {
         if let Some(rb) = &self.rebuild
             && !rb.in_flight
+            && !rb.lock_wait
             && rb.stats.aborted.is_none()
             && rb.cursor < rb.stats.rows_total
         {

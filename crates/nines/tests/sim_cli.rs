@@ -1006,3 +1006,75 @@ fn dnd_with_fast_fail_rebuilds_only_the_busy_owners_reads() {
     assert_eq!(ff_pieces, ff_rebuilt);
     assert!(ff_pieces < plain_pieces, "{ff_pieces} vs {plain_pieces}");
 }
+
+/// README's rebuild line (`nines sim --layout raid5 --devices 3 --rebuild 1 --rw randread`)
+/// finishes within 2 GiB of address space and a bound on time: an unthrottled rebuild waiting
+/// for a row a read held fired its timer again and again at one instant, and the event queue
+/// grew to 23 GB (issue 44).
+#[test]
+fn the_readme_rebuild_line_finishes_in_bounded_memory_and_time() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("rb.json");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_nines"));
+    cmd.args([
+        "sim",
+        "--layout",
+        "raid5",
+        "--devices",
+        "3",
+        "--rebuild",
+        "1",
+        "--rw",
+        "randread",
+        "--runtime",
+        "3s",
+        "--quiet",
+        "--json",
+    ])
+    .arg(&json);
+    // SAFETY: setrlimit only, in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 2 << 30,
+                rlim_max: 2 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(300) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the README rebuild line ran past 300 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status}: {err}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(
+        v.to_string().contains("rebuild"),
+        "the report says nothing of the rebuild"
+    );
+}
