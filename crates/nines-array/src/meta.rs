@@ -15,6 +15,9 @@ pub const SB_MAGIC: &[u8; 8] = b"NINESMB1";
 const SB_VERSION: u32 = 1;
 /// Bytes of the encoded fields (the checksum follows them).
 const SB_FIELDS_BYTES: usize = 8 + 4 + 4 + 16 + 4 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 8;
+const FLAG_CLEAN: u32 = 1;
+const FLAG_CREATING: u32 = 2;
+const FLAGS_KNOWN: u32 = FLAG_CLEAN | FLAG_CREATING;
 /// Most members a superblock's failed mask covers.
 pub const MEMBERS_MAX: u32 = 64;
 /// Regions of a raid5 write-intent bitmap cover at least this much of each member.
@@ -67,10 +70,16 @@ pub struct Superblock {
     pub member_data_bytes: u64,
     /// This member's size when the superblock was written.
     pub member_bytes: u64,
-    /// Bumped at every start, clean stop and member failure, on every member in service.
+    /// The generation: bumped at every start, clean stop and member failure, on every member
+    /// in service, one member at a time (so a crash can leave members one generation apart;
+    /// [`assemble`] says which are current).
     pub events: u64,
     /// The array was stopped cleanly (flushed, parity consistent, bitmap clear).
     pub clean: bool,
+    /// Written by the first step of a new array's creation (generation 1, before anything else
+    /// is written): members carrying only such superblocks hold no array yet, so an interrupted
+    /// creation is created again (docs/arch-array.md "Member superblocks").
+    pub creating: bool,
     /// Members out of service at `events` (bit per role).
     pub failed_mask: u64,
     /// Rows per write-intent bitmap region (raid5; 0: none).
@@ -111,7 +120,9 @@ impl Superblock {
         p.extend_from_slice(&self.member_data_bytes.to_le_bytes());
         p.extend_from_slice(&self.member_bytes.to_le_bytes());
         p.extend_from_slice(&self.events.to_le_bytes());
-        p.extend_from_slice(&u32::from(self.clean).to_le_bytes());
+        // The old clean word, now flags: bit 0 clean, bit 1 creating (older superblocks: 0 or 1).
+        let flags = u32::from(self.clean) | u32::from(self.creating) << 1;
+        p.extend_from_slice(&flags.to_le_bytes());
         p.extend_from_slice(&self.failed_mask.to_le_bytes());
         p.extend_from_slice(&self.bitmap_region_rows.to_le_bytes());
         debug_assert_eq!(p.len(), SB_FIELDS_BYTES);
@@ -140,6 +151,10 @@ impl Superblock {
             return Err(SbError::Unknown);
         }
         let layout = MetaLayout::from_code(u32_at(12)).ok_or(SbError::Unknown)?;
+        let flags = u32_at(72);
+        if flags & !FLAGS_KNOWN != 0 {
+            return Err(SbError::Unknown);
+        }
         let mut array_uuid = [0u8; 16];
         array_uuid.copy_from_slice(&page[16..32]);
         Ok(Superblock {
@@ -151,7 +166,8 @@ impl Superblock {
             member_data_bytes: u64_at(48),
             member_bytes: u64_at(56),
             events: u64_at(64),
-            clean: u32_at(72) != 0,
+            clean: flags & FLAG_CLEAN != 0,
+            creating: flags & FLAG_CREATING != 0,
             failed_mask: u64_at(76),
             bitmap_region_rows: u64_at(84),
         })
@@ -196,11 +212,17 @@ pub struct Found {
 /// The array as its members' superblocks describe it, when every member in service is current.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Assembly {
-    /// The newest superblock (the array's state).
+    /// The newest superblock: the array's geometry, generation and failed mask. Its `clean` is
+    /// on only when every member in service says clean (members that disagree, a start or a
+    /// stop cut short, make the array dirty).
     pub newest: Superblock,
-    /// The member left out (`--failed`/`--rebuild`) holds the newest events: its bytes are the
-    /// array's (a resync may read them).
+    /// The member left out (`--failed`/`--rebuild`) is current (no superblock marks it out):
+    /// its bytes are the array's (a resync may read them).
     pub left_out_current: bool,
+    /// Members in service whose superblock is behind the newest generation: a start, stop,
+    /// failure record or rejoin was cut short after other members were written. They are
+    /// current (nothing marks them out); the next start writes them.
+    pub behind: Vec<u32>,
 }
 
 /// Why an array is not served: one member refused, one line.
@@ -212,9 +234,118 @@ pub struct Refused {
     pub why: String,
 }
 
+/// The failed-mask bit of member `k` (members past the mask's 64 bits are never marked out).
+fn out_bit(k: usize) -> u64 {
+    1u64.checked_shl(k as u32).unwrap_or(0)
+}
+
+/// A superblock change every member in service gets, one member at a time (the writer's
+/// transitions; docs/arch-array.md "Member superblocks").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transition {
+    /// The first step of a new array (from a template at generation 0 whose failed mask holds
+    /// the member left out): generation 1, `creating`.
+    Create,
+    /// A start: the next generation, not clean, with `left_out` marked out.
+    Start { left_out: Option<u32> },
+    /// A member failed while serving: marked out; the others at the next generation.
+    Fail(u32),
+    /// A clean stop (flushed, bitmaps cleared first); `rejoin`: a member rebuilt to the end is
+    /// a member again, and written first.
+    Stop { rejoin: Option<u32> },
+}
+
+/// What a transition writes: `next` (as [`Superblock::of_member`] of each) to the members of
+/// `order`, in that order, each made durable before the next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub next: Superblock,
+    pub order: Vec<u32>,
+}
+
+impl Superblock {
+    /// This superblock as member `role` of `member_bytes` carries it.
+    pub fn of_member(&self, role: u32, member_bytes: u64) -> Superblock {
+        Superblock {
+            role,
+            member_bytes,
+            ..self.clone()
+        }
+    }
+
+    /// Whether member `k` is in service here (not in the failed mask).
+    pub fn in_service(&self, k: u32) -> bool {
+        self.failed_mask & out_bit(k as usize) == 0
+    }
+
+    /// The step of transition `t` from this state (the array's superblock, any role).
+    ///
+    /// Why any single crash leaves an array that assembles (the protocol, after md's event
+    /// counts with its per-device role array, ZFS's uberblocks and TigerBeetle's superblock
+    /// generations): a crash between two member writes leaves members one generation apart,
+    /// and [`assemble`] does not call a member stale for its lower generation alone, only when
+    /// a superblock at its generation or later marks it out. A member is marked out (`Start`
+    /// with a member left out, `Fail`) in the first superblock written of that generation,
+    /// before any write it misses is acknowledged, and in every superblock after until it
+    /// rejoins; it rejoins (`Stop` with `rejoin`) only rebuilt to the end, its own superblock
+    /// written first, so the generation that no longer marks it out is never older than its
+    /// own. The array's state is the newest generation's; dirty when members disagree.
+    pub fn step(&self, t: Transition) -> Step {
+        let mut next = self.clone();
+        next.events += 1;
+        next.clean = false;
+        next.creating = false;
+        let mut first = None;
+        match t {
+            Transition::Create => {
+                next.events = 1;
+                next.creating = true;
+            }
+            Transition::Start { left_out } => {
+                if let Some(f) = left_out {
+                    next.failed_mask |= out_bit(f as usize);
+                }
+            }
+            Transition::Fail(m) => next.failed_mask |= out_bit(m as usize),
+            Transition::Stop { rejoin } => {
+                next.clean = true;
+                if let Some(r) = rejoin {
+                    next.failed_mask &= !out_bit(r as usize);
+                    first = Some(r);
+                }
+            }
+        }
+        let order = first
+            .into_iter()
+            .chain((0..next.members).filter(|&k| Some(k) != first && next.in_service(k)))
+            .collect();
+        Step { next, order }
+    }
+}
+
+/// The superblock of this array (other than member `k`'s own) at `events` or later that marks
+/// member `k` out of service, the newest such: `k` missed writes since (or is rejoining and
+/// not yet written).
+fn marked_out<'a>(
+    found: &'a [Found],
+    uuid: &[u8; 16],
+    k: usize,
+    events: u64,
+) -> Option<&'a Superblock> {
+    found
+        .iter()
+        .enumerate()
+        .filter(|&(j, _)| j != k)
+        .filter_map(|(_, f)| f.sb.as_ref().ok())
+        .filter(|s| &s.array_uuid == uuid && s.events >= events && s.failed_mask & out_bit(k) != 0)
+        .max_by_key(|s| s.events)
+}
+
 /// Checks every member but `left_out` against the newest superblock: `Ok(None)` when no
-/// member has a superblock at all (a new array, or members written without them), `Ok(Some)`
-/// when every member in service is current, and the first member that is not otherwise.
+/// member carries an array (a new array, members written without superblocks, or a creation
+/// cut short: only `creating` superblocks), `Ok(Some)` when every member in service is current,
+/// and the first member that is not otherwise. A member is stale only when a superblock at its
+/// generation or later marks it out ([`Superblock::step`] says why that is enough).
 pub fn assemble(
     expect: &Expect,
     found: &[Found],
@@ -224,9 +355,10 @@ pub fn assemble(
     let newest = found
         .iter()
         .filter_map(|f| f.sb.as_ref().ok())
+        .filter(|s| !s.creating)
         .max_by_key(|s| s.events)
         .cloned();
-    let Some(newest) = newest else {
+    let Some(mut newest) = newest else {
         return Ok(None);
     };
     let refuse = |k: usize, why: String| Refused {
@@ -272,8 +404,8 @@ pub fn assemble(
         }
     };
     let mut left_out_current = false;
-    // Members past the mask's 64 bits are never marked out (superblocks cover 64 members).
-    let out_bit = |k: usize| 1u64.checked_shl(k as u32).unwrap_or(0);
+    let mut clean = newest.clean;
+    let mut behind = Vec::new();
     for (k, f) in found.iter().enumerate() {
         let sb = match &f.sb {
             Ok(sb) => sb,
@@ -326,17 +458,20 @@ pub fn assemble(
                 ),
             ));
         }
+        let marked = marked_out(found, &newest.array_uuid, k, sb.events);
         if out {
-            left_out_current = sb.events == newest.events && newest.failed_mask & out_bit(k) == 0;
+            left_out_current = marked.is_none();
             continue;
         }
-        if sb.events < newest.events || newest.failed_mask & out_bit(k) != 0 {
+        if let Some(m) = marked {
             return Err(refuse(
                 k,
                 format!(
-                    "is stale (event {}, the array's {}): it was out of service while the array was written; {}",
+                    "is stale (event {}, the array's {}): member {}'s superblock at event {} marks it out of service, so it missed writes; {}",
                     sb.events,
                     newest.events,
+                    m.role,
+                    m.events,
                     rebuild_hint(k)
                 ),
             ));
@@ -350,10 +485,16 @@ pub fn assemble(
                 ),
             ));
         }
+        clean &= sb.clean;
+        if sb.events < newest.events {
+            behind.push(k as u32);
+        }
     }
+    newest.clean = clean;
     Ok(Some(Assembly {
         newest,
         left_out_current,
+        behind,
     }))
 }
 
@@ -432,6 +573,7 @@ mod tests {
             member_bytes: (64 << 20) + 8192,
             events,
             clean: true,
+            creating: false,
             failed_mask: 0,
             bitmap_region_rows: 16,
         }
@@ -481,11 +623,37 @@ mod tests {
     fn stale_blank_truncated_and_foreign_members_are_refused_with_their_reason() {
         let size = (64 << 20) + 8192;
         let base = || -> Vec<Found> { (0..3).map(|k| found(Ok(sb(k, 9)), size)).collect() };
+        // Behind alone is not stale (a start or stop cut short): current, and the array dirty.
+        let mut behind = base();
+        behind[1] = found(
+            Ok(Superblock {
+                clean: false,
+                ..sb(1, 7)
+            }),
+            size,
+        );
+        let a = assemble(&EXPECT, &behind, &names(), None).unwrap().unwrap();
+        assert_eq!(
+            (a.newest.events, a.newest.clean, a.behind.clone()),
+            (9, false, vec![1])
+        );
+        // Stale: a superblock at its generation or later marks it out.
         let mut stale = base();
         stale[1] = found(Ok(sb(1, 7)), size);
+        stale[2] = found(
+            Ok(Superblock {
+                failed_mask: 1 << 1,
+                ..sb(2, 9)
+            }),
+            size,
+        );
         let e = assemble(&EXPECT, &stale, &names(), None).unwrap_err();
         assert_eq!(e.member, 1);
-        assert!(e.why.contains("stale (event 7, the array's 9)"), "{e}");
+        assert!(
+            e.why
+                .contains("stale (event 7, the array's 9): member 2's superblock"),
+            "{e}"
+        );
         // Left out, a stale member is fine; not current, so not a resync source.
         let a = assemble(&EXPECT, &stale, &names(), Some(1))
             .unwrap()

@@ -17,10 +17,20 @@ fn superblock() -> impl Strategy<Value = Superblock> {
             any::<u64>(),
             any::<u64>(),
         ),
-        (any::<u64>(), any::<bool>(), any::<u64>(), any::<u64>()),
+        (
+            any::<u64>(),
+            any::<(bool, bool)>(),
+            any::<u64>(),
+            any::<u64>(),
+        ),
     )
         .prop_map(
-            |(r5, uuid, (members, role, unit, data, size), (events, clean, failed, rr))| {
+            |(
+                r5,
+                uuid,
+                (members, role, unit, data, size),
+                (events, (clean, creating), failed, rr),
+            )| {
                 Superblock {
                     layout: if r5 {
                         MetaLayout::Raid5
@@ -35,6 +45,7 @@ fn superblock() -> impl Strategy<Value = Superblock> {
                     member_bytes: size,
                     events,
                     clean,
+                    creating,
                     failed_mask: failed,
                     bitmap_region_rows: rr,
                 }

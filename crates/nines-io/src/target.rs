@@ -153,6 +153,8 @@ pub struct Target {
     block: bool,
     dev: Option<(u32, u32)>,
     options: TargetOptions,
+    /// This open created the file (`--size` over a path that did not exist).
+    created: bool,
 }
 
 impl Target {
@@ -227,7 +229,10 @@ impl Target {
             // refusal on tmpfs, a failed grow, a size check).
             let _ = std::fs::remove_file(path);
         }
-        opened
+        opened.map(|t| Target {
+            created: !exists,
+            ..t
+        })
     }
 
     /// [`Target::open_with`] for a file or block device whose kind is known.
@@ -315,6 +320,7 @@ impl Target {
             block: false,
             dev: None,
             options: opts.clone(),
+            created: false,
         })
     }
 
@@ -375,6 +381,7 @@ impl Target {
             block,
             dev,
             options: opts.clone(),
+            created: false,
         })
     }
 
@@ -399,6 +406,11 @@ impl Target {
 
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes
+    }
+
+    /// Whether this open created the file (it held nothing before).
+    pub fn created(&self) -> bool {
+        self.created
     }
 
     /// Offsets and sizes of every I/O must be multiples of this.

@@ -581,6 +581,7 @@ fn open_superblocks(
         }
         return Ok((spec.layout.clone(), sizes, None, serde_json::Value::Null));
     }
+    let created: Vec<bool> = members.iter().map(Target::created).collect();
     let opened = array_meta::open_array(
         &spec.layout,
         &sizes,
@@ -589,6 +590,8 @@ fn open_superblocks(
             create: spec.create,
             read_only: spec.read_only,
             start_dirty_degraded: spec.start_dirty_degraded,
+            created: &created,
+            verb: array_meta::Verb::Serve,
         },
         &mut |note| events.note(note),
     )
