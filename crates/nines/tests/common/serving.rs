@@ -59,6 +59,50 @@ impl Serving {
         s
     }
 
+    /// On a Unix socket `dir/nbd.sock`, not waiting for it to listen (a test that kills the
+    /// server during its start).
+    pub fn spawn(dir: &Path, args: &[&str]) -> Serving {
+        let socket = dir.join("nbd.sock");
+        let _ = std::fs::remove_file(&socket);
+        Serving {
+            child: Some(spawn(dir, &["--socket", socket.to_str().unwrap()], args)),
+            socket,
+            port: None,
+            err: dir.join("serve.err"),
+        }
+    }
+
+    /// [`Serving::start`], or the server's stderr when it exits first (a refusal).
+    pub fn try_start(dir: &Path, args: &[&str]) -> Result<Serving, String> {
+        let mut s = Serving::spawn(dir, args);
+        let t0 = Instant::now();
+        while !unix_listening(&s.socket) {
+            if let Some(st) = s.child.as_mut().unwrap().try_wait().unwrap() {
+                s.child = None;
+                return Err(format!("exited ({st}): {}", s.stderr()));
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "nines serve never listened: {}",
+                s.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(s)
+    }
+
+    /// SIGTERM, then SIGKILL `after` it unless it exited: whether it exited first.
+    pub fn term_then_kill(mut self, after: Duration) -> bool {
+        let mut c = self.child.take().unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        std::thread::sleep(after);
+        let exited = c.try_wait().unwrap().is_some();
+        let _ = c.kill();
+        c.wait().unwrap();
+        exited
+    }
+
     /// On a TCP port of 127.0.0.1 (libnbd verifies a server's certificate against its name
     /// only over TCP: a Unix socket has no host name).
     pub fn start_tcp(dir: &Path, args: &[&str]) -> Serving {
