@@ -652,6 +652,19 @@ fn a_raid5_killed_while_degraded_is_refused_unless_started_dirty_degraded() {
         "{e}"
     );
     assert_eq!(md5s(&members), before);
+    // nines rebuild refuses it too, and names what to run (serve's option: rebuild has none).
+    let mut rb = vec!["rebuild", "--member", "1"];
+    rb.extend(strs(&members));
+    let out = nines(&rb);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "rebuilt over the write hole: {err}");
+    assert!(
+        err.contains("write hole")
+            && err.contains("nines serve --failed 1 --start-dirty-degraded")
+            && !err.contains("or pass --start-dirty-degraded"),
+        "{err}"
+    );
+    assert_eq!(md5s(&members), before);
     let mut anyway = deg.clone();
     anyway.push("--start-dirty-degraded");
     let s = Serving::start(d, &anyway);
@@ -666,9 +679,67 @@ fn a_raid5_killed_while_degraded_is_refused_unless_started_dirty_degraded() {
     assert!(buf.iter().all(|&b| b == 0x44));
     drop(c);
     s.stop_ok();
-    // Stopped cleanly, it starts degraded again without the option.
+    // Stopped cleanly, it starts degraded again without the option, and the advice the
+    // rebuild gave works: it rebuilds now.
     let s = Serving::start(d, &deg);
     s.stop_ok();
+    let out = nines(&rb);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Issue 38: `--size` creating raid0/raid5 members makes them new members (superblocks
+/// written, whatever the filesystem reports of their allocated blocks), and still refuses an
+/// existing member that holds data.
+#[test]
+fn size_creates_new_raid_members_and_still_refuses_members_that_hold_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (layout, n) in [("raid0", 2), ("raid5", 3)] {
+        let members: Vec<PathBuf> = (0..n).map(|i| d.join(format!("{layout}-{i}"))).collect();
+        let mut args = vec!["--layout", layout, "--size", "4m"];
+        args.extend(strs(&members));
+        serve_write(d, &args, 0, 0x5c);
+        assert!(
+            members
+                .iter()
+                .all(|p| std::fs::metadata(p).unwrap().len() == 4 << 20)
+        );
+        // Served again without --size: the array the first run created, with its write.
+        let mut again = vec!["--layout", layout];
+        again.extend(strs(&members));
+        let s = Serving::start(d, &again);
+        let (mut c, _) = handshake(&s.socket);
+        let mut buf = vec![0u8; 65536];
+        read(&mut c, 0, &mut buf);
+        assert!(buf.iter().all(|&b| b == 0x5c), "{layout}");
+        drop(c);
+        s.stop_ok();
+    }
+    // An existing member with data, the other created by --size: refused, the data kept.
+    let old = d.join("old0");
+    std::fs::write(&old, vec![0x6du8; 4 << 20]).unwrap();
+    let new = d.join("new1");
+    let before = std::fs::read(&old).unwrap();
+    let e = refused(
+        d,
+        &[
+            "--layout",
+            "raid0",
+            "--size",
+            "4m",
+            old.to_str().unwrap(),
+            new.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        e.contains("member 0") && e.contains("holds data but no nines superblock"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&old).unwrap(), before);
 }
 
 /// Writes block `b` at generation `g` and waits for its acknowledgement.
