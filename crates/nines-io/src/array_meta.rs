@@ -521,7 +521,7 @@ impl Resync<'_> {
             .map(|k| Some(k) != self.left_out || left_out_current)
             .collect();
         let dirty = self.dirty_regions(&sources, asm.is_some(), all)?;
-        self.run(&dirty, &sources, a, note)
+        self.run(&dirty, &sources, all, a, note)
     }
 
     /// The regions dirty in any source member's bitmap (all of them with `all`).
@@ -560,6 +560,7 @@ impl Resync<'_> {
         &self,
         dirty: &[bool],
         sources: &[bool],
+        all: bool,
         a: &MetaArgs,
         note: &mut dyn FnMut(&str),
     ) -> Result<serde_json::Value, MetaError> {
@@ -605,9 +606,15 @@ impl Resync<'_> {
         resync["rows"] = rows_done.into();
         resync["mismatches_repaired"] = repaired.into();
         resync["seconds"] = t0.elapsed().as_secs_f64().into();
-        note(&format!(
-            "the array was not stopped cleanly: resynced {dirty_regions} dirty regions ({rows_done} rows, {repaired} with stale parity) before serving"
-        ));
+        note(&if all {
+            format!(
+                "new array over members that held data: recomputed the parity of every row ({rows_done} rows, {repaired} changed) before serving"
+            )
+        } else {
+            format!(
+                "the array was not stopped cleanly: resynced {dirty_regions} dirty regions ({rows_done} rows, {repaired} with stale parity) before serving"
+            )
+        });
         Ok(resync)
     }
 
@@ -625,6 +632,14 @@ impl Resync<'_> {
             let first = r as u64 * self.sb.bitmap_region_rows;
             let last = (first + self.sb.bitmap_region_rows).min(self.area.rows);
             for row in first..last {
+                if crate::sched::interrupted() {
+                    // Nothing moved on: the superblocks and bitmaps are as found, so the
+                    // same command resyncs again (a creation is created again).
+                    return Err(MetaError::Refused(format!(
+                        "interrupted (SIGINT/SIGTERM) while resyncing the raid5 before serving, at row {row} of {}: nothing was served; run the same command again to resync from the start",
+                        self.area.rows
+                    )));
+                }
                 let m = meta::check_raid5_row(self.n, unit, row, true, &mut io, &mut bufs)
                     .map_err(io_error("the resync of a dirty region failed".into()))?;
                 repaired += u64::from(m.is_some());

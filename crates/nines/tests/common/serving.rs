@@ -91,16 +91,21 @@ impl Serving {
         Ok(s)
     }
 
-    /// SIGTERM, then SIGKILL `after` it unless it exited: whether it exited first.
+    /// SIGTERM, then SIGKILL `after` it unless it exited first: whether it did.
     pub fn term_then_kill(mut self, after: Duration) -> bool {
         let mut c = self.child.take().unwrap();
+        let t0 = Instant::now();
         // SAFETY: signalling our own child.
         unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        std::thread::sleep(after);
-        let exited = c.try_wait().unwrap().is_some();
+        while t0.elapsed() < after {
+            if c.try_wait().unwrap().is_some() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
         let _ = c.kill();
         c.wait().unwrap();
-        exited
+        false
     }
 
     /// On a TCP port of 127.0.0.1 (libnbd verifies a server's certificate against its name
