@@ -64,6 +64,26 @@ pub fn open_files(paths: &[PathBuf], write: bool) -> Result<Vec<File>, MetaError
         .collect()
 }
 
+/// [`open_files`], but a missing `absent` member gets a read-only `/dev/null` descriptor (it
+/// reads as empty, so no superblock; it is never written).
+fn open_files_but(
+    paths: &[PathBuf],
+    write: bool,
+    absent: Option<usize>,
+) -> Result<Vec<File>, MetaError> {
+    paths
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            if Some(k) == absent && std::fs::symlink_metadata(p).is_err() {
+                File::open("/dev/null").map_err(io_error("cannot open /dev/null".into()))
+            } else {
+                open_files(std::slice::from_ref(p), write).map(|mut v| v.remove(0))
+            }
+        })
+        .collect()
+}
+
 fn size_of(f: &File) -> std::io::Result<u64> {
     use std::io::{Seek, SeekFrom};
     let mut f = f;
@@ -241,14 +261,36 @@ pub fn open_array(
     let expect = expected(spec, sizes.len())?;
     let (layout, n, unit) = (expect.layout, expect.members, expect.unit_bytes);
     let names: Vec<String> = a.paths.iter().map(|p| name(p)).collect();
-    let files = open_files(a.paths, !a.read_only)?;
     let left_out = match spec {
         LayoutSpec::Raid5 {
             failed, rebuild, ..
         } => rebuild.map(|r| r.member).or(*failed),
         _ => None,
     };
+    // The --failed member is never read or written: it may be missing (a placeholder
+    // descriptor that reads nothing stands in) or of any size (the others give the geometry).
+    let failed = match spec {
+        LayoutSpec::Raid5 {
+            failed: Some(f),
+            rebuild: None,
+            ..
+        } => Some(*f as usize),
+        _ => None,
+    };
+    let files = open_files_but(a.paths, !a.read_only, failed)?;
     let asm = assemble_members(&expect, &files, &names, left_out)?;
+    let mut sizes = sizes.to_vec();
+    if let Some(f) = failed
+        && let Some(others) = sizes
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| k != f)
+            .map(|(_, &s)| s)
+            .min()
+    {
+        sizes[f] = others;
+    }
+    let sizes = &sizes[..];
     let area = DataArea::new(layout, unit, sizes)?;
     let mut report = serde_json::Map::new();
     let (sb, resync_all) = match &asm {

@@ -413,6 +413,28 @@ impl Target {
         self.created
     }
 
+    /// A member that is not there: raid5's `--failed N` member, which nothing reads or
+    /// writes (no descriptor, size 0; the array's geometry comes from the other members).
+    pub fn absent(path: &Path) -> Target {
+        Target {
+            file: None,
+            emu: None,
+            path: path.to_path_buf(),
+            name: path.display().to_string(),
+            size_bytes: 0,
+            logical_block_bytes: 512,
+            block: false,
+            dev: None,
+            options: TargetOptions::default(),
+            created: false,
+        }
+    }
+
+    /// Whether this is [`Target::absent`]'s placeholder.
+    pub fn is_absent(&self) -> bool {
+        self.file.is_none() && self.emu.is_none()
+    }
+
     /// Offsets and sizes of every I/O must be multiples of this.
     pub fn logical_block_bytes(&self) -> u32 {
         self.logical_block_bytes

@@ -1087,3 +1087,52 @@ fn serve_create_cut_by_sigterm_is_created_again_with_the_data_kept() {
         "serve --create cut by SIGTERM: {rounds} rounds ({resync_cut} stopped in the resync, {served_then_stopped} finished the creation and stopped cleanly, {other} otherwise), every one created again with the data kept, 0 lockouts"
     );
 }
+
+/// Issue 38: `--failed N` serves without member N, so its file may be missing or of any size
+/// (it used to have to be there at full size); a replacement is rebuilt into it afterwards.
+#[test]
+fn the_failed_member_may_be_missing_or_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let size = (4u64 << 20) + (64 << 10);
+    let members: Vec<PathBuf> = (0..3).map(|i| file(d, &format!("m{i}"), size)).collect();
+    let m = strs(&members);
+    let mut args = vec!["--layout", "raid5"];
+    args.extend(&m);
+    serve_write(d, &args, 0, 0x3c);
+    let mut deg = args.clone();
+    deg.extend(["--failed", "1"]);
+    let read_back = |want: u8| {
+        let s = Serving::start(d, &deg);
+        let (mut c, n) = handshake(&s.socket);
+        assert_eq!(n, 2 * (size - (64 << 10)), "the export keeps its size");
+        let mut buf = vec![0u8; 65536];
+        read(&mut c, 0, &mut buf);
+        assert!(buf.iter().all(|&b| b == want));
+        drop(c);
+        s.stop_ok();
+    };
+    // Missing.
+    std::fs::remove_file(&members[1]).unwrap();
+    read_back(0x3c);
+    assert!(!members[1].exists(), "the missing member is not created");
+    serve_write(d, &deg, 0, 0x4d);
+    // Truncated.
+    std::fs::write(&members[1], vec![0u8; 4096]).unwrap();
+    read_back(0x4d);
+    // A replacement of full size, rebuilt: the array is whole again.
+    file(d, "m1", size);
+    let out = nines(&[&["rebuild", "--member", "1"][..], &m[..]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = Serving::start(d, &args);
+    let (mut c, _) = handshake(&s.socket);
+    let mut buf = vec![0u8; 65536];
+    read(&mut c, 0, &mut buf);
+    assert!(buf.iter().all(|&b| b == 0x4d));
+    drop(c);
+    s.stop_ok();
+}
