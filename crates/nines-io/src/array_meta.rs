@@ -312,6 +312,11 @@ pub fn open_array(
     report.insert("uuid".into(), meta::uuid_text(&sb.array_uuid).into());
     report.insert("events_found".into(), sb.events.into());
     report.insert("clean_found".into(), sb.clean.into());
+    // Members a generation behind (a transition cut short): current, rewritten by this start.
+    report.insert(
+        "members_behind".into(),
+        asm.as_ref().map_or(Vec::new(), |x| x.behind.clone()).into(),
+    );
     let mut spec = spec.clone();
     let mut bitmap_offset = None;
     let regions = if layout == MetaLayout::Raid5 {
@@ -462,7 +467,13 @@ fn new_array(
     let empty: Vec<bool> = files
         .iter()
         .enumerate()
-        .map(|(k, f)| a.created.get(k) == Some(&true) || holds_nothing_below(f, area.data_bytes))
+        .map(|(k, f)| {
+            // The member left out is never read (its chunks are rebuilt from the others when
+            // it is): what it holds does not matter.
+            Some(k as u32) == left_out
+                || a.created.get(k) == Some(&true)
+                || holds_nothing_below(f, area.data_bytes)
+        })
         .collect();
     if !a.create
         && let Some(k) = empty.iter().position(|&e| !e)

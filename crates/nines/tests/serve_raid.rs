@@ -1135,4 +1135,18 @@ fn the_failed_member_may_be_missing_or_truncated() {
     assert!(buf.iter().all(|&b| b == 0x4d));
     drop(c);
     s.stop_ok();
+    // A new array created degraded, its member 1 not there yet.
+    let fresh: Vec<PathBuf> = (0..3).map(|i| d.join(format!("n{i}"))).collect();
+    for p in [&fresh[0], &fresh[2]] {
+        file(d, p.file_name().unwrap().to_str().unwrap(), size);
+    }
+    let mut fdeg = vec!["--layout", "raid5", "--failed", "1"];
+    fdeg.extend(strs(&fresh));
+    serve_write(d, &fdeg, 65536, 0x5e);
+    let s = Serving::start(d, &fdeg);
+    let (mut c, _) = handshake(&s.socket);
+    read(&mut c, 65536, &mut buf);
+    assert!(buf.iter().all(|&b| b == 0x5e));
+    drop(c);
+    s.stop_ok();
 }
