@@ -798,8 +798,9 @@ struct CrashCounts {
 
 /// Issue 38: kill -9 at random small delays after spawn (during the start's superblock
 /// writes), and SIGTERM then SIGKILL shortly after (during the clean stop's), over `args`'
-/// members; every restart must serve and read back every acknowledged block. Rounds of each
-/// kind: `rounds`, and more (up to `4 * rounds`) until three cuts left the members split.
+/// members, each also aimed (the kill as soon as member 0's superblock moved, so the others
+/// are a generation behind); every restart must serve and read back every acknowledged block.
+/// Rounds: `rounds`, and more (up to `4 * rounds`) until three cuts left the members split.
 fn crash_loop(d: &Path, args: &[&str], members: &[PathBuf], rounds: u64, seed: u64) -> CrashCounts {
     let blocks = 256u64;
     let mut model = Model {
@@ -836,9 +837,20 @@ fn crash_loop(d: &Path, args: &[&str], members: &[PathBuf], rounds: u64, seed: u
             drop(conn);
             s
         };
+    // A cut that left members apart: `nines check` (raid5) takes the array too, as serve does.
+    let raid5 = args.contains(&"raid5");
     let split = |members: &[PathBuf]| {
         let g = generations(members);
-        g.iter().any(|x| x.map(|x| x.0) != g[0].map(|x| x.0))
+        let apart = g.iter().any(|x| x.map(|x| x.0) != g[0].map(|x| x.0));
+        if apart && raid5 {
+            let out = nines(&[&["check", "--chunk", "16k"][..], &strs(members)[..]].concat());
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !err.contains("cannot check the array"),
+                "check refused members {g:?}: {err}"
+            );
+        }
+        apart
     };
     let mut k = 0u64;
     while k < rounds || (c.split < 3 && k < 4 * rounds) {
@@ -857,6 +869,16 @@ fn crash_loop(d: &Path, args: &[&str], members: &[PathBuf], rounds: u64, seed: u
         s.kill9();
         c.start_kills += 1;
         c.split += u64::from(split(members));
+        // Aimed: kill -9 as soon as member 0's superblock moved (the others not yet written).
+        let g0 = generations(&members[..1])[0];
+        let s = Serving::spawn(d, args);
+        let t0 = Instant::now();
+        while generations(&members[..1])[0] == g0 && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        s.kill9();
+        c.start_kills += 1;
+        c.split += u64::from(split(members));
         // SIGTERM, then SIGKILL during the clean stop.
         let s = serve_and_write(
             &mut model,
@@ -866,6 +888,19 @@ fn crash_loop(d: &Path, args: &[&str], members: &[PathBuf], rounds: u64, seed: u
         );
         let after = stop_t.mul_f64((rng.next() % 1300) as f64 / 1000.0);
         c.stops_done += u64::from(s.term_then_kill(after));
+        c.stop_kills += 1;
+        c.split += u64::from(split(members));
+        // Aimed: SIGKILL as soon as the clean stop moved member 0's superblock.
+        let s = serve_and_write(
+            &mut model,
+            &mut rng,
+            &mut start_t,
+            &format!("round {k}, after the stop kill"),
+        );
+        let g0 = generations(&members[..1])[0];
+        c.stops_done += u64::from(s.term_then_kill_when(Duration::from_secs(10), || {
+            generations(&members[..1])[0] != g0
+        }));
         c.stop_kills += 1;
         c.split += u64::from(split(members));
         k += 1;

@@ -92,16 +92,22 @@ impl Serving {
     }
 
     /// SIGTERM, then SIGKILL `after` it unless it exited first: whether it did.
-    pub fn term_then_kill(mut self, after: Duration) -> bool {
+    pub fn term_then_kill(self, after: Duration) -> bool {
+        self.term_then_kill_when(after, || false)
+    }
+
+    /// SIGTERM, then SIGKILL as soon as `now()` says so, or `limit` after it, unless it
+    /// exited first: whether it did.
+    pub fn term_then_kill_when(mut self, limit: Duration, mut now: impl FnMut() -> bool) -> bool {
         let mut c = self.child.take().unwrap();
         let t0 = Instant::now();
         // SAFETY: signalling our own child.
         unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        while t0.elapsed() < after {
+        while t0.elapsed() < limit && !now() {
             if c.try_wait().unwrap().is_some() {
                 return true;
             }
-            std::thread::sleep(Duration::from_micros(200));
+            std::thread::sleep(Duration::from_micros(50));
         }
         let _ = c.kill();
         c.wait().unwrap();
