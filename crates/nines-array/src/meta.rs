@@ -15,6 +15,10 @@ pub const SB_MAGIC: &[u8; 8] = b"NINESMB1";
 const SB_VERSION: u32 = 1;
 /// Bytes of the encoded fields (the checksum follows them).
 const SB_FIELDS_BYTES: usize = 8 + 4 + 4 + 16 + 4 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 8;
+/// Bytes of one slot (the fields and the checksum).
+const SLOT_BYTES: usize = SB_FIELDS_BYTES + 8;
+/// Where the page's two slots are: sectors apart, so a torn write loses at most the one written.
+const SLOT_OFFSETS: [usize; 2] = [0, 2048];
 const FLAG_CLEAN: u32 = 1;
 const FLAG_CREATING: u32 = 2;
 const FLAGS_KNOWN: u32 = FLAG_CLEAN | FLAG_CREATING;
@@ -107,7 +111,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 impl Superblock {
-    /// The 4 KiB page written at the member's end.
+    /// A 4 KiB page holding this superblock in slot 0 only (what an older nines wrote; the
+    /// writer uses [`Superblock::encode_after`]).
     pub fn encode(&self) -> Vec<u8> {
         let mut p = Vec::with_capacity(SB_BYTES as usize);
         p.extend_from_slice(SB_MAGIC);
@@ -132,8 +137,48 @@ impl Superblock {
         p
     }
 
-    /// Reads a page; anything that is not a valid superblock is an error, never a panic.
+    /// The page written over `prev` (the member's page now): this superblock in one slot, and
+    /// in the other, unchanged, `prev`'s newest valid superblock of this array older than this
+    /// one (anything else there is cleared: another array's superblock with more events would
+    /// be read as the newer). A write torn anywhere (at a power loss, sector by sector) then
+    /// leaves the kept slot valid, one generation behind, which [`assemble`] takes as current
+    /// unless marked out: ZFS's uberblock ring, of two.
+    pub fn encode_after(&self, prev: &[u8]) -> Vec<u8> {
+        let mut page = vec![0u8; SB_BYTES as usize];
+        let keep = (0..2)
+            .filter_map(|k| {
+                let at = SLOT_OFFSETS[k];
+                let sb = Superblock::decode_slot(prev.get(at..)?).ok()?;
+                (sb.array_uuid == self.array_uuid && sb.events < self.events).then_some((k, sb))
+            })
+            .max_by_key(|(_, sb)| sb.events)
+            .map(|(k, _)| k);
+        if let Some(k) = keep {
+            let at = SLOT_OFFSETS[k];
+            page[at..at + SLOT_BYTES].copy_from_slice(&prev[at..at + SLOT_BYTES]);
+        }
+        let at = SLOT_OFFSETS[usize::from(keep == Some(0))];
+        page[at..at + SLOT_BYTES].copy_from_slice(&self.encode()[..SLOT_BYTES]);
+        page
+    }
+
+    /// Reads a page: the newer valid one of its two slots (slot 0 on a tie; a page of an
+    /// older nines has only slot 0). Anything else is an error, never a panic.
     pub fn decode(page: &[u8]) -> Result<Superblock, SbError> {
+        let a = Superblock::decode_slot(page);
+        let b = page
+            .get(SLOT_OFFSETS[1]..)
+            .map_or(Err(SbError::NoMagic), Superblock::decode_slot);
+        match (a, b) {
+            (Ok(a), Ok(b)) => Ok(if b.events > a.events { b } else { a }),
+            (Ok(a), Err(_)) => Ok(a),
+            (Err(_), Ok(b)) => Ok(b),
+            (Err(SbError::NoMagic), Err(e)) | (Err(e), Err(_)) => Err(e),
+        }
+    }
+
+    /// Reads one slot; anything that is not a valid superblock is an error, never a panic.
+    fn decode_slot(page: &[u8]) -> Result<Superblock, SbError> {
         if page.len() < SB_FIELDS_BYTES + 8 || &page[..8] != SB_MAGIC {
             return Err(SbError::NoMagic);
         }
@@ -607,6 +652,68 @@ mod tests {
         assert_eq!(Superblock::decode(&bad), Err(SbError::Checksum));
         assert_eq!(Superblock::decode(&[0u8; 4096]), Err(SbError::NoMagic));
         assert_eq!(Superblock::decode(&page[..20]), Err(SbError::NoMagic));
+    }
+
+    /// Every way a page write can tear at a power loss (each 512-byte sector old, new, or,
+    /// where it changes, half of each) reads back as the superblock before or the one written;
+    /// and a page of an older nines (slot 0 only) is read and written over the same way.
+    #[test]
+    fn a_torn_superblock_page_reads_as_before_or_after() {
+        let mut page = vec![0u8; SB_BYTES as usize];
+        let mut prev: Option<Superblock> = None;
+        let mut cases = 0u64;
+        for events in 1..6u64 {
+            let next = Superblock {
+                clean: events % 2 == 0,
+                ..sb(1, events)
+            };
+            let new = next.encode_after(&page);
+            assert_eq!(Superblock::decode(&new).as_ref(), Ok(&next));
+            let sectors = SB_BYTES as usize / 512;
+            let changed: Vec<usize> = (0..sectors)
+                .filter(|&i| page[i * 512..(i + 1) * 512] != new[i * 512..(i + 1) * 512])
+                .collect();
+            assert!(!changed.is_empty() && changed.len() <= 2, "{changed:?}");
+            for mut pick in 0..3u32.pow(changed.len() as u32) {
+                let mut torn = page.clone();
+                for &i in &changed {
+                    let r = i * 512..(i + 1) * 512;
+                    match pick % 3 {
+                        0 => {}
+                        1 => torn[r.clone()].copy_from_slice(&new[r]),
+                        _ => {
+                            torn[r.start..r.start + 50].copy_from_slice(&new[r.start..r.start + 50])
+                        }
+                    }
+                    pick /= 3;
+                }
+                let got = Superblock::decode(&torn).ok();
+                assert!(
+                    got.as_ref() == Some(&next) || got == prev,
+                    "events {events}: torn {got:?}"
+                );
+                cases += 1;
+            }
+            page = new;
+            prev = Some(next);
+        }
+        assert!(cases >= 5 * 3);
+        // An older nines's page: read, and the next write keeps it in the other slot.
+        let old = sb(1, 9).encode();
+        assert_eq!(Superblock::decode(&old), Ok(sb(1, 9)));
+        let after = sb(1, 10).encode_after(&old);
+        assert_eq!(&after[..100], &old[..100], "the older slot kept");
+        assert_eq!(Superblock::decode(&after), Ok(sb(1, 10)));
+        // Another array's superblock (more events) is not kept beside this one.
+        let foreign = Superblock {
+            array_uuid: [1; 16],
+            ..sb(1, 50)
+        }
+        .encode();
+        assert_eq!(
+            Superblock::decode(&sb(1, 3).encode_after(&foreign)),
+            Ok(sb(1, 3))
+        );
     }
 
     #[test]

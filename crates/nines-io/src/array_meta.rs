@@ -107,6 +107,18 @@ pub fn read_sb(f: &File) -> std::io::Result<Found> {
     })
 }
 
+/// Writes `sb` into the last page of a member of `member_bytes` (the slot its page does not
+/// keep: [`Superblock::encode_after`]) and makes it durable.
+fn write_sb(f: &File, sb: &Superblock, member_bytes: u64) -> std::io::Result<()> {
+    let at = member_bytes - SB_BYTES;
+    let mut prev = vec![0u8; SB_BYTES as usize];
+    if f.read_exact_at(&mut prev, at).is_err() {
+        prev.fill(0);
+    }
+    f.write_all_at(&sb.encode_after(&prev), at)?;
+    f.sync_data()
+}
+
 /// A regular file with no data below `data_bytes` (never written, only holes, or only the
 /// superblock area an interrupted creation wrote): nothing to lose.
 fn holds_nothing_below(f: &File, data_bytes: u64) -> bool {
@@ -201,9 +213,11 @@ impl MetaWriter {
             let Some(f) = self.files.get(k).and_then(Option::as_ref) else {
                 continue;
             };
-            let sb = step.next.of_member(k as u32, self.sizes[k]);
-            f.write_all_at(&sb.encode(), self.sizes[k] - SB_BYTES)?;
-            f.sync_data()?;
+            write_sb(
+                f,
+                &step.next.of_member(k as u32, self.sizes[k]),
+                self.sizes[k],
+            )?;
         }
         Ok(())
     }
@@ -538,11 +552,12 @@ fn create(
     let step = template.step(Transition::Create);
     for &k in &step.order {
         let k = k as usize;
-        let sb = step.next.of_member(k as u32, sizes[k]);
-        files[k]
-            .write_all_at(&sb.encode(), sizes[k] - SB_BYTES)
-            .and_then(|()| files[k].sync_data())
-            .map_err(io_error(format!("cannot write {}'s superblock", names[k])))?;
+        write_sb(
+            &files[k],
+            &step.next.of_member(k as u32, sizes[k]),
+            sizes[k],
+        )
+        .map_err(io_error(format!("cannot write {}'s superblock", names[k])))?;
     }
     Ok(step.next)
 }

@@ -756,19 +756,24 @@ fn write_block(s: &mut UnixStream, b: u64, g: u64) {
     );
 }
 
-/// Each member's superblock generation and clean word, read from its last page (None: none).
+/// Each member's superblock generation and clean word, read from the newer of its last page's
+/// two slots (None: none).
 fn generations(members: &[PathBuf]) -> Vec<Option<(u64, u32)>> {
     members
         .iter()
         .map(|p| {
             let v = std::fs::read(p).unwrap();
             let page = &v[v.len() - 4096..];
-            (&page[..8] == b"NINESMB1").then(|| {
-                (
-                    u64::from_le_bytes(page[64..72].try_into().unwrap()),
-                    u32::from_le_bytes(page[72..76].try_into().unwrap()),
-                )
-            })
+            [0usize, 2048]
+                .into_iter()
+                .filter(|&at| &page[at..at + 8] == b"NINESMB1")
+                .map(|at| {
+                    (
+                        u64::from_le_bytes(page[at + 64..at + 72].try_into().unwrap()),
+                        u32::from_le_bytes(page[at + 72..at + 76].try_into().unwrap()),
+                    )
+                })
+                .max_by_key(|x| x.0)
         })
         .collect()
 }
