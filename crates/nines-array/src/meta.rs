@@ -15,6 +15,13 @@ pub const SB_MAGIC: &[u8; 8] = b"NINESMB1";
 const SB_VERSION: u32 = 1;
 /// Bytes of the encoded fields (the checksum follows them).
 const SB_FIELDS_BYTES: usize = 8 + 4 + 4 + 16 + 4 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 8;
+/// Bytes of one slot (the fields and the checksum).
+const SLOT_BYTES: usize = SB_FIELDS_BYTES + 8;
+/// Where the page's two slots are: sectors apart, so a torn write loses at most the one written.
+const SLOT_OFFSETS: [usize; 2] = [0, 2048];
+const FLAG_CLEAN: u32 = 1;
+const FLAG_CREATING: u32 = 2;
+const FLAGS_KNOWN: u32 = FLAG_CLEAN | FLAG_CREATING;
 /// Most members a superblock's failed mask covers.
 pub const MEMBERS_MAX: u32 = 64;
 /// Regions of a raid5 write-intent bitmap cover at least this much of each member.
@@ -67,10 +74,16 @@ pub struct Superblock {
     pub member_data_bytes: u64,
     /// This member's size when the superblock was written.
     pub member_bytes: u64,
-    /// Bumped at every start, clean stop and member failure, on every member in service.
+    /// The generation: bumped at every start, clean stop and member failure, on every member
+    /// in service, one member at a time (so a crash can leave members one generation apart;
+    /// [`assemble`] says which are current).
     pub events: u64,
     /// The array was stopped cleanly (flushed, parity consistent, bitmap clear).
     pub clean: bool,
+    /// Written by the first step of a new array's creation (generation 1, before anything else
+    /// is written): members carrying only such superblocks hold no array yet, so an interrupted
+    /// creation is created again (docs/arch-array.md "Member superblocks").
+    pub creating: bool,
     /// Members out of service at `events` (bit per role).
     pub failed_mask: u64,
     /// Rows per write-intent bitmap region (raid5; 0: none).
@@ -98,7 +111,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 impl Superblock {
-    /// The 4 KiB page written at the member's end.
+    /// A 4 KiB page holding this superblock in slot 0 only (what an older nines wrote; the
+    /// writer uses [`Superblock::encode_after`]).
     pub fn encode(&self) -> Vec<u8> {
         let mut p = Vec::with_capacity(SB_BYTES as usize);
         p.extend_from_slice(SB_MAGIC);
@@ -111,7 +125,9 @@ impl Superblock {
         p.extend_from_slice(&self.member_data_bytes.to_le_bytes());
         p.extend_from_slice(&self.member_bytes.to_le_bytes());
         p.extend_from_slice(&self.events.to_le_bytes());
-        p.extend_from_slice(&u32::from(self.clean).to_le_bytes());
+        // The old clean word, now flags: bit 0 clean, bit 1 creating (older superblocks: 0 or 1).
+        let flags = u32::from(self.clean) | u32::from(self.creating) << 1;
+        p.extend_from_slice(&flags.to_le_bytes());
         p.extend_from_slice(&self.failed_mask.to_le_bytes());
         p.extend_from_slice(&self.bitmap_region_rows.to_le_bytes());
         debug_assert_eq!(p.len(), SB_FIELDS_BYTES);
@@ -121,8 +137,48 @@ impl Superblock {
         p
     }
 
-    /// Reads a page; anything that is not a valid superblock is an error, never a panic.
+    /// The page written over `prev` (the member's page now): this superblock in one slot, and
+    /// in the other, unchanged, `prev`'s newest valid superblock of this array older than this
+    /// one (anything else there is cleared: another array's superblock with more events would
+    /// be read as the newer). A write torn anywhere (at a power loss, sector by sector) then
+    /// leaves the kept slot valid, one generation behind, which [`assemble`] takes as current
+    /// unless marked out: ZFS's uberblock ring, of two.
+    pub fn encode_after(&self, prev: &[u8]) -> Vec<u8> {
+        let mut page = vec![0u8; SB_BYTES as usize];
+        let keep = (0..2)
+            .filter_map(|k| {
+                let at = SLOT_OFFSETS[k];
+                let sb = Superblock::decode_slot(prev.get(at..)?).ok()?;
+                (sb.array_uuid == self.array_uuid && sb.events < self.events).then_some((k, sb))
+            })
+            .max_by_key(|(_, sb)| sb.events)
+            .map(|(k, _)| k);
+        if let Some(k) = keep {
+            let at = SLOT_OFFSETS[k];
+            page[at..at + SLOT_BYTES].copy_from_slice(&prev[at..at + SLOT_BYTES]);
+        }
+        let at = SLOT_OFFSETS[usize::from(keep == Some(0))];
+        page[at..at + SLOT_BYTES].copy_from_slice(&self.encode()[..SLOT_BYTES]);
+        page
+    }
+
+    /// Reads a page: the newer valid one of its two slots (slot 0 on a tie; a page of an
+    /// older nines has only slot 0). Anything else is an error, never a panic.
     pub fn decode(page: &[u8]) -> Result<Superblock, SbError> {
+        let a = Superblock::decode_slot(page);
+        let b = page
+            .get(SLOT_OFFSETS[1]..)
+            .map_or(Err(SbError::NoMagic), Superblock::decode_slot);
+        match (a, b) {
+            (Ok(a), Ok(b)) => Ok(if b.events > a.events { b } else { a }),
+            (Ok(a), Err(_)) => Ok(a),
+            (Err(_), Ok(b)) => Ok(b),
+            (Err(SbError::NoMagic), Err(e)) | (Err(e), Err(_)) => Err(e),
+        }
+    }
+
+    /// Reads one slot; anything that is not a valid superblock is an error, never a panic.
+    fn decode_slot(page: &[u8]) -> Result<Superblock, SbError> {
         if page.len() < SB_FIELDS_BYTES + 8 || &page[..8] != SB_MAGIC {
             return Err(SbError::NoMagic);
         }
@@ -140,6 +196,10 @@ impl Superblock {
             return Err(SbError::Unknown);
         }
         let layout = MetaLayout::from_code(u32_at(12)).ok_or(SbError::Unknown)?;
+        let flags = u32_at(72);
+        if flags & !FLAGS_KNOWN != 0 {
+            return Err(SbError::Unknown);
+        }
         let mut array_uuid = [0u8; 16];
         array_uuid.copy_from_slice(&page[16..32]);
         Ok(Superblock {
@@ -151,7 +211,8 @@ impl Superblock {
             member_data_bytes: u64_at(48),
             member_bytes: u64_at(56),
             events: u64_at(64),
-            clean: u32_at(72) != 0,
+            clean: flags & FLAG_CLEAN != 0,
+            creating: flags & FLAG_CREATING != 0,
             failed_mask: u64_at(76),
             bitmap_region_rows: u64_at(84),
         })
@@ -196,11 +257,17 @@ pub struct Found {
 /// The array as its members' superblocks describe it, when every member in service is current.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Assembly {
-    /// The newest superblock (the array's state).
+    /// The newest superblock: the array's geometry, generation and failed mask. Its `clean` is
+    /// on only when every member in service says clean (members that disagree, a start or a
+    /// stop cut short, make the array dirty).
     pub newest: Superblock,
-    /// The member left out (`--failed`/`--rebuild`) holds the newest events: its bytes are the
-    /// array's (a resync may read them).
+    /// The member left out (`--failed`/`--rebuild`) is current (no superblock marks it out):
+    /// its bytes are the array's (a resync may read them).
     pub left_out_current: bool,
+    /// Members in service whose superblock is behind the newest generation: a start, stop,
+    /// failure record or rejoin was cut short after other members were written. They are
+    /// current (nothing marks them out); the next start writes them.
+    pub behind: Vec<u32>,
 }
 
 /// Why an array is not served: one member refused, one line.
@@ -212,9 +279,118 @@ pub struct Refused {
     pub why: String,
 }
 
+/// The failed-mask bit of member `k` (members past the mask's 64 bits are never marked out).
+fn out_bit(k: usize) -> u64 {
+    1u64.checked_shl(k as u32).unwrap_or(0)
+}
+
+/// A superblock change every member in service gets, one member at a time (the writer's
+/// transitions; docs/arch-array.md "Member superblocks").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transition {
+    /// The first step of a new array (from a template at generation 0 whose failed mask holds
+    /// the member left out): generation 1, `creating`.
+    Create,
+    /// A start: the next generation, not clean, with `left_out` marked out.
+    Start { left_out: Option<u32> },
+    /// A member failed while serving: marked out; the others at the next generation.
+    Fail(u32),
+    /// A clean stop (flushed, bitmaps cleared first); `rejoin`: a member rebuilt to the end is
+    /// a member again, and written first.
+    Stop { rejoin: Option<u32> },
+}
+
+/// What a transition writes: `next` (as [`Superblock::of_member`] of each) to the members of
+/// `order`, in that order, each made durable before the next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub next: Superblock,
+    pub order: Vec<u32>,
+}
+
+impl Superblock {
+    /// This superblock as member `role` of `member_bytes` carries it.
+    pub fn of_member(&self, role: u32, member_bytes: u64) -> Superblock {
+        Superblock {
+            role,
+            member_bytes,
+            ..self.clone()
+        }
+    }
+
+    /// Whether member `k` is in service here (not in the failed mask).
+    pub fn in_service(&self, k: u32) -> bool {
+        self.failed_mask & out_bit(k as usize) == 0
+    }
+
+    /// The step of transition `t` from this state (the array's superblock, any role).
+    ///
+    /// Why any single crash leaves an array that assembles (the protocol, after md's event
+    /// counts with its per-device role array, ZFS's uberblocks and TigerBeetle's superblock
+    /// generations): a crash between two member writes leaves members one generation apart,
+    /// and [`assemble`] does not call a member stale for its lower generation alone, only when
+    /// a superblock at its generation or later marks it out. A member is marked out (`Start`
+    /// with a member left out, `Fail`) in the first superblock written of that generation,
+    /// before any write it misses is acknowledged, and in every superblock after until it
+    /// rejoins; it rejoins (`Stop` with `rejoin`) only rebuilt to the end, its own superblock
+    /// written first, so the generation that no longer marks it out is never older than its
+    /// own. The array's state is the newest generation's; dirty when members disagree.
+    pub fn step(&self, t: Transition) -> Step {
+        let mut next = self.clone();
+        next.events += 1;
+        next.clean = false;
+        next.creating = false;
+        let mut first = None;
+        match t {
+            Transition::Create => {
+                next.events = 1;
+                next.creating = true;
+            }
+            Transition::Start { left_out } => {
+                if let Some(f) = left_out {
+                    next.failed_mask |= out_bit(f as usize);
+                }
+            }
+            Transition::Fail(m) => next.failed_mask |= out_bit(m as usize),
+            Transition::Stop { rejoin } => {
+                next.clean = true;
+                if let Some(r) = rejoin {
+                    next.failed_mask &= !out_bit(r as usize);
+                    first = Some(r);
+                }
+            }
+        }
+        let order = first
+            .into_iter()
+            .chain((0..next.members).filter(|&k| Some(k) != first && next.in_service(k)))
+            .collect();
+        Step { next, order }
+    }
+}
+
+/// The superblock of this array (other than member `k`'s own) at `events` or later that marks
+/// member `k` out of service, the newest such: `k` missed writes since (or is rejoining and
+/// not yet written).
+fn marked_out<'a>(
+    found: &'a [Found],
+    uuid: &[u8; 16],
+    k: usize,
+    events: u64,
+) -> Option<&'a Superblock> {
+    found
+        .iter()
+        .enumerate()
+        .filter(|&(j, _)| j != k)
+        .filter_map(|(_, f)| f.sb.as_ref().ok())
+        .filter(|s| &s.array_uuid == uuid && s.events >= events && s.failed_mask & out_bit(k) != 0)
+        .max_by_key(|s| s.events)
+}
+
 /// Checks every member but `left_out` against the newest superblock: `Ok(None)` when no
-/// member has a superblock at all (a new array, or members written without them), `Ok(Some)`
-/// when every member in service is current, and the first member that is not otherwise.
+/// member carries an array (a new array, members written without superblocks, or a creation
+/// cut short: only `creating` superblocks), `Ok(Some)` when every member in service is current,
+/// and the first member that is not otherwise. A member is stale only when a superblock at its
+/// generation or later marks it out ([`Superblock::step`] says why that is enough).
 pub fn assemble(
     expect: &Expect,
     found: &[Found],
@@ -224,9 +400,10 @@ pub fn assemble(
     let newest = found
         .iter()
         .filter_map(|f| f.sb.as_ref().ok())
+        .filter(|s| !s.creating)
         .max_by_key(|s| s.events)
         .cloned();
-    let Some(newest) = newest else {
+    let Some(mut newest) = newest else {
         return Ok(None);
     };
     let refuse = |k: usize, why: String| Refused {
@@ -272,8 +449,8 @@ pub fn assemble(
         }
     };
     let mut left_out_current = false;
-    // Members past the mask's 64 bits are never marked out (superblocks cover 64 members).
-    let out_bit = |k: usize| 1u64.checked_shl(k as u32).unwrap_or(0);
+    let mut clean = newest.clean;
+    let mut behind = Vec::new();
     for (k, f) in found.iter().enumerate() {
         let sb = match &f.sb {
             Ok(sb) => sb,
@@ -326,17 +503,20 @@ pub fn assemble(
                 ),
             ));
         }
+        let marked = marked_out(found, &newest.array_uuid, k, sb.events);
         if out {
-            left_out_current = sb.events == newest.events && newest.failed_mask & out_bit(k) == 0;
+            left_out_current = marked.is_none();
             continue;
         }
-        if sb.events < newest.events || newest.failed_mask & out_bit(k) != 0 {
+        if let Some(m) = marked {
             return Err(refuse(
                 k,
                 format!(
-                    "is stale (event {}, the array's {}): it was out of service while the array was written; {}",
+                    "is stale (event {}, the array's {}): member {}'s superblock at event {} marks it out of service, so it missed writes; {}",
                     sb.events,
                     newest.events,
+                    m.role,
+                    m.events,
                     rebuild_hint(k)
                 ),
             ));
@@ -350,10 +530,16 @@ pub fn assemble(
                 ),
             ));
         }
+        clean &= sb.clean;
+        if sb.events < newest.events {
+            behind.push(k as u32);
+        }
     }
+    newest.clean = clean;
     Ok(Some(Assembly {
         newest,
         left_out_current,
+        behind,
     }))
 }
 
@@ -432,6 +618,7 @@ mod tests {
             member_bytes: (64 << 20) + 8192,
             events,
             clean: true,
+            creating: false,
             failed_mask: 0,
             bitmap_region_rows: 16,
         }
@@ -467,6 +654,68 @@ mod tests {
         assert_eq!(Superblock::decode(&page[..20]), Err(SbError::NoMagic));
     }
 
+    /// Every way a page write can tear at a power loss (each 512-byte sector old, new, or,
+    /// where it changes, half of each) reads back as the superblock before or the one written;
+    /// and a page of an older nines (slot 0 only) is read and written over the same way.
+    #[test]
+    fn a_torn_superblock_page_reads_as_before_or_after() {
+        let mut page = vec![0u8; SB_BYTES as usize];
+        let mut prev: Option<Superblock> = None;
+        let mut cases = 0u64;
+        for events in 1..6u64 {
+            let next = Superblock {
+                clean: events % 2 == 0,
+                ..sb(1, events)
+            };
+            let new = next.encode_after(&page);
+            assert_eq!(Superblock::decode(&new).as_ref(), Ok(&next));
+            let sectors = SB_BYTES as usize / 512;
+            let changed: Vec<usize> = (0..sectors)
+                .filter(|&i| page[i * 512..(i + 1) * 512] != new[i * 512..(i + 1) * 512])
+                .collect();
+            assert!(!changed.is_empty() && changed.len() <= 2, "{changed:?}");
+            for mut pick in 0..3u32.pow(changed.len() as u32) {
+                let mut torn = page.clone();
+                for &i in &changed {
+                    let r = i * 512..(i + 1) * 512;
+                    match pick % 3 {
+                        0 => {}
+                        1 => torn[r.clone()].copy_from_slice(&new[r]),
+                        _ => {
+                            torn[r.start..r.start + 50].copy_from_slice(&new[r.start..r.start + 50])
+                        }
+                    }
+                    pick /= 3;
+                }
+                let got = Superblock::decode(&torn).ok();
+                assert!(
+                    got.as_ref() == Some(&next) || got == prev,
+                    "events {events}: torn {got:?}"
+                );
+                cases += 1;
+            }
+            page = new;
+            prev = Some(next);
+        }
+        assert!(cases >= 5 * 3);
+        // An older nines's page: read, and the next write keeps it in the other slot.
+        let old = sb(1, 9).encode();
+        assert_eq!(Superblock::decode(&old), Ok(sb(1, 9)));
+        let after = sb(1, 10).encode_after(&old);
+        assert_eq!(&after[..100], &old[..100], "the older slot kept");
+        assert_eq!(Superblock::decode(&after), Ok(sb(1, 10)));
+        // Another array's superblock (more events) is not kept beside this one.
+        let foreign = Superblock {
+            array_uuid: [1; 16],
+            ..sb(1, 50)
+        }
+        .encode();
+        assert_eq!(
+            Superblock::decode(&sb(1, 3).encode_after(&foreign)),
+            Ok(sb(1, 3))
+        );
+    }
+
     #[test]
     fn current_members_assemble() {
         let size = (64 << 20) + 8192;
@@ -481,11 +730,37 @@ mod tests {
     fn stale_blank_truncated_and_foreign_members_are_refused_with_their_reason() {
         let size = (64 << 20) + 8192;
         let base = || -> Vec<Found> { (0..3).map(|k| found(Ok(sb(k, 9)), size)).collect() };
+        // Behind alone is not stale (a start or stop cut short): current, and the array dirty.
+        let mut behind = base();
+        behind[1] = found(
+            Ok(Superblock {
+                clean: false,
+                ..sb(1, 7)
+            }),
+            size,
+        );
+        let a = assemble(&EXPECT, &behind, &names(), None).unwrap().unwrap();
+        assert_eq!(
+            (a.newest.events, a.newest.clean, a.behind.clone()),
+            (9, false, vec![1])
+        );
+        // Stale: a superblock at its generation or later marks it out.
         let mut stale = base();
         stale[1] = found(Ok(sb(1, 7)), size);
+        stale[2] = found(
+            Ok(Superblock {
+                failed_mask: 1 << 1,
+                ..sb(2, 9)
+            }),
+            size,
+        );
         let e = assemble(&EXPECT, &stale, &names(), None).unwrap_err();
         assert_eq!(e.member, 1);
-        assert!(e.why.contains("stale (event 7, the array's 9)"), "{e}");
+        assert!(
+            e.why
+                .contains("stale (event 7, the array's 9): member 2's superblock"),
+            "{e}"
+        );
         // Left out, a stale member is fine; not current, so not a resync source.
         let a = assemble(&EXPECT, &stale, &names(), Some(1))
             .unwrap()

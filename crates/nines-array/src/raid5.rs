@@ -21,8 +21,11 @@
 //! - flush: to every working member.
 //!
 //! A member that answers an I/O error is failed (counted, reported) and the row is redone
-//! degraded; a second failure fails the request with EIO. TRIM and WRITE_ZEROES are refused
-//! (EOPNOTSUPP): dropping data under a parity chunk would make the parity wrong.
+//! degraded; a second failure fails the request with EIO. WRITE_ZEROES is a write whose bytes
+//! come from a zeroed scratch chunk instead of the client's buffer, so the parity stays the XOR
+//! of the data and reads return zeros; TRIM is the same (dropping a member's bytes under a
+//! parity chunk would make the parity wrong; zeros after a trim are allowed and safe). Neither
+//! is fast (NBD's FAST_ZERO is refused for raid5 exports before it gets here).
 //!
 //! Write-intent bitmap (`bitmap_region_rows`, what `nines serve` turns on over members with
 //! superblocks; docs/arch-array.md): the rows are grouped into regions of `region_rows` rows,
@@ -52,7 +55,6 @@ use crate::api::{
 use crate::api::{Control, Window};
 
 const EIO: i32 = 5;
-const EOPNOTSUPP: i32 = 95;
 
 /// `b` moved `by` bytes further into its buffer.
 #[inline]
@@ -125,6 +127,8 @@ struct Req {
     hi: u32,
     /// A member failed while this row was out: redo it when its commands are back.
     redo: bool,
+    /// WRITE_ZEROES or TRIM: a write of the zero chunk ([`Raid5::wsrc`]).
+    zero: bool,
 }
 
 /// The D/ND policy's options (`--policy sched|dnd --window W --write-back SIZE`).
@@ -563,6 +567,8 @@ pub struct Raid5 {
     failed: Option<u32>,
     /// A member reads avoid while it works (the D/ND policy's non-deterministic member).
     avoid: Option<u32>,
+    /// The zero chunk ([`Raid5::zero_slot`]) holds zeros.
+    zero_ready: bool,
     rebuild: Option<Rebuild>,
     /// Reads ask members to fail fast when they would wait longer than this (IODA): a busy
     /// member's piece is rebuilt from the others instead.
@@ -850,11 +856,13 @@ impl Raid5 {
                     lo: 0,
                     hi: 0,
                     redo: false,
+                    zero: false,
                 })
                 .collect(),
             waiting: VecDeque::with_capacity(tags as usize),
             failed: rebuild.map(|r| r.member).or(failed),
             avoid: None,
+            zero_ready: false,
             rebuild: rebuild.map(|spec| Rebuild {
                 spec,
                 cursor: 0,
@@ -923,6 +931,29 @@ impl Raid5 {
     #[inline]
     fn client(t: u32, offset: u32) -> BufRef {
         BufRef::Client { tag: t, offset }
+    }
+
+    /// Where write `t`'s bytes at `offset` into its request are: the client's buffer, or the
+    /// zero chunk for WRITE_ZEROES and TRIM (a piece never spans more than a chunk).
+    #[inline]
+    fn wsrc(&self, t: u32, offset: u32) -> BufRef {
+        if self.reqs[t as usize].zero {
+            self.zero_slot()
+        } else {
+            Self::client(t, offset)
+        }
+    }
+
+    /// The scratch chunk of zeros (after the bitmap's page), zeroed at its first use.
+    #[inline]
+    fn zero_slot(&self) -> BufRef {
+        let entries = self.dnd.as_ref().map_or(0, |d| d.entries.len() as u32);
+        let rebuild = u32::from(self.rebuild.is_some());
+        let bitmap = u32::from(self.bitmap.is_some());
+        BufRef::Scratch {
+            index: (self.tags + entries + rebuild) * self.n + bitmap,
+            offset: 0,
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1746,14 +1777,14 @@ impl Raid5 {
                 self.stats.full_rows += 1;
                 cx.data.zero(pslot(self, 0), len);
                 for p in &pieces {
-                    cx.data.xor(pslot(self, 0), Self::client(t, p.client), len);
+                    cx.data.xor(pslot(self, 0), self.wsrc(t, p.client), len);
                 }
             }
             Plan::Rmw => {
                 for p in &pieces {
                     let at = pslot(self, p.a - lo);
                     cx.data.xor(at, self.slot(t, p.j, 0), p.b - p.a);
-                    cx.data.xor(at, Self::client(t, p.client), p.b - p.a);
+                    cx.data.xor(at, self.wsrc(t, p.client), p.b - p.a);
                 }
             }
             Plan::Rcw => {
@@ -1771,7 +1802,7 @@ impl Raid5 {
                 for p in &pieces {
                     cx.data.copy(
                         self.slot(t, p.j, p.a - lo),
-                        Self::client(t, p.client),
+                        self.wsrc(t, p.client),
                         p.b - p.a,
                     );
                 }
@@ -1801,7 +1832,7 @@ impl Raid5 {
                     CmdOp::Write,
                     base + u64::from(p.a),
                     p.b - p.a,
-                    Self::client(t, p.client),
+                    self.wsrc(t, p.client),
                     cx,
                 );
             }
@@ -1848,7 +1879,7 @@ impl Raid5 {
             let m = self.data_member(row, p.j);
             cx.data.copy(
                 self.entry_slot(e, m, p.a),
-                Self::client(t, p.client),
+                self.wsrc(t, p.client),
                 p.b - p.a,
             );
             let mk = self.mask(p.a, p.b);
@@ -2362,8 +2393,9 @@ impl Volume for Raid5 {
         let entries = self.dnd.as_ref().map_or(0, |d| d.entries.len() as u32);
         let rebuild = u32::from(self.rebuild.is_some());
         let bitmap = u32::from(self.bitmap.is_some());
+        // The last one: the zero chunk of WRITE_ZEROES and TRIM.
         (
-            (self.tags + entries + rebuild) * self.n + bitmap,
+            (self.tags + entries + rebuild) * self.n + bitmap + 1,
             self.chunk as u32,
         )
     }
@@ -2421,11 +2453,18 @@ impl Volume for Raid5 {
             self.reqs[t as usize].phase == Phase::Idle,
             "tag {t} submitted while in flight"
         );
-        match io.op {
-            VolOp::Trim | VolOp::WriteZeroes => {
-                cx.out.done(t, IoResult::Err(EOPNOTSUPP));
-                return;
+        let zero = matches!(io.op, VolOp::Trim | VolOp::WriteZeroes);
+        let mut io = io;
+        if zero {
+            // Zeros written as data (the module's documentation says why).
+            if !self.zero_ready {
+                cx.data.zero(self.zero_slot(), self.chunk as u32);
+                self.zero_ready = true;
             }
+            io.op = VolOp::Write;
+        }
+        match io.op {
+            VolOp::Trim | VolOp::WriteZeroes => unreachable!("written as zeros above"),
             VolOp::Flush => {
                 let q = &mut self.reqs[t as usize];
                 q.io = io;
@@ -2466,6 +2505,7 @@ impl Volume for Raid5 {
         let end = io.offset_bytes + u64::from(io.len_bytes);
         let q = &mut self.reqs[t as usize];
         q.io = io;
+        q.zero = zero;
         q.result = IoResult::Ok;
         q.row = io.offset_bytes / row_bytes;
         q.row_last = (end - 1) / row_bytes;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use nines_array::LayoutSpec;
 use nines_array::meta::{
-    self, Assembly, Expect, Found, MemberIo, MetaLayout, SB_BYTES, Superblock,
+    self, Assembly, Expect, Found, MemberIo, MetaLayout, SB_BYTES, Superblock, Transition,
 };
 use nines_array::raid5::{BITMAP_PAGE_BYTES, bitmap_page, parse_bitmap_page};
 
@@ -64,6 +64,26 @@ pub fn open_files(paths: &[PathBuf], write: bool) -> Result<Vec<File>, MetaError
         .collect()
 }
 
+/// [`open_files`], but a missing `absent` member gets a read-only `/dev/null` descriptor (it
+/// reads as empty, so no superblock; it is never written).
+fn open_files_but(
+    paths: &[PathBuf],
+    write: bool,
+    absent: Option<usize>,
+) -> Result<Vec<File>, MetaError> {
+    paths
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            if Some(k) == absent && std::fs::symlink_metadata(p).is_err() {
+                File::open("/dev/null").map_err(io_error("cannot open /dev/null".into()))
+            } else {
+                open_files(std::slice::from_ref(p), write).map(|mut v| v.remove(0))
+            }
+        })
+        .collect()
+}
+
 fn size_of(f: &File) -> std::io::Result<u64> {
     use std::io::{Seek, SeekFrom};
     let mut f = f;
@@ -87,14 +107,28 @@ pub fn read_sb(f: &File) -> std::io::Result<Found> {
     })
 }
 
-/// A regular file with no data at all (never written, or only holes): nothing to lose.
-fn holds_nothing(f: &File) -> bool {
+/// Writes `sb` into the last page of a member of `member_bytes` (the slot its page does not
+/// keep: [`Superblock::encode_after`]) and makes it durable.
+fn write_sb(f: &File, sb: &Superblock, member_bytes: u64) -> std::io::Result<()> {
+    let at = member_bytes - SB_BYTES;
+    let mut prev = vec![0u8; SB_BYTES as usize];
+    if f.read_exact_at(&mut prev, at).is_err() {
+        prev.fill(0);
+    }
+    f.write_all_at(&sb.encode_after(&prev), at)?;
+    f.sync_data()
+}
+
+/// A regular file with no data below `data_bytes` (never written, only holes, or only the
+/// superblock area an interrupted creation wrote): nothing to lose.
+fn holds_nothing_below(f: &File, data_bytes: u64) -> bool {
     use std::os::fd::AsRawFd;
     let is_file = f.metadata().is_ok_and(|m| m.is_file());
     // SAFETY: lseek on a descriptor we own; SEEK_DATA from 0 fails with ENXIO when the file
-    // has no data past 0.
+    // has no data past 0, and otherwise returns where the first data is.
     let r = unsafe { libc::lseek(f.as_raw_fd(), 0, libc::SEEK_DATA) };
-    is_file && r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO)
+    let none = r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
+    is_file && (none || (r >= 0 && r as u64 >= data_bytes))
 }
 
 fn random_uuid() -> [u8; 16] {
@@ -130,6 +164,18 @@ pub struct MetaArgs<'a> {
     pub read_only: bool,
     /// `--start-dirty-degraded`: start a raid5 that crashed while degraded anyway.
     pub start_dirty_degraded: bool,
+    /// Members this command created (`--size` over a path that did not exist): new, whatever
+    /// the filesystem says their allocated blocks hold. Empty: none.
+    pub created: &'a [bool],
+    /// The verb asking (its refusals name its own options).
+    pub verb: Verb,
+}
+
+/// The verb that opens the array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verb {
+    Serve,
+    Rebuild,
 }
 
 /// The array as it is served: the layout with its bitmap, the members' sizes less the
@@ -142,41 +188,43 @@ pub struct Opened {
     pub report: serde_json::Value,
 }
 
-/// Writes superblocks while and after serving.
+/// Writes superblocks while and after serving, one transition at a time
+/// ([`Superblock::step`]: the order and contents, and why a crash between two members is safe).
 pub struct MetaWriter {
+    /// The members' metadata descriptors; None once a member failed (closed).
     files: Vec<Option<File>>,
     sizes: Vec<u64>,
+    /// The array's state: the last transition's superblock.
     sb: Superblock,
-    in_service: Vec<bool>,
     /// raid5: where the bitmap page is.
     bitmap_offset: Option<u64>,
     regions: u64,
 }
 
 impl MetaWriter {
-    /// Bumps the events and writes every in-service member's superblock (then fdatasync).
-    fn write_all(&mut self, clean: bool) -> std::io::Result<()> {
-        self.sb.events += 1;
-        self.sb.clean = clean;
-        for (k, f) in self.files.iter().enumerate() {
-            let Some(f) = f else { continue };
-            if !self.in_service[k] {
+    /// Writes transition `t`'s superblock to its members in its order, each fdatasynced before
+    /// the next (so a crash leaves a prefix written). The state moves first: a transition that
+    /// fails half-way is never written again at the same generation with other contents.
+    fn apply(&mut self, t: Transition) -> std::io::Result<()> {
+        let step = self.sb.step(t);
+        self.sb = step.next.clone();
+        for &k in &step.order {
+            let k = k as usize;
+            let Some(f) = self.files.get(k).and_then(Option::as_ref) else {
                 continue;
-            }
-            let sb = Superblock {
-                role: k as u32,
-                member_bytes: self.sizes[k],
-                ..self.sb.clone()
             };
-            f.write_all_at(&sb.encode(), self.sizes[k] - SB_BYTES)?;
-            f.sync_data()?;
+            write_sb(
+                f,
+                &step.next.of_member(k as u32, self.sizes[k]),
+                self.sizes[k],
+            )?;
         }
         Ok(())
     }
 
-    /// Marks the array in use (not clean) with its current members.
-    pub fn start(&mut self) -> std::io::Result<()> {
-        self.write_all(false)
+    /// Marks the array in use (not clean) with its current members, `left_out` marked out.
+    fn start(&mut self, left_out: Option<u32>) -> std::io::Result<()> {
+        self.apply(Transition::Start { left_out })
     }
 
     /// A member failed while serving: the others' superblocks say so (and their events move
@@ -184,24 +232,17 @@ impl MetaWriter {
     /// An error says the failure could not be recorded (the caller reports it: serving goes on).
     pub fn member_failed(&mut self, m: u32) -> std::io::Result<()> {
         let k = m as usize;
-        if k >= self.files.len() || !self.in_service[k] {
+        if k >= self.files.len() || !self.sb.in_service(m) {
             return Ok(());
         }
-        self.in_service[k] = false;
         self.files[k] = None;
-        self.sb.failed_mask |= 1 << m;
-        self.write_all(false)
+        self.apply(Transition::Fail(m))
     }
 
     /// The volume is stopped and flushed: the bitmap is cleared and the array marked clean;
-    /// a member rebuilt to the end joins it.
+    /// a member rebuilt to the end joins it (its superblock written first).
     pub fn clean_stop(&mut self, rebuilt: Option<u32>) -> std::io::Result<()> {
-        if let Some(r) = rebuilt
-            && self.files.get(r as usize).is_some_and(Option::is_some)
-        {
-            self.in_service[r as usize] = true;
-            self.sb.failed_mask &= !(1 << r);
-        }
+        let rejoin = rebuilt.filter(|&r| self.files.get(r as usize).is_some_and(Option::is_some));
         if let Some(off) = self.bitmap_offset {
             let page = bitmap_page(
                 self.sb.bitmap_region_rows,
@@ -209,14 +250,14 @@ impl MetaWriter {
             );
             for (k, f) in self.files.iter().enumerate() {
                 if let Some(f) = f
-                    && self.in_service[k]
+                    && (self.sb.in_service(k as u32) || rejoin == Some(k as u32))
                 {
                     f.write_all_at(&page, off)?;
                     f.sync_data()?;
                 }
             }
         }
-        self.write_all(true)
+        self.apply(Transition::Stop { rejoin })
     }
 }
 
@@ -234,24 +275,62 @@ pub fn open_array(
     let expect = expected(spec, sizes.len())?;
     let (layout, n, unit) = (expect.layout, expect.members, expect.unit_bytes);
     let names: Vec<String> = a.paths.iter().map(|p| name(p)).collect();
-    let files = open_files(a.paths, !a.read_only)?;
     let left_out = match spec {
         LayoutSpec::Raid5 {
             failed, rebuild, ..
         } => rebuild.map(|r| r.member).or(*failed),
         _ => None,
     };
+    // The --failed member is never read or written: it may be missing (a placeholder
+    // descriptor that reads nothing stands in) or of any size (the others give the geometry).
+    let failed = match spec {
+        LayoutSpec::Raid5 {
+            failed: Some(f),
+            rebuild: None,
+            ..
+        } => Some(*f as usize),
+        _ => None,
+    };
+    let files = open_files_but(a.paths, !a.read_only, failed)?;
     let asm = assemble_members(&expect, &files, &names, left_out)?;
+    let mut sizes = sizes.to_vec();
+    if let Some(f) = failed
+        && let Some(others) = sizes
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| k != f)
+            .map(|(_, &s)| s)
+            .min()
+    {
+        sizes[f] = others;
+    }
+    let sizes = &sizes[..];
     let area = DataArea::new(layout, unit, sizes)?;
     let mut report = serde_json::Map::new();
     let (sb, resync_all) = match &asm {
         Some(found) => (existing_array(found, &area, a)?, false),
-        None => new_array(&expect, &area, &files, &names, left_out, a)?,
+        None => {
+            let (sb, all) = new_array(&expect, &area, &files, &names, left_out, a)?;
+            (create(&files, &names, sizes, &sb)?, all)
+        }
     };
+    if let Some(found) = &asm
+        && !found.behind.is_empty()
+    {
+        note(&format!(
+            "members {:?} were a generation behind the others (a start, stop or failure record was cut short): current, rewritten now",
+            found.behind
+        ));
+    }
     report.insert("created".into(), asm.is_none().into());
     report.insert("uuid".into(), meta::uuid_text(&sb.array_uuid).into());
     report.insert("events_found".into(), sb.events.into());
     report.insert("clean_found".into(), sb.clean.into());
+    // Members a generation behind (a transition cut short): current, rewritten by this start.
+    report.insert(
+        "members_behind".into(),
+        asm.as_ref().map_or(Vec::new(), |x| x.behind.clone()).into(),
+    );
     let mut spec = spec.clone();
     let mut bitmap_offset = None;
     let regions = if layout == MetaLayout::Raid5 {
@@ -399,14 +478,30 @@ fn new_array(
     a: &MetaArgs,
 ) -> Result<(Superblock, bool), MetaError> {
     let (layout, n, unit) = (expect.layout, expect.members, expect.unit_bytes);
-    let empty: Vec<bool> = files.iter().map(holds_nothing).collect();
+    let empty: Vec<bool> = files
+        .iter()
+        .enumerate()
+        .map(|(k, f)| {
+            // The member left out is never read (its chunks are rebuilt from the others when
+            // it is): what it holds does not matter.
+            Some(k as u32) == left_out
+                || a.created.get(k) == Some(&true)
+                || holds_nothing_below(f, area.data_bytes)
+        })
+        .collect();
     if !a.create
         && let Some(k) = empty.iter().position(|&e| !e)
     {
         let raid5 = layout == MetaLayout::Raid5;
+        let interrupted = read_sb(&files[k]).is_ok_and(|f| f.sb.is_ok_and(|s| s.creating));
         return Err(MetaError::Refused(format!(
-            "member {k} ({}) holds data but no nines superblock (written by an older nines, profile or another tool): pass --create to keep its data and add superblocks (the last {} KiB of each member is overwritten{}; the export becomes {} bytes)",
+            "member {k} ({}) holds data but no nines superblock ({}): pass --create to keep its data and add superblocks (the last {} KiB of each member is overwritten{}; the export becomes {} bytes)",
             names[k],
+            if interrupted {
+                "a --create over it was cut short"
+            } else {
+                "written by an older nines, profile or another tool"
+            },
             area.meta_bytes >> 10,
             if raid5 {
                 ", and the parity is recomputed"
@@ -433,6 +528,7 @@ fn new_array(
         member_bytes: 0,
         events: 0,
         clean: false,
+        creating: false,
         failed_mask: left_out.map_or(0, |f| 1 << f),
         bitmap_region_rows: if layout == MetaLayout::Raid5 {
             meta::bitmap_region_rows(area.rows, unit)
@@ -441,6 +537,29 @@ fn new_array(
         },
     };
     Ok((sb, resync_all))
+}
+
+/// The first step of a new array: every member but the one left out gets the template's
+/// generation-1 `creating` superblock (each fdatasynced), so a creation cut short here, or in
+/// the resync that follows, leaves members that hold no array yet: the next start (or
+/// `--create`) creates it again. The start that follows writes generation 2.
+fn create(
+    files: &[File],
+    names: &[String],
+    sizes: &[u64],
+    template: &Superblock,
+) -> Result<Superblock, MetaError> {
+    let step = template.step(Transition::Create);
+    for &k in &step.order {
+        let k = k as usize;
+        write_sb(
+            &files[k],
+            &step.next.of_member(k as u32, sizes[k]),
+            sizes[k],
+        )
+        .map_err(io_error(format!("cannot write {}'s superblock", names[k])))?;
+    }
+    Ok(step.next)
 }
 
 /// A raid5's resync before serving: the regions its write-intent bitmaps mark dirty.
@@ -470,7 +589,7 @@ impl Resync<'_> {
             .map(|k| Some(k) != self.left_out || left_out_current)
             .collect();
         let dirty = self.dirty_regions(&sources, asm.is_some(), all)?;
-        self.run(&dirty, &sources, a, note)
+        self.run(&dirty, &sources, all, a, note)
     }
 
     /// The regions dirty in any source member's bitmap (all of them with `all`).
@@ -509,6 +628,7 @@ impl Resync<'_> {
         &self,
         dirty: &[bool],
         sources: &[bool],
+        all: bool,
         a: &MetaArgs,
         note: &mut dyn FnMut(&str),
     ) -> Result<serde_json::Value, MetaError> {
@@ -528,7 +648,13 @@ impl Resync<'_> {
         if !all_sources && !a.start_dirty_degraded {
             let f = self.left_out.unwrap_or(0);
             return Err(MetaError::Refused(format!(
-                "the raid5 array was not stopped cleanly while member {f} was out of service: {dirty_regions} regions may hold rows whose parity disagrees with their data, and member {f}'s chunks there cannot be recomputed (the RAID5 write hole); serve it with member {f} in service if its data is current, or pass --start-dirty-degraded to serve it anyway"
+                "the raid5 array was not stopped cleanly while member {f} was out of service: {dirty_regions} regions may hold rows whose parity disagrees with their data, and member {f}'s chunks there cannot be recomputed (the RAID5 write hole); serve it with member {f} in service if its data is current, or {}",
+                match a.verb {
+                    Verb::Serve => "pass --start-dirty-degraded to serve it anyway".to_string(),
+                    Verb::Rebuild => format!(
+                        "to rebuild it anyway (rows there may rebuild wrong), serve it once with nines serve --failed {f} --start-dirty-degraded, stop it, and run nines rebuild again"
+                    ),
+                }
             )));
         }
         if a.read_only {
@@ -548,9 +674,15 @@ impl Resync<'_> {
         resync["rows"] = rows_done.into();
         resync["mismatches_repaired"] = repaired.into();
         resync["seconds"] = t0.elapsed().as_secs_f64().into();
-        note(&format!(
-            "the array was not stopped cleanly: resynced {dirty_regions} dirty regions ({rows_done} rows, {repaired} with stale parity) before serving"
-        ));
+        note(&if all {
+            format!(
+                "new array over members that held data: recomputed the parity of every row ({rows_done} rows, {repaired} changed) before serving"
+            )
+        } else {
+            format!(
+                "the array was not stopped cleanly: resynced {dirty_regions} dirty regions ({rows_done} rows, {repaired} with stale parity) before serving"
+            )
+        });
         Ok(resync)
     }
 
@@ -568,6 +700,14 @@ impl Resync<'_> {
             let first = r as u64 * self.sb.bitmap_region_rows;
             let last = (first + self.sb.bitmap_region_rows).min(self.area.rows);
             for row in first..last {
+                if crate::sched::interrupted() {
+                    // Nothing moved on: the superblocks and bitmaps are as found, so the
+                    // same command resyncs again (a creation is created again).
+                    return Err(MetaError::Refused(format!(
+                        "interrupted (SIGINT/SIGTERM) while resyncing the raid5 before serving, at row {row} of {}: nothing was served; run the same command again to resync from the start",
+                        self.area.rows
+                    )));
+                }
                 let m = meta::check_raid5_row(self.n, unit, row, true, &mut io, &mut bufs)
                     .map_err(io_error("the resync of a dirty region failed".into()))?;
                 repaired += u64::from(m.is_some());
@@ -585,8 +725,9 @@ impl Resync<'_> {
     }
 }
 
-/// From here the superblocks say what is served: the bitmap (now consistent) cleared, then
-/// every member in service at the next event, not clean.
+/// From here the superblocks say what is served: the bitmap (now consistent) cleared and made
+/// durable on every member in service, then every member in service at the next generation,
+/// not clean, the member left out marked out ([`Transition::Start`]).
 fn start_writer(
     files: Vec<File>,
     names: &[String],
@@ -602,24 +743,22 @@ fn start_writer(
         let page = bitmap_page(sb.bitmap_region_rows, &vec![false; regions as usize]);
         for (k, f) in files.iter().enumerate() {
             if in_service[k] {
+                // Durable before any superblock moves on: a crash among the superblock
+                // writes finds no member's bitmap dirty from before the resync.
                 f.write_all_at(&page, off)
+                    .and_then(|()| f.sync_data())
                     .map_err(io_error(format!("cannot write {}'s bitmap", names[k])))?;
             }
         }
     }
-    let mut sb = sb.clone();
-    if let Some(f) = left_out {
-        sb.failed_mask |= 1 << f;
-    }
     let mut w = MetaWriter {
         files: files.into_iter().map(Some).collect(),
         sizes: sizes.to_vec(),
-        sb,
-        in_service,
+        sb: sb.clone(),
         bitmap_offset,
         regions,
     };
-    w.start()
+    w.start(left_out)
         .map_err(io_error("cannot write the members' superblocks".into()))?;
     Ok(w)
 }

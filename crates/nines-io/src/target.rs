@@ -153,6 +153,8 @@ pub struct Target {
     block: bool,
     dev: Option<(u32, u32)>,
     options: TargetOptions,
+    /// This open created the file (`--size` over a path that did not exist).
+    created: bool,
 }
 
 impl Target {
@@ -227,7 +229,10 @@ impl Target {
             // refusal on tmpfs, a failed grow, a size check).
             let _ = std::fs::remove_file(path);
         }
-        opened
+        opened.map(|t| Target {
+            created: !exists,
+            ..t
+        })
     }
 
     /// [`Target::open_with`] for a file or block device whose kind is known.
@@ -315,6 +320,7 @@ impl Target {
             block: false,
             dev: None,
             options: opts.clone(),
+            created: false,
         })
     }
 
@@ -375,6 +381,7 @@ impl Target {
             block,
             dev,
             options: opts.clone(),
+            created: false,
         })
     }
 
@@ -399,6 +406,33 @@ impl Target {
 
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes
+    }
+
+    /// Whether this open created the file (it held nothing before).
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
+    /// A member that is not there: raid5's `--failed N` member, which nothing reads or
+    /// writes (no descriptor, size 0; the array's geometry comes from the other members).
+    pub fn absent(path: &Path) -> Target {
+        Target {
+            file: None,
+            emu: None,
+            path: path.to_path_buf(),
+            name: path.display().to_string(),
+            size_bytes: 0,
+            logical_block_bytes: 512,
+            block: false,
+            dev: None,
+            options: TargetOptions::default(),
+            created: false,
+        }
+    }
+
+    /// Whether this is [`Target::absent`]'s placeholder.
+    pub fn is_absent(&self) -> bool {
+        self.file.is_none() && self.emu.is_none()
     }
 
     /// Offsets and sizes of every I/O must be multiples of this.

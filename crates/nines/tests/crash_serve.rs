@@ -368,24 +368,13 @@ impl Drop for Hogs {
 
 /// Starts the server; None (a lockout) when it exits instead of listening.
 fn start(dir: &Path, args: &[&str]) -> Option<Serving> {
-    let mut s = Serving::spawn_only(dir, args);
-    let t0 = Instant::now();
-    while !s.listening() {
-        if s.exited() {
-            eprintln!(
-                "lockout: nines serve {args:?} exited: {}",
-                s.stderr().trim()
-            );
-            return None;
+    match Serving::try_start(dir, args) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!("lockout: nines serve {args:?} {}", e.trim());
+            None
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "nines serve never listened: {}",
-            s.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(5));
     }
-    Some(s)
 }
 
 fn files(dir: &Path, n: usize, size_bytes: u64) -> Vec<PathBuf> {
@@ -419,7 +408,7 @@ fn kill_loop(layout: &str, opts: &[&str], members: usize, member_bytes: u64, see
         let _load = Hogs::start(hogs);
         // A kill during start-up, every fourth round.
         if k % 4 == 3 {
-            let s = Serving::spawn_only(d, &args);
+            let s = Serving::spawn(d, &args);
             std::thread::sleep(Duration::from_millis(rng.below(60)));
             s.kill9();
         }

@@ -466,7 +466,7 @@ fn open_volume(
     let members = volume_members(&spec)?;
     let all_files = members
         .iter()
-        .all(|t| t.file().is_some() && !t.is_block_device());
+        .all(|t| (t.file().is_some() && !t.is_block_device()) || t.is_absent());
     let block_bytes = members
         .iter()
         .map(Target::logical_block_bytes)
@@ -530,10 +530,29 @@ fn open_volume(
 
 /// The members of one volume, opened: refused when the layout makes several volumes of them.
 fn volume_members(spec: &ServeSpec) -> Result<Vec<Target>, ServeError> {
+    // raid5's --failed member may be missing: nothing reads or writes it.
+    let failed = match spec.layout.base() {
+        LayoutSpec::Raid5 {
+            failed: Some(f),
+            rebuild: None,
+            ..
+        } => Some(*f as usize),
+        _ => None,
+    };
     let members: Vec<Target> = spec
         .targets
         .iter()
-        .map(|p| open_member(spec, p))
+        .enumerate()
+        .map(|(i, p)| {
+            let emu = p
+                .to_str()
+                .is_some_and(|t| crate::emu::EmuSpec::parse(t).is_some());
+            if Some(i) == failed && !emu && std::fs::symlink_metadata(p).is_err() {
+                Ok(Target::absent(p))
+            } else {
+                open_member(spec, p)
+            }
+        })
         .collect::<Result<_, _>>()?;
     let groups = spec.layout.group(members.len() as u32);
     if groups.len() != 1 {
@@ -572,7 +591,7 @@ fn open_superblocks(
         }));
     }
     if array_meta::meta_layout(&spec.layout).is_none()
-        || !members.iter().all(|t| t.file().is_some())
+        || !members.iter().all(|t| t.file().is_some() || t.is_absent())
     {
         if spec.create {
             return refuse(
@@ -582,6 +601,7 @@ fn open_superblocks(
         check_serial_identity(spec, members, &sizes)?;
         return Ok((spec.layout.clone(), sizes, None, serde_json::Value::Null));
     }
+    let created: Vec<bool> = members.iter().map(Target::created).collect();
     let opened = array_meta::open_array(
         &spec.layout,
         &sizes,
@@ -590,6 +610,8 @@ fn open_superblocks(
             create: spec.create,
             read_only: spec.read_only,
             start_dirty_degraded: spec.start_dirty_degraded,
+            created: &created,
+            verb: array_meta::Verb::Serve,
         },
         &mut |note| events.note(note),
     )

@@ -282,7 +282,7 @@ fn build_volume(
         .iter()
         .filter_map(Target::file)
         .map(array_meta::read_sb)
-        .any(|f| f.is_ok_and(|f| f.sb.is_ok()));
+        .any(|f| f.is_ok_and(|f| f.sb.is_ok_and(|s| !s.creating)));
     let mut writer = None;
     if any_sb {
         let opened = array_meta::open_array(
@@ -293,6 +293,8 @@ fn build_volume(
                 create: false,
                 read_only: false,
                 start_dirty_degraded: false,
+                created: &[],
+                verb: array_meta::Verb::Rebuild,
             },
             &mut |note| eprintln!("nines: {note}"),
         )

@@ -188,6 +188,12 @@ fn parse_interval(s: &str) -> Result<u64, String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // The handler first, before anything is written: a SIGTERM while the members' superblocks
+    // are initialised (`--create`'s resync of every row can take a while) or while a supervisor
+    // waits for the socket would otherwise kill serve half-way, with no report and the socket
+    // file left behind; the resync stops at the next row and says so (run it again).
+    nines_io::sched::install_interrupt_handler()
+        .context("cannot install the SIGINT/SIGTERM handler")?;
     args.volume.check()?;
     // Credentials are read and checked before anything is opened or bound.
     let mut spec = serve_spec(&args)?;
@@ -202,10 +208,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // available once the members (emulated ones with their models) are open.
     let opened = nines_io::serve::open(spec, &mut events)?
         .with_buffer_budget(super::hostmem::serve_buffer_budget_bytes());
-    // The handler first: a supervisor may signal as soon as the socket appears, and a SIGTERM
-    // before it would kill serve with no report and the socket file left behind.
-    nines_io::sched::install_interrupt_handler()
-        .context("cannot install the SIGINT/SIGTERM handler")?;
     let (listener, socket) = listen(&args)?;
     let served = create_logs(&args).and_then(|(files, hdr, lat)| {
         let served = opened.serve(listener, files, &ServeHandle::new(), &mut events)?;

@@ -65,9 +65,9 @@ impl Serving {
         s
     }
 
-    /// On a Unix socket `dir/nbd.sock`, without waiting for it to listen (a test that kills
-    /// the server during its start-up).
-    pub fn spawn_only(dir: &Path, args: &[&str]) -> Serving {
+    /// On a Unix socket `dir/nbd.sock`, not waiting for it to listen (a test that kills the
+    /// server during its start).
+    pub fn spawn(dir: &Path, args: &[&str]) -> Serving {
         let socket = dir.join("nbd.sock");
         let _ = std::fs::remove_file(&socket);
         Serving {
@@ -78,38 +78,45 @@ impl Serving {
         }
     }
 
-    /// Whether it has exited (reaped).
-    pub fn exited(&mut self) -> bool {
-        match self.child.as_mut().map(|c| c.try_wait()) {
-            Some(Ok(Some(_))) => {
-                self.child = None;
-                true
+    /// [`Serving::start`], or the server's stderr when it exits first (a refusal).
+    pub fn try_start(dir: &Path, args: &[&str]) -> Result<Serving, String> {
+        let mut s = Serving::spawn(dir, args);
+        let t0 = Instant::now();
+        while !unix_listening(&s.socket) {
+            if let Some(st) = s.child.as_mut().unwrap().try_wait().unwrap() {
+                s.child = None;
+                return Err(format!("exited ({st}): {}", s.stderr()));
             }
-            Some(_) => false,
-            None => true,
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "nines serve never listened: {}",
+                s.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(2));
         }
+        Ok(s)
     }
 
-    /// Whether it is listening now.
-    pub fn listening(&self) -> bool {
-        unix_listening(&self.socket)
+    /// SIGTERM, then SIGKILL `after` it unless it exited first: whether it did.
+    pub fn term_then_kill(self, after: Duration) -> bool {
+        self.term_then_kill_when(after, || false)
     }
 
-    /// SIGTERM, and SIGKILL `after` later if it has not exited by then (a kill during its
-    /// shutdown); whether it exited by itself.
-    pub fn term_then_kill(mut self, after: Duration) -> bool {
+    /// SIGTERM, then SIGKILL as soon as `now()` says so, or `limit` after it, unless it
+    /// exited first: whether it did.
+    pub fn term_then_kill_when(mut self, limit: Duration, mut now: impl FnMut() -> bool) -> bool {
         let mut c = self.child.take().unwrap();
+        let t0 = Instant::now();
         // SAFETY: signalling our own child.
         unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        let t0 = Instant::now();
-        while t0.elapsed() < after {
+        while t0.elapsed() < limit && !now() {
             if c.try_wait().unwrap().is_some() {
                 return true;
             }
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(Duration::from_micros(50));
         }
         let _ = c.kill();
-        let _ = c.wait();
+        c.wait().unwrap();
         false
     }
 
