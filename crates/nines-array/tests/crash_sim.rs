@@ -93,7 +93,7 @@ fn raid5(fault: Fault) -> CrashConfig {
         fault,
         commands_per_crash: 200,
         region_units: 0,
-        zeroes: false,
+        zeroes: true,
     }
 }
 
