@@ -1211,13 +1211,15 @@ impl Serial {
         self.stuck || (c != self.front && Some(c) != self.rotate_to)
     }
 
-    /// Whether writes wait with nothing in flight that could make room for them: no GC move,
-    /// trim, commit or segment waiting for one. Without [`Serial::stuck`] they would wait for
+    /// Whether writes wait with nothing in flight that could make room for them: no client
+    /// command, GC move, trim, commit or segment waiting for one. Without [`Serial::stuck`] they would wait for
     /// ever (found by the crash simulator: a restarted full volume whose only free segments
     /// were the front-end's reserve).
     fn no_progress(&self) -> bool {
         !self.waitq.is_empty()
             && !self.gc_broken
+            // A client command in flight frees units when it completes (and wakes GC).
+            && self.reqs.iter().all(|r| r.pending == 0)
             && self.moves.iter().all(|m| *m == Move::Idle)
             && self.trims.iter().all(Option::is_none)
             && self.trim_q.is_empty()
@@ -1305,19 +1307,27 @@ impl Serial {
 
     /// Starts GC moves while GC is wanted and slots are free; finishes the victim when done.
     fn gc_pump(&mut self, cx: &mut Cx) {
-        for _ in 0..2 {
-            self.gc_moves(cx);
-            self.finish_victim();
-            self.pump_trims(cx);
-            if self.meta.is_some() {
-                self.maybe_commit(cx);
-            }
-            if self.stuck || !self.no_progress() {
-                return;
-            }
-            self.stuck = true;
-            self.stats.gc_stuck += 1;
-            self.victim_none = false;
+        self.gc_moves(cx);
+        self.finish_victim();
+        self.pump_trims(cx);
+        if self.meta.is_some() {
+            self.maybe_commit(cx);
+        }
+    }
+
+    /// After GC was pumped and waiting writes were tried: when they still wait with nothing in
+    /// flight that could make room, GC may use every column (see `Serial::stuck`).
+    fn unstick(&mut self, now_ns: u64, cx: &mut Cx) {
+        if self.stuck || !self.no_progress() {
+            return;
+        }
+        self.stuck = true;
+        self.stats.gc_stuck += 1;
+        self.victim_none = false;
+        self.gc_pump(cx);
+        if !self.waitq.is_empty() {
+            self.wake_writes(now_ns, cx);
+            self.gc_pump(cx);
         }
     }
 
@@ -1575,6 +1585,7 @@ impl Serial {
             self.wake_writes(now_ns, cx);
             self.gc_pump(cx);
         }
+        self.unstick(now_ns, cx);
     }
 
     fn count_interval(&mut self, now_ns: u64, bytes: u64) {
@@ -2494,6 +2505,7 @@ impl Volume for Serial {
                     }
                     self.waitq.push_back(tag);
                     self.gc_pump(cx);
+                    self.unstick(now_ns, cx);
                     return;
                 }
                 self.gc_pump(cx);
