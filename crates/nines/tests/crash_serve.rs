@@ -20,10 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use common::nbd::{self, Conn};
+use common::nbd::{self, BLOCK, Conn, block};
 use common::serving::Serving;
 
-const BLOCK: usize = 4096;
 const QD: usize = 16;
 /// A generation whose bytes are unknown (read back wrong once): anything matches it.
 const UNKNOWN: u64 = u64::MAX;
@@ -48,24 +47,6 @@ impl Rng {
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
-}
-
-/// Block `b` at generation `g` (0: zeros): its number and generation, then words from both.
-fn block(b: u64, g: u64) -> Vec<u8> {
-    if g == 0 {
-        return vec![0; BLOCK];
-    }
-    let mut v = Vec::with_capacity(BLOCK);
-    v.extend_from_slice(&(b + 1).to_le_bytes());
-    v.extend_from_slice(&g.to_le_bytes());
-    let mut z = (b << 32) ^ g.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    while v.len() < BLOCK {
-        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut x = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        v.extend_from_slice(&(x ^ (x >> 31)).to_le_bytes());
-    }
-    v
 }
 
 /// The generation block `b`'s bytes are (0: zeros), if they are any generation's.

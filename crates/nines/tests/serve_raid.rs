@@ -20,6 +20,7 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use common::nbd::block;
 use common::serving::Serving;
 
 const BIN: &str = env!("CARGO_BIN_EXE_nines");
@@ -99,21 +100,6 @@ fn read(s: &mut UnixStream, offset: u64, buf: &mut [u8]) {
         "read at {offset} failed"
     );
     s.read_exact(buf).unwrap();
-}
-
-/// Block `b` at generation `g`: its number and generation, then words derived from both.
-fn block(b: u64, g: u64) -> Vec<u8> {
-    let mut v = Vec::with_capacity(BLOCK);
-    v.extend_from_slice(&(b + 1).to_le_bytes());
-    v.extend_from_slice(&g.to_le_bytes());
-    let mut z = (b << 32) ^ g.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    while v.len() < BLOCK {
-        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut x = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        v.extend_from_slice(&(x ^ (x >> 31)).to_le_bytes());
-    }
-    v
 }
 
 /// What each block may hold: its acknowledged generation (0: never written, zeros) and the

@@ -18,6 +18,8 @@ pub const TX_SEND_FUA: u16 = 1 << 3;
 pub const TX_SEND_TRIM: u16 = 1 << 5;
 pub const TX_SEND_WRITE_ZEROES: u16 = 1 << 6;
 pub const REPLY_MAGIC: u32 = 0x6744_6698;
+/// The block the crash tests write.
+pub const BLOCK: usize = 4096;
 
 /// A connected client: the stream, the export's size and transmission flags.
 pub struct Conn {
@@ -84,4 +86,22 @@ pub fn read_at(s: &mut UnixStream, offset_bytes: u64, buf: &mut [u8]) -> Option<
         s.read_exact(buf).ok()?;
     }
     Some(errno)
+}
+
+/// Block `b` at generation `g` (0: zeros): its number and generation, then words from both.
+pub fn block(b: u64, g: u64) -> Vec<u8> {
+    if g == 0 {
+        return vec![0; BLOCK];
+    }
+    let mut v = Vec::with_capacity(BLOCK);
+    v.extend_from_slice(&(b + 1).to_le_bytes());
+    v.extend_from_slice(&g.to_le_bytes());
+    let mut z = (b << 32) ^ g.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    while v.len() < BLOCK {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut x = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        v.extend_from_slice(&(x ^ (x >> 31)).to_le_bytes());
+    }
+    v
 }
