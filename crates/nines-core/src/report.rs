@@ -111,6 +111,11 @@ pub struct DeviceReport {
     /// Set when this target is an array volume: its layout and every member's figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume: Option<VolumeReport>,
+    /// I/Os in flight on average over the measured time (Little's law: each direction's IOPS
+    /// times its mean latency, summed). A device that completes inside the submit call keeps
+    /// about one in flight whatever `--iodepth` says. Absent in reports of older nines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth_mean: Option<f64>,
 }
 
 /// An array volume: the layout, its options, the policy's counters, and each member.
@@ -180,6 +185,14 @@ pub struct JobDeviceStats {
 }
 
 impl DeviceReport {
+    /// I/Os in flight on average (see [`DeviceReport::depth_mean`]).
+    pub fn depth_in_flight(&self) -> f64 {
+        [&self.read, &self.write]
+            .iter()
+            .map(|s| s.iops * s.lat_ns.mean_ns / 1e9)
+            .sum()
+    }
+
     pub fn dir(&self, op: Op) -> &DirectionStats {
         match op {
             Op::Read => &self.read,
@@ -376,7 +389,10 @@ impl ReportBuilder {
             interrupts: None,
             internals: None,
             volume: None,
+            depth_mean: None,
         });
+        let d = self.devices.last_mut().expect("just pushed");
+        d.depth_mean = Some(d.depth_in_flight());
         self.merged.merge_from(rec);
         self
     }

@@ -232,6 +232,46 @@ pub fn is_constant(s: &DirectionStats) -> bool {
 /// One sentence per direction in which a target's latencies are constant ([`is_constant`]): a
 /// simulated one says the model has no variance for this workload; a measured one, that nothing
 /// varied. Empty when every distribution varies.
+/// Targets of a closed-loop run that kept far fewer I/Os in flight than `--iodepth` asked
+/// (their latencies are those of the depth achieved, not the one asked for): one line each, at
+/// most 8, then a count.
+pub fn shallow_depth(report: &Report) -> Vec<String> {
+    let w = &report.config.workload;
+    let asked = w.iodepth;
+    if asked < 4 || w.rate_iops.is_some() || w.thinktime_ns > 0 {
+        return Vec::new();
+    }
+    let shallow: Vec<(&str, f64)> = report
+        .devices
+        .iter()
+        .filter(|d| d.read.ios + d.write.ios > 0)
+        .filter_map(|d| {
+            let depth = d.depth_mean.unwrap_or_else(|| d.depth_in_flight());
+            (depth < f64::from(asked) / 2.0).then_some((d.name.as_str(), depth))
+        })
+        .collect();
+    let mut out: Vec<String> = shallow
+        .iter()
+        .take(8)
+        .map(|(name, depth)| {
+            format!(
+                "{name} kept {depth:.2} I/Os in flight on average (IOPS x mean latency) where \
+                 --iodepth asked for {asked}: its latencies are those of a queue depth of about \
+                 {:.0}; a device that completes inside the submit call (zram, a page-cache hit) \
+                 or a synchronous engine cannot keep more in flight",
+                depth.max(1.0)
+            )
+        })
+        .collect();
+    if shallow.len() > 8 {
+        out.push(format!(
+            "{} more targets kept under half of --iodepth {asked} in flight",
+            shallow.len() - 8
+        ));
+    }
+    out
+}
+
 pub fn constant_distributions(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
     for op in Op::ALL {
@@ -454,6 +494,7 @@ pub fn render(report: &Report) -> String {
     }
     for w in constant_distributions(report)
         .into_iter()
+        .chain(shallow_depth(report))
         .chain(crate::run::emulation_overhead(report))
     {
         let _ = writeln!(out, "warning: {w}");

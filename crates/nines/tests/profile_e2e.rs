@@ -1155,3 +1155,49 @@ fn a_read_run_over_a_sparse_file_warns_that_it_measured_holes() {
     std::fs::write(&p, vec![7u8; 16 << 20]).unwrap();
     assert!(run("filled.json").is_empty());
 }
+
+/// "QD16" that is QD1 (issue 44): zram completes every libaio read inside the submit call, so
+/// at most about one I/O is ever in flight. The report gives the depth achieved (IOPS x mean
+/// latency, Little's law) per target, and the table warns that it is far below --iodepth; at
+/// --iodepth 1 it says nothing.
+#[test]
+fn a_device_that_completes_in_the_submit_call_is_reported_at_the_depth_achieved() {
+    let z = Zram::new("64M");
+    let dir = disk_dir();
+    let json = dir.path().join("qd16.json");
+    let out = nines(&[
+        "profile",
+        "--engine",
+        "libaio",
+        "--iodepth",
+        "16",
+        "--ios",
+        "20000",
+        "--json",
+        s(&json),
+        &z.path(),
+    ]);
+    assert_success(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let report: Report = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let d = &report.devices[0];
+    let depth = d.depth_mean.expect("depth_mean in the report");
+    // Exactly Little's law over the report's own figures.
+    let want =
+        d.read.iops * d.read.lat_ns.mean_ns / 1e9 + d.write.iops * d.write.lat_ns.mean_ns / 1e9;
+    assert!(
+        (depth - want).abs() < 1e-9 * want.max(1.0),
+        "{depth} vs {want}"
+    );
+    assert!(depth < 8.0, "zram kept {depth} in flight at --iodepth 16");
+    assert!(
+        text.contains("I/Os in flight on average") && text.contains("--iodepth asked for 16"),
+        "{text}"
+    );
+    let out = nines(&["profile", "--iodepth", "1", "--ios", "2000", &z.path()]);
+    assert_success(&out);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("in flight on average"),
+        "a warning at --iodepth 1"
+    );
+}
