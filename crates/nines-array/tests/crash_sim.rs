@@ -1,5 +1,5 @@
-//! The crash simulator (nines_array::crashsim) over every layout it covers: bounded seeds here;
-//! bench/crash-sim.sh explores many more. `NINES_CRASH_SIM_SEEDS` and `NINES_CRASH_SIM_POINTS`
+//! The crash simulator (nines_array::crashsim) over every layout it covers: bounded seeds here
+//! (at least 10,000 crash points per layout); bench/crash-sim.sh explores many more. `NINES_CRASH_SIM_SEEDS` and `NINES_CRASH_SIM_POINTS`
 //! set the seeds per configuration and crashes per seed; `NINES_CRASH_SIM_SEED` replays one seed.
 //! Every violation prints its seed: keep it as a regression case in `REGRESSIONS` below.
 
@@ -107,9 +107,19 @@ const REGRESSIONS: &[(&str, u64)] = &[
     ("serial-bigtable-kill", 1_592_590_339),
 ];
 
+/// Crash points per seed by default: every layout gets at least 10,000 crash points in a test
+/// run (serial's four configurations share them).
+const POINTS_RAID: u64 = 1250;
+const POINTS_SERIAL: u64 = 320;
+
 fn run(name: &str, cfg: &CrashConfig) -> Outcome {
     let seeds = env_u64("NINES_CRASH_SIM_SEEDS", 8);
-    let points = env_u64("NINES_CRASH_SIM_POINTS", 220);
+    let default_points = if name.starts_with("serial") {
+        POINTS_SERIAL
+    } else {
+        POINTS_RAID
+    };
+    let points = env_u64("NINES_CRASH_SIM_POINTS", default_points);
     let one = std::env::var("NINES_CRASH_SIM_SEED")
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
