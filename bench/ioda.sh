@@ -14,12 +14,12 @@
 # Printed: read p50 / p90 / p99 / p99.9 (ms) per mode and trace, beside IODA's published p99 for
 # its own workloads (its Fig. 7 CDFs on the same FEMU geometry: azurestorage Base / IODA / Ideal
 # = 43.3 / 1.49 / 0.97 ms; over four workloads Base/IODA 9.7-36.9x, IODA/Ideal 1.03-1.54x). The
-# traces here are not IODA's (those are not in ../shared/traces): the comparison is of ratios.
+# traces here are not IODA's (those are not in traces/): the comparison is of ratios.
 # Simulated time is deterministic.
 #
 # Usage: bench/ioda.sh   (QUICK=1: each trace replayed 6 times back to back instead of 12)
 # Environment: NINES (a prebuilt binary; default cargo build --release), TRACES (space separated
-# paths; default MQSim's tpcc-small and the MSR window rw_40_60.1370 of ../shared/traces),
+# paths; default MQSim's tpcc-small and the MSR window rw_40_60.1370 of the repository's traces/),
 # REPEAT (copies of each trace
 # replayed back to back, 12), TIME_SCALE (inter-arrival time multiplier, 1), FAST_FAIL (1ms),
 # IODA_ARGS (more options for the ioda mode, e.g. "--policy dnd --window 100ms").
@@ -30,8 +30,7 @@ set -euo pipefail
 die() { echo "ioda: $*" >&2; exit 1; }
 command -v python3 >/dev/null || die "python3 is missing"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SHARED=${SHARED:-$ROOT/../shared/traces}
-[ -d "$SHARED" ] || SHARED=/work/shared/traces
+SHARED=${SHARED:-$ROOT/traces}
 . "$(dirname "$0")/lib.sh"
 bench_init ioda
 bench_nines
