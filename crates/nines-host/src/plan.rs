@@ -27,6 +27,10 @@ pub enum PlanError {
     UnknownTarget(String),
     #[error("no I/O CPUs left: --cpus and --housekeeping leave none (online: {online})")]
     NoIoCpus { online: String },
+    #[error(
+        "--cpus {io} leaves no housekeeping CPU (online: {online}): isolating every CPU leaves the kernel's housekeeping, unmanaged interrupts and nines' own main thread nowhere to run; keep at least one CPU out of --cpus"
+    )]
+    NoHousekeeping { io: String, online: String },
     #[error("CPU(s) {0} given both as I/O and as housekeeping CPUs: choose one role per CPU")]
     Overlap(String),
     #[error("CPU(s) {cpus} not online (online: {online}); pick CPUs from that list")]
@@ -191,6 +195,12 @@ fn cpu_sets(
     if !offline.is_empty() && !h.online.is_empty() {
         return Err(PlanError::Offline {
             cpus: format_cpulist(&offline),
+            online: format_cpulist(&h.online),
+        });
+    }
+    if hk.is_empty() && !h.online.is_empty() {
+        return Err(PlanError::NoHousekeeping {
+            io: format_cpulist(&io),
             online: format_cpulist(&h.online),
         });
     }

@@ -465,3 +465,20 @@ fn doctor_checks_a_plan_against_the_host() {
         "nvme0n1 is on NUMA node 0 but the plan runs it on CPU 20 of node 1"
     );
 }
+
+/// `tune --plan --cpus` with every online CPU (issue 44: `--cpus 0-1` on a 2-CPU host gave
+/// `isolcpus=0-1` and an empty housekeeping set) is refused in one line naming the rule; one
+/// CPU left out is a plan.
+#[test]
+fn a_plan_always_keeps_a_housekeeping_cpu() {
+    let (_d, h) = afa(false);
+    let all: Vec<usize> = h.online.clone();
+    let e = Plan::build(&h, Some(&all), None, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("leaves no housekeeping CPU"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    let some: Vec<usize> = all[1..].to_vec();
+    let plan = Plan::build(&h, Some(&some), None, &[]).unwrap();
+    assert_eq!(plan.housekeeping_cpus, vec![all[0]]);
+}
