@@ -813,3 +813,172 @@ fn a_partition_reaches_its_disk_and_the_file_below_it() {
     );
     common::ok(run(&[&p1, &p2]), "raid0 over the two partitions");
 }
+
+/// Without libblkid (NINES_NO_LIBBLKID=1) the built-in probe refuses every format the safety
+/// tests put on a device, those at its end included, and fails closed on data it does not
+/// recognise: only a blank device, or `--force`, is written. Each device is unchanged after a
+/// refusal.
+#[test]
+fn without_libblkid_the_built_in_probe_fails_closed() {
+    use std::os::unix::fs::FileExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("data"), b"precious").unwrap();
+    let src = s(&src).to_string();
+    let sh = |cmd: &str| {
+        let st = Command::new("sh").arg("-c").arg(cmd).status().unwrap();
+        assert!(st.success(), "{cmd} failed: run `bash scripts/setup.sh`");
+    };
+    let write = |dev: &str, force: bool| {
+        let mut args = vec![
+            "profile",
+            "--quiet",
+            "--rw",
+            "randwrite",
+            "--allow-writes",
+            "--ios",
+            "10",
+        ];
+        if force {
+            args.push("--force");
+        }
+        args.push(dev);
+        Command::new(BIN)
+            .env("NINES_NO_LIBBLKID", "1")
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    let poke = |dev: &str, off: u64, bytes: &[u8]| {
+        let f = std::fs::OpenOptions::new().write(true).open(dev).unwrap();
+        f.write_all_at(bytes, off).unwrap();
+        f.sync_all().unwrap();
+    };
+    const SIZE: u64 = 16 << 20;
+    let md = 0xa92b_4efcu32.to_le_bytes();
+    // (what the refusal names, an image made by the format's own tool, or bytes put by hand)
+    enum Put {
+        Image(String),
+        Bytes(u64, Vec<u8>),
+    }
+    let img = |name: &str| s(&tmp.path().join(name)).to_string();
+    let cases = [
+        (
+            "squashfs",
+            Put::Image(format!(
+                "mksquashfs {src} {} -noappend -quiet -no-progress >/dev/null",
+                img("sq")
+            )),
+        ),
+        (
+            "minix",
+            Put::Image(format!(
+                "truncate -s 8M {0} && mkfs.minix {0} >/dev/null",
+                img("minix")
+            )),
+        ),
+        (
+            "cramfs",
+            Put::Image(format!("mkfs.cramfs {src} {} >/dev/null", img("cramfs"))),
+        ),
+        (
+            "bfs",
+            Put::Image(format!(
+                "truncate -s 8M {0} && mkfs.bfs {0} >/dev/null 2>&1",
+                img("bfs")
+            )),
+        ),
+        (
+            "iso9660",
+            Put::Image(format!(
+                "genisoimage -quiet -o {} {src} 2>/dev/null",
+                img("iso")
+            )),
+        ),
+        // romfs: "-rom1fs-" at byte 0, then the image size, big-endian (Linux
+        // Documentation/filesystems/romfs.rst).
+        (
+            "romfs",
+            Put::Bytes(
+                0,
+                [&b"-rom1fs-"[..], &4096u32.to_be_bytes(), b"\0\0\0\0rom\0"].concat(),
+            ),
+        ),
+        // md 1.0: the superblock 8 KiB before the end, rounded down to 4 KiB (drivers/md/md.c,
+        // super_1_load), magic then major_version 1, little-endian.
+        (
+            "metadata 1.0",
+            Put::Bytes(
+                ((SIZE / 512 - 16) & !7) * 512,
+                [&md[..], &1u32.to_le_bytes()].concat(),
+            ),
+        ),
+        // md 0.90: 64 KiB before the end rounded down to 64 KiB (md_p.h, MD_NEW_SIZE_SECTORS).
+        (
+            "metadata 0.90",
+            Put::Bytes(
+                (SIZE & !65535) - 65536,
+                [&md[..], &0u32.to_le_bytes()].concat(),
+            ),
+        ),
+        // GPT's backup header at the last LBA (zram's logical blocks are 4 KiB).
+        (
+            "backup header",
+            Put::Bytes(SIZE - 4096, b"EFI PART\0\0\x01\0".to_vec()),
+        ),
+    ];
+    for (want, put) in cases {
+        let z = common::Zram::new("16M");
+        let dev = z.path();
+        match put {
+            Put::Image(mk) => {
+                sh(&mk);
+                let file = mk
+                    .split_whitespace()
+                    .find(|w| w.starts_with(s(tmp.path())) && !w.ends_with("src"))
+                    .unwrap()
+                    .to_string();
+                sh(&format!(
+                    "dd if={file} of={dev} bs=1M conv=fsync status=none"
+                ));
+            }
+            Put::Bytes(off, b) => poke(&dev, off, &b),
+        }
+        let before = std::fs::read(&dev).unwrap();
+        let e = refused(&write(&dev, false), want);
+        assert!(
+            e.contains("built-in probe (libblkid not loaded)") && e.contains("--force"),
+            "{want}: {e}"
+        );
+        assert!(
+            std::fs::read(&dev).unwrap() == before,
+            "{want}: the device changed"
+        );
+    }
+
+    // Data no probe names: refused, saying libblkid is off, what was read, and --force.
+    let z = common::Zram::new("16M");
+    let dev = z.path();
+    assert!(
+        write(&dev, false).status.success(),
+        "a blank device is written"
+    );
+    let z = common::Zram::new("16M");
+    let dev = z.path();
+    poke(&dev, 3 << 20, &[0x5a; 4096]);
+    poke(&dev, SIZE - 8192, b"a vendor's metadata");
+    let before = std::fs::read(&dev).unwrap();
+    let e = refused(&write(&dev, false), "does not recognise the data");
+    for w in [
+        "NINES_NO_LIBBLKID is set",
+        "first 68 KiB",
+        "last 128 KiB",
+        "--force",
+    ] {
+        assert!(e.contains(w), "`{w}` in: {e}");
+    }
+    assert!(std::fs::read(&dev).unwrap() == before, "the device changed");
+    let o = write(&dev, true);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
