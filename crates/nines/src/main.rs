@@ -91,6 +91,9 @@ fn main() -> ExitCode {
         Err(err) => {
             // One line: the context chain joined, so the user sees what failed and why.
             eprintln!("nines: {}", error_line(&err));
+            if err.downcast_ref::<cmd::Interrupted>().is_some() {
+                return ExitCode::from(cmd::EXIT_INTERRUPTED as u8);
+            }
             ExitCode::FAILURE
         }
     }

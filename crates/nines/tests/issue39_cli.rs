@@ -982,3 +982,319 @@ fn without_libblkid_the_built_in_probe_fails_closed() {
     let o = write(&dev, true);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// Starts nines in `dir`, sends `sig` after `delay` (it must still be running then), and waits
+/// up to `bound` for it to end (killed and failed past it). Returns its exit code and stderr.
+fn signalled(
+    args: &[&str],
+    dir: &Path,
+    delay: Duration,
+    sig: libc::c_int,
+    bound: Duration,
+) -> (Option<i32>, String, Vec<u32>) {
+    let mut c = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(delay);
+    assert!(
+        c.try_wait().unwrap().is_none(),
+        "{args:?} ended before the signal: the test needs a longer run"
+    );
+    let children = children_of(c.id());
+    // SAFETY: a signal to our own child, not yet reaped.
+    unsafe { libc::kill(c.id() as libc::pid_t, sig) };
+    let t0 = Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        if t0.elapsed() > bound {
+            let _ = c.kill();
+            let o = c.wait_with_output().unwrap();
+            panic!(
+                "{args:?}: still running {bound:?} after signal {sig}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = c.wait_with_output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        children,
+    )
+}
+
+/// The pids whose parent is `pid` (from /proc).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(n) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{n}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": the fields after the last ')'.
+        let rest = &stat[stat.rfind(')').unwrap_or(0) + 1..];
+        if rest.split_whitespace().nth(1) == Some(&pid.to_string()) {
+            v.push(n);
+        }
+    }
+    v
+}
+
+/// Whether `pid` still runs (exists and is not a zombie waiting to be reaped).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        let rest = &s[s.rfind(')').unwrap_or(0) + 1..];
+        rest.split_whitespace().next() != Some("Z")
+    })
+}
+
+/// Item 2, sim: a background load that can never be served is refused instead of running
+/// forever; SIGINT during preconditioning and during --calibrate ends the run at once with 130.
+#[test]
+fn sim_ends_promptly_on_a_signal_and_refuses_an_endless_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = nines_bounded(
+        &[
+            "sim",
+            "--quiet",
+            "--bg-rate",
+            "1000",
+            "--bg-service",
+            "1s",
+            "--ios",
+            "100000",
+        ],
+        d,
+    );
+    refused(&o, "no I/O would ever complete");
+    // Preconditioning a full-scale device takes tens of seconds: SIGINT ends it within a few.
+    let (code, err, _) = signalled(
+        &[
+            "sim",
+            "--quiet",
+            "--scale",
+            "1",
+            "--precondition",
+            "steady",
+            "--rw",
+            "randwrite",
+            "--ios",
+            "1000",
+            "--json",
+            "out.json",
+        ],
+        d,
+        Duration::from_secs(3),
+        libc::SIGINT,
+        Duration::from_secs(10),
+    );
+    assert_eq!(code, Some(130), "{err}");
+    assert!(err.contains("interrupted while preconditioning"), "{err}");
+    assert!(!d.join("out.json").exists());
+    // --calibrate, from a simulated run: nothing is written, 130.
+    let o = nines(
+        &[
+            "sim", "--quiet", "--ios", "20000", "--rw", "randread", "--json", "run.json",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (code, err, _) = signalled(
+        &[
+            "sim",
+            "--quiet",
+            "--calibrate",
+            "run.json",
+            "--calibrate-ios",
+            "20000000",
+            "--calibrate-out",
+            "fit.toml",
+        ],
+        d,
+        Duration::from_secs(2),
+        libc::SIGINT,
+        Duration::from_secs(5),
+    );
+    assert_eq!(code, Some(130), "{err}");
+    assert!(!d.join("fit.toml").exists());
+}
+
+/// Item 2, FIFOs: an output FIFO nobody reads is waited for without swallowing SIGINT or
+/// SIGTERM (130, nothing written); --fio-json with --hdr-log on a FIFO does not read the FIFO
+/// back (it hung) and finishes.
+#[test]
+fn output_fifos_neither_swallow_signals_nor_are_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fifo = d.join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for (verb, sig) in [
+        ("sim", libc::SIGINT),
+        ("sim", libc::SIGTERM),
+        ("profile", libc::SIGTERM),
+    ] {
+        let mut args = vec![verb, "--quiet", "--ios", "100", "--json", "fifo"];
+        if verb == "profile" {
+            args.extend(["--size", "4m"]);
+        }
+        let (code, err, _) = signalled(
+            &args,
+            d,
+            Duration::from_secs(2),
+            sig,
+            Duration::from_secs(5),
+        );
+        assert_eq!(code, Some(130), "{verb} {sig}: {err}");
+        assert!(err.contains("waiting for a reader"), "{err}");
+    }
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let o = nines_bounded(
+        &[
+            "sim",
+            "--quiet",
+            "--ios",
+            "2000",
+            "--hdr-log",
+            "fifo",
+            "--fio-json",
+            "fio.json",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !reader.join().unwrap().is_empty(),
+        "the FIFO's reader got the log"
+    );
+    assert!(d.join("fio.json").exists());
+}
+
+/// Item 2: check --repair stopped by SIGINT exits 130 as rebuild does; a sweep or fleet killed
+/// by SIGKILL, SIGHUP or SIGQUIT leaves no child running.
+#[test]
+fn check_exits_130_and_sweep_and_fleet_children_die_with_them() {
+    let dir = disk_dir();
+    let d = dir.path();
+    for m in ["a.img", "b.img", "c.img"] {
+        std::fs::File::create(d.join(m))
+            .unwrap()
+            .set_len(64 << 20)
+            .unwrap();
+    }
+    let (code, err, _) = signalled(
+        &[
+            "check", "--repair", "--rate", "1m", "--quiet", "a.img", "b.img", "c.img",
+        ],
+        d,
+        Duration::from_secs(2),
+        libc::SIGINT,
+        Duration::from_secs(5),
+    );
+    assert_eq!(code, Some(130), "{err}");
+    assert!(err.contains("interrupted after"), "{err}");
+
+    std::fs::File::create(d.join("t.dat"))
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let cases: [(&[&str], libc::c_int); 4] = [
+        (
+            &[
+                "sweep",
+                "--qd",
+                "1,2",
+                "--rws",
+                "randread",
+                "-o",
+                "sw",
+                "t.dat",
+                "--runtime",
+                "60s",
+            ],
+            libc::SIGKILL,
+        ),
+        (
+            &[
+                "sweep",
+                "--qd",
+                "1,2",
+                "--rws",
+                "randread",
+                "-o",
+                "sw2",
+                "t.dat",
+                "--runtime",
+                "60s",
+            ],
+            libc::SIGHUP,
+        ),
+        (
+            &[
+                "fleet",
+                "--tasks",
+                "2",
+                "-o",
+                "fl",
+                "--",
+                "profile",
+                "t.dat",
+                "--rw",
+                "randread",
+                "--runtime",
+                "60s",
+            ],
+            libc::SIGKILL,
+        ),
+        (
+            &[
+                "fleet",
+                "--tasks",
+                "2",
+                "-o",
+                "fl2",
+                "--",
+                "profile",
+                "t.dat",
+                "--rw",
+                "randread",
+                "--runtime",
+                "60s",
+            ],
+            libc::SIGQUIT,
+        ),
+    ];
+    for (args, sig) in cases {
+        let (_, err, children) = signalled(
+            args,
+            d,
+            Duration::from_secs(4),
+            sig,
+            Duration::from_secs(10),
+        );
+        assert!(!children.is_empty(), "{args:?}: no child seen: {err}");
+        let t0 = Instant::now();
+        while children.iter().any(|&c| alive(c)) && t0.elapsed() < Duration::from_secs(15) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for c in children {
+            assert!(!alive(c), "{args:?} signal {sig}: child {c} still runs");
+        }
+    }
+}
