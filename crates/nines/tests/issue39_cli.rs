@@ -1298,3 +1298,98 @@ fn check_exits_130_and_sweep_and_fleet_children_die_with_them() {
         }
     }
 }
+
+/// Item 4: `fleet -- sim -q` runs (fleet's own --quiet is not added twice); merge takes a run
+/// whose interval log was not copied with it, saying so; doctor refuses to write its capture
+/// or report into the tree it reads.
+#[test]
+fn fleet_quiet_merge_without_its_log_and_doctor_outside_its_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = nines_bounded(
+        &[
+            "fleet",
+            "--tasks",
+            "2",
+            "--out",
+            "fl",
+            "--",
+            "sim",
+            "-q",
+            "--ios",
+            "100",
+            "--precondition",
+            "none",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(d.join("fl/merged.json").exists());
+
+    let o = nines(
+        &[
+            "sim",
+            "--quiet",
+            "--ios",
+            "500",
+            "--json",
+            "r.json",
+            "--hdr-log",
+            "r.hlog",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::create_dir(d.join("gathered")).unwrap();
+    std::fs::copy(d.join("r.json"), d.join("gathered/r.json")).unwrap();
+    let o = nines(&["merge", "gathered/r.json", "-o", "m.json"], d);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("warning") && err.contains("not there"),
+        "{err}"
+    );
+    assert!(d.join("m.json").exists() && !d.join("m.hlog").exists());
+
+    // A captured tree, and outputs into it: refused, the tree unchanged.
+    let o = nines(&["doctor", "--capture", "cap.tar"], d);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::create_dir(d.join("root")).unwrap();
+    assert!(
+        Command::new("tar")
+            .args(["xf", "cap.tar", "-C", "root"])
+            .current_dir(d)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let file = walk_files(&d.join("root"))
+        .into_iter()
+        .next()
+        .expect("a captured file");
+    let before = std::fs::read(&file).unwrap();
+    for option in ["--capture", "--json"] {
+        let o = nines(&["doctor", "--root", "root", option, s(&file)], d);
+        refused(&o, "inside the tree doctor reads");
+        assert_eq!(std::fs::read(&file).unwrap(), before, "{option}");
+    }
+    let o = nines(&["doctor", "--capture", "/sys/kernel/nines.tar"], d);
+    refused(&o, "inside the tree doctor reads");
+}
+
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -187,7 +187,11 @@ pub fn task_command(fleet: &Fleet, dir: &Path, i: usize) -> Result<Vec<String>> 
         }
         out.push(s);
     }
-    out.push("--quiet".into());
+    // Every task is quiet; a command that says so itself (`sim -q`) is not told twice (clap
+    // refuses a repeated flag, and every task failed).
+    if !out.iter().any(|a| a == "--quiet" || a == "-q") {
+        out.push("--quiet".into());
+    }
     out.push("--json".into());
     out.push(task_json(dir, i).display().to_string());
     Ok(out)
