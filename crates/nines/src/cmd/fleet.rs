@@ -274,6 +274,11 @@ fn start(args: RunArgs) -> Result<()> {
     for i in 0..fleet.tasks.len() {
         task_command(&fleet, dir, i)?;
     }
+    if matches!(args.engine, Engine::Local) {
+        // Before the first write (run_local says what a signal does).
+        nines_io::sched::install_interrupt_handler()
+            .context("cannot install the SIGINT/SIGTERM handler")?;
+    }
     let created = !dir.exists();
     std::fs::create_dir_all(dir)
         .with_context(|| format!("--out {}: cannot create", dir.display()))?;
