@@ -6,11 +6,30 @@
 #   bench/hostile.sh [NINES_BINARY]   (default $NINES, else a dev build: debug assertions and
 #   overflow checks find more; root needed for the zram class)
 # Ends with one line: RESULT tried=N failed=M <class>=failed/tried ...
+#
+# Matrix mode (issue 39): MATRIX=1 bench/hostile.sh [NINES_BINARY] runs the hostile matrix that
+# crates/nines/tests/hostile_matrix.rs generates from the clap definitions (every path flag on
+# every hostile destination, every number flag on every extreme), all of it (QUICK=1: the first
+# 1000 cases of its shuffled order, a few minutes), against that binary, printing each failure,
+# and ends with exactly: RESULT runs=N failures=M
 set -u
 . "$(dirname "$0")/lib.sh"
 bench_init hostile
 [ $# -ge 1 ] && NINES=$1
 bench_nines debug
+if [ "${MATRIX:-0}" = 1 ]; then
+  if [ "${QUICK:-0}" = 1 ]; then sel=(NINES_HOSTILE_CASES=1000); else sel=(NINES_HOSTILE_ALL=1); fi
+  bench_scratch MLOG /var/tmp
+  # The test fails (non-zero) when a case fails: the counts are read from its summary line.
+  (cd "$ROOT" && env "${sel[@]}" NINES="$NINES" cargo test -q -p nines --test hostile_matrix \
+    -- --nocapture 2>&1) | tee "$MLOG/out" | grep -E '^hostile matrix: ' >&2
+  summary=$(grep -E '^hostile matrix: runs=' "$MLOG/out" | tail -1)
+  [ -n "$summary" ] || { tail -20 "$MLOG/out" >&2; die "the matrix test printed no summary"; }
+  runs=$(sed -E 's/.*runs=([0-9]+).*/\1/' <<<"$summary")
+  fails=$(sed -E 's/.*failures=([0-9]+).*/\1/' <<<"$summary")
+  bench_result "runs=$runs" "failures=$fails"
+  exit 0
+fi
 BIN=$NINES
 PRESET="$ROOT/crates/nines-flash/presets/afa-m2-2018.toml"
 bench_scratch W /var/tmp

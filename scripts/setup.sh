@@ -13,6 +13,7 @@ dpkg -s libblkid1 >/dev/null 2>&1 || need+=(libblkid1)
 dpkg -s libblkid-dev >/dev/null 2>&1 || need+=(libblkid-dev)
 command -v mkfs.minix >/dev/null 2>&1 || need+=(util-linux)
 command -v mksquashfs >/dev/null 2>&1 || need+=(squashfs-tools)
+command -v genisoimage >/dev/null 2>&1 || need+=(genisoimage)  # an iso9660 image, refused without libblkid too
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)    # plotters finds fontconfig, openssl-sys OpenSSL with it
 dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)        # nines serve's TLS (the openssl crate builds against it)
 dpkg -s libfontconfig1-dev >/dev/null 2>&1 || need+=(libfontconfig1-dev)  # text in PNG plots

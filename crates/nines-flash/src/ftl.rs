@@ -18,8 +18,14 @@
 //! page), or with `idle-first` allocation in rounds over the pools, each page to the pool of
 //! its round where it can be programmed soonest ([`Ftl::write_unit_placed_by`]); GC moves valid units to a separate open block in the same pool.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// How many units preconditioning writes between two looks at its stop flag (microseconds of
+/// work: a stop is seen within milliseconds).
+const STOP_EVERY_UNITS: u32 = 4096;
 
 use crate::config::{Allocation, DeviceConfig, FDP_HANDLES_MAX, GcVictim};
 
@@ -1137,10 +1143,20 @@ impl Ftl {
 
     /// Write the first `units` logical units once, in order, without timing.
     pub fn fill_first(&mut self, units: u32) {
+        self.fill_first_until(units, &AtomicBool::new(false));
+    }
+
+    /// [`Ftl::fill_first`], returning early (false, the maps consistent but not filled) once
+    /// `stop` is set: preconditioning a large device takes minutes, and a SIGINT must not.
+    pub fn fill_first_until(&mut self, units: u32, stop: &AtomicBool) -> bool {
         let mut gc = GcWork::default();
         for lpn in 0..units.min(self.logical_units) {
+            if lpn % STOP_EVERY_UNITS == 0 && stop.load(Ordering::Relaxed) {
+                return false;
+            }
             self.write_unit(lpn, &mut gc);
         }
+        true
     }
 
     /// Uniformly random overwrites of `units` logical units, without timing: brings the device
@@ -1151,29 +1167,53 @@ impl Ftl {
 
     /// Uniformly random overwrites of `units` units among the first `span` logical units.
     pub fn random_overwrite_first(&mut self, span: u32, units: u64, seed: u64) {
+        self.random_overwrite_first_until(span, units, seed, &AtomicBool::new(false));
+    }
+
+    /// [`Ftl::random_overwrite_first`], returning early (false) once `stop` is set.
+    pub fn random_overwrite_first_until(
+        &mut self,
+        span: u32,
+        units: u64,
+        seed: u64,
+        stop: &AtomicBool,
+    ) -> bool {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let mut gc = GcWork::default();
         let n = span.clamp(1, self.logical_units) as u64;
-        for _ in 0..units {
+        for i in 0..units {
+            if i % u64::from(STOP_EVERY_UNITS) == 0 && stop.load(Ordering::Relaxed) {
+                return false;
+            }
             // Multiply-shift maps 64 random bits to [0, n) without division.
             let lpn = ((rng.next_u64() as u128 * n as u128) >> 64) as u32;
             self.write_unit(lpn, &mut gc);
         }
+        true
     }
 
     /// Run GC on every pool until its free blocks reach the soft threshold, as an idle device
     /// would: the state a device settles in between bursts of writes.
     pub fn settle_gc(&mut self) {
+        self.settle_gc_until(&AtomicBool::new(false));
+    }
+
+    /// [`Ftl::settle_gc`], returning early (false) once `stop` is set.
+    pub fn settle_gc_until(&mut self, stop: &AtomicBool) -> bool {
         for d in 0..self.pools {
             let mut rounds = 0;
             while self.free_count[d as usize] < self.gc_soft_blocks && rounds < self.blocks_per_pool
             {
+                if stop.load(Ordering::Relaxed) {
+                    return false;
+                }
                 if self.gc_once(d).victims == 0 {
                     break;
                 }
                 rounds += 1;
             }
         }
+        true
     }
 
     /// Check every invariant of the maps (for tests; O(size)).

@@ -961,26 +961,43 @@ impl Ssd {
 
     /// Bring the FTL to a state without timing anything; counters are reset afterwards.
     pub fn precondition(&mut self, mode: Precondition, seed: u64) {
-        match mode {
-            Precondition::None => {}
-            Precondition::Fill => Arc::make_mut(&mut self.ftl).fill(),
+        self.precondition_until(mode, seed, &std::sync::atomic::AtomicBool::new(false));
+    }
+
+    /// [`Ssd::precondition`], returning false as soon as it sees `stop` set (the device then
+    /// partly preconditioned, to be dropped): a SIGINT stops a run within milliseconds, not
+    /// after minutes of preconditioning.
+    pub fn precondition_until(
+        &mut self,
+        mode: Precondition,
+        seed: u64,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> bool {
+        let done = match mode {
+            Precondition::None => true,
+            Precondition::Fill => {
+                let ftl = Arc::make_mut(&mut self.ftl);
+                let n = ftl.logical_units();
+                ftl.fill_first_until(n, stop)
+            }
             Precondition::Steady => {
                 let ftl = Arc::make_mut(&mut self.ftl);
-                ftl.fill();
-                let n = ftl.logical_units() as u64;
-                ftl.random_overwrite(n, seed);
-                ftl.settle_gc();
+                let n = ftl.logical_units();
+                ftl.fill_first_until(n, stop)
+                    && ftl.random_overwrite_first_until(n, u64::from(n), seed, stop)
+                    && ftl.settle_gc_until(stop)
             }
             Precondition::SteadyAt(pct) => {
                 let ftl = Arc::make_mut(&mut self.ftl);
                 let span = (ftl.logical_units() as u64 * pct.min(100) as u64 / 100) as u32;
-                ftl.fill_first(span);
-                ftl.random_overwrite_first(span, span as u64, seed);
-                ftl.settle_gc();
+                ftl.fill_first_until(span, stop)
+                    && ftl.random_overwrite_first_until(span, span as u64, seed, stop)
+                    && ftl.settle_gc_until(stop)
             }
-        }
+        };
         Arc::make_mut(&mut self.ftl).reset_stats();
         self.counters = SsdCounters::default();
+        done
     }
 
     pub fn ftl(&self) -> &Ftl {

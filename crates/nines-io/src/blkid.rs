@@ -37,10 +37,15 @@ const BLKID_SUBLKS_USAGE: c_int = 1 << 7;
 const BLKID_SUBLKS_MAGIC: c_int = 1 << 9;
 const BLKID_PARTS_MAGIC: c_int = 1 << 3;
 
+/// Whether `NINES_NO_LIBBLKID` switches libblkid off (set, not empty, not "0").
+pub fn disabled_by_env() -> bool {
+    std::env::var_os("NINES_NO_LIBBLKID").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 fn lib() -> Option<&'static Lib> {
     static LIB: OnceLock<Option<Lib>> = OnceLock::new();
     LIB.get_or_init(|| {
-        if std::env::var_os("NINES_NO_LIBBLKID").is_some_and(|v| !v.is_empty() && v != "0") {
+        if disabled_by_env() {
             return None;
         }
         load()

@@ -10,7 +10,9 @@
 //! A block device may be written only with `--allow-writes`, and even then it is refused unless
 //! `--force` is given when it (or one of its partitions) is mounted, is active swap, has holders
 //! (LVM, md, dm-crypt...), has partitions, or carries a filesystem, partition-table, RAID, swap,
-//! LVM or LUKS signature at the offsets probed below.
+//! LVM or LUKS signature at the offsets probed below. Without libblkid the built-in probe, which
+//! reads the device's first 68 KiB and last 128 KiB, fails closed: data it does not recognise
+//! there is refused unless `--force`.
 
 use std::path::{Path, PathBuf};
 
@@ -61,11 +63,27 @@ pub enum SafetyError {
         what: &'static str,
         error: std::io::Error,
     },
+    #[error(
+        "refusing to write to {path}: libblkid is not loaded{why} and nines' built-in probe does not recognise the data on it (it read the first 68 KiB and the last 128 KiB for {known} signatures); install libblkid (libblkid1), or pass --force to overwrite it (destroys that data)"
+    )]
+    Unverified {
+        path: PathBuf,
+        /// " (NINES_NO_LIBBLKID is set)" or "".
+        why: &'static str,
+        known: usize,
+    },
 }
 
 /// Bytes read from the start of the device for the signature probe: covers the btrfs
-/// superblock magic at 65600.
+/// superblock magic at 65600 and reiserfs's at 65588.
 pub const PROBE_BYTES: usize = 69632;
+
+/// Bytes read from the end of the device: covers the md 0.90 superblock (64 to 128 KiB before
+/// the end), md 1.0's (8 to 12 KiB before it) and the GPT backup header (the last LBA).
+pub const TAIL_BYTES: usize = 131072;
+
+/// How many signatures the built-in probe knows (head and tail), for the refusal's message.
+pub const BUILTIN_SIGNATURES: usize = 26;
 
 /// Refuses writes to a block device unless the user allowed them and the device looks unused
 /// (see the module comment). Regular files always pass: they are fair targets.
@@ -139,24 +157,56 @@ pub fn check_writable(target: &Target, force: bool) -> Result<(), SafetyError> {
             });
         }
     }
-    let head = read_head(target).map_err(|source| SafetyError::Probe {
+    let head = read_at(target, 0, PROBE_BYTES).map_err(|source| SafetyError::Probe {
         path: path.clone(),
         what: "reading the device's first blocks",
         error: source,
     })?;
-    if let Some(what) = find_signature(&head) {
+    let size = target.size_bytes();
+    let lbs = u64::from(target.logical_block_bytes()).max(1);
+    let tail_start = size.saturating_sub(TAIL_BYTES as u64) / lbs * lbs;
+    let tail = read_at(target, tail_start, (size - tail_start) as usize).map_err(|source| {
+        SafetyError::Probe {
+            path: path.clone(),
+            what: "reading the device's last blocks",
+            error: source,
+        }
+    })?;
+    let builtin = "nines' built-in probe".to_string();
+    let libblkid = crate::blkid::version().is_some();
+    if let Some(what) =
+        find_signature(&head).or_else(|| find_end_signature(&tail, tail_start, size))
+    {
         return Err(SafetyError::Signature {
             path,
             what: what.to_string(),
-            probe: "nines' built-in probe".to_string()
-                + if crate::blkid::version().is_some() {
+            probe: builtin
+                + if libblkid {
                     ""
                 } else {
                     " (libblkid not loaded)"
                 },
         });
     }
+    // Without libblkid the built-in probe is all there is, and it knows a few dozen formats: data
+    // it does not recognise may be one it does not know (ZFS, a vendor's RAID metadata), so it
+    // fails closed. A blank device (all zeros where it looked) is what nines is usually handed.
+    if !libblkid && (!is_blank(&head) || !is_blank(&tail)) {
+        return Err(SafetyError::Unverified {
+            path,
+            why: if crate::blkid::disabled_by_env() {
+                " (NINES_NO_LIBBLKID is set)"
+            } else {
+                ""
+            },
+            known: BUILTIN_SIGNATURES,
+        });
+    }
     Ok(())
+}
+
+fn is_blank(b: &[u8]) -> bool {
+    b.iter().all(|&x| x == 0)
 }
 
 /// The signature probe that runs first: "libblkid 2.38.1", or the built-in one when libblkid
@@ -255,6 +305,47 @@ pub fn find_signature(head: &[u8]) -> Option<&'static str> {
     {
         return Some("a nilfs2 filesystem");
     }
+    // Read-only and archive formats, and the small filesystems util-linux makes (libblkid's
+    // superblocks/squashfs.c, romfs.c, cramfs.c, minix.c, bfs.c, iso9660.c, udf.c, reiserfs.c).
+    if at(0, b"hsqs") || at(0, b"sqsh") {
+        return Some("a squashfs filesystem");
+    }
+    // romfs: "-rom1fs-" at offset 0 (Linux Documentation/filesystems/romfs.rst).
+    if at(0, b"-rom1fs-") {
+        return Some("a romfs filesystem");
+    }
+    if at(0, &0x28cd_3d45u32.to_le_bytes())
+        || at(0, &0x28cd_3d45u32.to_be_bytes())
+        || at(512, &0x28cd_3d45u32.to_le_bytes())
+    {
+        return Some("a cramfs filesystem");
+    }
+    if at(0, &0x1bad_faceu32.to_le_bytes()) {
+        return Some("a bfs filesystem");
+    }
+    // iso9660 / UDF: the volume descriptor set at sector 16 (of 2048 bytes), its identifier at
+    // byte 1 (ECMA-119 8.1; ECMA-167 2/9.1 for UDF's BEA01/NSR02/NSR03).
+    if at(32769, b"CD001") {
+        return Some("an iso9660 filesystem");
+    }
+    if at(32769, b"BEA01") || at(32769, b"NSR02") || at(32769, b"NSR03") {
+        return Some("a UDF filesystem");
+    }
+    if at(65588, b"ReIsErFs") || at(65588, b"ReIsEr2Fs") || at(65588, b"ReIsEr3Fs") {
+        return Some("a reiserfs filesystem");
+    }
+    // minix: s_magic at 1024 + 16 (v1, v2), at 1024 + 24 (v3); a superblock's first field,
+    // s_ninodes, is never 0.
+    let le16 = |off: usize| {
+        head.get(off..off + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+    };
+    if head.get(1024..1028).is_some_and(|b| b != [0, 0, 0, 0])
+        && (matches!(le16(1040), Some(0x137f | 0x138f | 0x2468 | 0x2478))
+            || le16(1048) == Some(0x4d5a))
+    {
+        return Some("a minix filesystem");
+    }
     for sector in 0..4 {
         if at(sector * 512, b"LABELONE") {
             return Some("an LVM physical volume");
@@ -277,22 +368,64 @@ pub fn find_signature(head: &[u8]) -> Option<&'static str> {
     None
 }
 
-/// Reads up to PROBE_BYTES from offset 0, aligned for O_DIRECT.
-fn read_head(target: &Target) -> Result<Vec<u8>, std::io::Error> {
-    let want = (PROBE_BYTES as u64).min(target.size_bytes()) as usize;
+/// Looks for the signatures kept at the end of a device of `size` bytes, in `tail`, the bytes
+/// from offset `tail_start` to the end. Offsets outside `tail` are skipped.
+pub fn find_end_signature(tail: &[u8], tail_start: u64, size: u64) -> Option<&'static str> {
+    let at = |off: u64, magic: &[u8]| {
+        off.checked_sub(tail_start)
+            .and_then(|o| usize::try_from(o).ok())
+            .and_then(|o| tail.get(o..o.checked_add(magic.len())?))
+            == Some(magic)
+    };
+    let md = 0xa92b_4efcu32;
+    // md 1.0: the superblock 8 KiB before the end, rounded down to 4 KiB (Linux
+    // drivers/md/md.c, super_1_load: `sb_start = sectors - 8*2; sb_start &= ~(4*2-1)`).
+    let sectors = size / 512;
+    if sectors >= 16 && at(((sectors - 16) & !7) * 512, &md.to_le_bytes()) {
+        return Some("an md RAID member (metadata 1.0, at the end)");
+    }
+    // md 0.90: 64 KiB before the end rounded down to 64 KiB (include/uapi/linux/raid/md_p.h,
+    // MD_NEW_SIZE_SECTORS with MD_RESERVED_SECTORS = 128), in the host's byte order.
+    if size >= 131072 {
+        let off = (size & !65535) - 65536;
+        if at(off, &md.to_le_bytes()) || at(off, &md.to_be_bytes()) {
+            return Some("an md RAID member (metadata 0.90, at the end)");
+        }
+    }
+    // GPT's backup header at the last LBA (UEFI 2.10, 5.3.1), for 512 B and 4 KiB sectors.
+    for lba in [512u64, 4096] {
+        if size >= lba && at(size - lba, b"EFI PART") {
+            return Some("a GPT partition table (its backup header at the end)");
+        }
+    }
+    // Intel Matrix (IMSM) metadata two sectors before the end, DDF's anchor at the last sector
+    // (libblkid superblocks/isw_raid.c, ddf_raid.c).
+    if size >= 1024 && at(size - 1024, b"Intel Raid ISM Cfg Sig. ") {
+        return Some("an Intel RAID (IMSM) member");
+    }
+    if size >= 512 && at(size - 512, &0xde11_de11u32.to_be_bytes()) {
+        return Some("a DDF RAID member");
+    }
+    None
+}
+
+/// Reads up to `len` bytes from `offset` (a multiple of the logical block size), aligned for
+/// O_DIRECT; fewer near the end of the device.
+fn read_at(target: &Target, offset: u64, len: usize) -> Result<Vec<u8>, std::io::Error> {
+    let want = (len as u64).min(target.size_bytes().saturating_sub(offset)) as usize;
     let lbs = target.logical_block_bytes() as usize;
     let want_aligned = want - want % lbs;
-    let mut buf = AlignedBuf::new(PROBE_BYTES);
+    let mut buf = AlignedBuf::new(len.max(lbs));
     let mut got = 0usize;
     // Bounded: every pass reads at least one byte or stops.
     while got < want_aligned {
-        // SAFETY: buf holds PROBE_BYTES >= want_aligned bytes.
+        // SAFETY: buf holds len >= want_aligned bytes.
         let ret = unsafe {
             libc::pread(
                 target.fd(),
                 buf.as_mut_ptr().add(got).cast(),
                 want_aligned - got,
-                got as libc::off_t,
+                (offset + got as u64) as libc::off_t,
             )
         };
         if ret < 0 {
@@ -460,6 +593,66 @@ mod tests {
         );
         // A short head cannot see far offsets, and does not panic.
         assert_eq!(find_signature(&blank[..100]), None);
+    }
+
+    /// The formats the hostile runs overwrote without libblkid, at their offsets, and not one
+    /// byte off.
+    #[test]
+    fn read_only_formats_are_found_at_their_offsets() {
+        let blank = vec![0u8; PROBE_BYTES];
+        let cases: [(usize, &[u8], &str); 8] = [
+            (0, b"hsqs", "squashfs"),
+            (0, b"-rom1fs-", "romfs"),
+            (32769, b"CD001", "iso9660"),
+            (32769, b"NSR02", "UDF"),
+            (0, &[0x45, 0x3d, 0xcd, 0x28], "cramfs"),
+            (0, &[0xce, 0xfa, 0xad, 0x1b], "bfs"),
+            (65588, b"ReIsEr2Fs", "reiserfs"),
+            (1040, &[0x8f, 0x13], "minix"),
+        ];
+        for (off, magic, want) in cases {
+            let mut b = blank.clone();
+            b[off..off + magic.len()].copy_from_slice(magic);
+            b[1024] = 1; // minix's s_ninodes
+            let got = find_signature(&b).unwrap_or("none");
+            assert!(got.contains(want), "offset {off}: got {got}, want {want}");
+            let mut c = blank.clone();
+            c[off + 1..off + 1 + magic.len()].copy_from_slice(magic);
+            assert_eq!(find_signature(&c), None, "shifted {want} at {off}");
+        }
+    }
+
+    /// md 1.0 and 0.90 superblocks and GPT's backup header, at the end of devices of sizes that
+    /// are and are not multiples of their alignment.
+    #[test]
+    fn end_of_device_signatures_are_found_at_their_offsets() {
+        let md = 0xa92b_4efcu32.to_le_bytes();
+        for size in [1u64 << 20, (1 << 20) + 4096 * 3 + 512, 16 << 20] {
+            let start = size - TAIL_BYTES as u64;
+            let blank = vec![0u8; TAIL_BYTES];
+            assert_eq!(find_end_signature(&blank, start, size), None);
+            let md10 = ((size / 512 - 16) & !7) * 512;
+            let md090 = (size & !65535) - 65536;
+            let cases: [(u64, &[u8], &str); 4] = [
+                (md10, &md, "1.0"),
+                (md090, &md, "0.90"),
+                (size - 512, b"EFI PART", "GPT"),
+                (size - 4096, b"EFI PART", "GPT"),
+            ];
+            for (off, magic, want) in cases {
+                let o = (off - start) as usize;
+                let mut b = blank.clone();
+                b[o..o + magic.len()].copy_from_slice(magic);
+                let got = find_end_signature(&b, start, size).unwrap_or("none");
+                assert!(got.contains(want), "size {size} at {off}: {got}");
+                let mut c = blank.clone();
+                c[o + 1..o + 1 + magic.len()].copy_from_slice(magic);
+                assert_eq!(find_end_signature(&c, start, size), None, "{want} shifted");
+            }
+        }
+        // A tail shorter than the device, or a tiny device, does not panic.
+        assert_eq!(find_end_signature(&[0; 10], 0, 10), None);
+        assert_eq!(find_end_signature(&[], 1 << 40, u64::MAX), None);
     }
 
     proptest::proptest! {

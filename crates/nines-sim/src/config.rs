@@ -176,6 +176,18 @@ impl Prepared {
 /// Scale and precondition the devices. Preconditioning runs once on one device (mapping and GC
 /// only, no timing) and the result is shared by all devices until each first writes.
 pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
+    let never = std::sync::atomic::AtomicBool::new(false);
+    prepare_until(cfg, writes, &never).map(|p| p.expect("a preparation nobody stops"))
+}
+
+/// [`prepare`], giving None as soon as `stop` is set (preconditioning looks at it every few
+/// thousand units it writes, and between devices): a SIGINT must not wait minutes for it.
+pub fn prepare_until(
+    cfg: &SimConfig,
+    writes: bool,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<Option<Prepared>, SimError> {
+    use std::sync::atomic::Ordering;
     if cfg.devices == 0 || cfg.devices > DEVICES_MAX {
         return Err(SimError::Config(format!(
             "--devices {} is out of range; give 1 to {DEVICES_MAX}",
@@ -207,7 +219,7 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
             model_bytes_per_device: 0,
         };
         check_volume_size(&prepared)?;
-        return Ok(prepared);
+        return Ok(Some(prepared));
     }
     // Devices that write each own a copy of the maps; read-only runs share one.
     let copies = if writes { cfg.devices as u64 } else { 1 };
@@ -253,7 +265,7 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
     let scale =
         scaled.geometry.blocks_per_plane as f64 / cfg.device.geometry.blocks_per_plane as f64;
     if let Some(z) = &scaled.zoned {
-        return prepare_zoned(cfg, scaled.clone(), z.clone(), scale, model);
+        return prepare_zoned(cfg, scaled.clone(), z.clone(), scale, model).map(Some);
     }
     let precondition = cfg.precondition.unwrap_or(if writes {
         Precondition::Steady
@@ -262,7 +274,9 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
     });
     let seed = cfg.workload.seed;
     let mut first = Ssd::new(&scaled, seed);
-    first.precondition(precondition, seed ^ 0x9e37_79b9_7f4a_7c15);
+    if !first.precondition_until(precondition, seed ^ 0x9e37_79b9_7f4a_7c15, stop) {
+        return Ok(None);
+    }
     let shared = first.shared_ftl();
     let mut members = Vec::with_capacity(cfg.devices as usize);
     for i in 0..cfg.devices {
@@ -271,6 +285,9 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
             .wrapping_add(i as u64 + 1);
         let mut ssd = Ssd::with_ftl(&scaled, shared.clone(), dev_seed);
         ssd.share_tables_from(&first);
+        if stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         if writes && i > 0 {
             // Each writing device needs its own maps: copy them now, as part of preparation,
             // rather than on the first write in the middle of the timed loop.
@@ -300,7 +317,7 @@ pub fn prepare(cfg: &SimConfig, writes: bool) -> Result<Prepared, SimError> {
         model_bytes_per_device: model,
     };
     check_volume_size(&prepared)?;
-    Ok(prepared)
+    Ok(Some(prepared))
 }
 
 /// The layout under any shaping, to fill in what the members are.

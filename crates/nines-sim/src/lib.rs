@@ -26,7 +26,7 @@ mod sinks;
 
 pub use config::{
     DEVICES_MAX, LOGICAL_BLOCK_BYTES, Layout, MEMORY_BUDGET_BYTES, Prepared, SimConfig, SimError,
-    TRACE_DEPTH_DEFAULT, prepare,
+    TRACE_DEPTH_DEFAULT, prepare, prepare_until,
 };
 pub use event_loop::{RunStats, SimOutput, SimProgress, run, run_logged, target_names};
 pub use host::{Background, CompletionMode, Host, HostConfig, ServiceDist};

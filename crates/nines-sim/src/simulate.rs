@@ -177,11 +177,11 @@ pub fn simulate(
 ) -> Result<Simulation, SimulateError> {
     let cfg = sim.config(&run);
     let wall = Instant::now();
-    let mut prep = crate::prepare(&cfg, run.writes_data())?;
+    let prep = crate::prepare_until(&cfg, run.writes_data(), &handle.progress.stop)?;
     let prepare_s = wall.elapsed().as_secs_f64();
-    if handle.progress.stop.load(Ordering::Relaxed) {
+    let Some(mut prep) = prep.filter(|_| !handle.progress.stop.load(Ordering::Relaxed)) else {
         return Err(SimulateError::Interrupted);
-    }
+    };
     if let Some(t) = run.trace.as_mut() {
         let size = prep.target_size_bytes();
         let fit = t

@@ -67,6 +67,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // The hostile-input matrix (tests/hostile_matrix.rs) is generated from these definitions,
+    // so a new flag is covered without anyone listing it.
+    if std::env::var_os("NINES_CLI_SPEC").is_some_and(|v| v == "1") {
+        print!("{}", cli_spec(&<Cli as clap::CommandFactory>::command()));
+        return ExitCode::SUCCESS;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return usage_error(err),
@@ -91,9 +97,85 @@ fn main() -> ExitCode {
         Err(err) => {
             // One line: the context chain joined, so the user sees what failed and why.
             eprintln!("nines: {}", error_line(&err));
+            if err.downcast_ref::<cmd::Interrupted>().is_some() {
+                return ExitCode::from(cmd::EXIT_INTERRUPTED as u8);
+            }
             ExitCode::FAILURE
         }
     }
+}
+
+/// Every argument of every subcommand that takes a value, one per line, tab-separated: the
+/// subcommand path ("fleet status"), the argument's id, its long name (empty for a positional),
+/// what it takes (path, number, choice or other: a string parsed later, given numbers too) and
+/// its value names.
+fn cli_spec(root: &clap::Command) -> String {
+    use std::any::TypeId;
+    fn walk(cmd: &clap::Command, path: &str, out: &mut String) {
+        for arg in cmd.get_arguments() {
+            if !arg.get_action().takes_values() || arg.is_hide_set() {
+                continue;
+            }
+            let parser = arg.get_value_parser();
+            let names: Vec<String> = arg
+                .get_value_names()
+                .map(|v| v.iter().map(|n| n.to_string()).collect())
+                .unwrap_or_default();
+            let upper = names.join(" ").to_uppercase();
+            let t = parser.type_id();
+            let numeric = [
+                TypeId::of::<u8>(),
+                TypeId::of::<u16>(),
+                TypeId::of::<u32>(),
+                TypeId::of::<u64>(),
+                TypeId::of::<usize>(),
+                TypeId::of::<i32>(),
+                TypeId::of::<i64>(),
+                TypeId::of::<f32>(),
+                TypeId::of::<f64>(),
+            ];
+            let kind = if !arg.get_possible_values().is_empty() {
+                "choice"
+            } else if t == TypeId::of::<std::path::PathBuf>()
+                || [
+                    "FILE", "DIR", "PATH", "TARGET", ".JSON", ".TOML", "PLAN", "STATE",
+                ]
+                .iter()
+                .any(|w| upper.contains(w))
+            {
+                "path"
+            } else if numeric.iter().any(|n| t == *n) {
+                "number"
+            } else {
+                "other"
+            };
+            let long = arg.get_long().unwrap_or("");
+            // Arguments passed through to another verb (sweep's, fleet's) are not this verb's.
+            let passthrough = arg.is_positional() && arg.is_trailing_var_arg_set();
+            if passthrough || (arg.is_positional() && arg.is_last_set()) {
+                continue;
+            }
+            out.push_str(&format!(
+                "{path}\t{}\t{long}\t{kind}\t{}\n",
+                arg.get_id(),
+                names.join(" ")
+            ));
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            let p = if path.is_empty() {
+                sub.get_name().to_string()
+            } else {
+                format!("{path} {}", sub.get_name())
+            };
+            walk(sub, &p, out);
+        }
+    }
+    let mut out = String::new();
+    walk(root, "", &mut out);
+    out
 }
 
 /// The error and its causes on one line. Library errors often repeat their source in their own

@@ -813,3 +813,583 @@ fn a_partition_reaches_its_disk_and_the_file_below_it() {
     );
     common::ok(run(&[&p1, &p2]), "raid0 over the two partitions");
 }
+
+/// Without libblkid (NINES_NO_LIBBLKID=1) the built-in probe refuses every format the safety
+/// tests put on a device, those at its end included, and fails closed on data it does not
+/// recognise: only a blank device, or `--force`, is written. Each device is unchanged after a
+/// refusal.
+#[test]
+fn without_libblkid_the_built_in_probe_fails_closed() {
+    use std::os::unix::fs::FileExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("data"), b"precious").unwrap();
+    let src = s(&src).to_string();
+    let sh = |cmd: &str| {
+        let st = Command::new("sh").arg("-c").arg(cmd).status().unwrap();
+        assert!(st.success(), "{cmd} failed: run `bash scripts/setup.sh`");
+    };
+    let write = |dev: &str, force: bool| {
+        let mut args = vec![
+            "profile",
+            "--quiet",
+            "--rw",
+            "randwrite",
+            "--allow-writes",
+            "--ios",
+            "10",
+        ];
+        if force {
+            args.push("--force");
+        }
+        args.push(dev);
+        Command::new(BIN)
+            .env("NINES_NO_LIBBLKID", "1")
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    let poke = |dev: &str, off: u64, bytes: &[u8]| {
+        let f = std::fs::OpenOptions::new().write(true).open(dev).unwrap();
+        f.write_all_at(bytes, off).unwrap();
+        f.sync_all().unwrap();
+    };
+    const SIZE: u64 = 16 << 20;
+    let md = 0xa92b_4efcu32.to_le_bytes();
+    // (what the refusal names, an image made by the format's own tool, or bytes put by hand)
+    enum Put {
+        Image(String),
+        Bytes(u64, Vec<u8>),
+    }
+    let img = |name: &str| s(&tmp.path().join(name)).to_string();
+    let cases = [
+        (
+            "squashfs",
+            Put::Image(format!(
+                "mksquashfs {src} {} -noappend -quiet -no-progress >/dev/null",
+                img("sq")
+            )),
+        ),
+        (
+            "minix",
+            Put::Image(format!(
+                "truncate -s 8M {0} && mkfs.minix {0} >/dev/null",
+                img("minix")
+            )),
+        ),
+        (
+            "cramfs",
+            Put::Image(format!("mkfs.cramfs {src} {} >/dev/null", img("cramfs"))),
+        ),
+        (
+            "bfs",
+            Put::Image(format!(
+                "truncate -s 8M {0} && mkfs.bfs {0} >/dev/null 2>&1",
+                img("bfs")
+            )),
+        ),
+        (
+            "iso9660",
+            Put::Image(format!(
+                "genisoimage -quiet -o {} {src} 2>/dev/null",
+                img("iso")
+            )),
+        ),
+        // romfs: "-rom1fs-" at byte 0, then the image size, big-endian (Linux
+        // Documentation/filesystems/romfs.rst).
+        (
+            "romfs",
+            Put::Bytes(
+                0,
+                [&b"-rom1fs-"[..], &4096u32.to_be_bytes(), b"\0\0\0\0rom\0"].concat(),
+            ),
+        ),
+        // md 1.0: the superblock 8 KiB before the end, rounded down to 4 KiB (drivers/md/md.c,
+        // super_1_load), magic then major_version 1, little-endian.
+        (
+            "metadata 1.0",
+            Put::Bytes(
+                ((SIZE / 512 - 16) & !7) * 512,
+                [&md[..], &1u32.to_le_bytes()].concat(),
+            ),
+        ),
+        // md 0.90: 64 KiB before the end rounded down to 64 KiB (md_p.h, MD_NEW_SIZE_SECTORS).
+        (
+            "metadata 0.90",
+            Put::Bytes(
+                (SIZE & !65535) - 65536,
+                [&md[..], &0u32.to_le_bytes()].concat(),
+            ),
+        ),
+        // GPT's backup header at the last LBA (zram's logical blocks are 4 KiB).
+        (
+            "backup header",
+            Put::Bytes(SIZE - 4096, b"EFI PART\0\0\x01\0".to_vec()),
+        ),
+    ];
+    for (want, put) in cases {
+        let z = common::Zram::new("16M");
+        let dev = z.path();
+        match put {
+            Put::Image(mk) => {
+                sh(&mk);
+                let file = mk
+                    .split_whitespace()
+                    .find(|w| w.starts_with(s(tmp.path())) && !w.ends_with("src"))
+                    .unwrap()
+                    .to_string();
+                sh(&format!(
+                    "dd if={file} of={dev} bs=1M conv=fsync status=none"
+                ));
+            }
+            Put::Bytes(off, b) => poke(&dev, off, &b),
+        }
+        let before = std::fs::read(&dev).unwrap();
+        let e = refused(&write(&dev, false), want);
+        assert!(
+            e.contains("built-in probe (libblkid not loaded)") && e.contains("--force"),
+            "{want}: {e}"
+        );
+        assert!(
+            std::fs::read(&dev).unwrap() == before,
+            "{want}: the device changed"
+        );
+    }
+
+    // Data no probe names: refused, saying libblkid is off, what was read, and --force.
+    let z = common::Zram::new("16M");
+    let dev = z.path();
+    assert!(
+        write(&dev, false).status.success(),
+        "a blank device is written"
+    );
+    let z = common::Zram::new("16M");
+    let dev = z.path();
+    poke(&dev, 3 << 20, &[0x5a; 4096]);
+    poke(&dev, SIZE - 8192, b"a vendor's metadata");
+    let before = std::fs::read(&dev).unwrap();
+    let e = refused(&write(&dev, false), "does not recognise the data");
+    for w in [
+        "NINES_NO_LIBBLKID is set",
+        "first 68 KiB",
+        "last 128 KiB",
+        "--force",
+    ] {
+        assert!(e.contains(w), "`{w}` in: {e}");
+    }
+    assert!(std::fs::read(&dev).unwrap() == before, "the device changed");
+    let o = write(&dev, true);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Starts nines in `dir`, sends `sig` after `delay` (it must still be running then), and waits
+/// up to `bound` for it to end (killed and failed past it). Returns its exit code and stderr.
+fn signalled(
+    args: &[&str],
+    dir: &Path,
+    delay: Duration,
+    sig: libc::c_int,
+    bound: Duration,
+) -> (Option<i32>, String, Vec<u32>) {
+    let mut c = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(delay);
+    assert!(
+        c.try_wait().unwrap().is_none(),
+        "{args:?} ended before the signal: the test needs a longer run"
+    );
+    let children = children_of(c.id());
+    // SAFETY: a signal to our own child, not yet reaped.
+    unsafe { libc::kill(c.id() as libc::pid_t, sig) };
+    let t0 = Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        if t0.elapsed() > bound {
+            let _ = c.kill();
+            let o = c.wait_with_output().unwrap();
+            panic!(
+                "{args:?}: still running {bound:?} after signal {sig}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = c.wait_with_output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        children,
+    )
+}
+
+/// The pids whose parent is `pid` (from /proc).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(n) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{n}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": the fields after the last ')'.
+        let rest = &stat[stat.rfind(')').unwrap_or(0) + 1..];
+        if rest.split_whitespace().nth(1) == Some(&pid.to_string()) {
+            v.push(n);
+        }
+    }
+    v
+}
+
+/// Whether `pid` still runs (exists and is not a zombie waiting to be reaped).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        let rest = &s[s.rfind(')').unwrap_or(0) + 1..];
+        rest.split_whitespace().next() != Some("Z")
+    })
+}
+
+/// Item 2, sim: a background load that can never be served is refused instead of running
+/// forever; SIGINT during preconditioning and during --calibrate ends the run at once with 130.
+#[test]
+fn sim_ends_promptly_on_a_signal_and_refuses_an_endless_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = nines_bounded(
+        &[
+            "sim",
+            "--quiet",
+            "--bg-rate",
+            "1000",
+            "--bg-service",
+            "1s",
+            "--ios",
+            "100000",
+        ],
+        d,
+    );
+    refused(&o, "no I/O would ever complete");
+    // Preconditioning a full-scale device takes tens of seconds: SIGINT ends it within a few.
+    let (code, err, _) = signalled(
+        &[
+            "sim",
+            "--quiet",
+            "--scale",
+            "1",
+            "--precondition",
+            "steady",
+            "--rw",
+            "randwrite",
+            "--ios",
+            "1000",
+            "--json",
+            "out.json",
+        ],
+        d,
+        Duration::from_secs(3),
+        libc::SIGINT,
+        Duration::from_secs(10),
+    );
+    assert_eq!(code, Some(130), "{err}");
+    assert!(err.contains("interrupted while preconditioning"), "{err}");
+    assert!(!d.join("out.json").exists());
+    // --calibrate, from a simulated run: nothing is written, 130.
+    let o = nines(
+        &[
+            "sim", "--quiet", "--ios", "20000", "--rw", "randread", "--json", "run.json",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (code, err, _) = signalled(
+        &[
+            "sim",
+            "--quiet",
+            "--calibrate",
+            "run.json",
+            "--calibrate-ios",
+            "20000000",
+            "--calibrate-out",
+            "fit.toml",
+        ],
+        d,
+        Duration::from_secs(2),
+        libc::SIGINT,
+        Duration::from_secs(5),
+    );
+    assert_eq!(code, Some(130), "{err}");
+    assert!(!d.join("fit.toml").exists());
+}
+
+/// Item 2, FIFOs: an output FIFO nobody reads is waited for without swallowing SIGINT or
+/// SIGTERM (130, nothing written); --fio-json with --hdr-log on a FIFO does not read the FIFO
+/// back (it hung) and finishes.
+#[test]
+fn output_fifos_neither_swallow_signals_nor_are_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fifo = d.join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for (verb, sig) in [
+        ("sim", libc::SIGINT),
+        ("sim", libc::SIGTERM),
+        ("profile", libc::SIGTERM),
+    ] {
+        let mut args = vec![verb, "--quiet", "--ios", "100", "--json", "fifo"];
+        if verb == "profile" {
+            args.extend(["--size", "4m"]);
+        }
+        let (code, err, _) = signalled(
+            &args,
+            d,
+            Duration::from_secs(2),
+            sig,
+            Duration::from_secs(5),
+        );
+        assert_eq!(code, Some(130), "{verb} {sig}: {err}");
+        assert!(err.contains("waiting for a reader"), "{err}");
+    }
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let o = nines_bounded(
+        &[
+            "sim",
+            "--quiet",
+            "--ios",
+            "2000",
+            "--hdr-log",
+            "fifo",
+            "--fio-json",
+            "fio.json",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !reader.join().unwrap().is_empty(),
+        "the FIFO's reader got the log"
+    );
+    assert!(d.join("fio.json").exists());
+}
+
+/// Item 2: check --repair stopped by SIGINT exits 130 as rebuild does; a sweep or fleet killed
+/// by SIGKILL, SIGHUP or SIGQUIT leaves no child running.
+#[test]
+fn check_exits_130_and_sweep_and_fleet_children_die_with_them() {
+    let dir = disk_dir();
+    let d = dir.path();
+    for m in ["a.img", "b.img", "c.img"] {
+        std::fs::File::create(d.join(m))
+            .unwrap()
+            .set_len(64 << 20)
+            .unwrap();
+    }
+    let (code, err, _) = signalled(
+        &[
+            "check", "--repair", "--rate", "1m", "--quiet", "a.img", "b.img", "c.img",
+        ],
+        d,
+        Duration::from_secs(2),
+        libc::SIGINT,
+        Duration::from_secs(5),
+    );
+    assert_eq!(code, Some(130), "{err}");
+    assert!(err.contains("interrupted after"), "{err}");
+
+    std::fs::File::create(d.join("t.dat"))
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let cases: [(&[&str], libc::c_int); 4] = [
+        (
+            &[
+                "sweep",
+                "--qd",
+                "1,2",
+                "--rws",
+                "randread",
+                "-o",
+                "sw",
+                "t.dat",
+                "--runtime",
+                "60s",
+            ],
+            libc::SIGKILL,
+        ),
+        (
+            &[
+                "sweep",
+                "--qd",
+                "1,2",
+                "--rws",
+                "randread",
+                "-o",
+                "sw2",
+                "t.dat",
+                "--runtime",
+                "60s",
+            ],
+            libc::SIGHUP,
+        ),
+        (
+            &[
+                "fleet",
+                "--tasks",
+                "2",
+                "-o",
+                "fl",
+                "--",
+                "profile",
+                "t.dat",
+                "--rw",
+                "randread",
+                "--runtime",
+                "60s",
+            ],
+            libc::SIGKILL,
+        ),
+        (
+            &[
+                "fleet",
+                "--tasks",
+                "2",
+                "-o",
+                "fl2",
+                "--",
+                "profile",
+                "t.dat",
+                "--rw",
+                "randread",
+                "--runtime",
+                "60s",
+            ],
+            libc::SIGQUIT,
+        ),
+    ];
+    for (args, sig) in cases {
+        let (_, err, children) = signalled(
+            args,
+            d,
+            Duration::from_secs(4),
+            sig,
+            Duration::from_secs(10),
+        );
+        assert!(!children.is_empty(), "{args:?}: no child seen: {err}");
+        let t0 = Instant::now();
+        while children.iter().any(|&c| alive(c)) && t0.elapsed() < Duration::from_secs(15) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for c in children {
+            assert!(!alive(c), "{args:?} signal {sig}: child {c} still runs");
+        }
+    }
+}
+
+/// Item 4: `fleet -- sim -q` runs (fleet's own --quiet is not added twice); merge takes a run
+/// whose interval log was not copied with it, saying so; doctor refuses to write its capture
+/// or report into the tree it reads.
+#[test]
+fn fleet_quiet_merge_without_its_log_and_doctor_outside_its_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = nines_bounded(
+        &[
+            "fleet",
+            "--tasks",
+            "2",
+            "--out",
+            "fl",
+            "--",
+            "sim",
+            "-q",
+            "--ios",
+            "100",
+            "--precondition",
+            "none",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(d.join("fl/merged.json").exists());
+
+    let o = nines(
+        &[
+            "sim",
+            "--quiet",
+            "--ios",
+            "500",
+            "--json",
+            "r.json",
+            "--hdr-log",
+            "r.hlog",
+        ],
+        d,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::create_dir(d.join("gathered")).unwrap();
+    std::fs::copy(d.join("r.json"), d.join("gathered/r.json")).unwrap();
+    let o = nines(&["merge", "gathered/r.json", "-o", "m.json"], d);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("warning") && err.contains("not there"),
+        "{err}"
+    );
+    assert!(d.join("m.json").exists() && !d.join("m.hlog").exists());
+
+    // A captured tree, and outputs into it: refused, the tree unchanged.
+    let o = nines(&["doctor", "--capture", "cap.tar"], d);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::create_dir(d.join("root")).unwrap();
+    assert!(
+        Command::new("tar")
+            .args(["xf", "cap.tar", "-C", "root"])
+            .current_dir(d)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let file = walk_files(&d.join("root"))
+        .into_iter()
+        .next()
+        .expect("a captured file");
+    let before = std::fs::read(&file).unwrap();
+    for option in ["--capture", "--json"] {
+        let o = nines(&["doctor", "--root", "root", option, s(&file)], d);
+        refused(&o, "inside the tree doctor reads");
+        assert_eq!(std::fs::read(&file).unwrap(), before, "{option}");
+    }
+    let o = nines(&["doctor", "--capture", "/sys/kernel/nines.tar"], d);
+    refused(&o, "inside the tree doctor reads");
+}
+
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}

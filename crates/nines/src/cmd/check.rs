@@ -307,7 +307,10 @@ fn report(
         super::output::write_all("--json", path, &text)?;
     }
     if *interrupted {
-        bail!("interrupted after {checked} of {rows} rows; run it again to check from the start");
+        // As rebuild: what was done is reported, and the shell is told "interrupted" (130).
+        return Err(anyhow::Error::new(super::Interrupted(format!(
+            "interrupted after {checked} of {rows} rows; run it again to check from the start"
+        ))));
     }
     if *count > 0 && !args.repair {
         bail!(

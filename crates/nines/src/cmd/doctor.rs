@@ -1,6 +1,6 @@
 //! `nines doctor`: audit the host (or a captured tree) for settings that lengthen the tail.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nines_host::capture::{wants_gz, write_capture_to};
 use nines_host::doctor::DoctorReport;
@@ -24,6 +24,36 @@ pub struct Args {
     pub plan: Option<PathBuf>,
 }
 
+/// An output inside the tree doctor reads would overwrite one of its files (`--root DIR
+/// --capture DIR/proc/cpuinfo`), or, on the live host, write into /proc or /sys: refused before
+/// anything is read.
+fn refuse_inside_tree(option: &str, path: &Path, root: &Path) -> anyhow::Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(dir) = std::fs::canonicalize(&parent) else {
+        return Ok(()); // check_path says what is wrong with it
+    };
+    let real = match path.file_name() {
+        Some(n) => std::fs::canonicalize(dir.join(n)).unwrap_or_else(|_| dir.join(n)),
+        None => dir,
+    };
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let inside = ["proc", "sys"]
+        .iter()
+        .any(|t| real.starts_with(root.join(t)))
+        || (root != Path::new("/") && real.starts_with(&root));
+    if inside {
+        anyhow::bail!(
+            "{option} {}: it is inside the tree doctor reads ({}); give a path outside it",
+            path.display(),
+            root.display()
+        );
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let root = args.root.clone().unwrap_or_else(|| PathBuf::from("/"));
     if !root.is_dir() {
@@ -31,6 +61,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "--root {}: not a directory; extract a capture there first (tar xf FILE -C DIR)",
             root.display()
         );
+    }
+    for (option, path) in [("--capture", &args.capture), ("--json", &args.json)] {
+        if let Some(p) = path.as_deref().filter(|p| p.as_os_str() != "-") {
+            refuse_inside_tree(option, p, &root)?;
+        }
     }
     let fs = HostFs::new(&root);
     let host = Host::read(&fs);

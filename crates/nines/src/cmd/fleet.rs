@@ -187,7 +187,11 @@ pub fn task_command(fleet: &Fleet, dir: &Path, i: usize) -> Result<Vec<String>> 
         }
         out.push(s);
     }
-    out.push("--quiet".into());
+    // Every task is quiet; a command that says so itself (`sim -q`) is not told twice (clap
+    // refuses a repeated flag, and every task failed).
+    if !out.iter().any(|a| a == "--quiet" || a == "-q") {
+        out.push("--quiet".into());
+    }
     out.push("--json".into());
     out.push(task_json(dir, i).display().to_string());
     Ok(out)
@@ -269,6 +273,11 @@ fn start(args: RunArgs) -> Result<()> {
     // Every task's command is checked before anything runs (or a folder is made).
     for i in 0..fleet.tasks.len() {
         task_command(&fleet, dir, i)?;
+    }
+    if matches!(args.engine, Engine::Local) {
+        // Before the first write (run_local says what a signal does).
+        nines_io::sched::install_interrupt_handler()
+            .context("cannot install the SIGINT/SIGTERM handler")?;
     }
     let created = !dir.exists();
     std::fs::create_dir_all(dir)

@@ -103,14 +103,23 @@ pub fn run(args: Args) -> Result<()> {
         .iter()
         .zip(&args.runs)
         .map(|(i, path)| {
-            i.report.config.hdr_log.as_ref().map(|l| {
-                let l = PathBuf::from(l);
-                if l.is_absolute() {
-                    l
-                } else {
-                    path.parent().unwrap_or(std::path::Path::new(".")).join(l)
-                }
-            })
+            let l = PathBuf::from(i.report.config.hdr_log.as_ref()?);
+            let l = if l.is_absolute() {
+                l
+            } else {
+                path.parent().unwrap_or(std::path::Path::new(".")).join(l)
+            };
+            // A run copied without its interval log (only the JSON gathered) still merges: its
+            // histograms are exact; only the merged log lacks its intervals, and that is said.
+            if std::fs::symlink_metadata(&l).is_err() {
+                eprintln!(
+                    "nines merge: warning: {}: its interval log {} is not there; merging without its intervals (copy it beside the run to include them)",
+                    path.display(),
+                    l.display()
+                );
+                return None;
+            }
+            Some(l)
         })
         .collect();
     let sources: Vec<RunTags> = inputs

@@ -27,10 +27,51 @@ pub mod workload_args;
 /// normal end is a signal, exits 0).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// An error that ends a verb because SIGINT/SIGTERM arrived (waiting for a FIFO's reader, say):
+/// `main` prints it and exits [`EXIT_INTERRUPTED`], as a run stopped mid-way does.
+#[derive(Debug)]
+pub struct Interrupted(pub String);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
 /// Starts `cmd` in its own process group, so that a terminal's Ctrl-C reaches only this nines,
 /// which forwards it once ([`wait_forwarding`]); the child would die of a second signal.
+///
+/// The child also dies with this process (PR_SET_PDEATHSIG, SIGTERM: it stops and reports like
+/// after a Ctrl-C): a sweep or fleet killed by SIGKILL, or by a SIGHUP or SIGQUIT it does not
+/// handle, left its children running, writing devices nobody watched. The signal follows the
+/// thread that spawned, so spawn from the thread that waits (the main thread, in sweep and
+/// fleet).
 pub fn spawn_own_group(cmd: &mut std::process::Command) -> std::io::Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the child between fork and exec and calls only prctl and
+    // getppid, both async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGTERM as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl: then nobody would ever send the signal.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("the parent nines has exited"));
+            }
+            Ok(())
+        });
+    }
     cmd.process_group(0).spawn()
 }
 

@@ -22,7 +22,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -563,6 +563,50 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
+/// Opens a FIFO for writing without blocking in open(2) (which waits for a reader, and with
+/// SA_RESTART would swallow SIGINT and SIGTERM): non-blocking attempts until a reader comes,
+/// watching the interrupt flag; then the descriptor is made blocking again for the writes.
+fn open_fifo(option: &str, shown: &Path, p: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut said = false;
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(p)
+        {
+            Ok(file) => {
+                // SAFETY: fcntl on a descriptor this function owns.
+                unsafe {
+                    let fl = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+                    libc::fcntl(file.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+                }
+                return Ok(file);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if nines_io::sched::interrupted() {
+                    return Err(anyhow::Error::new(super::Interrupted(format!(
+                        "{option} {}: interrupted while waiting for a reader on the FIFO; nothing was written",
+                        shown.display()
+                    ))));
+                }
+                if !said {
+                    eprintln!(
+                        "nines: {option} {}: waiting for a reader on the FIFO",
+                        shown.display()
+                    );
+                    said = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("{option} {}: cannot open", shown.display()));
+            }
+        }
+    }
+}
+
 /// An output file being written; see the module comment.
 pub struct PendingOutput {
     option: String,
@@ -600,10 +644,14 @@ impl PendingOutput {
                 Ok(in_place(unsafe { File::from_raw_fd(new) }))
             }
             Dest::InPlace(p) => {
-                let file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&p)
-                    .with_context(|| format!("{option} {}: cannot open", path.display()))?;
+                let file = if std::fs::metadata(&p).is_ok_and(|m| m.file_type().is_fifo()) {
+                    open_fifo(option, path, &p)?
+                } else {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(&p)
+                        .with_context(|| format!("{option} {}: cannot open", path.display()))?
+                };
                 Ok(in_place(file))
             }
             Dest::Renamed(real) => {
@@ -814,9 +862,13 @@ impl RunOutputs {
         if self.fio_json.is_none() && self.fio_json_plus.is_none() {
             return Ok(());
         }
+        // Read back only from a file: a FIFO, a socket or a terminal would be read by the very
+        // process that wrote it (it hung on a FIFO), and /dev/null gives nothing.
         let intervals = match self.pending.iter().find(|p| p.option() == "--hdr-log") {
-            Some(p) => super::fio_export::read_intervals(p.written_path()),
-            None => Vec::new(),
+            Some(p) if std::fs::metadata(p.written_path()).is_ok_and(|m| m.is_file()) => {
+                super::fio_export::read_intervals(p.written_path())
+            }
+            _ => Vec::new(),
         };
         use nines_report::fio::FioFlavor;
         for (file, option, flavor) in [

@@ -363,6 +363,19 @@ fn host_config(args: &Args) -> Result<HostConfig> {
         if !(rate.is_finite() && (0.0..=1e7).contains(&rate)) {
             bail!("--bg-rate {rate}: give 0 to 10000000 tasks per second per CPU");
         }
+        // At or past one CPU's worth of background work the queue of tasks grows without end
+        // and each completion waits behind more of them than the last: the simulation never
+        // ends (`--bg-rate 1000 --bg-service 1s` ran until killed).
+        let busy = rate * args.bg_service as f64 / 1e9;
+        if busy >= 1.0 {
+            bail!(
+                "--bg-rate {rate} with --bg-service {}: background tasks alone would take {busy:.3} times \
+                 the time of each host CPU, so no I/O would ever complete; give a rate times \
+                 mean service under 1 (e.g. --bg-rate {rate} --bg-service {})",
+                nines_core::progress::short_ns(args.bg_service),
+                nines_core::progress::short_ns((5e8 / rate.max(1e-9)) as u64)
+            );
+        }
         host.background = Some(Background {
             rate_per_s: rate,
             service_ns: args.bg_service,
@@ -436,6 +449,24 @@ fn calibrate(mut args: Args) -> Result<()> {
             .min(64 << 20),
         ..CalibrateOptions::default()
     };
+    // SIGINT/SIGTERM: nothing is written until the fit is done, so a watcher ends the process
+    // at once (130) while the fit runs, and stops watching before the description is written.
+    nines_io::sched::install_interrupt_handler()
+        .context("cannot install the SIGINT/SIGTERM handler")?;
+    let fitting = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    {
+        let fitting = fitting.clone();
+        std::thread::spawn(move || {
+            use std::sync::atomic::Ordering;
+            while fitting.load(Ordering::Relaxed) {
+                if nines_io::sched::interrupted() && fitting.load(Ordering::Relaxed) {
+                    eprintln!("nines sim: interrupted while calibrating; nothing was written");
+                    std::process::exit(super::EXIT_INTERRUPTED);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        });
+    }
     let wall = Instant::now();
     let live = !args.quiet && std::io::stderr().is_terminal();
     let cal = ticking(
@@ -468,6 +499,7 @@ fn calibrate(mut args: Args) -> Result<()> {
     }
     let table = calibration_table(&args.device, &cal);
     let (toml, host_note) = fitted_toml(args, &cal, &table)?;
+    fitting.store(false, std::sync::atomic::Ordering::Relaxed);
     let (pending, mut file) = super::output::PendingOutput::create("--calibrate-out", out)?;
     file.write_all(toml.as_bytes())
         .with_context(|| format!("--calibrate-out {}: write failed", out.display()))?;
@@ -649,6 +681,12 @@ pub fn run(mut args: Args) -> Result<()> {
     if (1..=nines_sim::DEVICES_MAX).contains(&sim.devices) {
         check_estimate(&args, &estimate)?;
     }
+    // From here on SIGINT/SIGTERM only set a flag, before the first output is opened (waiting
+    // for a FIFO's reader watches it): during preconditioning nothing is written; during the
+    // run it stops at the next progress check and reports what was simulated. A second one
+    // kills (its temporary files are removed by the next run, by pid).
+    nines_io::sched::install_interrupt_handler()
+        .context("cannot install the SIGINT/SIGTERM handler")?;
     // 2. Outputs: checked, then created under temporary names only after every option was
     // validated, moved into place only when the run succeeded (cmd/output.rs).
     let mut outputs = super::output::RunOutputs::create(&super::output::RunOutputPaths {
@@ -660,11 +698,7 @@ pub fn run(mut args: Args) -> Result<()> {
     })?;
     let mut lat_file = outputs.lat_log.take();
     let mut hdr_file = outputs.hdr_log.take().map(BufWriter::new);
-    // 3. The run. From here on SIGINT/SIGTERM only set a flag: during preconditioning nothing
-    // is written; during the run it stops at the next progress check and reports what was
-    // simulated. A second one kills (its temporary files are removed by the next run, by pid).
-    nines_io::sched::install_interrupt_handler()
-        .context("cannot install the SIGINT/SIGTERM handler")?;
+    // 3. The run.
     let logs = Logs {
         lat: lat_file.as_mut().map(|f| f as &mut dyn Write),
         hdr: hdr_file

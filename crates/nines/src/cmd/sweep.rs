@@ -436,12 +436,13 @@ pub fn run(mut args: Args) -> anyhow::Result<()> {
         .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
         .map(Path::to_path_buf)
         .collect();
-    std::fs::create_dir_all(&points_dir)
-        .with_context(|| format!("creating {}", points_dir.display()))?;
-    // SIGINT/SIGTERM: the running point is told to stop (SIGTERM), the points done are written,
-    // the unfinished point's files removed, and the sweep exits 130.
+    // SIGINT/SIGTERM, from before the first write: the running point is told to stop
+    // (SIGTERM), the points done are written, the unfinished point's files removed, and the
+    // sweep exits 130.
     nines_io::sched::install_interrupt_handler()
         .context("cannot install the SIGINT/SIGTERM handler")?;
+    std::fs::create_dir_all(&points_dir)
+        .with_context(|| format!("creating {}", points_dir.display()))?;
     let total = plans.len();
     let ran = run_points(&args, param, plans, &points_dir)?;
     let sweep = &ran.sweep;
