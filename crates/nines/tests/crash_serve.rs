@@ -15,7 +15,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -358,26 +358,13 @@ fn start(dir: &Path, args: &[&str]) -> Option<Serving> {
     }
 }
 
-fn files(dir: &Path, n: usize, size_bytes: u64) -> Vec<PathBuf> {
-    (0..n)
-        .map(|i| {
-            let p = dir.join(format!("m{i}.img"));
-            std::fs::File::create(&p)
-                .unwrap()
-                .set_len(size_bytes)
-                .unwrap();
-            p
-        })
-        .collect()
-}
-
 /// The kill loop over one layout.
 fn kill_loop(layout: &str, opts: &[&str], members: usize, member_bytes: u64, seed: u64) -> Tally {
     let rounds = env_u64("NINES_CRASH_ROUNDS", 6);
     let hogs = env_u64("NINES_CRASH_HOGS", 3);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let m = files(d, members, member_bytes);
+    let m = common::sized_files(d, "m", members, member_bytes);
     let mut args = vec!["--layout", layout];
     args.extend(opts);
     args.extend(m.iter().map(|p| p.to_str().unwrap()));

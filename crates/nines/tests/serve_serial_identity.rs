@@ -29,16 +29,7 @@ const GEOMETRY: [&str; 11] = [
 const MEMBER_BYTES: u64 = 8 << 20;
 
 fn files(dir: &Path, prefix: &str, n: usize) -> Vec<PathBuf> {
-    (0..n)
-        .map(|i| {
-            let p = dir.join(format!("{prefix}{i}.img"));
-            std::fs::File::create(&p)
-                .unwrap()
-                .set_len(MEMBER_BYTES)
-                .unwrap();
-            p
-        })
-        .collect()
+    common::sized_files(dir, prefix, n, MEMBER_BYTES)
 }
 
 fn args(members: &[PathBuf]) -> Vec<String> {
@@ -85,18 +76,11 @@ fn refused(dir: &Path, members: &[PathBuf]) -> String {
         .stderr(std::fs::File::create(&err_path).unwrap())
         .spawn()
         .unwrap();
-    let t0 = std::time::Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if t0.elapsed() > std::time::Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("nines serve {members:?} served instead of refusing");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
+    let status = common::wait_bounded(
+        &mut child,
+        std::time::Duration::from_secs(30),
+        &format!("nines serve {members:?} (it served instead of refusing)"),
+    );
     let err = std::fs::read_to_string(&err_path).unwrap();
     assert!(!status.success(), "served {members:?}: {err}");
     assert!(!socket.exists(), "it listened before refusing");

@@ -1051,18 +1051,11 @@ fn the_readme_rebuild_line_finishes_in_bounded_memory_and_time() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = std::time::Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if t0.elapsed() > std::time::Duration::from_secs(300) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the README rebuild line ran past 300 s");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let status = common::wait_bounded(
+        &mut child,
+        std::time::Duration::from_secs(300),
+        "the README rebuild line",
+    );
     let mut err = String::new();
     use std::io::Read;
     child

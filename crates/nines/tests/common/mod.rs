@@ -225,3 +225,38 @@ impl Drop for Loop {
         }
     }
 }
+
+/// `n` sparse files `dir/{prefix}{i}.img` of `size_bytes` each (members of a test volume).
+pub fn sized_files(dir: &Path, prefix: &str, n: usize, size_bytes: u64) -> Vec<PathBuf> {
+    (0..n)
+        .map(|i| {
+            let p = dir.join(format!("{prefix}{i}.img"));
+            std::fs::File::create(&p)
+                .unwrap()
+                .set_len(size_bytes)
+                .unwrap();
+            p
+        })
+        .collect()
+}
+
+/// Waits for `child` at most `limit`; past it the child is killed and the test fails naming
+/// `what`.
+pub fn wait_bounded(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+    what: &str,
+) -> std::process::ExitStatus {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} ran past {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
