@@ -324,19 +324,20 @@ fn open_targets(run: &RunSpec, spec: &ProfileSpec) -> Result<Opened, ProfileErro
     // Target files this run creates go again if it fails before the run completes (a later
     // check such as alignment, a failed start): a refused run leaves nothing behind.
     // Target::open removes what it created when the open itself fails.
-    let created = CreatedFiles(
+    let mut created = CreatedFiles(
         paths
             .iter()
             .filter(|p| {
                 p.to_str().and_then(crate::emu::EmuSpec::parse).is_none()
                     && std::fs::symlink_metadata(p).is_err()
             })
-            .cloned()
+            .map(|p| (p.clone(), None))
             .collect(),
     );
     let mut targets = Vec::with_capacity(paths.len());
     for p in &paths {
         targets.push(Target::open_with(p, &topts, &spec.emu)?);
+        created.opened(p);
     }
     if *layout.base() == LayoutSpec::Independent
         && layout.extra_members() == 0
@@ -990,13 +991,35 @@ fn workers_text(n: usize) -> String {
     }
 }
 
-/// Files a run created, removed when it is dropped before the run completes (see `run`).
-struct CreatedFiles(Vec<PathBuf>);
+/// Files a run created, removed when it is dropped before the run completes (see `run`): each
+/// with the device and inode it had once opened, so only the file this run made is removed
+/// (not one that replaced it at the path since).
+struct CreatedFiles(Vec<(PathBuf, Option<(u64, u64)>)>);
+
+impl CreatedFiles {
+    /// Target `p` is open: its identity, if this run created it.
+    fn opened(&mut self, p: &std::path::Path) {
+        use std::os::unix::fs::MetadataExt;
+        for (q, id) in &mut self.0 {
+            if q.as_path() == p {
+                *id = std::fs::symlink_metadata(p)
+                    .ok()
+                    .filter(|m| m.file_type().is_file())
+                    .map(|m| (m.dev(), m.ino()));
+            }
+        }
+    }
+}
 
 impl Drop for CreatedFiles {
     fn drop(&mut self) {
-        for p in &self.0 {
-            let _ = std::fs::remove_file(p);
+        use std::os::unix::fs::MetadataExt;
+        for (p, id) in &self.0 {
+            let same = std::fs::symlink_metadata(p)
+                .is_ok_and(|m| m.file_type().is_file() && Some((m.dev(), m.ino())) == *id);
+            if same {
+                let _ = std::fs::remove_file(p);
+            }
         }
     }
 }
