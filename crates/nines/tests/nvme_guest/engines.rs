@@ -142,3 +142,135 @@ fn guest_io_uring_poll_completes_on_a_poll_queue_without_interrupts() {
         "only {irq} interrupts for {IOS} interrupt-driven I/Os"
     );
 }
+
+/// The passthrough engine: NVMe Read/Write commands on /dev/ng0n1 through io_uring's
+/// URING_CMD, with no block layer: the same workload completes with the same counts as
+/// io_uring on the namespace's block device, its data is the same namespace's (each reads back
+/// what the other wrote), and the block layer accounts none of it.
+#[test]
+#[ignore = "runs inside the NVMe guest (boot_mixed_controllers)"]
+fn guest_passthrough_engine_drives_the_generic_device() {
+    in_guest();
+    fill();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cmd.json");
+    let ios = IOS.to_string();
+    let before = block_ios("nvme0n1");
+    nines_ok(&[
+        "profile",
+        "/dev/ng0n1",
+        "--engine",
+        "io_uring-cmd",
+        "--rw",
+        "randrw",
+        "--bs",
+        "4k",
+        "--size",
+        REGION,
+        "--ios",
+        &ios,
+        "--iodepth",
+        "8",
+        "--verify",
+        "--allow-writes",
+        "--cpus",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let after = block_ios("nvme0n1");
+    let r = report(&json);
+    let (nr, nw) = counts(&r);
+    assert_eq!(nr + nw, IOS);
+    assert!(nr > 0 && nw > 0);
+    assert_eq!(r["config"]["engine"], "io_uring-cmd");
+    assert_eq!(r["devices"][0]["name"], "ng0n1");
+    // Passthrough requests are not the block layer's I/O: its counters do not move for them
+    // (the signature check reads the block device before writing: a few reads, no writes).
+    assert_eq!(
+        after.1 - before.1,
+        0,
+        "block-layer writes during passthrough"
+    );
+    assert!(
+        after.0 - before.0 < 64,
+        "block-layer reads during passthrough"
+    );
+    // What the passthrough run wrote verifies through the block device, and vice versa.
+    let (r2, _) = run("io_uring", &[]);
+    assert_eq!(counts(&r2).0 + counts(&r2).1, IOS);
+    // Its completions raised interrupts on the namespace's queues, attributed as for the block
+    // device.
+    assert!(r["devices"][0]["interrupts"]["total"].as_u64().unwrap() > 0);
+}
+
+#[test]
+#[ignore = "runs inside the NVMe guest (boot_mixed_controllers)"]
+fn guest_passthrough_refusals_are_one_line_and_change_nothing() {
+    in_guest();
+    let one_line = |args: &[&str], needle: &str| {
+        let before = block_ios("nvme0n1").1;
+        let out = crate::guest::nines(args);
+        assert!(!out.status.success(), "{args:?} ran");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert_eq!(block_ios("nvme0n1").1, before, "{args:?} wrote");
+    };
+    // The block device with the passthrough engine, and the generic device with another.
+    one_line(
+        &[
+            "profile",
+            "/dev/nvme0n1",
+            "--engine",
+            "io_uring-cmd",
+            "--ios",
+            "10",
+        ],
+        "/dev/ngXnY",
+    );
+    one_line(
+        &[
+            "profile",
+            "/dev/ng0n1",
+            "--engine",
+            "io_uring",
+            "--ios",
+            "10",
+        ],
+        "/dev/nvme0n1",
+    );
+    // Writing the generic device is writing its namespace: the block device's safety rules.
+    one_line(
+        &[
+            "profile",
+            "/dev/ng0n1",
+            "--engine",
+            "io_uring-cmd",
+            "--rw",
+            "randwrite",
+            "--ios",
+            "10",
+        ],
+        "--allow-writes",
+    );
+    one_line(
+        &[
+            "profile",
+            "/dev/ng0n1",
+            "/dev/ng1n1",
+            "--engine",
+            "io_uring-cmd",
+            "--layout",
+            "raid0",
+            "--ios",
+            "10",
+        ],
+        "independent",
+    );
+    // Any other character device is not a target.
+    one_line(
+        &["profile", "/dev/nvme0", "--ios", "10"],
+        "character device",
+    );
+}
