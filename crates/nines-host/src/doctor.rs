@@ -243,6 +243,7 @@ pub fn analyze(h: &Host) -> Vec<Finding> {
     cpus(h, &mut o);
     irqs(h, &mut o);
     block(h, &mut o);
+    nvme_power(h, &mut o);
     housekeeping(h, &mut o);
     process(h, &mut o);
     let mut v = o.0;
@@ -619,6 +620,54 @@ fn irqs(h: &Host, o: &mut Out) {
     }
 }
 
+/// NVMe Autonomous Power State Transitions: the nvme driver lets a controller drop into
+/// non-operational power states whose entry plus exit latency is under
+/// `nvme_core.default_ps_max_latency_us` (100 ms by default), after an idle time it derives from
+/// the same table; the first I/O after an idle gap then waits for the exit.
+fn nvme_power(h: &Host, o: &mut Out) {
+    let Some(us) = h.apst_max_latency_us else {
+        return;
+    };
+    let nvme: Vec<&str> = h
+        .devices
+        .iter()
+        .filter(|d| d.kind == DevKind::Nvme)
+        .map(|d| d.name.as_str())
+        .collect();
+    if nvme.is_empty() {
+        return;
+    }
+    let path = "/sys/module/nvme_core/parameters/default_ps_max_latency_us";
+    if us == 0 {
+        o.add(
+            "nvme.apst",
+            Severity::Info,
+            "host",
+            "NVMe APST is off (default_ps_max_latency_us=0): controllers stay in operational power states".into(),
+            vec![ev(path, "0")],
+            "no power-state exit latency is added to the first I/O after an idle gap",
+            String::new(),
+        );
+    } else {
+        o.add(
+            "nvme.apst",
+            Severity::Warn,
+            "host",
+            format!(
+                "NVMe APST may put {} controller(s) ({}) into power states with up to {us} µs of entry and exit latency when idle",
+                nvme.len(),
+                nvme.join(", ")
+            ),
+            vec![ev(path, us.to_string())],
+            "with Autonomous Power State Transitions a controller that supports them (identify APSTA) sleeps after an idle gap, \
+             and the next I/O waits for it to wake: a tail that comes from idleness, not from load",
+            "boot with nvme_core.default_ps_max_latency_us=0 (APST off), or bound it per controller: \
+             echo 0 > /sys/class/nvme/nvmeX/power/pm_qos_latency_tolerance_us"
+                .into(),
+        );
+    }
+}
+
 fn block(h: &Host, o: &mut Out) {
     let multi_node = h.nodes.len() > 1;
     for d in h.devices.iter().filter(|d| {
@@ -710,12 +759,30 @@ fn block(h: &Host, o: &mut Out) {
         }
         if d.kind == DevKind::Nvme {
             let polls = h.poll_queues.unwrap_or(0);
+            if polls > 0 {
+                o.add(
+                    "block.poll_queues",
+                    Severity::Info,
+                    &d.name,
+                    format!(
+                        "{} has {polls} poll queue(s) per controller{}: --engine io_uring-poll completes on them, without interrupts",
+                        d.name,
+                        if d.queue.io_poll == Some(1) { " (io_poll=1)" } else { "" }
+                    ),
+                    vec![
+                        ev("/sys/module/nvme/parameters/poll_queues", polls.to_string()),
+                        ev(format!("{q}/io_poll"), d.queue.io_poll.map(|v| v.to_string()).unwrap_or_else(|| "(absent)".into())),
+                    ],
+                    "polling removes the interrupt and the wakeup from each I/O's path, the shortest tail at the cost of a busy CPU",
+                    String::new(),
+                );
+            }
             if polls == 0 {
                 o.add(
                     "block.poll_queues",
                     Severity::Info,
                     &d.name,
-                    format!("{} has no poll queues: polled io_uring (--engine io_uring --hipri) falls back to interrupts", d.name),
+                    format!("{} has no poll queues: --engine io_uring-poll is refused on it", d.name),
                     vec![
                         ev("/sys/module/nvme/parameters/poll_queues", h.poll_queues.map(|v| v.to_string()).unwrap_or_else(|| "(absent)".into())),
                         ev(format!("{q}/io_poll"), d.queue.io_poll.map(|v| v.to_string()).unwrap_or_else(|| "(absent)".into())),

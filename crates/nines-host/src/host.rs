@@ -100,6 +100,9 @@ pub struct Host {
     pub devices: Vec<BlockDev>,
     pub interrupts: Option<Interrupts>,
     pub poll_queues: Option<i64>,
+    /// APST's bound (`nvme_core.default_ps_max_latency_us`): NVMe controllers may enter
+    /// non-operational power states whose exit latency is below it (0 = APST off).
+    pub apst_max_latency_us: Option<i64>,
     pub procs: Vec<Proc>,
     pub smartd_conf: Option<(String, String)>,
     pub smartd_default_opts: Option<(String, String)>,
@@ -260,6 +263,14 @@ impl Host {
         }
         self.poll_queues = if fs.exists("/sys/module/nvme") {
             self.opt_int(fs, "/sys/module/nvme/parameters/poll_queues")
+        } else {
+            None
+        };
+        self.apst_max_latency_us = if fs.exists("/sys/module/nvme_core") {
+            self.opt_int(
+                fs,
+                "/sys/module/nvme_core/parameters/default_ps_max_latency_us",
+            )
         } else {
             None
         };
