@@ -1083,6 +1083,38 @@ pub fn check_plan(h: &Host, plan: &crate::plan::Plan) -> Vec<Finding> {
     }
     not_isolated.sort_unstable();
     not_isolated.dedup();
+    // What was checked, always: so `doctor --plan` says it looked, also when all is well.
+    let warned: std::collections::BTreeSet<&str> =
+        o.0.iter()
+            .filter(|f| f.severity >= Severity::Warn)
+            .map(|f| f.subject.as_str())
+            .collect();
+    let ok = plan
+        .devices
+        .iter()
+        .filter(|d| !warned.contains(d.name.as_str()))
+        .count();
+    o.add(
+        "plan.checked",
+        Severity::Info,
+        "plan",
+        format!(
+            "the plan's {} device(s) checked against this host: {ok} placed well (NUMA node, \
+             interrupts on the worker's CPU), {} with a warning above",
+            plan.devices.len(),
+            plan.devices.len() - ok
+        ),
+        vec![ev(
+            "plan",
+            format!(
+                "I/O CPUs {}, housekeeping {}",
+                format_cpulist(&plan.io_cpus),
+                format_cpulist(&plan.housekeeping_cpus)
+            ),
+        )],
+        "a plan made elsewhere or before a reboot can place workers away from their devices' interrupts",
+        String::new(),
+    );
     if !not_isolated.is_empty() {
         o.add(
             "plan.isolation",
