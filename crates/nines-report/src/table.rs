@@ -942,6 +942,7 @@ mod tests {
             write: None,
             internals: None,
             interrupts: None,
+            nvme: None,
         };
         let members = (0..3).map(member).collect();
         r.devices[0].volume = Some(nines_core::report::VolumeReport {
