@@ -257,7 +257,7 @@ impl NvmeReport {
     }
 }
 
-/// The power state table in words: `PS0 25.00 W entry 16 us exit 4 us, PS3 non-operational ...`.
+/// The power state table in words: `PS0 25.00 W, entry 16 µs, exit 4 µs; PS3 0.01 W non-operational, ...`.
 pub fn power_states_text(states: &[PowerStateDescriptor]) -> String {
     if states.is_empty() {
         return "none".into();
@@ -266,7 +266,7 @@ pub fn power_states_text(states: &[PowerStateDescriptor]) -> String {
         .iter()
         .map(|p| {
             format!(
-                "PS{} {:.2} W{}, entry {} us, exit {} us",
+                "PS{} {:.2} W{}, entry {} µs, exit {} µs",
                 p.index,
                 p.power_uw_max as f64 * 1e-6,
                 if p.operational {
@@ -640,10 +640,10 @@ mod tests {
         );
         let text = power_states_text(ps);
         assert!(
-            text.starts_with("PS0 25.00 W, entry 16 us, exit 4 us"),
+            text.starts_with("PS0 25.00 W, entry 16 µs, exit 4 µs"),
             "{text}"
         );
-        assert!(text.contains("PS2 0.01 W non-operational, entry 2000 us, exit 8000 us"));
+        assert!(text.contains("PS2 0.01 W non-operational, entry 2000 µs, exit 8000 µs"));
     }
 
     #[test]
