@@ -47,7 +47,7 @@ pub fn read(path: &Path) -> Result<PowerSource> {
     };
     let mapped = power_states_from_nvme(&controller, &policy);
     let mut lines = vec![format!(
-        "power states from {source}: {} (firmware {}), {} descriptors, APST {}; mapped with {policy_source}: {} power states for the model",
+        "power states from {source}: {} (firmware {}), power state descriptors: {}, APST {}; mapped with {policy_source}: power states for the model: {}",
         controller.model,
         controller.firmware,
         controller.power_states.len(),
