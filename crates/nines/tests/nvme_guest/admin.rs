@@ -89,6 +89,24 @@ fn guest_admin_identify_qemu_controllers_through_every_node() {
         open(&format!("/dev/{c1}")).active_namespaces().unwrap(),
         vec![1, 2]
     );
+    // doctor lists each controller from sysfs: model, firmware, write cache, APST.
+    let doc = crate::guest::nines_ok(&["doctor", "--json", "-"]);
+    let doc: serde_json::Value = serde_json::from_slice(&doc.stdout).unwrap();
+    let line = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "block.nvme" && f["subject"] == c0.as_str())
+        .unwrap_or_else(|| panic!("no block.nvme finding for {c0}: {doc}"));
+    let title = line["title"].as_str().unwrap();
+    assert!(
+        title.starts_with(&format!("{c0}: QEMU NVMe Ctrl, firmware "))
+            && title.contains(&format!("volatile write cache: write back ({c0}n1)"))
+            && title.ends_with(
+                "APST not in use (the controller does not support it, or the driver left it off)"
+            ),
+        "{title}"
+    );
     // What is not NVMe in the guest is said so, without an admin command.
     for path in ["/dev/null", "/proc/version", "/tmp"] {
         assert!(
