@@ -208,6 +208,10 @@ impl NvmeDevice {
                 "a regular file"
             } else if ft.is_dir() {
                 "a directory"
+            } else if ft.is_fifo() {
+                "a FIFO"
+            } else if ft.is_socket() {
+                "a socket"
             } else {
                 "not a device"
             };

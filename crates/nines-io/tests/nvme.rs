@@ -26,7 +26,7 @@ fn files_directories_fifos_and_null_are_not_nvme() {
     // A FIFO is never opened (opening one for reading would wait for a writer).
     let fifo = dir.path().join("fifo");
     common::run(&format!("mkfifo {}", fifo.display()));
-    assert!(not_nvme(&fifo).contains("not a device"));
+    assert!(not_nvme(&fifo).contains("is a FIFO, not an NVMe device"));
     // A character device of another class.
     let why = not_nvme(std::path::Path::new("/dev/null"));
     assert!(
