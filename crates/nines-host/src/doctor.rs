@@ -243,7 +243,7 @@ pub fn analyze(h: &Host) -> Vec<Finding> {
     cpus(h, &mut o);
     irqs(h, &mut o);
     block(h, &mut o);
-    nvme_power(h, &mut o);
+    nvme_controllers(h, &mut o);
     housekeeping(h, &mut o);
     process(h, &mut o);
     let mut v = o.0;
@@ -620,54 +620,6 @@ fn irqs(h: &Host, o: &mut Out) {
     }
 }
 
-/// NVMe Autonomous Power State Transitions: the nvme driver lets a controller drop into
-/// non-operational power states whose entry plus exit latency is under
-/// `nvme_core.default_ps_max_latency_us` (100 ms by default), after an idle time it derives from
-/// the same table; the first I/O after an idle gap then waits for the exit.
-fn nvme_power(h: &Host, o: &mut Out) {
-    let Some(us) = h.apst_max_latency_us else {
-        return;
-    };
-    let nvme: Vec<&str> = h
-        .devices
-        .iter()
-        .filter(|d| d.kind == DevKind::Nvme)
-        .map(|d| d.name.as_str())
-        .collect();
-    if nvme.is_empty() {
-        return;
-    }
-    let path = "/sys/module/nvme_core/parameters/default_ps_max_latency_us";
-    if us == 0 {
-        o.add(
-            "nvme.apst",
-            Severity::Info,
-            "host",
-            "NVMe APST is off (default_ps_max_latency_us=0): controllers stay in operational power states".into(),
-            vec![ev(path, "0")],
-            "no power-state exit latency is added to the first I/O after an idle gap",
-            String::new(),
-        );
-    } else {
-        o.add(
-            "nvme.apst",
-            Severity::Warn,
-            "host",
-            format!(
-                "NVMe APST may put {} controller(s) ({}) into power states with up to {us} µs of entry and exit latency when idle",
-                nvme.len(),
-                nvme.join(", ")
-            ),
-            vec![ev(path, us.to_string())],
-            "with Autonomous Power State Transitions a controller that supports them (identify APSTA) sleeps after an idle gap, \
-             and the next I/O waits for it to wake: a tail that comes from idleness, not from load",
-            "boot with nvme_core.default_ps_max_latency_us=0 (APST off), or bound it per controller: \
-             echo 0 > /sys/class/nvme/nvmeX/power/pm_qos_latency_tolerance_us"
-                .into(),
-        );
-    }
-}
-
 fn block(h: &Host, o: &mut Out) {
     let multi_node = h.nodes.len() > 1;
     for d in h.devices.iter().filter(|d| {
@@ -813,6 +765,87 @@ fn block(h: &Host, o: &mut Out) {
                 _ => {}
             }
         }
+    }
+}
+
+/// One line per NVMe controller: model, firmware, its namespaces' write cache and its APST state
+/// (with the fix when APST is on: the next I/O after an idle gap pays a power state's exit).
+fn nvme_controllers(h: &Host, o: &mut Out) {
+    let default = "/sys/module/nvme_core/parameters/default_ps_max_latency_us";
+    for c in &h.nvme_controllers {
+        let dir = format!("/sys/class/nvme/{}", c.name);
+        let mut evidence = vec![
+            ev(format!("{dir}/model"), c.model.clone().unwrap_or_default()),
+            ev(
+                format!("{dir}/firmware_rev"),
+                c.firmware.clone().unwrap_or_default(),
+            ),
+        ];
+        let caches: Vec<String> = h
+            .devices
+            .iter()
+            .filter(|d| d.controller.as_deref() == Some(c.name.as_str()))
+            .filter_map(|d| {
+                let wc = d.queue.write_cache.as_ref()?;
+                evidence.push(ev(
+                    format!("/sys/block/{}/queue/write_cache", d.name),
+                    wc.clone(),
+                ));
+                Some(format!("{wc} ({})", d.name))
+            })
+            .collect();
+        let tolerance = format!("{dir}/power/pm_qos_latency_tolerance_us");
+        let (apst, on) = match (&c.apst_latency_tolerance, h.apst_max_latency_us) {
+            (Some(t), _) if t == "0" => ("off (its latency tolerance is 0)".to_string(), false),
+            (Some(t), d) => (
+                format!(
+                    "on: idle power states with an exit latency up to {} µs (latency tolerance {t})",
+                    t.parse::<u64>()
+                        .ok()
+                        .or(d.and_then(|d| u64::try_from(d).ok()))
+                        .map_or_else(|| "?".to_string(), |v| v.to_string())
+                ),
+                true,
+            ),
+            (None, Some(0)) => ("off (default_ps_max_latency_us=0)".to_string(), false),
+            (None, _) => (
+                "not in use (the controller does not support it, or the driver left it off)"
+                    .to_string(),
+                false,
+            ),
+        };
+        if let Some(t) = &c.apst_latency_tolerance {
+            evidence.push(ev(&tolerance, t.clone()));
+        }
+        if let Some(d) = h.apst_max_latency_us {
+            evidence.push(ev(default, d.to_string()));
+        }
+        o.add(
+            "block.nvme",
+            // A controller that sleeps when idle is a tail the next I/O pays: a warning.
+            if on { Severity::Warn } else { Severity::Info },
+            &c.name,
+            format!(
+                "{}: {}, firmware {}; volatile write cache: {}; APST {apst}",
+                c.name,
+                c.model.as_deref().unwrap_or("?"),
+                c.firmware.as_deref().unwrap_or("?"),
+                if caches.is_empty() {
+                    "?".to_string()
+                } else {
+                    caches.join(", ")
+                },
+            ),
+            evidence,
+            "APST lets an idle controller sleep in a power state whose exit latency the next I/O pays (milliseconds on client drives); a volatile write cache makes every flush and FUA write wait for it (`nines profile` on the device reports the identify data and SMART)",
+            if on {
+                format!(
+                    "echo 0 > {tolerance}   (or boot with nvme_core.default_ps_max_latency_us=0)"
+                )
+            } else {
+                String::new()
+            },
+        );
     }
 }
 
