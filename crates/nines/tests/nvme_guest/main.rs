@@ -57,7 +57,7 @@ fn boot(guest_args: &[&str], filter: &str, timeout_s: u32) {
         .args(guest_args)
         .args(["--timeout", &timeout, "--"])
         .arg(&exe)
-        .args(["--ignored", "--test-threads=1", filter])
+        .args(["--ignored", "--test-threads=1", "--nocapture", filter])
         .output()
         .expect("run scripts/nvme-guest.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -69,6 +69,10 @@ fn boot(guest_args: &[&str], filter: &str, timeout_s: u32) {
     );
     // What ran in the guest, for the log (cargo shows it with --nocapture or on failure).
     println!("{stdout}");
+    // The harness's own line: controllers, namespaces, seconds from qemu to the command.
+    if let Some(l) = stderr.lines().rev().find(|l| l.starts_with("nvme-guest: ")) {
+        println!("{l}");
+    }
     let passed = stdout
         .lines()
         .find_map(|l| l.strip_prefix("test result: ok. "))
