@@ -198,6 +198,16 @@ pub fn size_text(bytes: u64) -> String {
     }
 }
 
+/// `bytes` as a size argument nines parses back: "48m", "2g", "4k", or the bytes.
+pub fn size_arg(bytes: u64) -> String {
+    for (shift, unit) in [(40, "t"), (30, "g"), (20, "m"), (10, "k")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
 /// Why zone geometry could not be read or used; every message says what it found.
 #[derive(Debug, thiserror::Error)]
 pub enum ZonedError {
@@ -668,6 +678,92 @@ pub fn zone_mgmt(fd: RawFd, op: ZoneMgmt, offset_bytes: u64, len_bytes: u64) -> 
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// What a zoned member's zones hold, as `nines check --layout serial` reads them after a run:
+/// zones by condition, and every zone a serial volume could not have left (see [`audit`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ZoneAudit {
+    pub zones: u64,
+    pub empty: u64,
+    /// Implicitly or explicitly open.
+    pub open: u64,
+    pub closed: u64,
+    pub full: u64,
+    /// Bytes below the write pointers (a full zone's capacity).
+    pub written_bytes: u64,
+    pub reset_recommended: u64,
+    /// Zones whose write pointer is not where whole writes of the volume's unit leave it.
+    pub write_pointer_errors: u64,
+    /// Offline, read-only or conventional zones, and zones past the volume's that hold data.
+    pub other_errors: u64,
+    /// The first [`AUDIT_LISTED_MAX`] problems, one line each.
+    pub problems: Vec<String>,
+}
+
+/// Problems [`audit`] lists (all are counted).
+pub const AUDIT_LISTED_MAX: usize = 100;
+
+/// Audits `zones` (one member's report) for a volume that uses the first `used_zones` and
+/// writes in whole `unit_bytes`: every write pointer of an open or closed zone a multiple of
+/// the unit from its zone's start, no zone offline, read-only or conventional, nothing written
+/// past the volume's zones.
+pub fn audit(zones: &[Zone], used_zones: u64, unit_bytes: u64) -> ZoneAudit {
+    let mut a = ZoneAudit {
+        zones: zones.len() as u64,
+        ..ZoneAudit::default()
+    };
+    let unit = unit_bytes.max(1);
+    for (i, z) in zones.iter().enumerate() {
+        let problem = |a: &mut ZoneAudit, wp: bool, text: String| {
+            if wp {
+                a.write_pointer_errors += 1;
+            } else {
+                a.other_errors += 1;
+            }
+            if a.problems.len() < AUDIT_LISTED_MAX {
+                a.problems
+                    .push(format!("zone {i} (byte {}): {text}", z.start_bytes));
+            }
+        };
+        a.reset_recommended += u64::from(z.reset_recommended);
+        if z.kind == ZoneType::Conventional {
+            problem(&mut a, false, "a conventional zone".into());
+            continue;
+        }
+        match z.cond {
+            ZoneCond::Empty => a.empty += 1,
+            ZoneCond::ImplicitOpen | ZoneCond::ExplicitOpen => a.open += 1,
+            ZoneCond::Closed => a.closed += 1,
+            ZoneCond::Full => a.full += 1,
+            ZoneCond::Offline | ZoneCond::ReadOnly | ZoneCond::NotWp => {
+                problem(&mut a, false, format!("{:?}", z.cond).to_lowercase());
+                continue;
+            }
+        }
+        let written = z.written_bytes();
+        a.written_bytes += written;
+        if i as u64 >= used_zones && z.cond != ZoneCond::Empty {
+            problem(
+                &mut a,
+                false,
+                format!("holds {written} bytes but the volume uses zones 0..{used_zones} only"),
+            );
+        } else if matches!(
+            z.cond,
+            ZoneCond::ImplicitOpen | ZoneCond::ExplicitOpen | ZoneCond::Closed
+        ) && !written.is_multiple_of(unit)
+        {
+            problem(
+                &mut a,
+                true,
+                format!(
+                    "its write pointer is {written} bytes in, not a multiple of the {unit}-byte unit"
+                ),
+            );
+        }
+    }
+    a
 }
 
 /// No command (a zone's slot, a queue's end).

@@ -485,6 +485,40 @@ proptest! {
     }
 }
 
+#[test]
+fn audit_counts_zones_and_names_what_a_volume_cannot_leave() {
+    let zs = 64 * MIB;
+    let cap = 48 * MIB;
+    let mut zones: Vec<Zone> = (0..6)
+        .map(|i| seq_zone(i, zs, cap, ZoneCond::Empty, 0))
+        .collect();
+    zones[0] = seq_zone(0, zs, cap, ZoneCond::Full, 0);
+    zones[1] = seq_zone(1, zs, cap, ZoneCond::ImplicitOpen, 8192);
+    zones[2] = seq_zone(2, zs, cap, ZoneCond::Closed, 4096);
+    let a = audit(&zones, 5, 4096);
+    assert_eq!(
+        (a.zones, a.empty, a.open, a.closed, a.full),
+        (6, 3, 1, 1, 1)
+    );
+    assert_eq!(a.written_bytes, cap + 8192 + 4096);
+    assert_eq!((a.write_pointer_errors, a.other_errors), (0, 0));
+    assert!(a.problems.is_empty());
+    zones[1] = seq_zone(1, zs, cap, ZoneCond::ImplicitOpen, 4608);
+    zones[3].cond = ZoneCond::Offline;
+    zones[5] = seq_zone(5, zs, cap, ZoneCond::Closed, 4096);
+    let a = audit(&zones, 5, 4096);
+    assert_eq!((a.write_pointer_errors, a.other_errors), (1, 2));
+    assert_eq!(
+        a.problems,
+        [
+            "zone 1 (byte 67108864): its write pointer is 4608 bytes in, not a multiple of the \
+             4096-byte unit",
+            "zone 3 (byte 201326592): offline",
+            "zone 5 (byte 335544320): holds 4096 bytes but the volume uses zones 0..5 only",
+        ]
+    );
+}
+
 // ---- ZoneSeq ----
 
 fn geo(zones: u64, size: u64, cap: u64) -> (ZoneGeometry, Vec<Zone>) {
