@@ -887,10 +887,14 @@ impl OpenServe {
         if let LayoutSpec::Serial(sp) = layout.base()
             && !sp.persist
         {
-            events.note(
+            events.note(if sp.zoned() {
+                // Zoned members refuse --persist (it rewrites its table in place).
                 "the serial array's mapping is in memory only: a restart starts it empty \
-                 (add --persist to keep it on the members)",
-            );
+                 (zoned members cannot keep it: --persist rewrites its table in place)"
+            } else {
+                "the serial array's mapping is in memory only: a restart starts it empty \
+                 (add --persist to keep it on the members)"
+            });
         }
         let started = Started {
             exports: infos
