@@ -4,6 +4,7 @@
 set -euo pipefail
 
 need=()
+need_norec=()   # installed without Recommends (qemu-system-x86 would bring a desktop's worth)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)      # tests put an ext4 signature on a zram device
 command -v losetup >/dev/null 2>&1 || need+=(util-linux)
 # libblkid is what the write-safety check asks first (loaded at run time; the -dev package is for
@@ -28,11 +29,20 @@ command -v qemu-img >/dev/null 2>&1 || need+=(qemu-utils)        # nines serve: 
 command -v nbdkit >/dev/null 2>&1 || need+=(nbdkit)              # nines serve: the nbdkit memory peer in bench
 command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)        # `nines fleet --engine slurm` runs on a test cluster
 command -v munged >/dev/null 2>&1 || need+=(munge)               # Slurm's authentication
+# The NVMe guest tests (scripts/nvme-guest.sh): QEMU's emulated NVMe controllers under TCG, a
+# busybox initramfs, and kmod's depmod/modprobe to list the modules it needs.
+# qemu-utils goes with it: qemu-system-x86 replaces a newer qemu-utils (a backport) by its own.
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need_norec+=(qemu-system-x86 qemu-utils)
+[ -x /bin/busybox ] && ! readelf -l /bin/busybox 2>/dev/null | grep -q 'program interpreter' || need+=(busybox-static)
+command -v cpio >/dev/null 2>&1 || need+=(cpio)
+command -v depmod >/dev/null 2>&1 || need+=(kmod)
 
-if [ ${#need[@]} -gt 0 ]; then
-  echo "setup: installing ${need[*]}"
+if [ $((${#need[@]} + ${#need_norec[@]})) -gt 0 ]; then
+  echo "setup: installing ${need[*]} ${need_norec[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+  [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+  [ ${#need_norec[@]} -eq 0 ] \
+    || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_norec[@]}"
 fi
 
 # fio-plot, the Python HdrHistogram reader and six (for fio_jsonplus_clat2csv), pinned, in a venv
@@ -46,6 +56,29 @@ if ! cmp -s "$root/scripts/python-tools.txt" "$venv/python-tools.txt" 2>/dev/nul
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/python-tools.txt" \
     || { echo "setup: pip could not install scripts/python-tools.txt (is PyPI reachable?)" >&2; exit 1; }
   cp "$root/scripts/python-tools.txt" "$venv/python-tools.txt"
+fi
+
+# The guest kernel for scripts/nvme-guest.sh: Debian's linux-image, downloaded and unpacked into
+# .guest/ in the checkout (ignored by git; nothing is installed on the host), and the modules the
+# guest's initramfs loads, in dependency order.
+guest="$root/.guest"
+if [ ! -s "$guest/modules.list" ]; then
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+  [ -n "$pkg" ] || { echo "setup: apt knows no linux-image-amd64 (run apt-get update?)" >&2; exit 1; }
+  kver=${pkg#linux-image-}
+  echo "setup: downloading $pkg for the NVMe guest into $guest"
+  rm -rf "$guest" && mkdir -p "$guest/deb"
+  (cd "$guest/deb" && apt-get download -q "$pkg" >/dev/null 2>&1) \
+    || { echo "setup: apt-get download $pkg failed" >&2; exit 1; }
+  dpkg-deb -x "$guest"/deb/*.deb "$guest/kernel"
+  rm -rf "$guest/deb"
+  depmod -b "$guest/kernel" "$kver"
+  for m in nvme 9pnet_virtio 9p zram virtio_pci; do
+    modprobe -d "$guest/kernel" -S "$kver" --show-depends "$m"
+  done | awk '$1 == "insmod" && !seen[$2]++ {print $2}' \
+    | sed "s|^$guest/kernel/lib/modules/$kver/||" > "$guest/modules.list.new"
+  echo "$kver" > "$guest/kernel-version"
+  mv "$guest/modules.list.new" "$guest/modules.list"
 fi
 
 # The tests run many libaio profiles at once (cargo runs test threads in parallel) and other

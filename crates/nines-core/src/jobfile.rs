@@ -529,12 +529,15 @@ fn apply_run_wide(job: &JobSpec, job_run: &mut RunWide, o: &Opt) -> Result<bool,
             let engine = match need(o)? {
                 "libaio" => "libaio",
                 "io_uring" => "io_uring",
+                // fio's NVMe passthrough engine (cmd_type=nvme, its default and only type).
+                "io_uring_cmd" => "io_uring-cmd",
                 "psync" | "sync" | "pvsync" => "psync",
                 "null" => "null",
                 _ => {
                     return Err(bad(
                         o,
-                        "nines runs libaio, io_uring, psync (sync, pvsync) or null".into(),
+                        "nines runs libaio, io_uring, io_uring_cmd, psync (sync, pvsync) or null"
+                            .into(),
                     ));
                 }
             };

@@ -339,6 +339,7 @@ fn open_targets(run: &RunSpec, spec: &ProfileSpec) -> Result<Opened, ProfileErro
         targets.push(Target::open_with(p, &topts, &spec.emu)?);
         created.opened(p);
     }
+    check_passthrough(&targets, spec.engine, layout)?;
     if *layout.base() == LayoutSpec::Independent
         && layout.extra_members() == 0
         && run.trace.is_none()
@@ -818,6 +819,50 @@ fn member_bytes_needed(
     Some(layout.member_bytes_for(end, members))
 }
 
+/// NVMe generic devices (`/dev/ngXnY`) take NVMe commands only: the passthrough engine, and
+/// only it, drives them, each target on its own (volumes issue flushes, trims and zone commands
+/// that this engine does not carry yet).
+fn check_passthrough(
+    targets: &[Target],
+    engine: crate::engine::EngineKind,
+    layout: &LayoutSpec,
+) -> Result<(), ProfileError> {
+    let cmd = engine == crate::engine::EngineKind::IoUringCmd;
+    for t in targets {
+        match (t.generic(), cmd) {
+            (Some(_), false) => {
+                return Err(ProfileError::Refused(format!(
+                    "{} is an NVMe generic device: only --engine io_uring-cmd (NVMe passthrough) drives it;                      for --engine {engine} use its block device {}",
+                    t.path().display(),
+                    t.generic()
+                        .map(|(n, _)| n.block_path.display().to_string())
+                        .unwrap_or_default()
+                )));
+            }
+            (None, true) if t.emu().is_none() => {
+                return Err(ProfileError::Refused(format!(
+                    "--engine io_uring-cmd sends NVMe commands to NVMe generic devices (/dev/ngXnY); {} is not one:                      give the namespace's /dev/ngXnY, or use --engine io_uring for files and block devices",
+                    t.path().display()
+                )));
+            }
+            (None, true) => {
+                return Err(ProfileError::Refused(format!(
+                    "--engine io_uring-cmd drives real NVMe generic devices (/dev/ngXnY), not emulated ones like {}",
+                    t.path().display()
+                )));
+            }
+            _ => {}
+        }
+    }
+    if cmd && (*layout.base() != LayoutSpec::Independent || layout.extra_members() > 0) {
+        return Err(ProfileError::Refused(
+            "--engine io_uring-cmd runs each /dev/ngXnY on its own (--layout independent); volumes need              flushes and trims it does not carry: use --engine io_uring over the block devices"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// The block device whose interrupts a target's I/O raises: the device itself, or for a file the
 /// disk holding its filesystem (a partition's parent). Falls back to the target's path (tmpfs,
 /// overlay: no disk, and the report then says there are no queue interrupts).
@@ -826,6 +871,10 @@ fn irq_device(t: &Target) -> String {
     let path = t.path().to_string_lossy().into_owned();
     if t.is_block_device() {
         return path;
+    }
+    if let Some((ns, _)) = t.generic() {
+        // Passthrough commands complete on the namespace's controller queues.
+        return ns.block_path.to_string_lossy().into_owned();
     }
     let Some(Ok(meta)) = t.file().map(File::metadata) else {
         return path;

@@ -165,6 +165,9 @@ pub struct Target {
     options: TargetOptions,
     /// This open created the file (`--size` over a path that did not exist).
     created: bool,
+    /// An NVMe generic device (`/dev/ngXnY`, for the passthrough engine): its namespace, and the
+    /// namespace's block device held open (exclusively when writing) for as long as the target.
+    generic: Option<(crate::engine::uring_cmd::GenericNamespace, Box<Target>)>,
 }
 
 impl Target {
@@ -200,6 +203,9 @@ impl Target {
                 } else if ft.is_file() {
                     (false, true)
                 } else {
+                    if ft.is_char_device() {
+                        return Target::open_generic(path, opts);
+                    }
                     let kind = if ft.is_dir() {
                         "directory"
                     } else if ft.is_char_device() {
@@ -302,6 +308,64 @@ impl Target {
         Ok(t)
     }
 
+    /// An NVMe generic character device (`/dev/ngXnY`): I/O goes to it as NVMe commands (the
+    /// `io_uring-cmd` engine), but the namespace is the same as its block device's, so the block
+    /// device is opened first exactly as a block target would be: the write-safety checks
+    /// (`--allow-writes`, mounts, signatures) and the exclusive open when writing, held for the
+    /// target's life. Size and LBA size are the block device's. Any other character device is
+    /// refused as before.
+    fn open_generic(path: &Path, opts: &TargetOptions) -> Result<Target, TargetError> {
+        use crate::engine::uring_cmd::{generic_namespace, namespace_id};
+        let not_generic = || TargetError::NotFileOrBlock {
+            path: path.to_path_buf(),
+            kind: "character device that is not an NVMe generic device (/dev/ngXnY)",
+        };
+        let flags = if opts.write {
+            libc::O_RDWR
+        } else {
+            libc::O_RDONLY
+        };
+        let file = open_raw(path, flags).map_err(|e| classify(path, e, opts.write, true))?;
+        let fd = file.as_raw_fd();
+        // SAFETY: fstat fills st.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return Err(TargetError::Io {
+                path: path.to_path_buf(),
+                what: "fstat",
+                error: std::io::Error::last_os_error(),
+            });
+        }
+        let nsid = namespace_id(fd).map_err(|_| not_generic())?;
+        let ns = generic_namespace(st.st_rdev, nsid).map_err(|e| match e {
+            crate::engine::uring_cmd::GenericError::NotGeneric { .. } => not_generic(),
+            other => TargetError::Io {
+                path: path.to_path_buf(),
+                what: "its namespace",
+                error: std::io::Error::other(other.to_string()),
+            },
+        })?;
+        let block = Target::open_file(&ns.block_path, opts, true)?;
+        Ok(Target {
+            file: Some(file),
+            emu: None,
+            path: path.to_path_buf(),
+            name: ns.name.clone(),
+            size_bytes: block.size_bytes,
+            logical_block_bytes: block.logical_block_bytes.max(ns.lba_bytes),
+            block: false,
+            dev: None,
+            options: opts.clone(),
+            created: false,
+            generic: Some((ns, Box::new(block))),
+        })
+    }
+
+    /// The namespace of an NVMe generic device target (`/dev/ngXnY`), and its block device.
+    pub fn generic(&self) -> Option<(&crate::engine::uring_cmd::GenericNamespace, &Target)> {
+        self.generic.as_ref().map(|(n, b)| (n, b.as_ref()))
+    }
+
     fn open_emu(
         path: &Path,
         text: &str,
@@ -332,6 +396,7 @@ impl Target {
             zoned: None,
             options: opts.clone(),
             created: false,
+            generic: None,
         })
     }
 
@@ -404,6 +469,7 @@ impl Target {
             zoned,
             options: opts.clone(),
             created: false,
+            generic: None,
         })
     }
 
@@ -450,6 +516,7 @@ impl Target {
             zoned: None,
             options: TargetOptions::default(),
             created: false,
+            generic: None,
         }
     }
 
@@ -493,7 +560,11 @@ impl Target {
     /// on a file fragmented into millions of pieces); the count is a lower bound past that.
     pub fn hole_bytes(&self, offset_bytes: u64, len_bytes: u64) -> Option<u64> {
         const EXTENTS_MAX: u32 = 1 << 16;
-        let Some(f) = self.file.as_ref().filter(|_| !self.block) else {
+        let Some(f) = self
+            .file
+            .as_ref()
+            .filter(|_| !self.block && self.generic.is_none())
+        else {
             return Some(0);
         };
         let fd = f.as_raw_fd();

@@ -20,6 +20,7 @@ mod libaio;
 mod null;
 mod psync;
 mod uring;
+pub mod uring_cmd;
 
 pub use uring::check_poll_support;
 
@@ -35,6 +36,9 @@ pub enum EngineKind {
     IoUring,
     /// io_uring with IOPOLL: the CPU polls the device's poll queues for completions.
     IoUringPoll,
+    /// NVMe passthrough: io_uring `IORING_OP_URING_CMD` on `/dev/ngXnY`, NVMe Read/Write
+    /// commands with no block layer (fio's `io_uring_cmd`).
+    IoUringCmd,
     /// No I/O at all: every I/O completes at once (the driver's own cost; tests).
     Null,
 }
@@ -152,6 +156,7 @@ pub fn build(
         EngineKind::Libaio => Box::new(libaio::Libaio::new(depth_max)?),
         EngineKind::IoUring => Box::new(uring::Uring::new(depth_max, options, false)?),
         EngineKind::IoUringPoll => Box::new(uring::Uring::new(depth_max, options, true)?),
+        EngineKind::IoUringCmd => Box::new(uring_cmd::UringCmd::new(depth_max)?),
         EngineKind::Null => Box::new(null::Null::new(depth_max)),
     })
 }
@@ -161,11 +166,12 @@ pub const DEPTH_MAX_LIMIT: u32 = 32768;
 
 impl EngineKind {
     /// Every engine, in the order they are documented.
-    pub const ALL: [EngineKind; 5] = [
+    pub const ALL: [EngineKind; 6] = [
         EngineKind::Psync,
         EngineKind::Libaio,
         EngineKind::IoUring,
         EngineKind::IoUringPoll,
+        EngineKind::IoUringCmd,
         EngineKind::Null,
     ];
 
@@ -176,6 +182,7 @@ impl EngineKind {
             EngineKind::Libaio => "libaio",
             EngineKind::IoUring => "io_uring",
             EngineKind::IoUringPoll => "io_uring-poll",
+            EngineKind::IoUringCmd => "io_uring-cmd",
             EngineKind::Null => "null",
         }
     }
@@ -193,9 +200,9 @@ impl std::fmt::Display for EngineKind {
     }
 }
 
-/// An engine name that is not one of `psync|libaio|io_uring|io_uring-poll`.
+/// An engine name that is not one of `psync|libaio|io_uring|io_uring-poll|io_uring-cmd|null`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown engine '{0}': use psync, libaio, io_uring, io_uring-poll or null")]
+#[error("unknown engine '{0}': use psync, libaio, io_uring, io_uring-poll, io_uring-cmd or null")]
 pub struct UnknownEngine(pub String);
 
 impl std::str::FromStr for EngineKind {
@@ -221,7 +228,7 @@ mod tests {
         let e = "uring".parse::<EngineKind>().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown engine 'uring': use psync, libaio, io_uring, io_uring-poll or null"
+            "unknown engine 'uring': use psync, libaio, io_uring, io_uring-poll, io_uring-cmd or null"
         );
     }
 
@@ -236,7 +243,7 @@ mod tests {
                     let msg = e.to_string();
                     proptest::prop_assert!(!msg.contains('\n') || s.contains('\n'));
                     proptest::prop_assert!(msg.contains(&s));
-                    proptest::prop_assert!(msg.ends_with("use psync, libaio, io_uring, io_uring-poll or null"));
+                    proptest::prop_assert!(msg.ends_with("use psync, libaio, io_uring, io_uring-poll, io_uring-cmd or null"));
                 }
             }
         }
