@@ -355,6 +355,8 @@ impl Target {
             logical_block_bytes: block.logical_block_bytes.max(ns.lba_bytes),
             block: false,
             dev: None,
+            // A zoned namespace's zones are its block device's: the same refusals apply.
+            zoned: block.zoned.clone(),
             options: opts.clone(),
             created: false,
             generic: Some((ns, Box::new(block))),
