@@ -149,7 +149,28 @@ fn resolve_block_zones(
         let e = e.to_string();
         let rest = e.strip_prefix("zoned ").unwrap_or(&e);
         format!("{what} {rest}")
-    })
+    })?;
+    // A member command is at most a stripe unit (xGC's moves stay inside one): it must reach
+    // the device as one request, or its pieces may land out of order in the zone.
+    let max = members
+        .iter()
+        .filter_map(|m| m.zoned.map(|z| (m.name, z.geometry.max_write_bytes)))
+        .filter(|&(_, b)| b > 0)
+        .min_by_key(|&(_, b)| b);
+    if let (Some((mname, max)), LayoutSpec::Serial(s)) = (max, layout.base())
+        && s.stripe_bytes > max
+    {
+        let fit = 1u64 << (63 - max.leading_zeros());
+        return Err(format!(
+            "--stripe {}: {mname} takes writes of at most {} as one request (queue/max_sectors_kb \
+             and max_segments), and a larger one is split into requests nothing keeps in order in \
+             a zone; use --stripe {} or less",
+            crate::zoned::size_arg(s.stripe_bytes),
+            crate::zoned::size_text(max),
+            crate::zoned::size_arg(fit)
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -168,6 +189,7 @@ mod tests {
                 unwritable_zones: 0,
                 max_open_zones: 4,
                 max_active_zones: 6,
+                max_write_bytes: 0,
             },
             zones: (0..zones)
                 .map(|i| Zone {
@@ -240,6 +262,30 @@ mod tests {
             e.contains("but nvme2n1 is zoned with 32 MiB zones (32 MiB writable)"),
             "{e}"
         );
+        // A stripe unit the block layer would split (max_sectors_kb, max_segments).
+        let mut small = dev(64 << 20, 48 << 20, 4);
+        small.geometry.max_write_bytes = 127 * 4096;
+        let sm = Member {
+            name: "nvme3n1",
+            emu: None,
+            zoned: Some(&small),
+        };
+        let mut serial = LayoutSpec::Serial(SerialSpec {
+            stripe_bytes: 1 << 20,
+            ..SerialSpec::default()
+        });
+        let e = from_members(&mut serial, &[sm, sm], true).unwrap_err();
+        assert_eq!(
+            e,
+            "--stripe 1m: nvme3n1 takes writes of at most 508 KiB as one request \
+             (queue/max_sectors_kb and max_segments), and a larger one is split into requests \
+             nothing keeps in order in a zone; use --stripe 256k or less"
+        );
+        let mut serial = LayoutSpec::Serial(SerialSpec {
+            stripe_bytes: 256 << 10,
+            ..SerialSpec::default()
+        });
+        from_members(&mut serial, &[sm, sm], true).unwrap();
         // Conventional zones (an SMR disk's) are refused for writes, fine for reads.
         let mut smr = dev(256 << 20, 256 << 20, 4);
         smr.geometry.conventional_zones = 1;

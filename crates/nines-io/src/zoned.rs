@@ -136,6 +136,10 @@ pub struct QueueLimits {
     /// 0: no limit (also where the kernel has no such file).
     pub max_open_zones: u32,
     pub max_active_zones: u32,
+    /// `max_sectors_kb` and `max_segments`: the largest request and its most scatter-gather
+    /// segments (0: not known).
+    pub max_sectors_kb: u64,
+    pub max_segments: u64,
 }
 
 /// A host-managed device's zones as nines uses them.
@@ -153,6 +157,11 @@ pub struct ZoneGeometry {
     /// 0: no limit.
     pub max_open_zones: u32,
     pub max_active_zones: u32,
+    /// The largest write the block layer passes on as one request whatever the buffer's pages
+    /// (0: not known): `max_sectors_kb`, and `max_segments` pages (a page-aligned buffer whose
+    /// pages are not contiguous takes a segment each). A larger write is split into requests
+    /// that nothing keeps in order on a zone (see [`ZoneSeq`]), so it is refused.
+    pub max_write_bytes: u64,
 }
 
 /// A host-managed zoned block device as opened: its geometry and its zones when it was opened.
@@ -287,6 +296,8 @@ pub fn parse_queue(
             nr_zones: 0,
             max_open_zones: 0,
             max_active_zones: 0,
+            max_sectors_kb: 0,
+            max_segments: 0,
         });
     }
     let mut need = |file: &'static str| -> Result<u64, ZonedError> {
@@ -308,12 +319,19 @@ pub fn parse_queue(
             }
         }
     };
+    let max_open_zones = limit("max_open_zones")?;
+    let max_active_zones = limit("max_active_zones")?;
+    let mut known = |file: &'static str| -> Result<u64, ZonedError> {
+        read(file).map_or(Ok(0), |t| parse_count(file, &t))
+    };
     Ok(QueueLimits {
         model,
         chunk_sectors,
         nr_zones,
-        max_open_zones: limit("max_open_zones")?,
-        max_active_zones: limit("max_active_zones")?,
+        max_open_zones,
+        max_active_zones,
+        max_sectors_kb: known("max_sectors_kb")?,
+        max_segments: known("max_segments")?,
     })
 }
 
@@ -557,7 +575,18 @@ pub fn geometry(
         unwritable_zones,
         max_open_zones: q.max_open_zones,
         max_active_zones: q.max_active_zones,
+        max_write_bytes: max_write_bytes(q),
     })
+}
+
+/// [`ZoneGeometry::max_write_bytes`] from the queue's limits (4 KiB pages).
+fn max_write_bytes(q: &QueueLimits) -> u64 {
+    let by_sectors = q.max_sectors_kb.saturating_mul(1024);
+    let by_segments = q.max_segments.saturating_mul(4096);
+    match (by_sectors, by_segments) {
+        (0, b) | (b, 0) => b,
+        (a, b) => a.min(b),
+    }
 }
 
 /// Reports up to `max` zones from `start_bytes` through `BLKREPORTZONE` on `fd` (any open
@@ -826,6 +855,8 @@ pub struct ZoneSeqStats {
     pub write_pointer_errors: u64,
     /// Commands the device failed.
     pub device_errors: u64,
+    /// Writes refused for their size (above [`ZoneGeometry::max_write_bytes`]).
+    pub oversized: u64,
 }
 
 /// The write ordering of one host-managed zoned member (module documentation): zone writes,
@@ -836,6 +867,8 @@ pub struct ZoneSeqStats {
 pub struct ZoneSeq {
     zone_bytes: u64,
     cap_bytes: u64,
+    /// Writes above this are refused (0: no limit); see [`ZoneGeometry::max_write_bytes`].
+    max_write_bytes: u64,
     slots: Vec<Slot>,
     /// By command id: the command while it waits or is in flight, the next waiting id of its
     /// zone, where a write went, and its zone (NONE: not held here).
@@ -876,6 +909,7 @@ impl ZoneSeq {
         ZoneSeq {
             zone_bytes: geometry.zone_size_bytes,
             cap_bytes: geometry.zone_capacity_bytes,
+            max_write_bytes: geometry.max_write_bytes,
             slots,
             cmds: vec![none; n],
             next: vec![NONE; n],
@@ -994,6 +1028,16 @@ impl ZoneSeq {
                         zone: z,
                         id,
                         result: CmdResult::Err(libc::EIO),
+                    };
+                }
+                if self.max_write_bytes > 0 && len > self.max_write_bytes {
+                    // The kernel would split it into requests nothing keeps in order.
+                    self.stats.oversized += 1;
+                    self.zone_of_id[id as usize] = NONE;
+                    return Dispatch::Answer {
+                        zone: z,
+                        id,
+                        result: CmdResult::Err(libc::EINVAL),
                     };
                 }
                 if s.wp_bytes >= cap {

@@ -101,6 +101,7 @@ fn geometry() -> (ZoneGeometry, Vec<Zone>) {
         unwritable_zones: 0,
         max_open_zones: 0,
         max_active_zones: 0,
+        max_write_bytes: 0,
     };
     let zones = (0..ZONES)
         .map(|i| Zone {

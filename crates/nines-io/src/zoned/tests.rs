@@ -67,6 +67,8 @@ fn qemu_zns() -> (QueueLimits, Vec<Zone>) {
         nr_zones: 4,
         max_open_zones: 4,
         max_active_zones: 6,
+        max_sectors_kb: 512,
+        max_segments: 127,
     };
     let zones = (0..4)
         .map(|i| seq_zone(i, 64 * MIB, 48 * MIB, ZoneCond::Empty, 0))
@@ -96,6 +98,8 @@ fn the_qemu_zns_namespace_reads_as_configured() {
             unwritable_zones: 0,
             max_open_zones: 4,
             max_active_zones: 6,
+            // 127 pages of 4 KiB: below max_sectors_kb's 512 KiB.
+            max_write_bytes: 127 * 4096,
         }
     );
     let d = ZonedDevice {
@@ -133,6 +137,8 @@ fn sysfs_queue_files_are_read_with_typed_errors() {
         ("nr_zones", "4\n"),
         ("max_open_zones", "4\n"),
         ("max_active_zones", "6\n"),
+        ("max_sectors_kb", "512\n"),
+        ("max_segments", "127\n"),
     ]))
     .unwrap();
     assert_eq!(q, qemu_zns().0);
@@ -144,6 +150,7 @@ fn sysfs_queue_files_are_read_with_typed_errors() {
     ]))
     .unwrap();
     assert_eq!((q.max_open_zones, q.max_active_zones), (0, 0));
+    assert_eq!((q.max_sectors_kb, q.max_segments), (0, 0));
     let e = run(files(&[("zoned", "host-managed"), ("nr_zones", "8")])).unwrap_err();
     assert!(
         matches!(
@@ -188,6 +195,8 @@ fn read_queue_finds_a_disk_and_a_partition_under_a_root() {
         ("nr_zones", "4\n"),
         ("max_open_zones", "4\n"),
         ("max_active_zones", "6\n"),
+        ("max_sectors_kb", "512\n"),
+        ("max_segments", "127\n"),
     ] {
         std::fs::write(disk.join("queue").join(f), v).unwrap();
     }
@@ -418,9 +427,10 @@ proptest! {
 
     #[test]
     fn any_queue_files_give_limits_or_a_typed_error(
-        vals in proptest::collection::vec(proptest::option::of("[a-z0-9\\- \\n]{0,24}"), 5),
+        vals in proptest::collection::vec(proptest::option::of("[a-z0-9\\- \\n]{0,24}"), 7),
     ) {
-        let names = ["zoned", "chunk_sectors", "nr_zones", "max_open_zones", "max_active_zones"];
+        let names = ["zoned", "chunk_sectors", "nr_zones", "max_open_zones", "max_active_zones",
+            "max_sectors_kb", "max_segments"];
         let m: HashMap<&'static str, String> = names
             .iter()
             .zip(&vals)
@@ -477,6 +487,8 @@ proptest! {
             nr_zones: nr,
             max_open_zones: 0,
             max_active_zones: 0,
+            max_sectors_kb: 0,
+            max_segments: 0,
         };
         if let Ok(g) = geometry(&q, &zones, size) {
             prop_assert!(g.zone_capacity_bytes <= g.zone_size_bytes);
@@ -531,6 +543,8 @@ fn geo(zones: u64, size: u64, cap: u64) -> (ZoneGeometry, Vec<Zone>) {
         nr_zones: zones,
         max_open_zones: 0,
         max_active_zones: 0,
+        max_sectors_kb: 0,
+        max_segments: 0,
     };
     (geometry(&q, &z, zones * size).unwrap(), z)
 }
@@ -659,6 +673,29 @@ fn writes_go_at_the_write_pointer_one_per_zone_and_appends_say_where() {
     assert_eq!(st.write_pointer_errors, 8);
     assert_eq!((st.waits, st.queued_max), (2, 2));
     assert_eq!(s.queued(), 0);
+}
+
+#[test]
+fn writes_the_kernel_would_split_are_refused() {
+    let (mut g, z) = geo(2, 1 << 20, 1 << 20);
+    g.max_write_bytes = 127 * 4096;
+    let mut s = ZoneSeq::new(&g, &z, 4);
+    assert_eq!(
+        s.submit(&cmd(0, CmdOp::Write, 0, 128 * 4096)),
+        Some(Dispatch::Answer {
+            zone: 0,
+            id: 0,
+            result: CmdResult::Err(libc::EINVAL)
+        })
+    );
+    assert!(matches!(
+        s.submit(&cmd(1, CmdOp::ZoneAppend, 0, 127 * 4096)),
+        Some(Dispatch::Write { .. })
+    ));
+    assert_eq!(
+        (s.stats().oversized, s.stats().write_pointer_errors),
+        (1, 0)
+    );
 }
 
 #[test]
