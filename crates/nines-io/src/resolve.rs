@@ -19,6 +19,8 @@ pub struct Member<'a> {
     pub emu: Option<&'a EmuInfo>,
     /// A host-managed zoned block device's zones.
     pub zoned: Option<&'a ZonedDevice>,
+    /// Opened through the page cache (`--buffered`).
+    pub buffered: bool,
 }
 
 impl<'a> Member<'a> {
@@ -27,6 +29,7 @@ impl<'a> Member<'a> {
             name: t.name(),
             emu: t.emu().map(|e| e.info()),
             zoned: t.zoned().map(|z| &**z),
+            buffered: t.options().buffered,
         }
     }
 
@@ -124,6 +127,16 @@ fn resolve_block_zones(
         // Reads go anywhere below the write pointers (and read zeros above them).
         return Ok(());
     }
+    if let Some(m) = members
+        .iter()
+        .find(|m| writes && m.zoned.is_some() && m.buffered)
+    {
+        return Err(format!(
+            "--buffered: the page cache writes {} back in any order, and a zoned device takes \
+             writes only at each zone's write pointer; drop --buffered",
+            m.name
+        ));
+    }
     if let Some(m) = members.iter().find(|m| {
         m.zoned
             .is_some_and(|z| z.geometry.conventional_zones + z.geometry.unwritable_zones > 0)
@@ -213,6 +226,7 @@ mod tests {
             name,
             emu: None,
             zoned: Some(&d),
+            buffered: false,
         };
         let mut serial = LayoutSpec::Serial(SerialSpec::default());
         from_members(&mut serial, &[m("nvme0n1"), m("nvme0n2")], true).unwrap();
@@ -243,6 +257,18 @@ mod tests {
                 && e.contains("--layout raid0 writes in place; use --layout serial --segment"),
             "{e}"
         );
+        // Through the page cache: refused for writes.
+        let b = Member {
+            buffered: true,
+            ..m("nvme0n1")
+        };
+        let mut serial = LayoutSpec::Serial(SerialSpec::default());
+        let e = from_members(&mut serial, &[b, b], true).unwrap_err();
+        assert!(
+            e.starts_with("--buffered: the page cache writes nvme0n1"),
+            "{e}"
+        );
+        from_members(&mut LayoutSpec::Independent, &[b], false).unwrap();
         // Mixed members.
         let other = dev(32 << 20, 32 << 20, 8);
         let plain = Member {
@@ -254,8 +280,8 @@ mod tests {
         assert!(e.contains("but nvme1n1 is a conventional device"), "{e}");
         let o = Member {
             name: "nvme2n1",
-            emu: None,
             zoned: Some(&other),
+            ..Member::default()
         };
         let e = from_members(&mut serial, &[m("nvme0n1"), o], true).unwrap_err();
         assert!(
@@ -267,8 +293,8 @@ mod tests {
         small.geometry.max_write_bytes = 127 * 4096;
         let sm = Member {
             name: "nvme3n1",
-            emu: None,
             zoned: Some(&small),
+            ..Member::default()
         };
         let mut serial = LayoutSpec::Serial(SerialSpec {
             stripe_bytes: 1 << 20,
@@ -291,8 +317,8 @@ mod tests {
         smr.geometry.conventional_zones = 1;
         let s = Member {
             name: "sdb",
-            emu: None,
             zoned: Some(&smr),
+            ..Member::default()
         };
         let e = from_members(&mut serial, &[s], true).unwrap_err();
         assert!(e.contains("sdb has 1 conventional"), "{e}");

@@ -299,6 +299,7 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
     let mut vols = Vec::with_capacity(plan.volumes.len());
     let mut depth_max = 0u64;
     let mut emu_cmds = 0usize;
+    let mut sync_max = 0usize;
     for (v, vp) in std::mem::take(&mut plan.volumes).into_iter().enumerate() {
         let (sizes, block, _) = &geometry[v];
         let params = VolumeParams {
@@ -310,6 +311,7 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         let vol = build_vol(&plan.layout, &params, vp, timing.ramp_end_ns())?;
         let cmds = vol.cmd_len.len();
         depth_max += cmds as u64;
+        sync_max += cmds;
         if vol.emu.iter().any(Option::is_some) {
             emu_cmds += cmds;
         }
@@ -331,7 +333,8 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         client,
         _client_bufs: client_bufs,
         completions: vec![Completion::default(); depth_max.max(1) as usize],
-        sync_done: VecDeque::with_capacity(1024),
+        // Every command of every volume may complete synchronously at once (zone answers).
+        sync_done: VecDeque::with_capacity(sync_max.max(1024)),
         vol_done: VecDeque::with_capacity(tags as usize + 16),
         seen: VecDeque::with_capacity(depth_max.max(1) as usize + emu_cmds),
         peek: vec![Completion::default(); depth_max.max(1) as usize],
@@ -1203,11 +1206,12 @@ impl Worker {
     fn zone_answer(&mut self, v: usize, m: usize, id: u32, result: CmdResult) {
         if let CmdResult::Err(e) = result {
             let vol = &mut self.vols[v];
+            let c = vol.zseq[m].as_ref().and_then(|s| s.command(id));
             vol.failure = Some(MemberFailure {
                 member: m as u32,
                 op: Op::Write,
-                offset_bytes: vol.cmd_off.get(id as usize).copied().unwrap_or(0),
-                len_bytes: 0,
+                offset_bytes: c.map_or(0, |c| c.offset_bytes),
+                len_bytes: c.map_or(0, |c| c.len_bytes),
                 result: -i64::from(e),
             });
         }

@@ -954,6 +954,7 @@ impl ZoneSeq {
         let id = c.id as usize;
         assert!(id < self.cmds.len(), "command id {id} at or above cmds_max");
         assert_eq!(self.zone_of_id[id], NONE, "command id {id} is already held");
+        self.cmds[id] = *c;
         let Some(z) = self.zone_of(c.offset_bytes) else {
             self.stats.write_pointer_errors += 1;
             return Some(Dispatch::Answer {
@@ -962,7 +963,6 @@ impl ZoneSeq {
                 result: CmdResult::Err(libc::EINVAL),
             });
         };
-        self.cmds[id] = *c;
         self.zone_of_id[id] = z;
         let s = &mut self.slots[z as usize];
         if s.busy != NONE || s.head != NONE {
@@ -1154,6 +1154,11 @@ impl ZoneSeq {
             s.wp_bytes = z.written_bytes().min(cap);
             s.stale = false;
         }
+    }
+
+    /// The command that had id `id` here last (to name an answered one in messages).
+    pub fn command(&self, id: u32) -> Option<MemberCmd> {
+        self.cmds.get(id as usize).copied().filter(|c| c.id == id)
     }
 
     /// Zone `zone`'s start (bytes from the device's start).

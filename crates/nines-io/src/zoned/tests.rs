@@ -790,7 +790,11 @@ fn arb_step() -> impl Strategy<Value = Step> {
 /// Runs `steps` against a reordering device, through the sequencer (`seq`) or straight to
 /// the device; returns the device's write-pointer errors, the appends' answers and what the
 /// volume would read back.
-fn run_steps(steps: &[Step], seq: bool) -> (u64, Vec<(u32, u64)>, HashMap<u64, u32>, u64) {
+/// What [`run_steps`] saw: the device's write-pointer errors, each append's (id, offset), the
+/// device's data (4 KiB block offset -> the id that wrote it), and writes the device failed.
+type StepsOutcome = (u64, Vec<(u32, u64)>, HashMap<u64, u32>, u64);
+
+fn run_steps(steps: &[Step], seq: bool) -> StepsOutcome {
     const ZONE: u64 = 64 * 4096;
     const CMDS: u32 = 64;
     let (g, z) = geo(4, ZONE, ZONE);
