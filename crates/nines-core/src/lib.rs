@@ -10,6 +10,7 @@ pub mod job;
 pub mod jobfile;
 pub mod latlog;
 pub mod merge;
+pub mod nvme;
 pub mod op;
 pub mod progress;
 pub mod report;

@@ -325,6 +325,7 @@ impl Merging {
                 &rec,
             );
             b.device_extra(d.interrupts.clone(), d.internals.clone());
+            b.device_nvme(d.nvme.clone());
             if let Some(v) = &d.volume {
                 b.device_volume(v.clone());
             }

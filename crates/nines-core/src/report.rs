@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use crate::nvme::NvmeReport;
 use crate::op::Op;
 use crate::stats::{DeviceRecorder, DirRecorder, LatencySummary, SavedRecorder};
 use crate::units::percentile_key;
@@ -116,6 +117,10 @@ pub struct DeviceReport {
     /// about one in flight whatever `--iodepth` says. Absent in reports of older nines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth_mean: Option<f64>,
+    /// An NVMe device's identify data and its SMART log before and after the run (profile);
+    /// absent for anything that is not NVMe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvme: Option<NvmeReport>,
 }
 
 /// An array volume: the layout, its options, the policy's counters, and each member.
@@ -154,6 +159,9 @@ pub struct MemberReport {
     /// Which CPUs served this member's interrupts during the run (profile).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interrupts: Option<Value>,
+    /// An NVMe member's identify data and SMART log before and after the run (profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvme: Option<NvmeReport>,
 }
 
 /// One job: its workload and its figures, merged over targets and per target.
@@ -390,6 +398,7 @@ impl ReportBuilder {
             internals: None,
             volume: None,
             depth_mean: None,
+            nvme: None,
         });
         let d = self.devices.last_mut().expect("just pushed");
         d.depth_mean = Some(d.depth_in_flight());
@@ -462,6 +471,7 @@ impl ReportBuilder {
             write: rec.map(|r| self.dir_stats(r, Op::Write)),
             internals,
             interrupts: None,
+            nvme: None,
         }
     }
 
@@ -502,6 +512,13 @@ impl ReportBuilder {
         let d = self.devices.last_mut().expect("device_extra after device");
         d.interrupts = interrupts;
         d.internals = internals;
+        self
+    }
+
+    /// Attaches an NVMe device's identify data and SMART logs to the device added last.
+    pub fn device_nvme(&mut self, nvme: Option<NvmeReport>) -> &mut Self {
+        let d = self.devices.last_mut().expect("device_nvme after device");
+        d.nvme = nvme;
         self
     }
 

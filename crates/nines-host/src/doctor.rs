@@ -243,6 +243,7 @@ pub fn analyze(h: &Host) -> Vec<Finding> {
     cpus(h, &mut o);
     irqs(h, &mut o);
     block(h, &mut o);
+    nvme_controllers(h, &mut o);
     housekeeping(h, &mut o);
     process(h, &mut o);
     let mut v = o.0;
@@ -710,12 +711,30 @@ fn block(h: &Host, o: &mut Out) {
         }
         if d.kind == DevKind::Nvme {
             let polls = h.poll_queues.unwrap_or(0);
+            if polls > 0 {
+                o.add(
+                    "block.poll_queues",
+                    Severity::Info,
+                    &d.name,
+                    format!(
+                        "{} has {polls} poll queue(s) per controller{}: --engine io_uring-poll completes on them, without interrupts",
+                        d.name,
+                        if d.queue.io_poll == Some(1) { " (io_poll=1)" } else { "" }
+                    ),
+                    vec![
+                        ev("/sys/module/nvme/parameters/poll_queues", polls.to_string()),
+                        ev(format!("{q}/io_poll"), d.queue.io_poll.map(|v| v.to_string()).unwrap_or_else(|| "(absent)".into())),
+                    ],
+                    "polling removes the interrupt and the wakeup from each I/O's path, the shortest tail at the cost of a busy CPU",
+                    String::new(),
+                );
+            }
             if polls == 0 {
                 o.add(
                     "block.poll_queues",
                     Severity::Info,
                     &d.name,
-                    format!("{} has no poll queues: polled io_uring (--engine io_uring --hipri) falls back to interrupts", d.name),
+                    format!("{} has no poll queues: --engine io_uring-poll is refused on it", d.name),
                     vec![
                         ev("/sys/module/nvme/parameters/poll_queues", h.poll_queues.map(|v| v.to_string()).unwrap_or_else(|| "(absent)".into())),
                         ev(format!("{q}/io_poll"), d.queue.io_poll.map(|v| v.to_string()).unwrap_or_else(|| "(absent)".into())),
@@ -746,6 +765,87 @@ fn block(h: &Host, o: &mut Out) {
                 _ => {}
             }
         }
+    }
+}
+
+/// One line per NVMe controller: model, firmware, its namespaces' write cache and its APST state
+/// (with the fix when APST is on: the next I/O after an idle gap pays a power state's exit).
+fn nvme_controllers(h: &Host, o: &mut Out) {
+    let default = "/sys/module/nvme_core/parameters/default_ps_max_latency_us";
+    for c in &h.nvme_controllers {
+        let dir = format!("/sys/class/nvme/{}", c.name);
+        let mut evidence = vec![
+            ev(format!("{dir}/model"), c.model.clone().unwrap_or_default()),
+            ev(
+                format!("{dir}/firmware_rev"),
+                c.firmware.clone().unwrap_or_default(),
+            ),
+        ];
+        let caches: Vec<String> = h
+            .devices
+            .iter()
+            .filter(|d| d.controller.as_deref() == Some(c.name.as_str()))
+            .filter_map(|d| {
+                let wc = d.queue.write_cache.as_ref()?;
+                evidence.push(ev(
+                    format!("/sys/block/{}/queue/write_cache", d.name),
+                    wc.clone(),
+                ));
+                Some(format!("{wc} ({})", d.name))
+            })
+            .collect();
+        let tolerance = format!("{dir}/power/pm_qos_latency_tolerance_us");
+        let (apst, on) = match (&c.apst_latency_tolerance, h.apst_max_latency_us) {
+            (Some(t), _) if t == "0" => ("off (its latency tolerance is 0)".to_string(), false),
+            (Some(t), d) => (
+                format!(
+                    "on: idle power states with an exit latency up to {} µs (latency tolerance {t})",
+                    t.parse::<u64>()
+                        .ok()
+                        .or(d.and_then(|d| u64::try_from(d).ok()))
+                        .map_or_else(|| "?".to_string(), |v| v.to_string())
+                ),
+                true,
+            ),
+            (None, Some(0)) => ("off (default_ps_max_latency_us=0)".to_string(), false),
+            (None, _) => (
+                "not in use (the controller does not support it, or the driver left it off)"
+                    .to_string(),
+                false,
+            ),
+        };
+        if let Some(t) = &c.apst_latency_tolerance {
+            evidence.push(ev(&tolerance, t.clone()));
+        }
+        if let Some(d) = h.apst_max_latency_us {
+            evidence.push(ev(default, d.to_string()));
+        }
+        o.add(
+            "block.nvme",
+            // A controller that sleeps when idle is a tail the next I/O pays: a warning.
+            if on { Severity::Warn } else { Severity::Info },
+            &c.name,
+            format!(
+                "{}: {}, firmware {}; volatile write cache: {}; APST {apst}",
+                c.name,
+                c.model.as_deref().unwrap_or("?"),
+                c.firmware.as_deref().unwrap_or("?"),
+                if caches.is_empty() {
+                    "?".to_string()
+                } else {
+                    caches.join(", ")
+                },
+            ),
+            evidence,
+            "APST lets an idle controller sleep in a power state whose exit latency the next I/O pays (milliseconds on client drives); a volatile write cache makes every flush and FUA write wait for it (`nines profile` on the device reports the identify data and SMART)",
+            if on {
+                format!(
+                    "echo 0 > {tolerance}   (or boot with nvme_core.default_ps_max_latency_us=0)"
+                )
+            } else {
+                String::new()
+            },
+        );
     }
 }
 
@@ -1016,6 +1116,38 @@ pub fn check_plan(h: &Host, plan: &crate::plan::Plan) -> Vec<Finding> {
     }
     not_isolated.sort_unstable();
     not_isolated.dedup();
+    // What was checked, always: so `doctor --plan` says it looked, also when all is well.
+    let warned: std::collections::BTreeSet<&str> =
+        o.0.iter()
+            .filter(|f| f.severity >= Severity::Warn)
+            .map(|f| f.subject.as_str())
+            .collect();
+    let ok = plan
+        .devices
+        .iter()
+        .filter(|d| !warned.contains(d.name.as_str()))
+        .count();
+    o.add(
+        "plan.checked",
+        Severity::Info,
+        "plan",
+        format!(
+            "the plan's {} device(s) checked against this host: {ok} placed well (NUMA node, \
+             interrupts on the worker's CPU), {} with a warning above",
+            plan.devices.len(),
+            plan.devices.len() - ok
+        ),
+        vec![ev(
+            "plan",
+            format!(
+                "I/O CPUs {}, housekeeping {}",
+                format_cpulist(&plan.io_cpus),
+                format_cpulist(&plan.housekeeping_cpus)
+            ),
+        )],
+        "a plan made elsewhere or before a reboot can place workers away from their devices' interrupts",
+        String::new(),
+    );
     if !not_isolated.is_empty() {
         o.add(
             "plan.isolation",

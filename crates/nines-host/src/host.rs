@@ -79,6 +79,19 @@ pub struct BlockDev {
     pub hw_queues: Vec<(usize, Vec<usize>)>,
 }
 
+/// An NVMe controller as sysfs shows it (`/sys/class/nvme/nvmeN`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NvmeCtrl {
+    pub name: String,
+    pub model: Option<String>,
+    pub firmware: Option<String>,
+    pub serial: Option<String>,
+    /// `power/pm_qos_latency_tolerance_us`: the driver exposes it only for a controller it
+    /// enabled APST on; its value ("auto", "any" or microseconds, 0 = off) bounds the exit
+    /// latency of the power states APST may enter.
+    pub apst_latency_tolerance: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Proc {
     pub pid: u32,
@@ -100,6 +113,11 @@ pub struct Host {
     pub devices: Vec<BlockDev>,
     pub interrupts: Option<Interrupts>,
     pub poll_queues: Option<i64>,
+    /// NVMe controllers (`/sys/class/nvme`), in natural order.
+    pub nvme_controllers: Vec<NvmeCtrl>,
+    /// `nvme_core.default_ps_max_latency_us`: APST's exit-latency bound for new controllers
+    /// (0: APST off).
+    pub apst_max_latency_us: Option<i64>,
     pub procs: Vec<Proc>,
     pub smartd_conf: Option<(String, String)>,
     pub smartd_default_opts: Option<(String, String)>,
@@ -136,6 +154,7 @@ impl Host {
         let mut h = Host::default();
         h.read_cpus(fs);
         h.read_irqs_and_devices(fs);
+        h.read_nvme_controllers(fs);
         h.read_housekeeping(fs);
         h.read_process(fs);
         h
@@ -387,6 +406,47 @@ impl Host {
             queue,
             irqs,
             hw_queues,
+        }
+    }
+
+    /// Each NVMe controller's identity and APST state, and the APST default (only where the
+    /// nvme driver is there: nothing is missing on a host without NVMe).
+    fn read_nvme_controllers(&mut self, fs: &HostFs) {
+        if fs.exists("/sys/module/nvme_core") {
+            self.apst_max_latency_us = self.opt_int(
+                fs,
+                "/sys/module/nvme_core/parameters/default_ps_max_latency_us",
+            );
+        }
+        if !fs.exists("/sys/class/nvme") {
+            return;
+        }
+        let mut names = match fs.list("/sys/class/nvme") {
+            Ok(n) => n,
+            Err(e) => {
+                self.problem("/sys/class/nvme", e);
+                return;
+            }
+        };
+        names.retain(|n| {
+            n.strip_prefix("nvme")
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        });
+        names.sort_by_key(|n| parse::natural_key(n));
+        for name in names {
+            let dir = format!("/sys/class/nvme/{name}");
+            let tolerance = format!("{dir}/power/pm_qos_latency_tolerance_us");
+            let ctrl = NvmeCtrl {
+                model: self.opt_value(fs, &format!("{dir}/model")),
+                firmware: self.opt_value(fs, &format!("{dir}/firmware_rev")),
+                serial: self.opt_value(fs, &format!("{dir}/serial")),
+                apst_latency_tolerance: fs
+                    .exists(&tolerance)
+                    .then(|| self.opt_value(fs, &tolerance))
+                    .flatten(),
+                name,
+            };
+            self.nvme_controllers.push(ctrl);
         }
     }
 

@@ -211,6 +211,12 @@ fn afa_devices(root: &Path, o: AfaOptions) -> io::Result<()> {
         "sys/module/nvme/parameters/poll_queues",
         if o.tuned { "4\n" } else { "0\n" },
     )?;
+    // APST at the kernel's default bound (100 ms), off on the tuned host.
+    w(
+        root,
+        "sys/module/nvme_core/parameters/default_ps_max_latency_us",
+        if o.tuned { "0\n" } else { "100000\n" },
+    )?;
     std::fs::create_dir_all(root.join("sys/bus/virtio/devices"))?;
     Ok(())
 }

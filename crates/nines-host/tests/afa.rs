@@ -440,9 +440,26 @@ fn doctor_checks_a_plan_against_the_host() {
             .all(|f| f.id != "plan.numa" && f.id != "plan.isolation"),
         "{f:#?}"
     );
-    // On the tuned host (pinned as Fig. 5, isolated 4-19,24-39) the same plan is clean.
+    let checked = f.iter().find(|f| f.id == "plan.checked").unwrap();
+    assert!(
+        checked.title.starts_with(&format!(
+            "the plan's 64 device(s) checked against this host: {} placed well",
+            64 - expect
+        )),
+        "{}",
+        checked.title
+    );
+    // On the tuned host (pinned as Fig. 5, isolated 4-19,24-39) the same plan is clean: only
+    // the summary, which says all 64 are placed well.
     let (_t, tuned) = afa(true);
-    assert!(nines_host::doctor::check_plan(&tuned, &plan).is_empty());
+    let clean = nines_host::doctor::check_plan(&tuned, &plan);
+    assert_eq!(clean.len(), 1, "{clean:#?}");
+    assert_eq!(clean[0].id, "plan.checked");
+    assert!(
+        clean[0].title.contains("64 placed well"),
+        "{}",
+        clean[0].title
+    );
     // A plan that puts node-0 devices on node-1 CPUs and outside the isolated set.
     let mut bad = plan.clone();
     for d in bad.devices.iter_mut().filter(|d| d.name == "nvme0n1") {
@@ -460,9 +477,15 @@ fn doctor_checks_a_plan_against_the_host() {
     let ids: BTreeSet<&str> = f.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(
         ids,
-        ["plan.device", "plan.irq", "plan.isolation", "plan.numa"]
-            .into_iter()
-            .collect()
+        [
+            "plan.checked",
+            "plan.device",
+            "plan.irq",
+            "plan.isolation",
+            "plan.numa"
+        ]
+        .into_iter()
+        .collect()
     );
     let numa = f.iter().find(|f| f.id == "plan.numa").unwrap();
     assert_eq!(

@@ -11,6 +11,7 @@ pub mod emu;
 pub mod engine;
 pub mod identity;
 pub mod latlog_sink;
+pub mod nvme;
 mod plan;
 pub mod profile;
 pub mod resolve;

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use nines_array::LayoutSpec;
 use nines_core::op::Op;
 use nines_core::report::{
-    DeviceMeta, Report, ReportBuilder, RunConfig, RunKind, VolumeReport, WorkerReport,
+    DeviceMeta, NvmeReport, Report, ReportBuilder, RunConfig, RunKind, VolumeReport, WorkerReport,
 };
 use nines_core::stats::DeviceRecorder;
 use nines_core::units::format_ns;
@@ -214,11 +214,15 @@ pub fn profile(
         .trace
         .as_ref()
         .map(|t| (t.shape(), t.stats(), t.format, t.records.len()));
+    // Identify and the first SMART read before the host snapshot, the last after it: their
+    // admin queue interrupts stay out of the run's.
+    let mut opened = opened;
+    opened.nvme = nvme_before(&opened.targets, &opened.names, &mut warnings);
     events.around_run(false);
     let outcome = driver::run(&opened.driver_targets, cfg)?;
     warnings.extend(events.around_run(true));
+    nvme_after(&opened.targets, &mut opened.nvme);
     // The run happened: the files it created hold its data and stay, as fio's do.
-    let mut opened = opened;
     opened.created.0.clear();
     if let Some(ns) = outcome.interrupted_ns {
         let w = format!(
@@ -264,6 +268,8 @@ struct Opened {
     created: CreatedFiles,
     /// The run writes the targets (the workload or the layout).
     writes: bool,
+    /// Per target: its NVMe identify data and SMART logs (None: not an NVMe device).
+    nvme: Vec<Option<NvmeReport>>,
 }
 
 /// Opens every target with the safety checks (and the write permission the run needs) and
@@ -386,6 +392,7 @@ fn open_targets(run: &RunSpec, spec: &ProfileSpec) -> Result<Opened, ProfileErro
         sparse,
         created,
         writes,
+        nvme: Vec::new(),
     })
 }
 
@@ -505,8 +512,10 @@ fn build_report(
                 }
             }
             let zoned = zoned_internals(t, d.member_zoned.get(k).copied().flatten());
+            let nvme = opened.nvme.get(m as usize).cloned().flatten();
             if single {
                 b.device_extra(interrupts, zoned);
+                b.device_nvme(nvme);
                 continue;
             }
             let mut mr = b.member(
@@ -522,6 +531,7 @@ fn build_report(
                 zoned,
             );
             mr.interrupts = interrupts;
+            mr.nvme = nvme;
             for (op, st) in [(Op::Read, &mut mr.read), (Op::Write, &mut mr.write)] {
                 if let Some(st) = st.as_mut() {
                     b.latency_parts(st, op, &d.member_slat[k], &d.member_clat[k]);
@@ -607,6 +617,47 @@ pub fn zoned_internals(
         "gc_units_moved": 0,
         "gc_note": "a host-managed zoned device has no GC of its own: 0 by construction",
     }))
+}
+
+/// Each target's NVMe identify data and first SMART log, read before the run; `None` for a
+/// target that is not an NVMe device (a file, zram, `emu:`). An NVMe device whose identify
+/// fails is a warning, not a failed run.
+fn nvme_before(
+    targets: &[Target],
+    names: &[String],
+    warnings: &mut Vec<String>,
+) -> Vec<Option<NvmeReport>> {
+    use crate::nvme::{NvmeDevice, Probe};
+    targets
+        .iter()
+        .zip(names)
+        .map(|(t, name)| {
+            if !t.is_block_device() {
+                return None;
+            }
+            let read = NvmeDevice::open(t.path()).and_then(|p| match p {
+                Probe::Nvme(dev) => dev.report().map(Some),
+                Probe::NotNvme(_) => Ok(None),
+            });
+            read.unwrap_or_else(|e| {
+                warnings.push(format!("{name}: no NVMe identify data in the report: {e}"));
+                None
+            })
+        })
+        .collect()
+}
+
+/// The SMART logs after the run, and what the run changed, for each NVMe target.
+fn nvme_after(targets: &[Target], reports: &mut [Option<NvmeReport>]) {
+    use crate::nvme::{NvmeDevice, Probe};
+    for (t, r) in targets.iter().zip(reports.iter_mut()) {
+        let Some(r) = r else { continue };
+        match NvmeDevice::open(t.path()) {
+            Ok(Probe::Nvme(dev)) => dev.finish_report(r),
+            Ok(Probe::NotNvme(why)) => r.notes.push(format!("after the run: {why}")),
+            Err(e) => r.notes.push(format!("after the run: {e}")),
+        }
+    }
 }
 
 /// One warning per disk and CPU whose interrupts were served off the submitting CPU.

@@ -1912,6 +1912,7 @@ pub fn render_html(inp: &RunInputs, figs: &[Figure]) -> Result<String, PlotError
     for d in &r.devices {
         html_volume(&mut page, d, &percentiles);
     }
+    html_nvme(&mut page, r);
     html_sources(&mut page, r, &percentiles);
     let spikes = inp
         .lat
@@ -1951,6 +1952,9 @@ fn html_summary(page: &mut Page, inp: &RunInputs, interval_spikes: Option<&Spike
     }
     for w in emulation_overhead(r) {
         page.warning(&format!("Warning: {w}"));
+    }
+    for w in crate::table::nvme_warnings(r) {
+        page.warning(&format!("Warning: {w}."));
     }
 }
 
@@ -2038,6 +2042,78 @@ fn html_fdp(page: &mut Page, r: &Report) {
         .collect();
     assert!(fdp.iter().all(|row| row.len() == header.len()));
     page.table(&header, &fdp);
+}
+
+/// NVMe devices (profile on NVMe): one row per controller (model, firmware, serial, volatile
+/// write cache, APST, what SMART counted during the run), then every power state. No section
+/// when no device is NVMe.
+fn html_nvme(page: &mut Page, r: &Report) {
+    let devices = crate::table::nvme_devices(r);
+    if devices.is_empty() {
+        return;
+    }
+    page.h2("NVMe devices");
+    let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
+    let rows: Vec<Vec<String>> = devices
+        .iter()
+        .map(|(name, n)| {
+            let c = &n.controller;
+            vec![
+                name.to_string(),
+                c.model.clone(),
+                c.firmware.clone(),
+                c.serial.clone(),
+                yes(c.volatile_write_cache),
+                if c.apst_supported { "supported" } else { "no" }.into(),
+                crate::table::smart_delta_text(n).unwrap_or_else(|| "not known".into()),
+            ]
+        })
+        .collect();
+    let header: Vec<String> = [
+        "device",
+        "model",
+        "firmware",
+        "serial",
+        "volatile write cache",
+        "APST",
+        "SMART during the run",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    page.table(&header, &rows);
+    let states: Vec<Vec<String>> = devices
+        .iter()
+        .flat_map(|(name, n)| {
+            n.controller.power_states.iter().map(move |p| {
+                vec![
+                    name.to_string(),
+                    format!("PS{}", p.index),
+                    format!("{:.4}", p.power_uw_max as f64 * 1e-6),
+                    yes(p.operational),
+                    p.latency_us_entry.to_string(),
+                    p.latency_us_exit.to_string(),
+                ]
+            })
+        })
+        .collect();
+    let header: Vec<String> = [
+        "device",
+        "power state",
+        "max W",
+        "operational",
+        "entry latency µs",
+        "exit latency µs",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    page.table(&header, &states);
+    for (name, n) in &devices {
+        for note in &n.notes {
+            page.p(&format!("{name}: {note}"));
+        }
+    }
 }
 
 /// An array volume's section: each member's command latencies and the policy's counters.

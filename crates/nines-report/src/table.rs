@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use nines_core::op::Op;
-use nines_core::report::{DeviceReport, DirectionStats, Report, RunKind};
+use nines_core::report::{DeviceReport, DirectionStats, NvmeReport, Report, RunKind};
 use nines_core::units::format_cpu_list;
 
 /// Formats nanoseconds with a unit chosen for 3-4 significant digits: `812ns`, `25.1µs`, `1.20ms`,
@@ -404,6 +404,88 @@ pub fn zoned_summary(report: &Report) -> Vec<String> {
     out
 }
 
+/// Every NVMe device and member of the run with its identify and SMART data (profile on
+/// NVMe), in report order: (name, data).
+pub fn nvme_devices(report: &Report) -> Vec<(&str, &NvmeReport)> {
+    let mut out = Vec::new();
+    for d in &report.devices {
+        if let Some(n) = &d.nvme {
+            out.push((d.name.as_str(), n));
+        }
+        for m in d.volume.iter().flat_map(|v| &v.members) {
+            if let Some(n) = &m.nvme {
+                out.push((m.name.as_str(), n));
+            }
+        }
+    }
+    out
+}
+
+/// What the SMART log counted during the run, in words (None without a delta).
+pub fn smart_delta_text(n: &NvmeReport) -> Option<String> {
+    let d = n.smart_delta.as_ref()?;
+    let mut s = format!(
+        "{} host write and {} host read commands, {:.1} MB written and {:.1} MB read (in \
+         512,000-byte data units), {} media errors, {} new error log entries",
+        d.host_write_commands,
+        d.host_read_commands,
+        d.written_bytes as f64 / 1e6,
+        d.read_bytes as f64 / 1e6,
+        d.media_errors,
+        d.error_log_entries,
+    );
+    if let Some(a) = &n.smart_after {
+        let _ = write!(
+            s,
+            "; after it {} C, spare {}%, endurance used {}%",
+            a.temperature_c_composite, a.available_spare_pct, a.endurance_used_pct
+        );
+    }
+    Some(s)
+}
+
+/// NVMe devices (profile), two lines each: the controller (model, firmware, serial, volatile
+/// write cache, APST, power states) and what the SMART log counted during the run, then any
+/// admin command that failed.
+pub fn nvme_summary(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, n) in nvme_devices(report) {
+        out.push(format!("nvme {name}: {}", n.summary()));
+        match smart_delta_text(n) {
+            Some(t) => out.push(format!("nvme {name}: SMART during the run: {t}")),
+            None => out.push(format!(
+                "nvme {name}: SMART during the run: not known (no SMART log before and after it)"
+            )),
+        }
+        for note in &n.notes {
+            out.push(format!("nvme {name}: {note}"));
+        }
+    }
+    out
+}
+
+/// Warnings from NVMe SMART logs: a critical warning after the run, and media or data
+/// integrity errors during it.
+pub fn nvme_warnings(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, n) in nvme_devices(report) {
+        if let Some(a) = n.smart_after.as_ref().filter(|a| a.critical_warning != 0) {
+            out.push(format!(
+                "{name} ({}) reports a SMART critical warning after the run: {}",
+                n.controller.model,
+                a.critical_warnings.join(", ")
+            ));
+        }
+        if let Some(d) = n.smart_delta.as_ref().filter(|d| d.media_errors > 0) {
+            out.push(format!(
+                "{name} counted {} media and data integrity errors during the run",
+                d.media_errors
+            ));
+        }
+    }
+    out
+}
+
 /// The rebuild's writes to its replacement member as a table row's counts (I/Os = rows
 /// written, one chunk each), when the volume is rebuilding that member.
 pub fn rebuild_writes(d: &nines_core::report::DeviceReport, member: u32) -> Option<(u64, u64)> {
@@ -486,6 +568,7 @@ pub fn render(report: &Report) -> String {
     for line in rebuild_progress(report)
         .into_iter()
         .chain(zoned_summary(report))
+        .chain(nvme_summary(report))
     {
         let _ = writeln!(out, "{line}");
     }
@@ -495,6 +578,7 @@ pub fn render(report: &Report) -> String {
     for w in constant_distributions(report)
         .into_iter()
         .chain(shallow_depth(report))
+        .chain(nvme_warnings(report))
         .chain(crate::run::emulation_overhead(report))
     {
         let _ = writeln!(out, "warning: {w}");
@@ -871,6 +955,106 @@ mod tests {
         assert!(constant_distributions(&r).is_empty());
     }
 
+    /// An NVMe device's report section as `nines profile` writes it, for report tests.
+    pub(crate) fn nvme_report(host_writes: u64, critical_warning: u8) -> NvmeReport {
+        use nines_core::nvme::*;
+        let smart = |writes: u64, warn: u8| SmartLog {
+            critical_warning: warn,
+            critical_warnings: critical_warning_names(warn),
+            temperature_c_composite: 37,
+            available_spare_pct: 100,
+            available_spare_pct_threshold: 10,
+            endurance_used_pct: 1,
+            data_units_read: 10,
+            data_units_written: 100 + writes / 125,
+            host_read_commands: 1000,
+            host_write_commands: 5000 + writes,
+            controller_busy_min: 0,
+            power_cycles: 3,
+            power_on_hours: 10,
+            unsafe_shutdowns: 0,
+            media_errors: 0,
+            error_log_entries: 0,
+            temperature_warning_min: 0,
+            temperature_critical_min: 0,
+        };
+        let (before, after) = (smart(0, 0), smart(host_writes, critical_warning));
+        NvmeReport {
+            device: "/dev/nvme0n1".into(),
+            controller: IdentifyController {
+                vendor_id: 0x1b36,
+                subsystem_vendor_id: 0x1af4,
+                serial: "nines0".into(),
+                model: "QEMU NVMe Ctrl".into(),
+                firmware: "7.2.0".into(),
+                controller_id: 0,
+                version: Some("1.4.0".into()),
+                namespaces_max: 256,
+                volatile_write_cache: true,
+                apst_supported: false,
+                temperature_c_warning: None,
+                temperature_c_critical: None,
+                capacity_bytes_total: None,
+                power_states: vec![PowerStateDescriptor {
+                    index: 0,
+                    power_uw_max: 25_000_000,
+                    operational: true,
+                    latency_us_entry: 16,
+                    latency_us_exit: 4,
+                    power_uw_idle: None,
+                    power_uw_active: None,
+                }],
+            },
+            nsid: Some(1),
+            namespace: None,
+            active_namespaces: Some(vec![1]),
+            smart_delta: before.delta(&after),
+            smart_before: Some(before),
+            smart_after: Some(after),
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn nvme_devices_show_identify_and_smart_and_others_nothing() {
+        let mut r = sample_report();
+        assert!(nvme_summary(&r).is_empty() && !render(&r).contains("nvme"));
+        r.devices[1].nvme = Some(nvme_report(2500, 0));
+        let text = render(&r);
+        assert!(
+            text.contains(
+                "nvme zram1: /dev/nvme0n1: QEMU NVMe Ctrl (firmware 7.2.0, serial nines0), \
+                 volatile write cache yes, APST not supported; power states: PS0 25.00 W, entry \
+                 16 µs, exit 4 µs\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "nvme zram1: SMART during the run: 2500 host write and 0 host read commands, \
+                 10.2 MB written and 0.0 MB read (in 512,000-byte data units), 0 media errors, 0 \
+                 new error log entries; after it 37 C, spare 100%, endurance used 1%\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("warning: zram1"), "{text}");
+        // A critical warning after the run and media errors during it are warnings.
+        let mut n = nvme_report(8, 0b100);
+        n.smart_delta.as_mut().unwrap().media_errors = 2;
+        n.notes.push("after the run: it went away".into());
+        r.devices[1].nvme = Some(n);
+        let text = render(&r);
+        assert!(text.contains(
+            "warning: zram1 (QEMU NVMe Ctrl) reports a SMART critical warning after the run: \
+             reliability degraded by media or internal errors\n"
+        ));
+        assert!(text.contains("warning: zram1 counted 2 media and data integrity errors"));
+        assert!(text.contains("nvme zram1: after the run: it went away\n"));
+        // Without a delta the table says so.
+        r.devices[1].nvme.as_mut().unwrap().smart_delta = None;
+        assert!(render(&r).contains("nvme zram1: SMART during the run: not known"));
+    }
+
     fn constant_report(kind: RunKind, devices: usize) -> Report {
         let config = RunConfig {
             workload: WorkloadSpec::default(),
@@ -942,6 +1126,7 @@ mod tests {
             write: None,
             internals: None,
             interrupts: None,
+            nvme: None,
         };
         let members = (0..3).map(member).collect();
         r.devices[0].volume = Some(nines_core::report::VolumeReport {

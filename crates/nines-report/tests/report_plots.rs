@@ -1415,3 +1415,49 @@ fn a_sweep_of_short_points_plots_the_tail_they_resolve() {
         "tail latency: p99.999."
     );
 }
+
+#[test]
+fn html_page_shows_nvme_identify_power_states_and_smart_only_for_nvme() {
+    let mut r = report();
+    assert!(!page(&r).contains("NVMe devices"));
+    let smart = |writes: u64| {
+        serde_json::json!({
+            "critical_warning": 0, "temperature_c_composite": 37, "available_spare_pct": 100,
+            "available_spare_pct_threshold": 10, "endurance_used_pct": 0, "data_units_read": 0,
+            "data_units_written": writes / 125, "host_read_commands": 0,
+            "host_write_commands": writes, "controller_busy_min": 0, "power_cycles": 1,
+            "power_on_hours": 1, "unsafe_shutdowns": 0, "media_errors": 0,
+            "error_log_entries": 0, "temperature_warning_min": 0, "temperature_critical_min": 0
+        })
+    };
+    let nvme = serde_json::json!({
+        "device": "/dev/nvme0n1",
+        "controller": {
+            "vendor_id": 6966, "subsystem_vendor_id": 6900, "serial": "nines0",
+            "model": "QEMU <NVMe> Ctrl", "firmware": "7.2.0", "controller_id": 0,
+            "namespaces_max": 256, "volatile_write_cache": true, "apst_supported": false,
+            "power_states": [
+                {"index": 0, "power_uw_max": 25000000, "operational": true,
+                 "latency_us_entry": 16, "latency_us_exit": 4},
+                {"index": 1, "power_uw_max": 5000, "operational": false,
+                 "latency_us_entry": 2000, "latency_us_exit": 8000}
+            ]
+        },
+        "nsid": 1,
+        "smart_before": smart(1000), "smart_after": smart(3500),
+        "smart_delta": {"host_read_commands": 0, "host_write_commands": 2500,
+            "data_units_read": 0, "data_units_written": 20, "read_bytes": 0,
+            "written_bytes": 10240000, "controller_busy_min": 0, "media_errors": 0,
+            "error_log_entries": 0, "unsafe_shutdowns": 0},
+        "notes": ["after the run: a note"]
+    });
+    r.devices[2].nvme = Some(serde_json::from_value(nvme).unwrap());
+    let html = page(&r);
+    assert!(html.contains("<h2>NVMe devices</h2>"), "{html}");
+    // Escaped like every other cell.
+    assert!(html.contains("QEMU &lt;NVMe&gt; Ctrl") && !html.contains("<NVMe>"));
+    assert!(html.contains("2500 host write and 0 host read commands, 10.2 MB written"));
+    for cell in ["PS1", "0.0050", "2000", "8000", "after the run: a note"] {
+        assert!(html.contains(cell), "{cell}");
+    }
+}

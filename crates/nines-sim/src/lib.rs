@@ -14,6 +14,7 @@
 //!
 //! Trace readers live in the nines-trace crate (both drivers replay traces).
 
+pub mod apst;
 pub mod calibrate;
 pub mod config;
 pub mod event_loop;

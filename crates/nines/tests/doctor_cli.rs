@@ -110,6 +110,18 @@ fn afa_fixture_text_and_plan() {
     assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("[WARN] plan.irq (nvme0n1): nvme0n1's interrupts are served on CPUs 15 but the plan submits its I/O on CPU 4"), "{text}");
+    // It says it checked the plan, and how many devices came out well.
+    assert!(
+        text.contains(
+            "[INFO] plan.checked (plan): the plan's 64 device(s) checked against this host"
+        ),
+        "{text}"
+    );
+    let alone = nines(&["doctor", "--root", r]);
+    assert_ne!(
+        alone.stdout, out.stdout,
+        "doctor --plan prints what doctor alone prints"
+    );
     for n in 0..64 {
         assert_eq!(plan.cpu_for(&format!("/dev/nvme{n}n1")), Some(fig5_cpu(n)));
     }

@@ -443,8 +443,8 @@ fn option_values_that_panicked_or_allocated_without_bound_are_refused() {
 }
 
 /// Item 4: outputs nobody named follow the rules named ones do. merge's interval log beside
-/// -o (out.hlog) is not written over an existing file or through a symlink there without
-/// --replace, and never onto -o itself; `report` of a stream (`/dev/stdin`) needs -o instead
+/// -o (out.hlog) replaces an existing file as -o does, is never written through a symlink
+/// there, and never onto -o itself; `report` of a stream (`/dev/stdin`) needs -o instead
 /// of deriving `/dev/stdin.html`. Before: out.hlog was replaced, the link's file overwritten,
 /// both outputs went to one path, and a file appeared in /dev.
 #[test]
@@ -472,12 +472,8 @@ fn derived_outputs_follow_the_rules_of_named_ones() {
     std::os::unix::fs::symlink("victim", d.join("link.hlog")).unwrap();
     let before = names(d);
     refused(
-        &nines(&["merge", "--quiet", "h.json", "-o", "out.json"], d),
-        "out.hlog exists (the merged interval log written beside -o); choose another -o or add --replace",
-    );
-    refused(
         &nines(&["merge", "--quiet", "h.json", "-o", "link.json"], d),
-        "link.hlog exists",
+        "link.hlog is a symbolic link (where the merged interval log beside -o goes)",
     );
     refused(
         &nines(
@@ -489,13 +485,11 @@ fn derived_outputs_follow_the_rules_of_named_ones() {
     assert_eq!(names(d), before, "nothing written");
     assert_eq!(std::fs::read(d.join("out.hlog")).unwrap(), b"the user's");
     assert_eq!(std::fs::read(d.join("victim")).unwrap(), b"the victim");
-    // With --replace the existing one is replaced, as -o would be.
+    // An existing regular file there is replaced, as -o is (with or without the old
+    // --replace).
     common::ok(
-        nines(
-            &["merge", "--quiet", "h.json", "-o", "out.json", "--replace"],
-            d,
-        ),
-        "merge --replace",
+        nines(&["merge", "--quiet", "h.json", "-o", "out.json"], d),
+        "merge over an existing log",
     );
     assert_ne!(std::fs::read(d.join("out.hlog")).unwrap(), b"the user's");
 
@@ -1075,7 +1069,10 @@ fn sim_ends_promptly_on_a_signal_and_refuses_an_endless_background() {
         d,
     );
     refused(&o, "no I/O would ever complete");
-    // Preconditioning a full-scale device takes tens of seconds: SIGINT ends it within a few.
+    // Preconditioning a full-scale device takes minutes: SIGINT ends it within milliseconds once
+    // it has begun. Before it, the device's mapping tables (1.9 GB at scale 1) are allocated and
+    // written, about 5 s of page faults on an idle 2-CPU host that no flag interrupts, and
+    // several times that on a loaded one: hence a bound of 30 s from the signal at 3 s.
     let (code, err, _) = signalled(
         &[
             "sim",
@@ -1094,7 +1091,7 @@ fn sim_ends_promptly_on_a_signal_and_refuses_an_endless_background() {
         d,
         Duration::from_secs(3),
         libc::SIGINT,
-        Duration::from_secs(10),
+        Duration::from_secs(30),
     );
     assert_eq!(code, Some(130), "{err}");
     assert!(err.contains("interrupted while preconditioning"), "{err}");

@@ -282,15 +282,17 @@ fn bad_inputs_are_refused_and_write_nothing() {
     .unwrap();
     assert!(fails(&["merge", s(&fio_plain), "-o", s(&out_path)]).contains("json+"));
     assert!(!out_path.exists(), "nothing written on refusal");
-    // An existing output is kept unless --replace; the old --force says what it became and
-    // changes nothing (--force only ever means writing over a device's data).
+    // --force is refused and changes nothing (it only ever means writing over a device's
+    // data); an existing output is replaced, as every verb's outputs are.
     std::fs::write(&out_path, "keep").unwrap();
-    assert!(fails(&["merge", s(&json), "-o", s(&out_path)]).contains("--replace"));
     assert!(
         fails(&["merge", s(&json), "-o", s(&out_path), "--force"])
-            .contains("merge --force is now --replace")
+            .contains("replaces an existing -o file by itself")
     );
     assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "keep");
+    assert_success(&run(&["merge", s(&json), "-o", s(&out_path), "-q"]));
+    assert!(report(&out_path).devices.len() == 1, "replaced");
+    std::fs::write(&out_path, "keep").unwrap();
     assert!(
         fails(&["merge", s(&json), "-o", s(&json), "--replace"])
             .contains("is also the run's input")

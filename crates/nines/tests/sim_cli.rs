@@ -1071,3 +1071,123 @@ fn the_readme_rebuild_line_finishes_in_bounded_memory_and_time() {
         "the report says nothing of the rebuild"
     );
 }
+
+/// `--calibrate --power-states-from`: an NVMe device's power states (here from a report that
+/// carries its identify data, as `nines profile` writes it on NVMe) become the fitted
+/// description's `[[power.states]]` as Linux's APST programs them, said in the table and the
+/// file; what has no NVMe power states is refused in one line and nothing is written.
+#[test]
+fn calibrate_takes_power_states_from_an_nvme_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let qd1 = dir.path().join("qd1.json");
+    common::ok(
+        nines(&[
+            "sim",
+            "--quiet",
+            "--completion",
+            "none",
+            "--ios",
+            "20000",
+            "--json",
+            &s(&qd1),
+        ]),
+        "a run to fit",
+    );
+    // The same run as if profiled on an NVMe drive with a client's table: ps3 210/1200 µs,
+    // ps4 2000/8000 µs, APST supported.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&qd1).unwrap()).unwrap();
+    let ps = |i: u32, op: bool, en: u32, ex: u32| {
+        serde_json::json!({"index": i, "power_uw_max": 5000, "operational": op,
+            "latency_us_entry": en, "latency_us_exit": ex})
+    };
+    v["devices"][0]["nvme"] = serde_json::json!({
+        "device": "/dev/nvme0n1",
+        "controller": {
+            "vendor_id": 5197, "subsystem_vendor_id": 5197, "serial": "S1",
+            "model": "Samsung SSD 970 EVO Plus 1TB", "firmware": "2B2QEXM7", "controller_id": 4,
+            "namespaces_max": 1, "volatile_write_cache": true, "apst_supported": true,
+            "power_states": [ps(0, true, 0, 0), ps(3, false, 210, 1200), ps(4, false, 2000, 8000)]
+        }
+    });
+    let nvme = dir.path().join("nvme.json");
+    std::fs::write(&nvme, serde_json::to_string(&v).unwrap()).unwrap();
+    let toml = dir.path().join("fit.toml");
+    let calibrate = |from: &str| {
+        nines(&[
+            "sim",
+            "--calibrate",
+            &s(&qd1),
+            "--completion",
+            "none",
+            "--calibrate-ios",
+            "20000",
+            "--power-states-from",
+            from,
+            "--calibrate-out",
+            &s(&toml),
+        ])
+    };
+    let out = common::ok(calibrate(&s(&nvme)), "calibrating with power states");
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        table.starts_with(&format!(
+            "power states from /dev/nvme0n1 as recorded in {}: Samsung SSD 970 EVO Plus 1TB",
+            nvme.display()
+        )),
+        "{table}"
+    );
+    assert!(table.contains("PS4 (non-operational"), "{table}");
+    let written = std::fs::read_to_string(&toml).unwrap();
+    assert!(
+        written.starts_with("# power states from /dev/nvme0n1"),
+        "{written}"
+    );
+    let fitted = nines_flash::DeviceConfig::load(&s(&toml)).unwrap();
+    assert_eq!(
+        fitted.power.states,
+        [nines_flash::config::PowerState {
+            idle_ns: 102_000_000,
+            exit_ns: 8_000_000
+        }],
+        "{written}"
+    );
+    // It loads as a device.
+    common::ok(
+        nines(&[
+            "sim",
+            "--quiet",
+            "--device",
+            &s(&toml),
+            "--ios",
+            "2000",
+            "--completion",
+            "none",
+        ]),
+        "simulating the fitted description",
+    );
+    std::fs::remove_file(&toml).unwrap();
+    for (from, want) in [
+        (s(&qd1), "the report has no NVMe device"),
+        (
+            "/dev/null".to_string(),
+            "a character device that is not NVMe",
+        ),
+        (s(dir.path()), "is a directory, not an NVMe device"),
+        (s(&dir.path().join("missing")), "cannot read it"),
+    ] {
+        let o = calibrate(&from);
+        let e = stderr(&o);
+        assert!(!o.status.success(), "{from}: {e}");
+        assert!(
+            e.starts_with("nines: --power-states-from ") && e.contains(want),
+            "{from}: {e}"
+        );
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+        assert!(!toml.exists());
+    }
+    // Only with --calibrate.
+    let o = nines(&["sim", "--power-states-from", &s(&nvme)]);
+    assert!(!o.status.success());
+}

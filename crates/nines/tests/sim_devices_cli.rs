@@ -23,6 +23,10 @@ fn list_devices_names_every_preset_with_its_sources() {
         }
     }
     assert!(text.contains("femu-ioda") && text.contains("client-nvme"));
+    // Sources are named as a reader outside the team's workspace can find them (authors, venue,
+    // year), never by the workspace's paper numbers.
+    assert!(!text.to_lowercase().contains("paper 0"), "{text}");
+    assert!(text.contains("Jin et al., ISPASS'18"), "{text}");
 }
 
 fn percentiles(p: &Path) -> serde_json::Value {

@@ -18,11 +18,12 @@ pub struct Args {
     /// compare` read it)
     #[arg(short, long, value_name = "MERGED.json")]
     pub output: PathBuf,
-    /// Replace the output file if it exists
-    #[arg(long)]
+    /// Accepted for scripts of older nines: an existing -o file is replaced (atomically, as
+    /// every verb's outputs are), with or without it.
+    #[arg(long, hide = true)]
     pub replace: bool,
-    /// Renamed --replace (--force only ever means writing over a device's data); refused with
-    /// that advice.
+    /// Once the name of --replace (--force only ever means writing over a device's data);
+    /// refused with that advice.
     #[arg(long, hide = true)]
     pub force: bool,
     /// Merge runs whose files are identical (the same run given twice counts its I/Os twice;
@@ -68,14 +69,8 @@ pub fn run(args: Args) -> Result<()> {
     let regular = super::output::is_regular_destination("-o", &args.output)?;
     if args.force {
         bail!(
-            "merge --force is now --replace (replace an existing -o file); --force only ever \
-             means writing over a device's data"
-        );
-    }
-    if regular && args.output.exists() && !args.replace {
-        bail!(
-            "{} exists; choose another -o or add --replace to replace it",
-            args.output.display()
+            "merge replaces an existing -o file by itself: drop --force (it only ever means \
+             writing over a device's data)"
         );
     }
     let mut inputs = Vec::with_capacity(args.runs.len());
@@ -144,7 +139,8 @@ pub fn run(args: Args) -> Result<()> {
         logs.iter().flatten().map(PathBuf::as_path),
     );
     // The merged interval log goes beside a regular output file only (never /dev/null.hlog),
-    // under the rules -o follows: not over an existing file without --replace, never on -o.
+    // under the rules -o follows: replaced when it exists, never on -o or an input; and since
+    // nobody named it, never written through a symbolic link that stands there.
     if regular && logs.iter().any(Option::is_some) {
         let option = "-o (its interval log)";
         let log_path =
@@ -153,10 +149,10 @@ pub fn run(args: Args) -> Result<()> {
             ("-o", Some(args.output.as_path())),
             (option, Some(log_path.as_path())),
         ])?;
-        if std::fs::symlink_metadata(&log_path).is_ok() && !args.replace {
+        if std::fs::symlink_metadata(&log_path).is_ok_and(|m| m.file_type().is_symlink()) {
             bail!(
-                "{} exists (the merged interval log written beside -o); choose another -o or add \
-                 --replace to replace it",
+                "{} is a symbolic link (where the merged interval log beside -o goes); remove it \
+                 or choose another -o",
                 log_path.display()
             );
         }

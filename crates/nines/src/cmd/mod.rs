@@ -18,6 +18,7 @@ pub mod serve_tls;
 pub mod sim;
 pub mod sim_devices;
 pub mod sim_estimate;
+pub mod sim_power;
 pub mod sweep;
 pub mod tune;
 pub mod workload_args;

@@ -134,6 +134,13 @@ pub struct Args {
     #[arg(help_heading = "Calibration (fit a device to your profiles)")]
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     pub calibrate_ios: u64,
+    /// Give the fitted description a real NVMe device's power states: its device node
+    /// (/dev/nvme0n1, /dev/nvme0, /dev/ng0n1; NVMe admin passthrough, as root) or a `nines
+    /// profile --json` report of one. Its non-operational states become [[power.states]] as
+    /// Linux's APST would program them (replacing --device's; docs/arch-sim.md).
+    #[arg(help_heading = "Calibration (fit a device to your profiles)")]
+    #[arg(long, requires = "calibrate", value_name = "DEVICE|RUN.json")]
+    pub power_states_from: Option<PathBuf>,
     /// Run even when the estimate made up front says the run takes over an hour of wall time or
     /// its --lat-log does not fit on its disk (both are upper bounds).
     #[arg(help_heading = "Simulated devices")]
@@ -425,6 +432,7 @@ fn calibrate(mut args: Args) -> Result<()> {
     if DeviceConfig::is_file_spec(&args.device) {
         super::output::note_inputs("--device", [Path::new(&args.device)]);
     }
+    super::output::note_inputs("--power-states-from", args.power_states_from.as_deref());
     super::output::check_outputs(&[("--calibrate-out", Some(out))])?;
     if args.device.starts_with("null:") {
         bail!(
@@ -440,6 +448,12 @@ fn calibrate(mut args: Args) -> Result<()> {
         bail!("--calibrate-ios 0: give a positive number of I/Os, e.g. 200000");
     }
     let runs = measured_runs(&args.calibrate)?;
+    // Read before the fit, so a device that cannot give them fails the run at once.
+    let power = args
+        .power_states_from
+        .as_deref()
+        .map(super::sim_power::read)
+        .transpose()?;
     let opts = CalibrateOptions {
         host: host_config(args)?,
         precondition: parse_precondition(&args.precondition)?,
@@ -469,7 +483,7 @@ fn calibrate(mut args: Args) -> Result<()> {
     }
     let wall = Instant::now();
     let live = !args.quiet && std::io::stderr().is_terminal();
-    let cal = ticking(
+    let mut cal = ticking(
         live,
         None,
         |wall_s| {
@@ -498,6 +512,7 @@ fn calibrate(mut args: Args) -> Result<()> {
         );
     }
     let table = calibration_table(&args.device, &cal);
+    let table = with_power_states(&mut cal, power, table)?;
     let (toml, host_note) = fitted_toml(args, &cal, &table)?;
     fitting.store(false, std::sync::atomic::Ordering::Relaxed);
     let (pending, mut file) = super::output::PendingOutput::create("--calibrate-out", out)?;
@@ -546,6 +561,31 @@ fn fitted_toml(
     fitted.fitted_completion = Some(completion.to_string());
     toml.push_str(&fitted.to_toml().context("--calibrate-out")?);
     Ok((toml, host_note))
+}
+
+/// `--power-states-from`: the device's power states replace the fitted description's (after the
+/// fit: measured runs without idle gaps say nothing of them, and the fit's time factor must not
+/// scale a device's own latencies); the table says where they came from, then the fit.
+fn with_power_states(
+    cal: &mut nines_sim::calibrate::Calibration,
+    power: Option<super::sim_power::PowerSource>,
+    table: String,
+) -> Result<String> {
+    let Some(p) = power else {
+        return Ok(table);
+    };
+    let replaced = cal.device.power.states.len();
+    cal.device.power.states = p.mapped.states;
+    cal.device
+        .validate()
+        .context("--power-states-from: the device's power states make no valid description")?;
+    let mut lines = p.lines;
+    if replaced > 0 {
+        lines.push(format!(
+            "  they replace the {replaced} power states of --device"
+        ));
+    }
+    Ok(lines.join("\n") + "\n" + &table)
 }
 
 /// The fit: what was changed, then per run and direction the measured and simulated latency

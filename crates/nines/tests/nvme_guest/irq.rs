@@ -58,6 +58,32 @@ fn guest_doctor_finds_the_nvme_queue_vectors_and_settings() {
     for id in ["block.nomerges", "block.rq_affinity", "block.iostats"] {
         of(id, "nvme0n1");
     }
+    // The guest boots with nvme.poll_queues=1 and the kernel's APST default.
+    let poll = of("block.poll_queues", "nvme0n1");
+    assert!(
+        poll["title"].as_str().unwrap().contains("1 poll queue(s)"),
+        "{poll}"
+    );
+    // Each controller's identity and APST state; QEMU 7.2's controller has no APST.
+    let ctrl = of("block.nvme", "nvme0");
+    assert!(
+        ctrl["title"].as_str().unwrap().contains("QEMU NVMe Ctrl"),
+        "{ctrl}"
+    );
+    assert_eq!(ctrl["severity"], "info", "{ctrl}");
+    // Each namespace's scheduler as sysfs has it: doctor speaks of those not on `none`.
+    for dev in ["nvme0n1", "nvme1n1", "nvme1n2"] {
+        let s = read(format!("/sys/block/{dev}/queue/scheduler"));
+        let active = s
+            .split('[')
+            .nth(1)
+            .and_then(|x| x.split(']').next())
+            .unwrap();
+        let f = findings
+            .iter()
+            .find(|f| f["id"] == "block.scheduler" && f["subject"] == dev);
+        assert_eq!(f.is_some(), active != "none", "{dev}: {s}: {f:?}");
+    }
     let text = String::from_utf8_lossy(&nines_ok(&["doctor"]).stdout).to_string();
     assert!(text.contains("nvme0n1"), "{text}");
 }

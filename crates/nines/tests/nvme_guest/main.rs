@@ -15,6 +15,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admin;
 mod array64;
 mod engines;
 mod guest;

@@ -216,6 +216,7 @@ fn one_volume(
                 write: None,
                 internals: None,
                 interrupts: None,
+                nvme: None,
             })
             .collect();
         b.device_volume(VolumeReport {
