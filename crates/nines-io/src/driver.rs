@@ -53,6 +53,9 @@ pub struct DriverTarget {
     pub block_device: bool,
     /// An emulated SSD (`emu:`; `fd` is -1): the worker drives its model instead of the engine.
     pub emu: Option<crate::emu::EmuHandle>,
+    /// A host-managed zoned block device: its zones when opened. The worker orders its zone
+    /// writes and carries out zone commands (crate::zoned).
+    pub zoned: Option<Arc<crate::zoned::ZonedDevice>>,
 }
 
 /// How to run.
@@ -150,6 +153,8 @@ pub struct DeviceOutcome {
     pub member_recs: Vec<DeviceRecorder>,
     pub member_commands: Vec<u64>,
     pub member_errors: Vec<u64>,
+    /// Per member: what a zoned block device's write ordering counted (None: not zoned).
+    pub member_zoned: Vec<Option<crate::zoned::ZoneSeqStats>>,
     /// Per member: submission latency (the submit call; empty for psync, whose I/O happens in
     /// the call), completion latency (from the call's return until the completion was seen;
     /// psync: the whole call), time spent inside submit calls and how many there were.
@@ -545,6 +550,7 @@ fn volume_plans(
                             name: t.name.clone(),
                             fd: t.fd,
                             emu: t.emu.clone(),
+                            zoned: t.zoned.clone(),
                             size_bytes: t.size_bytes,
                             logical_block_bytes: t.logical_block_bytes,
                             block_device: t.block_device,
@@ -801,6 +807,7 @@ fn device_outcome(g: &VolumeGeometry, cpu: usize, v: VolumeResult) -> DeviceOutc
         member_recs: v.member_recs,
         member_commands: v.member_commands,
         member_errors: v.member_errors,
+        member_zoned: v.member_zoned,
         member_slat: v.member_slat,
         member_clat: v.member_clat,
         member_submit_ns: v.member_submit_ns,

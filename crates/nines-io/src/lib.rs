@@ -23,6 +23,7 @@ pub mod serve;
 pub mod sparse;
 pub mod target;
 mod worker;
+pub mod zoned;
 
 pub use data::{check_pattern, fill_pattern};
 

@@ -122,6 +122,8 @@ pub(crate) struct MemberPlan {
     pub fd: RawFd,
     /// The emulated device (`emu:`), driven by the worker instead of the engine.
     pub emu: Option<crate::emu::EmuHandle>,
+    /// A host-managed zoned block device's zones (crate::zoned).
+    pub zoned: Option<Arc<crate::zoned::ZonedDevice>>,
     pub size_bytes: u64,
     pub logical_block_bytes: u32,
     pub block_device: bool,
@@ -174,6 +176,8 @@ pub(crate) struct VolumeResult {
     pub member_recs: Vec<DeviceRecorder>,
     pub member_commands: Vec<u64>,
     pub member_errors: Vec<u64>,
+    /// Per member: what a zoned block device's write ordering counted (None: not zoned).
+    pub member_zoned: Vec<Option<crate::zoned::ZoneSeqStats>>,
     /// Per member: submission and completion latency, time in submit calls and their count.
     pub member_slat: Vec<DeviceRecorder>,
     pub member_clat: Vec<DeviceRecorder>,

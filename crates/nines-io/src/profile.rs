@@ -175,13 +175,11 @@ pub fn profile(
         std::mem::replace(&mut t.trace, empty)
     });
     let mut cfg = driver_config(&run, records, &mut spec, &opened.paths)?;
-    // Zone geometry and FDP handles from the members (files and block devices: none).
-    let emu: Vec<_> = opened
-        .driver_targets
-        .iter()
-        .map(|t| t.emu.as_ref().map(|e| e.info()))
-        .collect();
-    crate::resolve::from_members(&mut cfg.layout, &emu).map_err(ProfileError::Refused)?;
+    // Zone geometry (zoned emu: models and block devices) and FDP handles from the members;
+    // writes a zoned device cannot take are refused here, before any I/O.
+    let targets: Vec<&Target> = opened.targets.iter().collect();
+    crate::resolve::from_targets(&mut cfg.layout, &targets, opened.writes)
+        .map_err(ProfileError::Refused)?;
     let volumes = driver::validate(&opened.driver_targets, &cfg)?;
     if let (Some(mut trace), Some(t)) = (cfg.trace.take(), run.trace.as_ref()) {
         // Fit the trace's devices onto the volumes and its offsets into the smallest.
@@ -268,6 +266,8 @@ struct Opened {
     /// Reads of holes in sparse files, one warning each.
     sparse: Vec<String>,
     created: CreatedFiles,
+    /// The run writes the targets (the workload or the layout).
+    writes: bool,
     /// Per target: its NVMe identify data and SMART logs (None: not an NVMe device).
     nvme: Vec<Option<NvmeReport>>,
 }
@@ -381,6 +381,7 @@ fn open_targets(run: &RunSpec, spec: &ProfileSpec) -> Result<Opened, ProfileErro
             logical_block_bytes: t.logical_block_bytes(),
             block_device: t.is_block_device(),
             emu: t.emu().cloned(),
+            zoned: t.zoned().cloned(),
         })
         .collect();
     Ok(Opened {
@@ -390,6 +391,7 @@ fn open_targets(run: &RunSpec, spec: &ProfileSpec) -> Result<Opened, ProfileErro
         driver_targets,
         sparse,
         created,
+        writes,
         nvme: Vec::new(),
     })
 }
@@ -509,9 +511,10 @@ fn build_report(
                     None => off_cpu.push((disk, d.cpu, vec![name.clone()], v.clone())),
                 }
             }
+            let zoned = zoned_internals(t, d.member_zoned.get(k).copied().flatten());
             let nvme = opened.nvme.get(m as usize).cloned().flatten();
             if single {
-                b.device_extra(interrupts, None);
+                b.device_extra(interrupts, zoned);
                 b.device_nvme(nvme);
                 continue;
             }
@@ -525,7 +528,7 @@ fn build_report(
                 },
                 (d.member_commands[k], d.member_errors[k]),
                 d.member_recs.get(k),
-                None,
+                zoned,
             );
             mr.interrupts = interrupts;
             mr.nvme = nvme;
@@ -583,6 +586,37 @@ fn build_report(
         b.warn(warning.clone());
     }
     b.finish()
+}
+
+/// A host-managed zoned block device's part of the report (`internals`): its zones and what
+/// its write ordering counted. Such a device has no GC of its own (the host cleans zones), so
+/// its GC units moved are 0 by construction, reported under the simulator's name.
+pub fn zoned_internals(
+    t: &Target,
+    stats: Option<crate::zoned::ZoneSeqStats>,
+) -> Option<serde_json::Value> {
+    let z = t.zoned()?;
+    let g = &z.geometry;
+    let mut zoned = json!({
+        "model": "host-managed",
+        "zone_size_bytes": g.zone_size_bytes,
+        "zone_capacity_bytes": g.zone_capacity_bytes,
+        "zones": g.zones,
+        "max_open_zones": g.max_open_zones,
+        "max_active_zones": g.max_active_zones,
+    });
+    if let (Some(st), Some(o)) = (
+        stats.and_then(|s| serde_json::to_value(s).ok()),
+        zoned.as_object_mut(),
+    ) && let Some(st) = st.as_object()
+    {
+        o.extend(st.clone());
+    }
+    Some(json!({
+        "zoned": zoned,
+        "gc_units_moved": 0,
+        "gc_note": "a host-managed zoned device has no GC of its own: 0 by construction",
+    }))
 }
 
 /// Each target's NVMe identify data and first SMART log, read before the run; `None` for a
@@ -1157,6 +1191,7 @@ mod tests {
                 member_recs: Vec::new(),
                 member_commands: vec![1000; n],
                 member_errors: vec![0; n],
+                member_zoned: vec![None; n],
                 member_slat: parts.iter().map(|p| p.0.clone()).collect(),
                 member_clat: parts.iter().map(|p| p.1.clone()).collect(),
                 member_submit_ns: vec![50_000_000; n],

@@ -1,20 +1,75 @@
 //! What a layout learns from its members before it is built, for every driver of real members
 //! (`nines profile` and `nines serve`; the simulator asks its device models the same two
-//! questions): the zone geometry of zoned `emu:` members ([`LayoutSpec::resolve_zones`]) and
-//! the FDP reclaim unit handles of its data members ([`LayoutSpec::resolve_placement`]).
-//! Files and block devices are conventional and have no handles here.
+//! questions): the zone geometry of zoned members, `emu:` models and host-managed zoned block
+//! devices alike ([`LayoutSpec::resolve_zones`]), and the FDP reclaim unit handles of its data
+//! members ([`LayoutSpec::resolve_placement`]). Files have neither; block devices have no
+//! handles here.
 
 use crate::emu::EmuInfo;
+use crate::target::Target;
+use crate::zoned::ZonedDevice;
 use nines_array::LayoutSpec;
 
-/// Fills in `layout`'s zone geometry and placement handles from `members` (one entry per
-/// member, in layout order: `Some` for an emulated device), or says in one line why this
-/// layout cannot run over them. Zoned members: the serial layout is told their geometry, as
-/// the simulator does (docs/arch-zoned.md); any other layout, or a mix of zoned and
-/// conventional members, is refused.
-pub fn from_members(layout: &mut LayoutSpec, members: &[Option<&EmuInfo>]) -> Result<(), String> {
-    let zones: Vec<Option<(u64, u64)>> = members.iter().map(|m| m.and_then(|e| e.zone)).collect();
-    if let Some(&Some(zone)) = zones.iter().find(|z| z.is_some()) {
+/// What one member says of itself.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Member<'a> {
+    /// As named on the command line.
+    pub name: &'a str,
+    /// An emulated device's description.
+    pub emu: Option<&'a EmuInfo>,
+    /// A host-managed zoned block device's zones.
+    pub zoned: Option<&'a ZonedDevice>,
+    /// Opened through the page cache (`--buffered`).
+    pub buffered: bool,
+}
+
+impl<'a> Member<'a> {
+    pub fn of(t: &'a Target) -> Member<'a> {
+        Member {
+            name: t.name(),
+            emu: t.emu().map(|e| e.info()),
+            zoned: t.zoned().map(|z| &**z),
+            buffered: t.options().buffered,
+        }
+    }
+
+    /// (zone size, zone capacity) of a zoned member.
+    fn zone(&self) -> Option<(u64, u64)> {
+        self.emu.and_then(|e| e.zone).or_else(|| {
+            self.zoned
+                .map(|z| (z.geometry.zone_size_bytes, z.geometry.zone_capacity_bytes))
+        })
+    }
+}
+
+/// [`from_members`] over opened targets.
+pub fn from_targets(
+    layout: &mut LayoutSpec,
+    targets: &[&Target],
+    writes: bool,
+) -> Result<(), String> {
+    let members: Vec<Member> = targets.iter().map(|t| Member::of(t)).collect();
+    from_members(layout, &members, writes)
+}
+
+/// Fills in `layout`'s zone geometry and placement handles from `members` (in layout order),
+/// or says in one line why this layout cannot run over them; `writes`: the run writes them.
+///
+/// Zoned members: the serial layout is told their geometry, as the simulator does
+/// (docs/arch-zoned.md); a mix of zoned and conventional members, or zoned members of other
+/// geometries, is refused. Over a host-managed zoned block device any other layout is refused
+/// when it would write (random and in-place writes fail there I/O by I/O; the message says
+/// what to use instead) and runs when it only reads; zoned `emu:` models refuse it either way,
+/// as they always did.
+pub fn from_members(
+    layout: &mut LayoutSpec,
+    members: &[Member],
+    writes: bool,
+) -> Result<(), String> {
+    let zones: Vec<Option<(u64, u64)>> = members.iter().map(Member::zone).collect();
+    if let Some(first) = members.iter().position(|m| m.zoned.is_some()) {
+        resolve_block_zones(layout, members, &zones, first, writes)?;
+    } else if let Some(&Some(zone)) = zones.iter().find(|z| z.is_some()) {
         if zones.iter().any(|z| *z != Some(zone)) {
             return Err(
                 "zoned emu: targets must all be of one zoned description; give every target the same"
@@ -32,9 +87,241 @@ pub fn from_members(layout: &mut LayoutSpec, members: &[Option<&EmuInfo>]) -> Re
         .saturating_sub(layout.extra_members() as usize);
     let handles: Vec<u32> = members[..data]
         .iter()
-        .map(|m| m.map_or(0, |e| e.fdp_handles))
+        .map(|m| m.emu.map_or(0, |e| e.fdp_handles))
         .collect();
     layout
         .resolve_placement(&handles)
         .map_err(|e| e.to_string())
+}
+
+/// Zoned block devices among the members (`first` is one): the rules above.
+fn resolve_block_zones(
+    layout: &mut LayoutSpec,
+    members: &[Member],
+    zones: &[Option<(u64, u64)>],
+    first: usize,
+    writes: bool,
+) -> Result<(), String> {
+    let dev = members[first].zoned.expect("a zoned member");
+    let name = members[first].name;
+    let zone = zones[first].expect("zoned");
+    let what = format!("{name} is {}", dev.describe());
+    if let Some(k) = zones.iter().position(|z| *z != Some(zone)) {
+        let other = match (zones[k], members[k].emu.is_some()) {
+            (None, _) => "a conventional device".to_string(),
+            (Some(_), true) => "an emulated zoned device".to_string(),
+            (Some((s, c)), false) => format!(
+                "zoned with {} zones ({} writable)",
+                crate::zoned::size_text(s),
+                crate::zoned::size_text(c)
+            ),
+        };
+        return Err(format!(
+            "{what} but {} is {other}: a volume's zoned members must all have one zone size \
+             and capacity; give members alike",
+            members[k].name
+        ));
+    }
+    let base_in_place = matches!(layout, LayoutSpec::Independent);
+    if base_in_place && !writes {
+        // Reads go anywhere below the write pointers (and read zeros above them).
+        return Ok(());
+    }
+    if let Some(m) = members
+        .iter()
+        .find(|m| writes && m.zoned.is_some() && m.buffered)
+    {
+        return Err(format!(
+            "--buffered: the page cache writes {} back in any order, and a zoned device takes \
+             writes only at each zone's write pointer; drop --buffered",
+            m.name
+        ));
+    }
+    if let Some(m) = members.iter().find(|m| {
+        m.zoned
+            .is_some_and(|z| z.geometry.conventional_zones + z.geometry.unwritable_zones > 0)
+    }) {
+        let g = &m.zoned.expect("found zoned").geometry;
+        return Err(format!(
+            "{} has {} conventional and {} offline or read-only zones: nines writes zoned \
+             devices whose zones are all sequential and writable; give another device, or read \
+             it (--rw read or randread)",
+            m.name, g.conventional_zones, g.unwritable_zones
+        ));
+    }
+    if base_in_place {
+        return Err(format!(
+            "{what}: writes there must go at each zone's write pointer, which random and \
+             in-place writes do not; read it (--rw read or randread), or write it through \
+             --layout serial --segment {} (one zone's capacity per member of a column) over \
+             zoned members",
+            crate::zoned::size_arg(zone.1)
+        ));
+    }
+    layout.resolve_zones(Some(zone)).map_err(|e| {
+        let e = e.to_string();
+        let rest = e.strip_prefix("zoned ").unwrap_or(&e);
+        format!("{what} {rest}")
+    })?;
+    // A member command is at most a stripe unit (xGC's moves stay inside one): it must reach
+    // the device as one request, or its pieces may land out of order in the zone.
+    let max = members
+        .iter()
+        .filter_map(|m| m.zoned.map(|z| (m.name, z.geometry.max_write_bytes)))
+        .filter(|&(_, b)| b > 0)
+        .min_by_key(|&(_, b)| b);
+    if let (Some((mname, max)), LayoutSpec::Serial(s)) = (max, layout.base())
+        && s.stripe_bytes > max
+    {
+        let fit = 1u64 << (63 - max.leading_zeros());
+        return Err(format!(
+            "--stripe {}: {mname} takes writes of at most {} as one request (queue/max_sectors_kb \
+             and max_segments), and a larger one is split into requests nothing keeps in order in \
+             a zone; use --stripe {} or less",
+            crate::zoned::size_arg(s.stripe_bytes),
+            crate::zoned::size_text(max),
+            crate::zoned::size_arg(fit)
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zoned::{Zone, ZoneCond, ZoneGeometry, ZoneType};
+    use nines_array::SerialSpec;
+
+    fn dev(size: u64, cap: u64, zones: u64) -> ZonedDevice {
+        ZonedDevice {
+            geometry: ZoneGeometry {
+                zone_size_bytes: size,
+                zone_capacity_bytes: cap,
+                zones,
+                conventional_zones: 0,
+                unwritable_zones: 0,
+                max_open_zones: 4,
+                max_active_zones: 6,
+                max_write_bytes: 0,
+            },
+            zones: (0..zones)
+                .map(|i| Zone {
+                    start_bytes: i * size,
+                    len_bytes: size,
+                    capacity_bytes: cap,
+                    wp_bytes: i * size,
+                    kind: ZoneType::SeqWriteRequired,
+                    cond: ZoneCond::Empty,
+                    reset_recommended: false,
+                    non_seq: false,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn serial_learns_real_zones_and_in_place_writes_are_refused_in_one_line() {
+        let d = dev(64 << 20, 48 << 20, 4);
+        let m = |name| Member {
+            name,
+            emu: None,
+            zoned: Some(&d),
+            buffered: false,
+        };
+        let mut serial = LayoutSpec::Serial(SerialSpec::default());
+        from_members(&mut serial, &[m("nvme0n1"), m("nvme0n2")], true).unwrap();
+        let LayoutSpec::Serial(s) = &serial else {
+            unreachable!()
+        };
+        assert_eq!(
+            (s.zone_size_bytes, s.zone_capacity_bytes),
+            (64 << 20, 48 << 20)
+        );
+        // Independent: reads run, writes are refused before any I/O.
+        let mut ind = LayoutSpec::Independent;
+        from_members(&mut ind, &[m("nvme0n1")], false).unwrap();
+        let e = from_members(&mut ind, &[m("nvme0n1")], true).unwrap_err();
+        assert_eq!(
+            e,
+            "nvme0n1 is host-managed zoned, 4 zones of 64 MiB (48 MiB writable), at most 4 open \
+             and at most 6 active zones: writes there must go at each zone's write pointer, \
+             which random and in-place writes do not; read it (--rw read or randread), or \
+             write it through --layout serial --segment 48m (one zone's capacity per member \
+             of a column) over zoned members"
+        );
+        assert!(!e.contains('\n'));
+        let mut raid0 = LayoutSpec::Raid0 { stripe_bytes: 4096 };
+        let e = from_members(&mut raid0, &[m("a"), m("b")], true).unwrap_err();
+        assert!(
+            e.starts_with("a is host-managed zoned")
+                && e.contains("--layout raid0 writes in place; use --layout serial --segment"),
+            "{e}"
+        );
+        // Through the page cache: refused for writes.
+        let b = Member {
+            buffered: true,
+            ..m("nvme0n1")
+        };
+        let mut serial = LayoutSpec::Serial(SerialSpec::default());
+        let e = from_members(&mut serial, &[b, b], true).unwrap_err();
+        assert!(
+            e.starts_with("--buffered: the page cache writes nvme0n1"),
+            "{e}"
+        );
+        from_members(&mut LayoutSpec::Independent, &[b], false).unwrap();
+        // Mixed members.
+        let other = dev(32 << 20, 32 << 20, 8);
+        let plain = Member {
+            name: "nvme1n1",
+            ..Member::default()
+        };
+        let mut serial = LayoutSpec::Serial(SerialSpec::default());
+        let e = from_members(&mut serial, &[m("nvme0n1"), plain], true).unwrap_err();
+        assert!(e.contains("but nvme1n1 is a conventional device"), "{e}");
+        let o = Member {
+            name: "nvme2n1",
+            zoned: Some(&other),
+            ..Member::default()
+        };
+        let e = from_members(&mut serial, &[m("nvme0n1"), o], true).unwrap_err();
+        assert!(
+            e.contains("but nvme2n1 is zoned with 32 MiB zones (32 MiB writable)"),
+            "{e}"
+        );
+        // A stripe unit the block layer would split (max_sectors_kb, max_segments).
+        let mut small = dev(64 << 20, 48 << 20, 4);
+        small.geometry.max_write_bytes = 127 * 4096;
+        let sm = Member {
+            name: "nvme3n1",
+            zoned: Some(&small),
+            ..Member::default()
+        };
+        let mut serial = LayoutSpec::Serial(SerialSpec {
+            stripe_bytes: 1 << 20,
+            ..SerialSpec::default()
+        });
+        let e = from_members(&mut serial, &[sm, sm], true).unwrap_err();
+        assert_eq!(
+            e,
+            "--stripe 1m: nvme3n1 takes writes of at most 508 KiB as one request \
+             (queue/max_sectors_kb and max_segments), and a larger one is split into requests \
+             nothing keeps in order in a zone; use --stripe 256k or less"
+        );
+        let mut serial = LayoutSpec::Serial(SerialSpec {
+            stripe_bytes: 256 << 10,
+            ..SerialSpec::default()
+        });
+        from_members(&mut serial, &[sm, sm], true).unwrap();
+        // Conventional zones (an SMR disk's) are refused for writes, fine for reads.
+        let mut smr = dev(256 << 20, 256 << 20, 4);
+        smr.geometry.conventional_zones = 1;
+        let s = Member {
+            name: "sdb",
+            zoned: Some(&smr),
+            ..Member::default()
+        };
+        let e = from_members(&mut serial, &[s], true).unwrap_err();
+        assert!(e.contains("sdb has 1 conventional"), "{e}");
+        from_members(&mut LayoutSpec::Independent, &[s], false).unwrap();
+    }
 }

@@ -51,6 +51,7 @@ use crate::clock::now_ns;
 use crate::data::PtrData;
 use crate::emu::EmuLease;
 use crate::latlog_sink::{LatLogLane, LatLogSink};
+use crate::zoned::{Dispatch, ZoneMgmt, ZoneSeq, ZoneSeqStats, ZonedDevice};
 
 pub mod spec;
 pub use spec::{
@@ -310,6 +311,9 @@ pub struct Members {
     /// The emulated device of each member (None for a file or block device); may be empty.
     pub emu: Vec<Option<crate::emu::EmuHandle>>,
     pub block_device: Vec<bool>,
+    /// Host-managed zoned block devices' zones (None: not zoned); may be empty. The core
+    /// orders their zone writes and the pool carries out their zone commands (crate::zoned).
+    pub zoned: Vec<Option<Arc<ZonedDevice>>>,
     /// How each member is named in messages (its path).
     pub names: Vec<String>,
     /// Called (in the core) when the volume fails a member while serving, before its
@@ -344,6 +348,8 @@ pub struct ServeOutcome {
     /// Member commands the core did itself (no trip through the I/O pool).
     pub member_cmds_inline: u64,
     pub member_errors: Vec<u64>,
+    /// What each zoned block device member's write ordering counted (None: not zoned).
+    pub member_zoned: Vec<Option<ZoneSeqStats>>,
     pub member_failures: Vec<MemberFailure>,
     pub volume_stats: serde_json::Value,
     /// Why the --hdr-log could not be written, if it could not.
@@ -404,6 +410,8 @@ fn logger_thread(
 struct MemberFd {
     fd: AtomicI32,
     block: bool,
+    /// A zoned block device's zone size (0: not zoned).
+    zone_bytes: u64,
 }
 
 /// Every member's descriptor; those still open are closed when the last user is gone.
@@ -648,14 +656,20 @@ impl Server {
             }
             _ => None,
         };
+        let zoned = members.zoned;
         let fds = Arc::new(MemberFds(
             members
                 .files
                 .into_iter()
                 .zip(&members.block_device)
-                .map(|(f, &block)| MemberFd {
+                .enumerate()
+                .map(|(k, (f, &block))| MemberFd {
                     fd: AtomicI32::new(f.map_or(-1, |f| f.into_raw_fd())),
                     block,
+                    zone_bytes: zoned
+                        .get(k)
+                        .and_then(Option::as_ref)
+                        .map_or(0, |z| z.geometry.zone_size_bytes),
                 })
                 .collect(),
         ));
@@ -686,6 +700,13 @@ impl Server {
         let start_ns = now_ns();
         let core = thread::spawn(move || {
             let mut core = Core::new(vol, core_cmd_tx, fds, names, emu, conns_max, block_bytes);
+            core.zseq = zoned
+                .iter()
+                .map(|z| {
+                    z.as_ref()
+                        .map(|z| ZoneSeq::new(&z.geometry, &z.zones, cmds_max as u32))
+                })
+                .collect();
             core.start_ns = start_ns;
             core.intervals = intervals;
             core.lat = lat_lane;
@@ -1371,13 +1392,25 @@ fn exec(c: &PoolCmd, fds: &[MemberFd]) -> io::Result<()> {
             if c.fua { f.sync_data() } else { Ok(()) }
         }
         CmdOp::Flush => f.sync_data(),
+        // A zoned member takes no discard or zeroes in place (its emulated twin neither).
+        CmdOp::Trim | CmdOp::WriteZeroes if m.zone_bytes > 0 => {
+            Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+        }
         CmdOp::Trim | CmdOp::WriteZeroes => {
             let zero = matches!(c.op, CmdOp::WriteZeroes);
             range_op(&f, m.block, zero, c.offset_bytes, c.len_bytes)?;
             if c.fua { f.sync_data() } else { Ok(()) }
         }
         CmdOp::Control(_) => Ok(()),
-        // Served members are files or block devices, not zoned (docs/arch-zoned.md).
+        // A zoned block device's, let go by the core's ordering (an append reaches the pool as
+        // a write at the write pointer).
+        CmdOp::ZoneReset if m.zone_bytes > 0 => {
+            crate::zoned::zone_mgmt(fd, ZoneMgmt::Reset, c.offset_bytes, u64::from(c.len_bytes))
+        }
+        CmdOp::ZoneFinish if m.zone_bytes > 0 => {
+            crate::zoned::zone_mgmt(fd, ZoneMgmt::Finish, c.offset_bytes, m.zone_bytes)
+        }
+        // Files and conventional block devices have no zones.
         CmdOp::ZoneAppend | CmdOp::ZoneReset | CmdOp::ZoneFinish => {
             Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
         }
@@ -1487,6 +1520,9 @@ struct Core {
     emu: Vec<Option<EmuLease>>,
     emu_pending: BinaryHeap<Reverse<(u64, u32, u32)>>,
     emu_res: Vec<CmdResult>,
+    /// Each zoned block device member's write ordering (indexed like the members; may be
+    /// shorter): its zone commands go to the pool one per zone, in send order.
+    zseq: Vec<Option<ZoneSeq>>,
     out: ServeOutcome,
     start_ns: u64,
     /// `--hdr-log`'s intervals, when asked for.
@@ -1550,6 +1586,7 @@ impl Core {
             emu,
             emu_pending: BinaryHeap::with_capacity(cmds_max),
             emu_res: vec![CmdResult::Ok; cmds_max],
+            zseq: Vec::new(),
             out: ServeOutcome {
                 recorder: DeviceRecorder::new(),
                 flushes: 0,
@@ -1561,6 +1598,7 @@ impl Core {
                 member_cmds: vec![0; members],
                 member_cmds_inline: 0,
                 member_errors: vec![0; members],
+                member_zoned: Vec::new(),
                 member_failures: Vec::new(),
                 volume_stats: stats,
                 hdr_log_error: None,
@@ -1616,6 +1654,11 @@ impl Core {
             self.out.member_cmds = cmds.to_vec();
             self.out.member_errors = errs.to_vec();
         }
+        self.out.member_zoned = self
+            .zseq
+            .iter()
+            .map(|z| z.as_ref().map(ZoneSeq::stats))
+            .collect();
         self.out
     }
 
@@ -1883,9 +1926,21 @@ impl Core {
         (next - offset_bytes, flags)
     }
 
-    fn member_completed(&mut self, member: u32, done: CmdDone) {
+    fn member_completed(&mut self, member: u32, mut done: CmdDone) {
         self.inflight_cmds -= 1;
         self.member_inflight[member as usize] -= 1;
+        // A zoned member's zone command: its zone's next goes now; an append says where.
+        if let Some(seq) = self.zseq.get_mut(member as usize).and_then(Option::as_mut)
+            && let Some((result, zone)) = seq.complete(done.id, done.result)
+        {
+            if seq.stale(zone) {
+                let fd = self.fds.0[member as usize].fd.load(Ordering::Acquire);
+                let found = crate::zoned::report_zone(fd, seq.zone_start_bytes(zone)).ok();
+                seq.refresh(zone, found.as_ref());
+            }
+            done.result = result;
+            self.zone_run(member, None, zone);
+        }
         let now = self.now();
         self.with_data(|h, d| h.member_done(now, done, d));
         if let CmdResult::Err(errno) = done.result {
@@ -2167,6 +2222,20 @@ impl Core {
             self.member_inflight[c.member as usize] += 1;
             return;
         }
+        if let Some(seq) = self
+            .zseq
+            .get_mut(c.member as usize)
+            .and_then(Option::as_mut)
+            && ZoneSeq::sequenced(c.op)
+        {
+            // In flight from the volume's view now; on the pool once its zone is free.
+            self.inflight_cmds += 1;
+            self.member_inflight[c.member as usize] += 1;
+            if let Some(d) = seq.submit(&c) {
+                self.zone_run(c.member, Some(d), u32::MAX);
+            }
+            return;
+        }
         if matches!(c.op, CmdOp::Read)
             && let Some(result) = self.read_cached(c.member, ptr, c.len_bytes, c.offset_bytes)
         {
@@ -2204,6 +2273,52 @@ impl Core {
             self.inflight_cmds += 1;
             self.member_inflight[c.member as usize] += 1;
         }
+    }
+
+    /// Carries out what a zoned member's ordering lets go: `first`, then what waits in its
+    /// zone (`zone`, or the one `first` names), until one is on the pool or none waits.
+    /// Answers complete in the core, after the outputs that made them. Bounded by the
+    /// commands the ordering holds.
+    fn zone_run(&mut self, member: u32, mut first: Option<Dispatch>, mut zone: u32) {
+        let m = member as usize;
+        for _ in 0..=self.emu_res.len() {
+            let next = match first.take() {
+                Some(d) => Some(d),
+                None => self.zseq[m].as_mut().and_then(|s| s.next(zone)),
+            };
+            let Some(d) = next else { return };
+            let (cmd, op, offset_bytes) = match d {
+                Dispatch::Answer {
+                    zone: z,
+                    id,
+                    result,
+                } => {
+                    self.inline_done.push((member, CmdDone { id, result }));
+                    zone = z;
+                    continue;
+                }
+                Dispatch::Write {
+                    cmd, offset_bytes, ..
+                } => (cmd, CmdOp::Write, offset_bytes),
+                Dispatch::Manage { cmd, .. } => (cmd, cmd.op, cmd.offset_bytes),
+            };
+            let ptr = match cmd.buf {
+                BufRef::None => 0,
+                r => self.with_data(|_, d| d.ptr(r, cmd.len_bytes)) as usize,
+            };
+            // Never full (cmds_max commands at most); disconnected only after the core ended.
+            let _ = self.cmd_tx.send(PoolCmd {
+                member,
+                id: cmd.id,
+                op,
+                offset_bytes,
+                len_bytes: cmd.len_bytes,
+                ptr,
+                fua: cmd.fua,
+            });
+            return;
+        }
+        unreachable!("a zone's queue holds at most the volume's commands")
     }
 
     fn complete(&mut self, tag: u32, result: IoResult) {
@@ -2437,6 +2552,7 @@ mod tests {
             files: vec![Some(file.try_clone().unwrap())],
             emu: Vec::new(),
             block_device: vec![false],
+            zoned: Vec::new(),
             names: vec!["m0".into()],
             on_failed: None,
         };
@@ -2502,6 +2618,7 @@ mod tests {
             files: vec![Some(file.try_clone().unwrap())],
             emu: Vec::new(),
             block_device: vec![false],
+            zoned: Vec::new(),
             names: vec!["m0".into()],
             on_failed: None,
         };

@@ -14,8 +14,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use crate::emu::{EmuContext, EmuError, EmuHandle, EmuSpec};
 use crate::safety::{self, SafetyError};
+use crate::zoned::ZonedDevice;
 
 /// How to open a target.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -132,6 +135,11 @@ pub enum TargetError {
     Unsafe(#[from] SafetyError),
     #[error(transparent)]
     Emu(#[from] EmuError),
+    #[error("{path}: cannot read its zones: {error}")]
+    Zoned {
+        path: PathBuf,
+        error: crate::zoned::ZonedError,
+    },
     #[error("{path}: {what}: {error}")]
     Io {
         path: PathBuf,
@@ -152,6 +160,8 @@ pub struct Target {
     logical_block_bytes: u32,
     block: bool,
     dev: Option<(u32, u32)>,
+    /// A host-managed zoned block device: its zones when opened (crate::zoned).
+    zoned: Option<Arc<ZonedDevice>>,
     options: TargetOptions,
     /// This open created the file (`--size` over a path that did not exist).
     created: bool,
@@ -345,6 +355,8 @@ impl Target {
             logical_block_bytes: block.logical_block_bytes.max(ns.lba_bytes),
             block: false,
             dev: None,
+            // A zoned namespace's zones are its block device's: the same refusals apply.
+            zoned: block.zoned.clone(),
             options: opts.clone(),
             created: false,
             generic: Some((ns, Box::new(block))),
@@ -383,6 +395,7 @@ impl Target {
             logical_block_bytes: crate::emu::BLOCK_BYTES,
             block: false,
             dev: None,
+            zoned: None,
             options: opts.clone(),
             created: false,
             generic: None,
@@ -436,6 +449,16 @@ impl Target {
         }
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string());
+        // A host-managed zoned device: its geometry and write pointers (sysfs, BLKREPORTZONE).
+        let zoned = match dev {
+            Some(d) if block => crate::zoned::probe(fd, d, size_bytes)
+                .map_err(|error| TargetError::Zoned {
+                    path: path.to_path_buf(),
+                    error,
+                })?
+                .map(Arc::new),
+            _ => None,
+        };
         Ok(Target {
             file: Some(file),
             emu: None,
@@ -445,6 +468,7 @@ impl Target {
             logical_block_bytes,
             block,
             dev,
+            zoned,
             options: opts.clone(),
             created: false,
             generic: None,
@@ -491,6 +515,7 @@ impl Target {
             logical_block_bytes: 512,
             block: false,
             dev: None,
+            zoned: None,
             options: TargetOptions::default(),
             created: false,
             generic: None,
@@ -514,6 +539,11 @@ impl Target {
     /// (major, minor) of a block device.
     pub fn dev_t(&self) -> Option<(u32, u32)> {
         self.dev
+    }
+
+    /// A host-managed zoned block device's geometry and zones (as opened).
+    pub fn zoned(&self) -> Option<&Arc<ZonedDevice>> {
+        self.zoned.as_ref()
     }
 
     pub fn options(&self) -> &TargetOptions {

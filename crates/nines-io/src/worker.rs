@@ -38,6 +38,7 @@ use crate::plan::{
     DriverError, IntervalMsg, MemberPlan, VolumePlan, VolumeResult, WorkerPlan, WorkerResult,
 };
 use crate::sched::{self, ThreadUsage};
+use crate::zoned::{Dispatch, ZoneMgmt, ZoneSeq};
 
 /// Most synchronous member completions handled in one turn before the loop checks the clock
 /// again (a bound on a policy that answers synchronous commands with more of them).
@@ -95,6 +96,9 @@ struct Vol {
     cmd_res: Vec<CmdResult>,
     /// The emulated device of each member (None: a real one, driven by the engine).
     emu: Vec<Option<EmuLease>>,
+    /// The zone write ordering of each host-managed zoned block device member (crate::zoned):
+    /// its zone writes, appends, resets and finishes go through it.
+    zseq: Vec<Option<ZoneSeq>>,
     /// Per member: submission latency (the submit call), completion latency (from the call's
     /// return until the completion was seen), time spent in submit calls and how many.
     slat: Vec<DeviceRecorder>,
@@ -250,6 +254,11 @@ fn run_inner(mut plan: WorkerPlan, at_gate: &mut bool) -> Result<WorkerResult, D
                 member_submit_calls: vol.submit_calls.clone(),
                 member_commands: cmds.to_vec(),
                 member_errors: errs.to_vec(),
+                member_zoned: vol
+                    .zseq
+                    .iter()
+                    .map(|z| z.as_ref().map(ZoneSeq::stats))
+                    .collect(),
             }
         })
         .collect();
@@ -290,6 +299,7 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
     let mut vols = Vec::with_capacity(plan.volumes.len());
     let mut depth_max = 0u64;
     let mut emu_cmds = 0usize;
+    let mut sync_max = 0usize;
     for (v, vp) in std::mem::take(&mut plan.volumes).into_iter().enumerate() {
         let (sizes, block, _) = &geometry[v];
         let params = VolumeParams {
@@ -301,6 +311,7 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         let vol = build_vol(&plan.layout, &params, vp, timing.ramp_end_ns())?;
         let cmds = vol.cmd_len.len();
         depth_max += cmds as u64;
+        sync_max += cmds;
         if vol.emu.iter().any(Option::is_some) {
             emu_cmds += cmds;
         }
@@ -322,7 +333,8 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         client,
         _client_bufs: client_bufs,
         completions: vec![Completion::default(); depth_max.max(1) as usize],
-        sync_done: VecDeque::with_capacity(1024),
+        // Every command of every volume may complete synchronously at once (zone answers).
+        sync_done: VecDeque::with_capacity(sync_max.max(1024)),
         vol_done: VecDeque::with_capacity(tags as usize + 16),
         seen: VecDeque::with_capacity(depth_max.max(1) as usize + emu_cmds),
         peek: vec![Completion::default(); depth_max.max(1) as usize],
@@ -466,6 +478,15 @@ fn build_vol(
         .collect();
     let record_members = vp.members.len() > 1;
     let nm = vp.members.len();
+    let zseq = vp
+        .members
+        .iter()
+        .map(|m| {
+            m.zoned
+                .as_ref()
+                .map(|z| ZoneSeq::new(&z.geometry, &z.zones, cmds as u32))
+        })
+        .collect();
     let mut emu = Vec::with_capacity(nm);
     for m in &vp.members {
         emu.push(match &m.emu {
@@ -495,6 +516,7 @@ fn build_vol(
         cmd_done_ns: vec![0; cmds],
         cmd_res: vec![CmdResult::Ok; cmds],
         emu,
+        zseq,
         slat: (0..nm).map(|_| DeviceRecorder::new()).collect(),
         clat: (0..nm).map(|_| DeviceRecorder::new()).collect(),
         submit_ns: vec![0; nm],
@@ -797,13 +819,33 @@ impl Worker {
                 self.inflight_cmds -= 1;
                 cmd_result(vol.cmd_len[i], c.result)
             };
+            // A zoned member's zone write: its zone's next command goes now; an append says
+            // where it went.
+            let m = vol.cmd_member[i] as usize;
+            let mut pump = None;
+            let result = match vol.zseq[m].as_mut() {
+                Some(seq) if !emulated => match seq.complete(id, result) {
+                    Some((r, zone)) => {
+                        if seq.stale(zone) {
+                            let start = seq.zone_start_bytes(zone);
+                            let found = crate::zoned::report_zone(vol.members[m].fd, start).ok();
+                            seq.refresh(zone, found.as_ref());
+                        }
+                        pump = Some(zone);
+                        r
+                    }
+                    None => result,
+                },
+                _ => result,
+            };
             // (An emulated member's Busy is an answer to a fast-fail read or a query.)
             let failed_result = match result {
                 CmdResult::Ok | CmdResult::Busy { .. } | CmdResult::Appended { .. } if emulated => {
                     None
                 }
                 CmdResult::Err(e) if emulated => Some(-i64::from(e)),
-                CmdResult::Ok => None,
+                // (An append of a zoned member, written by the engine at its write pointer.)
+                CmdResult::Ok | CmdResult::Appended { .. } => None,
                 _ => Some(c.result),
             };
             if let Some(r) = failed_result {
@@ -834,6 +876,10 @@ impl Worker {
                     clat_ns,
                 });
             }
+            if let Some(zone) = pump {
+                self.zone_run(v, m, None, zone, None)?;
+            }
+            let vol = &mut self.vols[v];
             let mut data = PtrData {
                 client: &self.client,
                 scratch: &vol.scratch_ptrs,
@@ -998,6 +1044,16 @@ impl Worker {
         if vol.emu[m].is_some() {
             return self.send_emu(v, c);
         }
+        if let Some(seq) = vol.zseq[m].as_mut()
+            && ZoneSeq::sequenced(c.op)
+        {
+            // In send order, one in flight per zone (crate::zoned): now, or when the zone's
+            // command before it completes.
+            return match seq.submit(c) {
+                None => Ok(()),
+                Some(d) => self.zone_run(v, m, Some(d), u32::MAX, issue_clock_ns),
+            };
+        }
         let op = match c.op {
             CmdOp::Read | CmdOp::FastFailRead { .. } => Op::Read,
             // A file or block device has no FDP: a placed write is a write.
@@ -1017,10 +1073,25 @@ impl Worker {
                 return Ok(());
             }
         };
+        self.submit_engine(v, c, op, c.offset_bytes, issue_clock_ns)
+    }
+
+    /// Submits member command `c` of volume `v` to the engine as `op` at `offset_bytes`.
+    #[inline]
+    fn submit_engine(
+        &mut self,
+        v: usize,
+        c: &MemberCmd,
+        op: Op,
+        offset_bytes: u64,
+        issue_clock_ns: Option<u64>,
+    ) -> Result<(), DriverError> {
+        let vol = &mut self.vols[v];
+        let m = c.member as usize;
         let id = c.id as usize;
         vol.cmd_len[id] = c.len_bytes;
         vol.cmd_op[id] = op;
-        vol.cmd_off[id] = c.offset_bytes;
+        vol.cmd_off[id] = offset_bytes;
         vol.cmd_member[id] = c.member;
         let mut data = PtrData {
             client: &self.client,
@@ -1039,7 +1110,7 @@ impl Worker {
             .submit_one(IoDesc {
                 target,
                 op,
-                offset_bytes: c.offset_bytes,
+                offset_bytes,
                 len_bytes: c.len_bytes,
                 buf,
                 user_data: (v as u64) << 32 | u64::from(c.id),
@@ -1065,8 +1136,86 @@ impl Worker {
         for k in 0..n {
             self.seen.push_back((self.peek[k], t1));
         }
-        let _ = now;
         Ok(())
+    }
+
+    /// Carries out what a zoned member's ordering lets go: `first`, then the commands waiting
+    /// in its zone (`zone`, or the zone `first` names) until one is in flight on the engine or
+    /// none waits. Resets and finishes are their ioctls, done here; answers and their results
+    /// are synchronous completions. Bounded by the commands the ordering holds.
+    fn zone_run(
+        &mut self,
+        v: usize,
+        m: usize,
+        mut first: Option<Dispatch>,
+        mut zone: u32,
+        mut issue_clock_ns: Option<u64>,
+    ) -> Result<(), DriverError> {
+        let turns = self.vols[v].cmd_len.len() + 1;
+        for _ in 0..turns {
+            let next = match first.take() {
+                Some(d) => Some(d),
+                None => self.vols[v].zseq[m].as_mut().and_then(|s| s.next(zone)),
+            };
+            let Some(d) = next else { return Ok(()) };
+            match d {
+                Dispatch::Write {
+                    cmd, offset_bytes, ..
+                } => {
+                    let t = issue_clock_ns.take();
+                    return self.submit_engine(v, &cmd, Op::Write, offset_bytes, t);
+                }
+                Dispatch::Answer {
+                    zone: z,
+                    id,
+                    result,
+                } => {
+                    self.zone_answer(v, m, id, result);
+                    zone = z;
+                }
+                Dispatch::Manage { zone: z, cmd } => {
+                    let vol = &mut self.vols[v];
+                    let mp = &vol.members[m];
+                    let (op, len) = match cmd.op {
+                        CmdOp::ZoneReset => (ZoneMgmt::Reset, u64::from(cmd.len_bytes)),
+                        _ => (
+                            ZoneMgmt::Finish,
+                            mp.zoned.as_ref().map_or(0, |g| g.geometry.zone_size_bytes),
+                        ),
+                    };
+                    let r = match crate::zoned::zone_mgmt(mp.fd, op, cmd.offset_bytes, len) {
+                        Ok(()) => CmdResult::Ok,
+                        Err(e) => CmdResult::Err(e.raw_os_error().unwrap_or(libc::EIO)),
+                    };
+                    let seq = vol.zseq[m].as_mut().expect("a zoned member");
+                    let (result, _) = seq.complete(cmd.id, r).expect("the command in flight");
+                    if seq.stale(z) {
+                        let found = crate::zoned::report_zone(mp.fd, cmd.offset_bytes).ok();
+                        seq.refresh(z, found.as_ref());
+                    }
+                    self.zone_answer(v, m, cmd.id, result);
+                    zone = z;
+                }
+            }
+        }
+        unreachable!("a zone's queue holds at most the volume's commands")
+    }
+
+    /// A zoned member's command completed without the engine: handed to the volume with the
+    /// other synchronous completions.
+    fn zone_answer(&mut self, v: usize, m: usize, id: u32, result: CmdResult) {
+        if let CmdResult::Err(e) = result {
+            let vol = &mut self.vols[v];
+            let c = vol.zseq[m].as_ref().and_then(|s| s.command(id));
+            vol.failure = Some(MemberFailure {
+                member: m as u32,
+                op: Op::Write,
+                offset_bytes: c.map_or(0, |c| c.offset_bytes),
+                len_bytes: c.map_or(0, |c| c.len_bytes),
+                result: -i64::from(e),
+            });
+        }
+        self.sync_done.push_back((v, CmdDone { id, result }));
     }
 
     /// Sends one member command to an emulated member: the model says when it completes (its
@@ -1317,6 +1466,11 @@ fn sync_command(m: &MemberPlan, op: CmdOp, offset_bytes: u64, len_bytes: u32) ->
         }
     };
     let range = [offset_bytes, u64::from(len_bytes)];
+    // A zoned member takes no discard or zeroes in place (its emulated twin refuses them too);
+    // its zone commands go through its ordering (`Worker::zone_run`).
+    if m.zoned.is_some() && matches!(op, CmdOp::Trim | CmdOp::WriteZeroes) {
+        return CmdResult::Err(libc::EOPNOTSUPP);
+    }
     match op {
         // SAFETY: plain syscalls on a descriptor the driver keeps open; `range` outlives them.
         CmdOp::Flush => ok(unsafe { libc::fdatasync(fd) }),
@@ -1342,8 +1496,8 @@ fn sync_command(m: &MemberPlan, op: CmdOp, offset_bytes: u64, len_bytes: u32) ->
         }),
         // Real devices here have no PLM windows, GC control or busy queries (emulated SSDs do).
         CmdOp::Control(_) => CmdResult::Err(libc::EOPNOTSUPP),
-        // Files and block devices opened here are not zoned: zone commands need a passthrough
-        // engine (docs/arch-zoned.md), which this driver does not have yet.
+        // Files and conventional block devices have no zones (a zoned block device's zone
+        // commands never reach here).
         CmdOp::ZoneAppend | CmdOp::ZoneReset | CmdOp::ZoneFinish => {
             CmdResult::Err(libc::EOPNOTSUPP)
         }

@@ -56,6 +56,7 @@ fn targets(files: &[File]) -> Vec<DriverTarget> {
             logical_block_bytes: 4096,
             block_device: false,
             emu: None,
+            zoned: None,
         })
         .collect()
 }

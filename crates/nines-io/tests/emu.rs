@@ -68,6 +68,7 @@ fn dtargets(ts: &[Target]) -> Vec<DriverTarget> {
             logical_block_bytes: t.logical_block_bytes(),
             block_device: false,
             emu: t.emu().cloned(),
+            zoned: None,
         })
         .collect()
 }

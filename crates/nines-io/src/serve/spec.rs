@@ -476,8 +476,9 @@ fn open_volume(
     let (mut layout, sizes, meta, meta_report) = open_superblocks(&spec, &members, events)?;
     assert_eq!(sizes.len(), members.len(), "one size per member");
     // Zone geometry and FDP handles from the members, as nines profile and nines sim do.
-    let emu: Vec<_> = members.iter().map(|t| t.emu().map(|e| e.info())).collect();
-    crate::resolve::from_members(&mut layout, &emu).map_err(ServeError::Refused)?;
+    let refs: Vec<&Target> = members.iter().collect();
+    let writes = !spec.read_only || layout.writes_members();
+    crate::resolve::from_targets(&mut layout, &refs, writes).map_err(ServeError::Refused)?;
     let vol = nines_array::build(
         &layout,
         &VolumeParams {
@@ -675,7 +676,8 @@ fn open_per_file(spec: ServeSpec) -> Result<OpenServe, ServeError> {
         let t = open_member(&spec, p)?;
         let block_bytes = t.logical_block_bytes().max(512);
         let mut layout = spec.layout.clone();
-        crate::resolve::from_members(&mut layout, &[t.emu().map(|e| e.info())])
+        let writes = !spec.read_only || layout.writes_members();
+        crate::resolve::from_targets(&mut layout, &[&t], writes)
             .map_err(|why| ServeError::Refused(format!("{}: {why}", p.display())))?;
         let vol = nines_array::build(
             &layout,
@@ -885,10 +887,14 @@ impl OpenServe {
         if let LayoutSpec::Serial(sp) = layout.base()
             && !sp.persist
         {
-            events.note(
+            events.note(if sp.zoned() {
+                // Zoned members refuse --persist (it rewrites its table in place).
                 "the serial array's mapping is in memory only: a restart starts it empty \
-                 (add --persist to keep it on the members)",
-            );
+                 (zoned members cannot keep it: --persist rewrites its table in place)"
+            } else {
+                "the serial array's mapping is in memory only: a restart starts it empty \
+                 (add --persist to keep it on the members)"
+            });
         }
         let started = Started {
             exports: infos
@@ -984,6 +990,7 @@ fn hand_over(
             files,
             emu: emu.clone(),
             block_device: e.members.iter().map(Target::is_block_device).collect(),
+            zoned: e.members.iter().map(|t| t.zoned().cloned()).collect(),
             names: e.paths.iter().map(|p| p.display().to_string()).collect(),
             on_failed: meta.map(|w| {
                 let w = Arc::clone(w);

@@ -335,8 +335,12 @@ fn progress_bar(rows: u64, chunk: u64, quiet: bool) -> indicatif::ProgressBar {
     bar
 }
 
-/// `nines check --layout serial`: the metadata region of a stopped `--persist` serial volume.
+/// `nines check --layout serial`: the metadata region of a stopped `--persist` serial volume,
+/// or over host-managed zoned members (which refuse --persist) their zones.
 fn check_serial(args: &Args) -> anyhow::Result<()> {
+    if let Some(members) = zoned_members(args)? {
+        return check_serial_zoned(args, &members);
+    }
     let (members, region, region_for) = serial_region(args)?;
     let name0 = array_meta::name(&args.targets[0]);
     let f = members[0].file().with_context(|| {
@@ -351,6 +355,146 @@ fn check_serial(args: &Args) -> anyhow::Result<()> {
     );
     let elapsed_s = start.elapsed().as_secs_f64();
     serial_report(args, &region, &found, &name0, elapsed_s)
+}
+
+/// The members opened read-only when any of them is a host-managed zoned block device.
+fn zoned_members(args: &Args) -> anyhow::Result<Option<Vec<Target>>> {
+    use std::os::unix::fs::FileTypeExt;
+    let block = |p: &PathBuf| std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device());
+    if !args.targets.iter().any(block) {
+        return Ok(None);
+    }
+    let members: Vec<Target> = args
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            Target::open(
+                p,
+                &TargetOptions {
+                    buffered: true,
+                    ..TargetOptions::default()
+                },
+            )
+            .with_context(|| format!("cannot open member {i} ({})", p.display()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(members
+        .iter()
+        .any(|t| t.zoned().is_some())
+        .then_some(members))
+}
+
+/// `nines check --layout serial` over zoned members: a serial volume over them keeps no table
+/// (zoned members refuse --persist), so what can be checked is what its zones hold: the
+/// members zoned alike and of the geometry the options make, and every zone one the volume
+/// could leave (nines_io::zoned::audit: write pointers on whole units, nothing offline or
+/// read-only, nothing written past the volume's zones). Reads only.
+fn check_serial_zoned(args: &Args, members: &[Target]) -> anyhow::Result<()> {
+    use std::os::fd::AsRawFd;
+    if args.repair {
+        bail!(
+            "--repair: a serial volume over zoned members keeps no mapping table to repair (they refuse --persist); drop --repair"
+        );
+    }
+    let names: Vec<String> = args.targets.iter().map(|p| array_meta::name(p)).collect();
+    let mut layout = nines_array::LayoutSpec::Serial(
+        SerialGeometry {
+            stripe_bytes: args.stripe,
+            column_members: args.column_members,
+            segment_bytes: args.segment,
+            map_unit_bytes: args.map_unit,
+            rotate_free: args.rotate_free,
+            gc_stop: args.gc_stop,
+        }
+        .spec()?,
+    );
+    let refs: Vec<&Target> = members.iter().collect();
+    nines_io::resolve::from_targets(&mut layout, &refs, false).map_err(anyhow::Error::msg)?;
+    let nines_array::LayoutSpec::Serial(spec) = layout else {
+        unreachable!("a serial layout stays serial")
+    };
+    let sizes: Vec<u64> = members.iter().map(Target::size_bytes).collect();
+    let block = members
+        .iter()
+        .map(Target::logical_block_bytes)
+        .max()
+        .unwrap_or(512);
+    nines_array::Serial::new(spec, &sizes, block, 1, spec.unit_bytes).context(
+        "cannot check the volume: these options do not make a serial volume of these zoned members",
+    )?;
+    let columns = members.len() as u32 / spec.column_members.max(1);
+    let used = spec.segments_per_column(sizes.iter().copied().min().unwrap_or(0), columns);
+    let start = Instant::now();
+    let mut audits = Vec::with_capacity(members.len());
+    for (t, name) in members.iter().zip(&names) {
+        let fd = t
+            .file()
+            .context("a zoned member is a block device")?
+            .as_raw_fd();
+        let zones = nines_io::zoned::report_zones(fd, t.size_bytes())
+            .with_context(|| format!("cannot read {name}'s zones"))?;
+        audits.push(nines_io::zoned::audit(
+            &zones,
+            used,
+            u64::from(spec.unit_bytes),
+        ));
+    }
+    zoned_report(args, &names, &audits, start.elapsed().as_secs_f64())
+}
+
+/// Prints and writes (--json) what the zones hold; fails when a zone is not one the volume
+/// could leave.
+fn zoned_report(
+    args: &Args,
+    names: &[String],
+    audits: &[nines_io::zoned::ZoneAudit],
+    elapsed_s: f64,
+) -> anyhow::Result<()> {
+    let (mut wp_errors, mut other_errors, mut zones) = (0u64, 0u64, 0u64);
+    for (a, name) in audits.iter().zip(names) {
+        wp_errors += a.write_pointer_errors;
+        other_errors += a.other_errors;
+        zones += a.zones;
+        for p in &a.problems {
+            println!("{name}: {p}");
+        }
+        if !args.quiet {
+            println!(
+                "{name}: {} zones: {} empty, {} open, {} closed, {} full; {} MiB written; {} write-pointer errors",
+                a.zones,
+                a.empty,
+                a.open,
+                a.closed,
+                a.full,
+                a.written_bytes >> 20,
+                a.write_pointer_errors
+            );
+        }
+    }
+    println!(
+        "checked {zones} zones on {} zoned members in {elapsed_s:.2} s: {wp_errors} write-pointer errors, {other_errors} other zone errors",
+        audits.len()
+    );
+    if let Some(path) = &args.json {
+        let report = serde_json::json!({
+            "layout": "serial",
+            "zoned": true,
+            "members": args.targets,
+            "zones": audits,
+            "write_pointer_errors": wp_errors,
+            "other_zone_errors": other_errors,
+            "elapsed_s": elapsed_s,
+        });
+        let text = serde_json::to_vec_pretty(&report).context("cannot encode the report")?;
+        super::output::write_all("--json", path, &text)?;
+    }
+    if wp_errors + other_errors > 0 {
+        bail!(
+            "{wp_errors} write-pointer errors and {other_errors} other zone errors on the zoned members (listed above): the zones hold what no serial volume of these options leaves"
+        );
+    }
+    Ok(())
 }
 
 /// Every member's identity page read and checked as `serve` checks them when it opens the

@@ -20,6 +20,7 @@ mod array64;
 mod engines;
 mod guest;
 mod irq;
+mod zoned;
 
 use std::path::Path;
 use std::process::Command;

@@ -135,6 +135,7 @@ fn volume_block(at: &At, info: &ExportInfo, o: &ServeOutcome, meta_report: Value
         "member_cmds": o.member_cmds,
         "member_cmds_inline": o.member_cmds_inline,
         "member_errors": o.member_errors,
+        "member_zoned": o.member_zoned,
         "member_failures": o
             .member_failures
             .iter()
