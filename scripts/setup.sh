@@ -31,7 +31,8 @@ command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)        # `nines fleet 
 command -v munged >/dev/null 2>&1 || need+=(munge)               # Slurm's authentication
 # The NVMe guest tests (scripts/nvme-guest.sh): QEMU's emulated NVMe controllers under TCG, a
 # busybox initramfs, and kmod's depmod/modprobe to list the modules it needs.
-# qemu-utils goes with it: qemu-system-x86 replaces a newer qemu-utils (a backport) by its own.
+# qemu-utils goes with it, at the repository's version: qemu-system-x86 cannot live beside a
+# newer qemu-utils (a backport some machines come with), and apt would otherwise refuse the pair.
 command -v qemu-system-x86_64 >/dev/null 2>&1 || need_norec+=(qemu-system-x86 qemu-utils)
 [ -x /bin/busybox ] && ! readelf -l /bin/busybox 2>/dev/null | grep -q 'program interpreter' || need+=(busybox-static)
 command -v cpio >/dev/null 2>&1 || need+=(cpio)
@@ -41,8 +42,15 @@ if [ $((${#need[@]} + ${#need_norec[@]})) -gt 0 ]; then
   echo "setup: installing ${need[*]} ${need_norec[*]}"
   apt-get update -qq
   [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+  for i in "${!need_norec[@]}"; do
+    if [ "${need_norec[$i]}" = qemu-utils ]; then
+      v=$(apt-cache madison qemu-system-x86 | awk 'NR == 1 {print $3}')
+      [ -n "$v" ] && need_norec[$i]="qemu-utils=$v"
+    fi
+  done
   [ ${#need_norec[@]} -eq 0 ] \
-    || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_norec[@]}"
+    || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+         --allow-downgrades "${need_norec[@]}"
 fi
 
 # fio-plot, the Python HdrHistogram reader and six (for fio_jsonplus_clat2csv), pinned, in a venv
