@@ -239,7 +239,7 @@ impl Target {
             }
         }
 
-        let opened = Target::open_file(path, opts, block);
+        let opened = Target::open_file(path, opts, block, !exists);
         if opened.is_err() && !exists {
             // Nothing of a failed run stays behind: the file this call created goes (an O_DIRECT
             // refusal on tmpfs, a failed grow, a size check).
@@ -251,8 +251,15 @@ impl Target {
         })
     }
 
-    /// [`Target::open_with`] for a file or block device whose kind is known.
-    fn open_file(path: &Path, opts: &TargetOptions, block: bool) -> Result<Target, TargetError> {
+    /// [`Target::open_with`] for a file or block device whose kind is known. `new`: the path
+    /// did not exist when looked at, so it is created exclusively (O_EXCL): a file that someone
+    /// else creates there meanwhile is never taken over, nor removed when this open fails.
+    fn open_file(
+        path: &Path,
+        opts: &TargetOptions,
+        block: bool,
+        new: bool,
+    ) -> Result<Target, TargetError> {
         let (file, direct) = if block && opts.write {
             // Check on a read-only descriptor first: nothing is opened for writing unless the
             // safety checks pass.
@@ -274,7 +281,8 @@ impl Target {
                 r => r?,
             }
         } else {
-            open_fd(path, opts.write, opts.write && !block, opts.buffered, false)?
+            let create = opts.write && !block;
+            open_fd(path, opts.write, create, opts.buffered, create && new)?
         };
         let mut t = Target::describe(file, path, block, direct, opts)?;
         if !block
@@ -320,12 +328,22 @@ impl Target {
             path: path.to_path_buf(),
             kind: "character device that is not an NVMe generic device (/dev/ngXnY)",
         };
-        let flags = if opts.write {
-            libc::O_RDWR
-        } else {
-            libc::O_RDONLY
-        };
-        let file = open_raw(path, flags).map_err(|e| classify(path, e, opts.write, true))?;
+        // Nothing is opened that sysfs does not name an NVMe generic device: opening some
+        // character devices has effects of its own (a watchdog starts counting, a tty hangs up).
+        let rdev = std::fs::metadata(path)
+            .map(|m| std::os::unix::fs::MetadataExt::rdev(&m))
+            .map_err(|e| classify(path, e, opts.write, false))?;
+        let sys = format!("/sys/dev/char/{}:{}", libc::major(rdev), libc::minor(rdev));
+        let named = std::fs::canonicalize(&sys).ok().is_some_and(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(crate::engine::uring_cmd::is_generic_name)
+        });
+        if !named {
+            return Err(not_generic());
+        }
+        // Read-only until the namespace's block device has passed the write-safety checks.
+        let file = open_raw(path, libc::O_RDONLY).map_err(|e| classify(path, e, false, true))?;
         let fd = file.as_raw_fd();
         // SAFETY: fstat fills st.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -345,7 +363,12 @@ impl Target {
                 error: std::io::Error::other(other.to_string()),
             },
         })?;
-        let block = Target::open_file(&ns.block_path, opts, true)?;
+        let block = Target::open_file(&ns.block_path, opts, true, false)?;
+        let file = if opts.write {
+            open_raw(path, libc::O_RDWR).map_err(|e| classify(path, e, true, true))?
+        } else {
+            file
+        };
         Ok(Target {
             file: Some(file),
             emu: None,
@@ -696,7 +719,8 @@ fn open_fd(
         Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
             // EINVAL is what open returns when the filesystem cannot do O_DIRECT; confirm by
             // opening without it before blaming O_DIRECT.
-            match open_raw(path, flags) {
+            // Without O_EXCL: the refused O_DIRECT open may itself have created the file.
+            match open_raw(path, flags & !(libc::O_EXCL * i32::from(create))) {
                 Ok(_) => Err(TargetError::DirectRefused {
                     path: path.to_path_buf(),
                 }),
@@ -815,4 +839,31 @@ fn grow(file: &File, needed_bytes: u64) -> Result<(), std::io::Error> {
         return file.set_len(needed_bytes);
     }
     Err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A path that did not exist when `open_with` looked but holds a file by the time it is
+    /// created (another process made it meanwhile): the exclusive create refuses it, so the
+    /// file is neither taken over nor removed by the failed open's cleanup.
+    #[test]
+    fn a_file_that_appears_after_the_look_is_not_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("raced");
+        std::fs::write(&p, b"someone else's").unwrap();
+        let opts = TargetOptions {
+            write: true,
+            buffered: true,
+            create_size_bytes: Some(1 << 20),
+            ..TargetOptions::default()
+        };
+        let e = Target::open_file(&p, &opts, false, true).unwrap_err();
+        assert!(e.to_string().contains("exists"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), b"someone else's");
+        // Looked at and found, the same file is a target as before (grown to the size asked).
+        let t = Target::open_file(&p, &opts, false, false).unwrap();
+        assert_eq!(t.size_bytes(), 1 << 20);
+    }
 }
