@@ -131,10 +131,10 @@ mount -t tmpfs tmp /host/run 2>/dev/null || true
 mkdir -p /host/tmp/nines-guest-out /host/dev/shm
 mount -t tmpfs shm /host/dev/shm
 mount --bind /out /host/tmp/nines-guest-out
-# Wait (bounded) for the NVMe namespaces the host asked for to appear.
+# Wait (bounded: 300 s, for a loaded host) for the NVMe namespaces the host asked for.
 want=$(cat /out/.namespaces)
 i=0
-while [ "$(ls /sys/class/block | grep -c '^nvme[0-9]*n[0-9]*$')" -lt "$want" ] && [ $i -lt 600 ]; do
+while [ "$(ls /sys/class/block | grep -c '^nvme[0-9]*n[0-9]*$')" -lt "$want" ] && [ $i -lt 3000 ]; do
   sleep 0.1; i=$((i + 1))
 done
 : > /out/.started   # its time on the host is when the command started
