@@ -878,12 +878,15 @@ fn check_passthrough(
     engine: crate::engine::EngineKind,
     layout: &LayoutSpec,
 ) -> Result<(), ProfileError> {
-    let cmd = engine == crate::engine::EngineKind::IoUringCmd;
+    let cmd = matches!(
+        engine,
+        crate::engine::EngineKind::IoUringCmd | crate::engine::EngineKind::IoUringCmdPoll
+    );
     for t in targets {
         match (t.generic(), cmd) {
             (Some(_), false) => {
                 return Err(ProfileError::Refused(format!(
-                    "{} is an NVMe generic device: only --engine io_uring-cmd (NVMe passthrough) drives it;                      for --engine {engine} use its block device {}",
+                    "{} is an NVMe generic device: only --engine io_uring-cmd (NVMe passthrough) drives it; for --engine {engine} use its block device {}",
                     t.path().display(),
                     t.generic()
                         .map(|(n, _)| n.block_path.display().to_string())
@@ -892,7 +895,7 @@ fn check_passthrough(
             }
             (None, true) if t.emu().is_none() => {
                 return Err(ProfileError::Refused(format!(
-                    "--engine io_uring-cmd sends NVMe commands to NVMe generic devices (/dev/ngXnY); {} is not one:                      give the namespace's /dev/ngXnY, or use --engine io_uring for files and block devices",
+                    "--engine io_uring-cmd sends NVMe commands to NVMe generic devices (/dev/ngXnY); {} is not one: give the namespace's /dev/ngXnY, or use --engine io_uring for files and block devices",
                     t.path().display()
                 )));
             }
@@ -907,7 +910,7 @@ fn check_passthrough(
     }
     if cmd && (*layout.base() != LayoutSpec::Independent || layout.extra_members() > 0) {
         return Err(ProfileError::Refused(
-            "--engine io_uring-cmd runs each /dev/ngXnY on its own (--layout independent); volumes need              flushes and trims it does not carry: use --engine io_uring over the block devices"
+            "--engine io_uring-cmd runs each /dev/ngXnY on its own (--layout independent); volumes need flushes and trims it does not carry: use --engine io_uring over the block devices"
                 .into(),
         ));
     }

@@ -39,6 +39,9 @@ pub enum EngineKind {
     /// NVMe passthrough: io_uring `IORING_OP_URING_CMD` on `/dev/ngXnY`, NVMe Read/Write
     /// commands with no block layer (fio's `io_uring_cmd`).
     IoUringCmd,
+    /// [`EngineKind::IoUringCmd`] on a ring with IOPOLL: completions polled from the
+    /// namespace's poll queues (fio's `io_uring_cmd` with `hipri`).
+    IoUringCmdPoll,
     /// No I/O at all: every I/O completes at once (the driver's own cost; tests).
     Null,
 }
@@ -156,7 +159,8 @@ pub fn build(
         EngineKind::Libaio => Box::new(libaio::Libaio::new(depth_max)?),
         EngineKind::IoUring => Box::new(uring::Uring::new(depth_max, options, false)?),
         EngineKind::IoUringPoll => Box::new(uring::Uring::new(depth_max, options, true)?),
-        EngineKind::IoUringCmd => Box::new(uring_cmd::UringCmd::new(depth_max)?),
+        EngineKind::IoUringCmd => Box::new(uring_cmd::UringCmd::new(depth_max, false)?),
+        EngineKind::IoUringCmdPoll => Box::new(uring_cmd::UringCmd::new(depth_max, true)?),
         EngineKind::Null => Box::new(null::Null::new(depth_max)),
     })
 }
@@ -166,12 +170,13 @@ pub const DEPTH_MAX_LIMIT: u32 = 32768;
 
 impl EngineKind {
     /// Every engine, in the order they are documented.
-    pub const ALL: [EngineKind; 6] = [
+    pub const ALL: [EngineKind; 7] = [
         EngineKind::Psync,
         EngineKind::Libaio,
         EngineKind::IoUring,
         EngineKind::IoUringPoll,
         EngineKind::IoUringCmd,
+        EngineKind::IoUringCmdPoll,
         EngineKind::Null,
     ];
 
@@ -183,6 +188,7 @@ impl EngineKind {
             EngineKind::IoUring => "io_uring",
             EngineKind::IoUringPoll => "io_uring-poll",
             EngineKind::IoUringCmd => "io_uring-cmd",
+            EngineKind::IoUringCmdPoll => "io_uring-cmd-poll",
             EngineKind::Null => "null",
         }
     }
@@ -200,9 +206,11 @@ impl std::fmt::Display for EngineKind {
     }
 }
 
-/// An engine name that is not one of `psync|libaio|io_uring|io_uring-poll|io_uring-cmd|null`.
+/// An engine name that is not one of `psync|libaio|io_uring|io_uring-poll|io_uring-cmd|io_uring-cmd-poll|null`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown engine '{0}': use psync, libaio, io_uring, io_uring-poll, io_uring-cmd or null")]
+#[error(
+    "unknown engine '{0}': use psync, libaio, io_uring, io_uring-poll, io_uring-cmd, io_uring-cmd-poll or null"
+)]
 pub struct UnknownEngine(pub String);
 
 impl std::str::FromStr for EngineKind {
@@ -228,7 +236,7 @@ mod tests {
         let e = "uring".parse::<EngineKind>().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown engine 'uring': use psync, libaio, io_uring, io_uring-poll, io_uring-cmd or null"
+            "unknown engine 'uring': use psync, libaio, io_uring, io_uring-poll, io_uring-cmd, io_uring-cmd-poll or null"
         );
     }
 
@@ -243,7 +251,7 @@ mod tests {
                     let msg = e.to_string();
                     proptest::prop_assert!(!msg.contains('\n') || s.contains('\n'));
                     proptest::prop_assert!(msg.contains(&s));
-                    proptest::prop_assert!(msg.ends_with("use psync, libaio, io_uring, io_uring-poll, io_uring-cmd or null"));
+                    proptest::prop_assert!(msg.ends_with("use psync, libaio, io_uring, io_uring-poll, io_uring-cmd, io_uring-cmd-poll or null"));
                 }
             }
         }

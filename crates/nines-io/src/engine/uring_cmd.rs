@@ -240,6 +240,8 @@ struct CmdTarget {
 
 pub(crate) struct UringCmd {
     ring: IoUring<squeue::Entry128, cqueue::Entry32>,
+    /// IOPOLL: completions appear only when this thread polls for them.
+    poll: bool,
     targets: Vec<CmdTarget>,
     in_flight: u32,
     depth_max: u32,
@@ -251,38 +253,44 @@ pub(crate) struct UringCmd {
 }
 
 const NAME: &str = "io_uring-cmd";
+const NAME_POLL: &str = "io_uring-cmd-poll";
 
 impl UringCmd {
-    pub(crate) fn new(depth_max: u32) -> Result<UringCmd, EngineError> {
+    pub(crate) fn new(depth_max: u32, poll: bool) -> Result<UringCmd, EngineError> {
+        let name = if poll { NAME_POLL } else { NAME };
         let entries = depth_max.next_power_of_two();
         let mut b = IoUring::<squeue::Entry128, cqueue::Entry32>::builder();
         b.setup_cqsize(entries.max(2) * 2);
+        if poll {
+            b.setup_iopoll();
+        }
         let ring = b
             .build(entries)
             .map_err(|source| match source.raw_os_error() {
                 Some(libc::EINVAL) => EngineError::Unsupported {
-                    engine: NAME,
+                    engine: name,
                     detail: "this kernel's io_uring has no 128-byte submission entries (NVMe \
                              passthrough needs Linux 5.19 or later); use --engine io_uring on \
                              the block device"
                         .into(),
                 },
                 Some(libc::ENOSYS) => EngineError::Unsupported {
-                    engine: NAME,
+                    engine: name,
                     detail: "this kernel has no io_uring; use --engine libaio".into(),
                 },
                 Some(libc::EPERM) => EngineError::Unsupported {
-                    engine: NAME,
+                    engine: name,
                     detail: "io_uring is disabled (sysctl kernel.io_uring_disabled)".into(),
                 },
                 _ => EngineError::Sys {
-                    engine: NAME,
+                    engine: name,
                     what: "io_uring_setup",
                     error: source,
                 },
             })?;
         Ok(UringCmd {
             ring,
+            poll,
             targets: Vec::new(),
             in_flight: 0,
             depth_max,
@@ -294,7 +302,11 @@ impl UringCmd {
 
 impl Engine for UringCmd {
     fn kind(&self) -> EngineKind {
-        EngineKind::IoUringCmd
+        if self.poll {
+            EngineKind::IoUringCmdPoll
+        } else {
+            EngineKind::IoUringCmd
+        }
     }
 
     fn add_target(&mut self, fd: RawFd) -> Result<usize, EngineError> {
@@ -333,6 +345,22 @@ impl Engine for UringCmd {
             ))
         })?;
         let ns = generic_namespace(st.st_rdev, nsid).map_err(|e| unsupported(e.to_string()))?;
+        if self.poll {
+            let block = ns
+                .block_path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            let block = block.unwrap_or_default();
+            let io_poll = std::fs::read_to_string(format!("/sys/block/{block}/queue/io_poll"));
+            if !io_poll.as_deref().is_ok_and(|v| v.trim() == "1") {
+                return Err(EngineError::PollUnsupported {
+                    detail: format!(
+                        "{} (namespace {block}) has none (/sys/block/{block}/queue/io_poll is not 1)",
+                        ns.name
+                    ),
+                });
+            }
+        }
         self.targets.push(CmdTarget {
             fd,
             nsid,
@@ -418,6 +446,7 @@ impl Engine for UringCmd {
         }
         let min = min.min(out.len()).min(self.in_flight as usize);
         let mut n = 0;
+        let mut polled = false;
         // Bounded: each pass returns or waits in the kernel for completions in flight.
         loop {
             for cqe in self.ring.completion() {
@@ -425,6 +454,15 @@ impl Engine for UringCmd {
                 let slot = cqe.user_data() as u32;
                 let (user_data, len) = self.slots[slot as usize];
                 self.free.push(slot);
+                if self.poll && res == -libc::EOPNOTSUPP {
+                    self.in_flight -= 1;
+                    return Err(EngineError::PollUnsupported {
+                        detail: "the kernel refused a polled NVMe passthrough command (polled \
+                                 URING_CMD needs Linux 6.1 and poll queues); use --engine \
+                                 io_uring-cmd"
+                            .into(),
+                    });
+                }
                 if res == -libc::EOPNOTSUPP || res == -libc::ENOTTY {
                     self.in_flight -= 1;
                     return Err(EngineError::Unsupported {
@@ -449,10 +487,13 @@ impl Engine for UringCmd {
                     break;
                 }
             }
-            if n >= min {
+            if n >= min && (polled || n > 0 || !self.poll) {
                 return Ok(n);
             }
-            match self.ring.submit_and_wait(min - n) {
+            // IOPOLL completions appear only when someone polls: enter the kernel even for
+            // min == 0 (submit_and_wait sets GETEVENTS for IOPOLL rings).
+            polled = true;
+            match self.ring.submit_and_wait(min - n.min(min)) {
                 Ok(_) => {}
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
                 Err(source) => {

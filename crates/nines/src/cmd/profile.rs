@@ -63,7 +63,8 @@ pub struct Args {
     #[arg(long, value_name = "TARGETS", value_delimiter = ',')]
     pub isolate: Vec<PathBuf>,
     /// I/O engine: psync, libaio (the default), io_uring, io_uring-poll, io_uring-cmd (NVMe
-    /// passthrough on /dev/ngXnY, no block layer) or null (no I/O: the driver's own cost).
+    /// passthrough on /dev/ngXnY, no block layer), io_uring-cmd-poll (the same, polled) or null
+    /// (no I/O: the driver's own cost).
     #[arg(help_heading = "Host: engine, CPUs, scheduling")]
     #[arg(long = "engine", value_name = "ENGINE", value_parser = parse_engine)]
     pub engine_arg: Option<EngineKind>,

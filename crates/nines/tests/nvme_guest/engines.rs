@@ -202,6 +202,38 @@ fn guest_passthrough_engine_drives_the_generic_device() {
     // Its completions raised interrupts on the namespace's queues, attributed as for the block
     // device.
     assert!(r["devices"][0]["interrupts"]["total"].as_u64().unwrap() > 0);
+    // Polled passthrough: the same commands on an IOPOLL ring, completed from the poll queue.
+    let polled = dir.path().join("cmd-poll.json");
+    nines_ok(&[
+        "profile",
+        "/dev/ng0n1",
+        "--engine",
+        "io_uring-cmd-poll",
+        "--rw",
+        "randrw",
+        "--bs",
+        "4k",
+        "--size",
+        REGION,
+        "--ios",
+        &ios,
+        "--iodepth",
+        "8",
+        "--verify",
+        "--allow-writes",
+        "--cpus",
+        "1",
+        "--json",
+        polled.to_str().unwrap(),
+    ]);
+    let p = report(&polled);
+    assert_eq!(counts(&p).0 + counts(&p).1, IOS);
+    assert_eq!(p["config"]["engine"], "io_uring-cmd-poll");
+    let irqs = p["devices"][0]["interrupts"]["total"].as_u64().unwrap();
+    assert!(
+        irqs < IOS / 20,
+        "{irqs} interrupts for {IOS} polled passthrough I/Os"
+    );
 }
 
 #[test]
