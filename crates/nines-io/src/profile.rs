@@ -565,7 +565,7 @@ fn build_report(
         b.warn(w);
     }
     // Printed once, with the table's other warnings (it was on stderr as well).
-    for w in blocking_warnings(outcome, names, &opened.paths) {
+    for w in blocking_warnings(outcome, names, &opened.paths, spec.embedded) {
         b.warn(w);
     }
     if let Some(h) = events.host() {
@@ -772,8 +772,14 @@ fn report_extra(
 
 /// Devices whose submit calls block long enough to delay the others on their worker: their p99
 /// submit call is over 10 us and longer than the typical I/O of a device sharing the worker.
-/// One warning each, with the figure and the fix (`--isolate`).
-fn blocking_warnings(outcome: &DriverOutcome, names: &[String], paths: &[PathBuf]) -> Vec<String> {
+/// One warning each, with the figure and the fix (`--isolate`). The embedded default's targets
+/// are temporary files, gone when the user reads the advice: it then names none.
+fn blocking_warnings(
+    outcome: &DriverOutcome,
+    names: &[String],
+    paths: &[PathBuf],
+    embedded: bool,
+) -> Vec<String> {
     const BLOCKING_NS_MIN: u64 = 10_000;
     let mut warnings = Vec::new();
     for w in &outcome.workers {
@@ -807,8 +813,18 @@ fn blocking_warnings(outcome: &DriverOutcome, names: &[String], paths: &[PathBuf
                 continue;
             };
             if p99 >= BLOCKING_NS_MIN && p99 > typical {
+                let fix = if embedded {
+                    "on your own devices, give such a target a worker of its own with --isolate \
+                     TARGET (the embedded default's files are temporary, removed after the run)"
+                        .to_string()
+                } else {
+                    format!(
+                        "give it a worker of its own with --isolate {}",
+                        paths[m].display()
+                    )
+                };
                 warnings.push(format!(
-                    "{}: its submissions blocked for {} at p99 ({:.1}% of the run inside submit calls), and the {} of other targets on its worker (CPU {}) wait behind them; give it a worker of its own with --isolate {}",
+                    "{}: its submissions blocked for {} at p99 ({:.1}% of the run inside submit calls), and the {} of other targets on its worker (CPU {}) wait behind them; {fix}",
                     names[m],
                     format_ns(p99 as f64),
                     share * 100.0,
@@ -817,7 +833,6 @@ fn blocking_warnings(outcome: &DriverOutcome, names: &[String], paths: &[PathBuf
                         k => format!("{k} devices"),
                     },
                     w.cpu,
-                    paths[m].display()
                 ));
             }
         }
@@ -1235,7 +1250,13 @@ mod tests {
             ],
             vec![vec![0, 1, 2]],
         );
-        let w = blocking_warnings(&o, &names, &paths);
+        // The embedded default's files are gone by the time the advice is read: none is named.
+        let e = blocking_warnings(&o, &names, &paths, true);
+        assert!(
+            !e[0].contains("/var/tmp/slow") && e[0].contains("--isolate TARGET"),
+            "{e:?}"
+        );
+        let w = blocking_warnings(&o, &names, &paths, false);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
             // Prose writes µs with a space, as the report does (it read "60.0us").
@@ -1252,7 +1273,7 @@ mod tests {
             ],
             vec![vec![0, 1]],
         );
-        let w = blocking_warnings(&o, &names, &paths);
+        let w = blocking_warnings(&o, &names, &paths, false);
         assert!(w[0].contains("the 1 device of other targets"), "{w:?}");
         // Alone on its worker (isolated): nothing to warn about.
         let o = outcome(
@@ -1263,7 +1284,7 @@ mod tests {
             ],
             vec![vec![0, 2], vec![1]],
         );
-        assert!(blocking_warnings(&o, &names, &paths).is_empty());
+        assert!(blocking_warnings(&o, &names, &paths, false).is_empty());
         // Members of one volume share its worker by design.
         let o = outcome(
             vec![dev(
@@ -1273,7 +1294,7 @@ mod tests {
             )],
             vec![vec![0]],
         );
-        assert!(blocking_warnings(&o, &names, &paths).is_empty());
+        assert!(blocking_warnings(&o, &names, &paths, false).is_empty());
     }
 
     #[test]
