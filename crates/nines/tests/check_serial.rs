@@ -247,3 +247,32 @@ fn check_finds_a_corrupt_serial_table_and_repair_lets_the_volume_open_again() {
     );
     assert_eq!(json(&j)["superblock"], "ok");
 }
+
+/// Issue 44: `check` without the options a volume was served with (here the default 128 MiB
+/// segment over 8 MiB members) is told to give check those options, not how to build a volume
+/// ("use a smaller --segment ... or larger members"), and nothing is written.
+#[test]
+fn check_without_the_volumes_options_asks_for_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let members: Vec<PathBuf> = (0..4)
+        .map(|i| file(dir.path(), &format!("m{i}.img"), 8 << 20))
+        .collect();
+    let mut args = vec!["check".to_string(), "--layout".into(), "serial".into()];
+    args.extend(members.iter().map(|p| p.display().to_string()));
+    let out = Command::new(BIN).args(&args).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("give check the --segment, --stripe, --column-members")
+            && !err.contains("larger members"),
+        "{err}"
+    );
+    for m in &members {
+        assert!(
+            std::fs::read(m).unwrap().iter().all(|b| *b == 0),
+            "{} written",
+            m.display()
+        );
+    }
+}

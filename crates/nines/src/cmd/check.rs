@@ -420,9 +420,8 @@ fn check_serial_zoned(args: &Args, members: &[Target]) -> anyhow::Result<()> {
         .map(Target::logical_block_bytes)
         .max()
         .unwrap_or(512);
-    nines_array::Serial::new(spec, &sizes, block, 1, spec.unit_bytes).context(
-        "cannot check the volume: these options do not make a serial volume of these zoned members",
-    )?;
+    nines_array::Serial::new(spec, &sizes, block, 1, spec.unit_bytes)
+        .map_err(|e| not_this_volume(&e, "zoned members"))?;
     let columns = members.len() as u32 / spec.column_members.max(1);
     let used = spec.segments_per_column(sizes.iter().copied().min().unwrap_or(0), columns);
     let start = Instant::now();
@@ -519,6 +518,20 @@ fn serial_identity(
     Ok(nines_io::serial_meta::check_members(&files, &names, region, region_for)?.volume_id)
 }
 
+/// Options that make no serial volume of the members. The policy's own advice is for building
+/// a volume (a smaller --segment, larger members); check must instead be given the options the
+/// volume was made with, which its members do not record where check could find them first
+/// (where the metadata region lies depends on them).
+fn not_this_volume(e: &nines_array::ArrayError, what: &str) -> anyhow::Error {
+    let text = e.to_string();
+    let why = text.split("; use ").next().unwrap_or(&text);
+    anyhow::anyhow!(
+        "cannot check the volume: these options do not make a serial volume of these {what} \
+         ({why}); give check the --segment, --stripe, --column-members, --map-unit, --rotate-free \
+         and --gc-stop the volume was served with (defaults where none was given)"
+    )
+}
+
 /// The serial volume the options describe over the members, and its metadata region.
 /// The members, their metadata region, and where the region would be for members of another
 /// size (see nines_io::serial_meta::check_members).
@@ -567,9 +580,8 @@ fn serial_region(args: &Args) -> anyhow::Result<SerialRegion> {
         .map(Target::logical_block_bytes)
         .max()
         .unwrap_or(512);
-    let mut vol = nines_array::Serial::new(spec, &sizes, block_bytes, 1, unit_bytes).context(
-        "cannot check the volume: these options do not make a serial volume of these members",
-    )?;
+    let mut vol = nines_array::Serial::new(spec, &sizes, block_bytes, 1, unit_bytes)
+        .map_err(|e| not_this_volume(&e, "members"))?;
     let region = vol
         .persist_region()
         .context("a --persist volume has a region")?;
