@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes device TOMLs of afa-m2-2018's clean model (afa-m2-2018-ideal) with issue 17's variance
 # sources turned on, one file per source and one with all of them, into DIR (sourced by bench/sim-speed.sh and
-# bench/sim-identical.sh; usable alone: `bench/variance-devices.sh DIR`).
+# bench/sim-identical.sh; usable alone: `bench/variance-devices.sh [DIR]`, DIR by default target/variance-devices).
 #   cmt.toml      a 64 MiB mapping cache (DFTL; 8 bytes per entry: 8 M of the 234 M units)
 #   jitter.toml   firmware jitter, 64-point quantile functions for reads and writes (dense tail)
 #   retry.toml    read retry: 1% of page reads, 2 extra steps of tR + 5 us
@@ -73,8 +73,10 @@ $flush
 $jitter"
 }
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
-    [ $# -eq 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
-    variance_devices "$1"
+    # DIR defaults to target/variance-devices in the checkout (ignored by git).
+    [ $# -le 1 ] || { echo "usage: $0 [DIR]" >&2; exit 2; }
+    out="${1:-$(cd "$(dirname "$0")/.." && pwd)/target/variance-devices}"
+    variance_devices "$out"
     . "$(dirname "$0")/lib.sh"
-    bench_result "devices=$(find "$1" -maxdepth 1 -name '*.toml' | wc -l)" "dir=$1"
+    bench_result "devices=$(find "$out" -maxdepth 1 -name '*.toml' | wc -l)" "dir=$out"
 fi

@@ -181,7 +181,7 @@ impl EngineKind {
     ];
 
     /// The command-line name.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             EngineKind::Psync => "psync",
             EngineKind::Libaio => "libaio",

@@ -226,19 +226,7 @@ impl Engine for Uring {
     }
 
     fn commit(&mut self) -> Result<(), EngineError> {
-        loop {
-            match self.ring.submit() {
-                Ok(_) => return Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(source) => {
-                    return Err(EngineError::Sys {
-                        engine: self.kind.name(),
-                        what: "submit",
-                        error: source,
-                    });
-                }
-            }
-        }
+        submit(self.ring.submitter(), self.kind.name())
     }
 
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> Result<usize, EngineError> {
@@ -281,18 +269,43 @@ impl Engine for Uring {
             // IOPOLL completions appear only when someone polls: enter the kernel even for
             // min == 0 (submit_and_wait sets GETEVENTS for IOPOLL rings).
             polled = true;
-            match self.ring.submit_and_wait(min - n.min(min)) {
-                Ok(_) => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
-                Err(source) => {
-                    return Err(EngineError::Sys {
-                        engine: self.kind.name(),
-                        what: "io_uring_enter",
-                        error: source,
-                    });
-                }
+            enter(self.ring.submitter(), min - n.min(min), self.kind.name())?;
+        }
+    }
+}
+
+/// Submits what is queued, retried on EINTR: every io_uring engine's `commit`.
+pub(super) fn submit(s: io_uring::Submitter<'_>, engine: &'static str) -> Result<(), EngineError> {
+    loop {
+        match s.submit() {
+            Ok(_) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(error) => {
+                return Err(EngineError::Sys {
+                    engine,
+                    what: "submit",
+                    error,
+                });
             }
         }
+    }
+}
+
+/// Enters the kernel to wait for `want` completions (and, on an IOPOLL ring, to poll for
+/// them); an interrupted or busy wait is not an error, the caller's loop looks again.
+pub(super) fn enter(
+    s: io_uring::Submitter<'_>,
+    want: usize,
+    engine: &'static str,
+) -> Result<(), EngineError> {
+    match s.submit_and_wait(want) {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => Ok(()),
+        Err(error) => Err(EngineError::Sys {
+            engine,
+            what: "io_uring_enter",
+            error,
+        }),
     }
 }
 

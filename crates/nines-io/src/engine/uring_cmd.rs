@@ -252,8 +252,8 @@ pub(crate) struct UringCmd {
     free: Vec<u32>,
 }
 
-const NAME: &str = "io_uring-cmd";
-const NAME_POLL: &str = "io_uring-cmd-poll";
+const NAME: &str = EngineKind::IoUringCmd.name();
+const NAME_POLL: &str = EngineKind::IoUringCmdPoll.name();
 
 impl UringCmd {
     pub(crate) fn new(depth_max: u32, poll: bool) -> Result<UringCmd, EngineError> {
@@ -311,14 +311,14 @@ impl Engine for UringCmd {
 
     fn add_target(&mut self, fd: RawFd) -> Result<usize, EngineError> {
         let unsupported = |detail: String| EngineError::Unsupported {
-            engine: NAME,
+            engine: self.kind().name(),
             detail,
         };
         // SAFETY: fstat fills st.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         if unsafe { libc::fstat(fd, &mut st) } != 0 {
             return Err(EngineError::Sys {
-                engine: NAME,
+                engine: self.kind().name(),
                 what: "fstat",
                 error: std::io::Error::last_os_error(),
             });
@@ -372,7 +372,7 @@ impl Engine for UringCmd {
     fn queue(&mut self, io: IoDesc) -> Result<(), EngineError> {
         if self.in_flight >= self.depth_max {
             return Err(EngineError::QueueFull {
-                engine: NAME,
+                engine: self.kind().name(),
                 depth_max: self.depth_max,
             });
         }
@@ -385,7 +385,7 @@ impl Engine for UringCmd {
             || nlb > 1 << 16
         {
             return Err(EngineError::Unsupported {
-                engine: NAME,
+                engine: self.kind().name(),
                 detail: format!(
                     "an I/O of {} bytes at {} is not whole LBAs of {} bytes (or is over 65536 \
                      LBAs); use a --bs that is a multiple of the LBA size",
@@ -425,19 +425,7 @@ impl Engine for UringCmd {
     }
 
     fn commit(&mut self) -> Result<(), EngineError> {
-        loop {
-            match self.ring.submit() {
-                Ok(_) => return Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(source) => {
-                    return Err(EngineError::Sys {
-                        engine: NAME,
-                        what: "submit",
-                        error: source,
-                    });
-                }
-            }
-        }
+        super::uring::submit(self.ring.submitter(), self.kind().name())
     }
 
     fn reap(&mut self, min: usize, out: &mut [Completion]) -> Result<usize, EngineError> {
@@ -447,6 +435,7 @@ impl Engine for UringCmd {
         let min = min.min(out.len()).min(self.in_flight as usize);
         let mut n = 0;
         let mut polled = false;
+        let engine = self.kind().name();
         // Bounded: each pass returns or waits in the kernel for completions in flight.
         loop {
             for cqe in self.ring.completion() {
@@ -466,7 +455,7 @@ impl Engine for UringCmd {
                 if res == -libc::EOPNOTSUPP || res == -libc::ENOTTY {
                     self.in_flight -= 1;
                     return Err(EngineError::Unsupported {
-                        engine: NAME,
+                        engine,
                         detail: "the kernel refused an NVMe passthrough command (no \
                                  IORING_OP_URING_CMD for this device: Linux 5.19 or later); \
                                  use --engine io_uring on the block device"
@@ -493,17 +482,7 @@ impl Engine for UringCmd {
             // IOPOLL completions appear only when someone polls: enter the kernel even for
             // min == 0 (submit_and_wait sets GETEVENTS for IOPOLL rings).
             polled = true;
-            match self.ring.submit_and_wait(min - n.min(min)) {
-                Ok(_) => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
-                Err(source) => {
-                    return Err(EngineError::Sys {
-                        engine: NAME,
-                        what: "io_uring_enter",
-                        error: source,
-                    });
-                }
-            }
+            super::uring::enter(self.ring.submitter(), min - n.min(min), engine)?;
         }
     }
 }

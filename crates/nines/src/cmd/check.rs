@@ -398,17 +398,7 @@ fn check_serial_zoned(args: &Args, members: &[Target]) -> anyhow::Result<()> {
         );
     }
     let names: Vec<String> = args.targets.iter().map(|p| array_meta::name(p)).collect();
-    let mut layout = nines_array::LayoutSpec::Serial(
-        SerialGeometry {
-            stripe_bytes: args.stripe,
-            column_members: args.column_members,
-            segment_bytes: args.segment,
-            map_unit_bytes: args.map_unit,
-            rotate_free: args.rotate_free,
-            gc_stop: args.gc_stop,
-        }
-        .spec()?,
-    );
+    let mut layout = nines_array::LayoutSpec::Serial(geometry(args).spec()?);
     let refs: Vec<&Target> = members.iter().collect();
     nines_io::resolve::from_targets(&mut layout, &refs, false).map_err(anyhow::Error::msg)?;
     let nines_array::LayoutSpec::Serial(spec) = layout else {
@@ -518,6 +508,18 @@ fn serial_identity(
     Ok(nines_io::serial_meta::check_members(&files, &names, region, region_for)?.volume_id)
 }
 
+/// The serial geometry the options give (defaults where none).
+fn geometry(args: &Args) -> SerialGeometry {
+    SerialGeometry {
+        stripe_bytes: args.stripe,
+        column_members: args.column_members,
+        segment_bytes: args.segment,
+        map_unit_bytes: args.map_unit,
+        rotate_free: args.rotate_free,
+        gc_stop: args.gc_stop,
+    }
+}
+
 /// Options that make no serial volume of the members. The policy's own advice is for building
 /// a volume (a smaller --segment, larger members); check must instead be given the options the
 /// volume was made with, which its members do not record where check could find them first
@@ -544,15 +546,7 @@ type SerialRegion = (
 fn serial_region(args: &Args) -> anyhow::Result<SerialRegion> {
     let spec = nines_array::SerialSpec {
         persist: true,
-        ..SerialGeometry {
-            stripe_bytes: args.stripe,
-            column_members: args.column_members,
-            segment_bytes: args.segment,
-            map_unit_bytes: args.map_unit,
-            rotate_free: args.rotate_free,
-            gc_stop: args.gc_stop,
-        }
-        .spec()?
+        ..geometry(args).spec()?
     };
     let unit_bytes = spec.unit_bytes;
     let members: Vec<Target> = args
