@@ -3,10 +3,18 @@
 # lifetime-classified write buffer, each as an option on the same volume (docs/arch-shaping.md).
 #
 #   (a) throttling: 4 KiB random reads at QD10 beside two 512 KiB random-write burst streams
-#       (each slot writes, then thinks 2.56 s / 1.28 s; QD32 each), with --throttle at several
-#       rates: write bandwidth against read p99.99.
+#       as fio ran them (thinktime_blocks): each stream writes a burst of B writes at QD32,
+#       waits for them, then thinks 2.56 s / 1.28 s; with --throttle at several rates: write
+#       bandwidth against read p99.99.
 #   (b) chopping: the same workload with --chop 128k, 32k, 4k (the 512 KiB writes issued as
 #       pieces one after another); the paper varies the client's block size instead.
+#   B: the paper gives it only in its chopping table (T=1.28, B=160 at 512k, B x BS = 20 MiB at
+#   the smaller sizes, ~15 MB/s, which B=160 at 512k cannot give: 80 MiB per 1.28 s is over
+#   60 MB/s). Its throttling table gives the unthrottled bandwidth, 67 MB/s, and the two
+#   thinktimes, which fix B: 67 MB/s / (512 KiB x (1/2.56 s + 1/1.28 s)) = 109 (computed below
+#   from those three numbers, not fitted to the model).
+#   Device for (a) and (b): p4600 (the P4600-class preset from the same author's FMS'18 talk;
+#   the paper's tables are P4510 sets, the P4600's sibling), at the memory-fitted scale.
 #   (c) the write buffer: three sequential 128 KiB write streams with 1x, 7x and 17x velocity
 #       (QD4, each over its own 30% of the space) and one uniform 4 KiB random stream of 1x
 #       velocity over 5% (QD16), beside 5000 random 4 KiB reads/s (QD16), from a sequentially
@@ -15,13 +23,15 @@
 #       free, each run held while the NAND says it stays busy over 2 ms): the NAND device's
 #       write amplification and the read percentile table, after 1800 s (and 2700 s) of
 #       simulated time.
-# NAND: afa-m2-2018 at the smallest scale (19 GB); simulated latencies are deterministic.
+# NAND for (c): afa-m2-2018 at the smallest scale (19 GB); simulated latencies are deterministic.
 # Paper numbers are Intel P4510/P4500 (1-2 TB sets) with an Optane P4800X buffer; the model is
 # another drive, so compare directions and ratios, not milliseconds.
 #
 # Usage: bench/paper004-shaping.sh         QUICK=1 bench/paper004-shaping.sh (shorter runs)
 # Environment: NINES (a prebuilt binary; default cargo build --release).
 # Last line: RESULT waf_base=... waf_buffer=... read_p9999_ratio=... (baseline / buffered)
+#   write_mb_s=... (the unthrottled run's write bandwidth; paper 67) throttle_p9999_ms=A..B
+#   (unthrottled..lowest rate; paper 14.144..4.576) chop4k_p9999_ms=...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK="${QUICK:-}"
@@ -78,10 +88,12 @@ elif what == "buf":
 PY
 }
 
-AB=(--runtime "$AB_RT" --ramp 2s
+# The burst length from the paper's throttling table (see the top).
+BURST=$(python3 -c "print(round(67e6 / (512 * 1024 * (1 / 2.56 + 1 / 1.28))))")
+AB=(--device p4600 --runtime "$AB_RT" --ramp 2s
     --job reads:rw=randread,bs=4k,iodepth=10
-    --job w1:rw=randwrite,bs=512k,iodepth=32,thinktime=2.56s
-    --job w2:rw=randwrite,bs=512k,iodepth=32,thinktime=1.28s)
+    --job "w1:rw=randwrite,bs=512k,iodepth=32,thinktime=2.56s,thinktime-blocks=$BURST"
+    --job "w2:rw=randwrite,bs=512k,iodepth=32,thinktime=1.28s,thinktime-blocks=$BURST")
 
 # shaping_table OPTION PAPER_ROWS...: one row per value of OPTION ("none": without it), the
 # paper's row beside it; sets last_p9999 (and first_p9999).
@@ -97,18 +109,25 @@ shaping_table() {
         sim "${AB[@]}" "${extra[@]}" --json "$TMP/ab.json"
         printf '%-16s %8s %8s %8s %10s   | %s\n' "$v" "$(fig "$TMP/ab.json" p99)" "$(fig "$TMP/ab.json" p99.9)" \
             "$(fig "$TMP/ab.json" p99.99)" "$(fig "$TMP/ab.json" wbw)" "${paper[$i]}"
-        [ "$v" = none ] && first_p9999=$(fig "$TMP/ab.json" p99.99)
+        if [ "$v" = none ]; then
+            first_p9999=$(fig "$TMP/ab.json" p99.99)
+            first_wbw=$(fig "$TMP/ab.json" wbw)
+        fi
         last_p9999=$(fig "$TMP/ab.json" p99.99)
         i=$((i + 1))
     done
 }
 
-echo "(a) Throttling: read latency (ms) vs write bandwidth; paper: Intel P4510 1 TB sets"
-VALUES=(16m 11m 5m)
+echo "(a) Throttling: read latency (ms) vs write bandwidth, bursts of $BURST x 512 KiB; paper: Intel P4510 1 TB sets"
+# The paper's throttled bandwidths as the rates; the bursts' closed loop (think after the last
+# write completes) writes less than the rate once it holds the bursts back.
+VALUES=(57m 41m 20m)
 shaping_table --throttle "5.088 / 6.88 / 14.144 / 67" "4.896 / 6.688 / 12.608 / 57" \
     "3.376 / 5.024 / 7.584 / 41" "1.4 / 3.056 / 4.576 / 20"
 a_base=$first_p9999
 a_last=$last_p9999
+write_mb_s=$first_wbw
+echo "unthrottled write bandwidth: $write_mb_s MB/s (paper 67)"
 echo
 echo "(b) Chopping 512 KiB writes: read latency (ms); paper: P4510 2 TB sets, client block size 512k/128k/32k/4k"
 VALUES=(128k 32k 4k)
@@ -143,15 +162,14 @@ buffer_table() {
     echo "NAND reads that waited over 1 ms, by what was ahead on the die:"
     echo "  baseline: $(fig "$TMP/c0.json" waits)"
     echo "  buffer:   $(fig "$TMP/c1.json" waits)"
-    echo "(c) Read latency (ms), $rt simulated"
-    printf '%-10s %10s %10s   | paper %s\n' "pct" "baseline" "buffer" "baseline / buffer (ms)"
-    local paper_c=("0.116 / 0.180" "0.265 / 0.562" "2.737 / 2.147" "11.6 / 4.228" "19.53 / 6.587"
-        "25.56 / 8.356" "28.443 / 9.503" "36.439 / 11.338")
+    echo "(c) Read latency (ms), $rt simulated. The paper's latency table for the buffer is of another"
+    echo "    workload (FIO 'Facebook workload', 4K_L2R6DWP.DIO), not in the paper and not reproducible"
+    echo "    here; for this streams workload it gives only Read QoS P99.99 34% (better with streams)."
+    printf '%-10s %10s %10s\n' "pct" "baseline" "buffer"
     for p in 50 70 90 99 99.9 99.99 99.999 99.9999; do
         base=$(fig "$TMP/c0.json" "p$p")
         buf=$(fig "$TMP/c1.json" "p$p")
-        printf '%-10s %10s %10s   | %s\n' "p$p" "$base" "$buf" "${paper_c[$i]}"
-        i=$((i + 1))
+        printf '%-10s %10s %10s\n' "p$p" "$base" "$buf"
     done
     ratio=$(python3 -c "print('%.2f' % ($(fig "$TMP/c0.json" p99.99) / $(fig "$TMP/c1.json" p99.99)))")
 }
@@ -166,6 +184,9 @@ fi
 buffer_table 1800s
 waf_cut=$(python3 -c "print('%.0f' % (100 * (1 - $waf_buffer / $waf_base)))")
 echo
-echo "goals (1800 s): WAF cut >= 40% (measured ${waf_cut}%), read p99.99 >= 2.5x lower (measured ${ratio}x);" \
-    "throttling p99.99 ${a_base} -> ${a_last} ms, chopping to 4k -> ${b_last} ms"
-echo "RESULT waf_base=$waf_base waf_buffer=$waf_buffer read_p9999_ratio=$ratio throttle_p9999_ms=$a_base..$a_last chop4k_p9999_ms=$b_last"
+echo "goals (1800 s): WAF cut >= 40% (measured ${waf_cut}%; paper 2.46 -> 1.25, 49%), read p99.99 lower" \
+    "by at least the paper's 34% on this workload, i.e. baseline / buffer >= 1.52x (measured ${ratio}x;" \
+    "nines' own target 2.5x); unthrottled writes within 20% of the paper's 67 MB/s (measured $write_mb_s);" \
+    "throttling p99.99 ${a_base} -> ${a_last} ms (paper 14.144 -> 4.576, each within 2x), chopping to" \
+    "4k -> ${b_last} ms (paper 5.28)"
+echo "RESULT waf_base=$waf_base waf_buffer=$waf_buffer read_p9999_ratio=$ratio write_mb_s=$write_mb_s throttle_p9999_ms=$a_base..$a_last chop4k_p9999_ms=$b_last"

@@ -4,7 +4,7 @@
 //!
 //! A job is a [`WorkloadSpec`] with a name. On the command line a job is written
 //! `--job NAME:key=value,key=value`; keys are the workload options' names (`rw`, `mix`, `bs`,
-//! `iodepth`, `thinktime`, `rate-iops`, `arrival`, `size`, `offset`, `distribution`, `ios`,
+//! `iodepth`, `thinktime`, `thinktime-blocks`, `rate-iops`, `arrival`, `size`, `offset`, `distribution`, `ios`,
 //! `seed`), and a job starts from the run's own workload options (like fio's `[global]`). The
 //! run's end and ramp (`--runtime`, `--ramp`) belong to the whole run, not to a job. The fio
 //! job-file reader feeds [`JobSpec::set`] too, so both spellings mean the same.
@@ -41,8 +41,8 @@ pub enum JobError {
         reason: String,
     },
     #[error(
-        "job {job}: unknown key {key:?}; use rw, mix, bs, iodepth, thinktime, rate-iops, arrival, \
-         size, offset, distribution, ios or seed"
+        "job {job}: unknown key {key:?}; use rw, mix, bs, iodepth, thinktime, thinktime-blocks, \
+         rate-iops, arrival, size, offset, distribution, ios or seed"
     )]
     UnknownKey { job: String, key: String },
     #[error(
@@ -109,6 +109,13 @@ impl JobSpec {
             }
             "thinktime" => {
                 w.thinktime_ns = parse_thinktime_ns(value).map_err(|e| bad(e.to_string()))?
+            }
+            "thinktime-blocks" => {
+                let v = parse_u64(value).map_err(bad)?;
+                w.thinktime_blocks = u32::try_from(v)
+                    .ok()
+                    .filter(|&b| b > 0)
+                    .ok_or_else(|| bad("give a burst of 1 to 4294967295 I/Os".into()))?;
             }
             "rate-iops" => w.rate_iops = Some(parse_u64(value).map_err(bad)?),
             "arrival" => w.arrival = value.parse().map_err(|e: ParseError| bad(e.to_string()))?,

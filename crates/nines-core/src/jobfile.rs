@@ -453,6 +453,7 @@ fn apply_pattern(job: &mut JobSpec, o: &Opt) -> Result<bool, JobFileError> {
             let ns = fio_time_ns(need(o)?, 1_000).map_err(|r| bad(o, r))?;
             set(job, o, "thinktime", &format!("{ns}ns"))?;
         }
+        "thinktime_blocks" => set(job, o, "thinktime-blocks", need(o)?)?,
         "random_distribution" => {
             let x = need(o)?;
             if x == "random" {
@@ -615,6 +616,11 @@ pub fn parse_replacing(
             continue;
         }
         job_end(&mut job, ends, replace, sec.line)?;
+        // fio's thinktime_blocks defaults to 1: a thinking job rests after every I/O, which
+        // caps it at one I/O in flight whatever its iodepth.
+        if job.workload.thinktime_ns > 0 && job.workload.thinktime_blocks == 0 {
+            job.workload.thinktime_blocks = 1;
+        }
         agree_run_wide(&mut run, job_run)?;
         for k in 0..ends.numjobs {
             let mut clone = job.clone();
@@ -831,9 +837,28 @@ numjobs=2
             w.thinktime_ns, 2_560_000_000,
             "thinktime is in microseconds"
         );
+        assert_eq!(w.thinktime_blocks, 1, "fio's default: rest after every I/O");
+        assert_eq!(
+            r.thinktime_blocks, 0,
+            "a job that does not think has no bursts"
+        );
         // Every job gets its own random stream; clones too.
         let seeds: Vec<u64> = f.jobs.iter().map(|j| j.workload.seed).collect();
         assert_eq!(seeds, [1, 2, 3]);
+    }
+
+    #[test]
+    fn thinktime_blocks_makes_bursts_as_paper_004_ran_them() {
+        // Paper 004's chopping table: T=1.28, B=160, BS=512k.
+        let text = "[burst]\nrw=randwrite\nbs=512k\niodepth=32\nthinktime=1280000\nthinktime_blocks=160\nruntime=60\n";
+        let f = parse(text, &base()).unwrap();
+        let w = &f.jobs[0].workload;
+        assert_eq!((w.thinktime_ns, w.thinktime_blocks), (1_280_000_000, 160));
+        for bad in ["0", "-1", "x", "4294967296"] {
+            let t = format!("[b]\nruntime=1\nthinktime=10\nthinktime_blocks={bad}\n");
+            let e = parse(&t, &base()).unwrap_err().to_string();
+            assert!(e.contains("thinktime_blocks"), "{bad}: {e}");
+        }
     }
 
     #[test]
@@ -982,9 +1007,11 @@ numjobs=2
         /// Options written in a job file reach the job exactly.
         #[test]
         fn options_round_trip(depth in 1u32..1024, bs_k in 1u64..1024, mix in 0u8..=100,
-                              runtime in 1u64..1000, think_us in 0u64..100_000) {
+                              runtime in 1u64..1000, think_us in 0u64..100_000,
+                              blocks in proptest::option::of(1u32..100_000)) {
+            let blocks_line = blocks.map_or(String::new(), |b| format!("thinktime_blocks={b}\n"));
             let text = format!(
-                "[global]\nrw=randrw\ntime_based\nruntime={runtime}\n[j]\niodepth={depth}\nbs={bs_k}k\nrwmixread={mix}\nthinktime={think_us}\n"
+                "[global]\nrw=randrw\ntime_based\nruntime={runtime}\n[j]\niodepth={depth}\nbs={bs_k}k\nrwmixread={mix}\nthinktime={think_us}\n{blocks_line}"
             );
             let f = parse(&text, &base()).unwrap();
             let w = &f.jobs[0].workload;
@@ -993,6 +1020,12 @@ numjobs=2
             prop_assert_eq!(w.read_mix_pct, mix);
             prop_assert_eq!(w.runtime_ns, Some(runtime * 1_000_000_000));
             prop_assert_eq!(w.thinktime_ns, think_us * 1000);
+            let expected_blocks = match blocks {
+                Some(b) => b,
+                None if think_us > 0 => 1,
+                None => 0,
+            };
+            prop_assert_eq!(w.thinktime_blocks, expected_blocks);
         }
     }
 }

@@ -23,6 +23,11 @@
 //! Slots: each stream has `iodepth` slots; a slot is the unit of buffers and of thinktime (after a
 //! completion the slot rests `thinktime` before it issues again). Slot numbers are global over
 //! the controller, so a driver can use them directly as buffer indices and completion tags.
+//! - **Bursts** (`thinktime_blocks` B > 0, fio's option): the stream issues B I/Os (as many at
+//!   once as its slots allow), then waits for all of them to complete (fio's `io_u_quiesce`),
+//!   rests `thinktime` from the last completion, and starts the next burst. fio checks its count
+//!   of completed I/Os after each issue, so its bursts vary by up to the depth around B; here
+//!   each burst is exactly B issues, the same number of rests per I/O.
 
 use std::collections::VecDeque;
 
@@ -42,8 +47,13 @@ pub struct StreamSpec {
     pub target: u32,
     /// Slots: most I/Os of this stream in flight at once.
     pub iodepth: u32,
-    /// Rest of a slot after its I/O completes.
+    /// Rest of a slot after its I/O completes; with `thinktime_blocks`, of the stream after
+    /// each burst.
     pub thinktime_ns: u64,
+    /// fio's `thinktime_blocks`: the stream issues bursts of this many I/Os; after each burst it
+    /// issues nothing until all of them completed and `thinktime_ns` passed since the last one
+    /// did. 0: each slot rests on its own (nines' default).
+    pub thinktime_blocks: u32,
     /// Measured I/Os to issue; `None`: until the end (or until the source is exhausted).
     pub ios_max: Option<u64>,
     pub source: Source,
@@ -120,6 +130,14 @@ struct Stream {
     job: u32,
     target: u32,
     thinktime_ns: u64,
+    /// Burst length (0: per-slot thinktime).
+    burst_ios: u32,
+    /// I/Os issued in the current burst.
+    burst_issued: u32,
+    /// The burst is complete: nothing issues until its I/Os are done.
+    draining: bool,
+    /// The stream's rest after a burst ends then.
+    rest_until_ns: u64,
     ios_max: u64,
     source: Source,
     /// Free slots in the order they became free (so their readiness is in order).
@@ -191,6 +209,14 @@ impl Controller {
                 job: s.job,
                 target: s.target,
                 thinktime_ns: s.thinktime_ns,
+                burst_ios: if s.thinktime_ns > 0 {
+                    s.thinktime_blocks
+                } else {
+                    0
+                },
+                burst_issued: 0,
+                draining: false,
+                rest_until_ns: 0,
                 ios_max: s.ios_max.unwrap_or(u64::MAX),
                 source: s.source,
                 free,
@@ -307,10 +333,13 @@ impl Controller {
         if now_ns >= end || s.source.exhausted() {
             return self.close_once(i);
         }
+        if s.draining {
+            return Poll::Busy;
+        }
         let Some(&slot) = s.free.front() else {
             return Poll::Busy;
         };
-        let ready = self.slots[slot as usize].ready_ns;
+        let ready = self.slots[slot as usize].ready_ns.max(s.rest_until_ns);
         let due = s.source.next_due_ns();
         // The earliest time this I/O may go: its slot rested and the request due.
         let at = ready.max(due.unwrap_or(0));
@@ -335,6 +364,13 @@ impl Controller {
         s.free.pop_front();
         s.inflight += 1;
         s.issued += 1;
+        if s.burst_ios > 0 {
+            s.burst_issued += 1;
+            if s.burst_issued == s.burst_ios {
+                s.burst_issued = 0;
+                s.draining = true;
+            }
+        }
         if measured {
             s.measured_issued += 1;
         }
@@ -370,11 +406,19 @@ impl Controller {
         sl.busy = false;
         let stream = sl.stream;
         let s = &mut self.streams[stream as usize];
-        sl.ready_ns = now_ns.saturating_add(s.thinktime_ns);
         let req = sl.req;
         let measured = sl.measured;
         let latency_ns = now_ns.saturating_sub(req.intended_ns);
         s.inflight -= 1;
+        if s.burst_ios == 0 {
+            sl.ready_ns = now_ns.saturating_add(s.thinktime_ns);
+        } else {
+            sl.ready_ns = now_ns;
+            if s.draining && s.inflight == 0 {
+                s.draining = false;
+                s.rest_until_ns = now_ns.saturating_add(s.thinktime_ns);
+            }
+        }
         s.free.push_back(slot);
         if measured {
             self.recs[stream as usize].record(req.op, latency_ns, req.len_bytes);
@@ -445,6 +489,7 @@ mod tests {
             target,
             iodepth: spec.iodepth,
             thinktime_ns: spec.thinktime_ns,
+            thinktime_blocks: spec.thinktime_blocks,
             ios_max: spec.ios_max,
             source: Generator::new(spec, 1 << 30, 512, target, start)
                 .unwrap()
@@ -566,6 +611,63 @@ mod tests {
         let done = drive(&mut c, 1_000, 100);
         assert_eq!(done.len(), 1);
         assert!(c.finished(), "the stream ended instead of waiting an hour");
+    }
+
+    #[test]
+    fn thinktime_blocks_issues_bursts_then_rests_after_the_last_completion() {
+        let s = WorkloadSpec {
+            iodepth: 4,
+            thinktime_ns: 10_000,
+            thinktime_blocks: 6,
+            ios_max: Some(12),
+            ..spec()
+        };
+        let t = RunTiming {
+            start_ns: 0,
+            ramp_ns: 0,
+            runtime_ns: None,
+        };
+        let mut c = Controller::new(t, vec![gen_stream(&s, 0, 0)]).unwrap();
+        // 1000 ns per I/O, one at a time: the first burst fills the 4 slots at 0 and issues its
+        // 5th and 6th as slots free (1000, 2000); its last I/O completes at 6000, so the second
+        // burst starts at 16000.
+        let mut issued: Vec<u64> = drive(&mut c, 1_000, 1_000).iter().map(|d| d.0).collect();
+        issued.sort_unstable();
+        assert_eq!(
+            issued,
+            [
+                0, 0, 0, 0, 1_000, 2_000, 16_000, 16_000, 16_000, 16_000, 17_000, 18_000
+            ]
+        );
+    }
+
+    #[test]
+    fn thinktime_blocks_of_one_is_queue_depth_one_with_a_rest() {
+        // fio's default (thinktime_blocks=1): at any iodepth, one I/O, its completion, the rest.
+        let s = WorkloadSpec {
+            iodepth: 8,
+            thinktime_ns: 500,
+            thinktime_blocks: 1,
+            ios_max: Some(5),
+            ..spec()
+        };
+        let t = RunTiming {
+            start_ns: 0,
+            ramp_ns: 0,
+            runtime_ns: None,
+        };
+        let mut c = Controller::new(t, vec![gen_stream(&s, 0, 0)]).unwrap();
+        let done = drive(&mut c, 1_000, 1_000);
+        assert_eq!(
+            done,
+            [
+                (0, 1_000),
+                (1_500, 2_500),
+                (3_000, 4_000),
+                (4_500, 5_500),
+                (6_000, 7_000)
+            ]
+        );
     }
 
     #[test]

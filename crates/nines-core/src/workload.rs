@@ -174,6 +174,10 @@ pub const IODEPTH_MAX: u32 = 4096;
 /// The largest block size accepted.
 pub const BLOCK_SIZE_BYTES_MAX: u64 = 64 << 20;
 
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
 /// What the user asked for, for every target of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadSpec {
@@ -195,8 +199,14 @@ pub struct WorkloadSpec {
     /// Open-loop pacing per target: latency counts from when each I/O was due.
     pub rate_iops: Option<u64>,
     pub arrival: Arrival,
-    /// Pause after each completion before that slot issues again.
+    /// Pause after each completion before that slot issues again; with `thinktime_blocks`, the
+    /// pause after each burst instead.
     pub thinktime_ns: u64,
+    /// fio's `thinktime_blocks`: bursts of this many I/Os, then, once all of them completed, the
+    /// thinktime (the stream rests as a whole). 0 (nines' own default): each slot rests
+    /// `thinktime_ns` after its own completion. A fio job file gets fio's default, 1.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub thinktime_blocks: u32,
     pub distribution: Distribution,
     pub seed: u64,
 }
@@ -216,6 +226,7 @@ impl Default for WorkloadSpec {
             rate_iops: None,
             arrival: Arrival::Fixed,
             thinktime_ns: 0,
+            thinktime_blocks: 0,
             distribution: Distribution::Uniform,
             seed: 1,
         }

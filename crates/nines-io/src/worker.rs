@@ -408,6 +408,7 @@ fn stream_specs(
                 target: v as u32,
                 iodepth: plan.trace_depth.min(plan.iodepth_max).max(1),
                 thinktime_ns: 0,
+                thinktime_blocks: 0,
                 ios_max: None,
                 source: Source::other(replay),
             });
@@ -428,6 +429,7 @@ fn stream_specs(
                 target: v as u32,
                 iodepth: job.workload.iodepth.min(plan.iodepth_max).max(1),
                 thinktime_ns: job.workload.thinktime_ns,
+                thinktime_blocks: job.workload.thinktime_blocks,
                 ios_max: job.workload.ios_max,
                 source: g.into(),
             });

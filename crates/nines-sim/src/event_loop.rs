@@ -575,6 +575,7 @@ fn trace_streams(
             target: i as u32,
             iodepth: cfg.trace_depth.max(1),
             thinktime_ns: 0,
+            thinktime_blocks: 0,
             ios_max: None,
             source: Source::other(r),
         })
@@ -596,6 +597,7 @@ fn job_streams(
                 target: t,
                 iodepth: job.workload.iodepth,
                 thinktime_ns: job.workload.thinktime_ns,
+                thinktime_blocks: job.workload.thinktime_blocks,
                 ios_max: job.workload.ios_max,
                 source: g.into(),
             });

@@ -1201,3 +1201,43 @@ fn a_device_that_completes_in_the_submit_call_is_reported_at_the_depth_achieved(
         "a warning at --iodepth 1"
     );
 }
+
+/// `--thinktime-blocks` on a real file: bursts of 4 reads at --iodepth 8, then 2 ms once all
+/// four completed. The four of a burst are issued together, so the count is whole bursts, and
+/// a second holds at most one burst per 2 ms (per-slot rests would allow 8 reads per 2 ms).
+#[test]
+fn thinktime_blocks_rests_the_stream_after_each_burst() {
+    let dir = disk_dir();
+    std::fs::write(dir.path().join("t.img"), vec![5u8; 8 << 20]).unwrap();
+    let out = common::nines(
+        &[
+            "profile",
+            "t.img",
+            "--engine",
+            "io_uring",
+            "--iodepth",
+            "8",
+            "--thinktime",
+            "2ms",
+            "--thinktime-blocks",
+            "4",
+            "--runtime",
+            "1s",
+            "--no-mlock",
+            "--quiet",
+            "--json",
+            "t.json",
+        ],
+        dir.path(),
+    );
+    assert_success(&out);
+    let report: Report =
+        serde_json::from_slice(&std::fs::read(dir.path().join("t.json")).unwrap()).unwrap();
+    let ios = report.devices[0].read.ios;
+    assert_eq!(report.jobs[0].workload.thinktime_blocks, 4);
+    assert!(ios > 0 && ios % 4 == 0, "{ios} reads are not whole bursts");
+    assert!(
+        ios <= 4 * 501,
+        "{ios} reads in 1 s: more than a burst per 2 ms"
+    );
+}

@@ -1191,3 +1191,36 @@ fn calibrate_takes_power_states_from_an_nvme_report() {
     let o = nines(&["sim", "--power-states-from", &s(&nvme)]);
     assert!(!o.status.success());
 }
+
+/// fio's thinktime_blocks in a `--job`: bursts of 8 writes at QD4, each followed by 10 ms once
+/// they completed, write twice what four slots resting 10 ms each do (a null device: the
+/// bursts take microseconds, so 100 of them start within the second).
+#[test]
+fn thinktime_blocks_writes_bursts_then_rests() {
+    let dir = tempfile::tempdir().unwrap();
+    let writes = |extra: &str| {
+        let path = dir.path().join("t.json");
+        let job = format!("w:rw=randwrite,bs=4k,iodepth=4,thinktime=10ms{extra}");
+        let o = nines(&[
+            "sim",
+            "--quiet",
+            "--device",
+            "null:1g",
+            "--runtime",
+            "1s",
+            "--job",
+            &job,
+            "--json",
+            path.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let r = nines_core::report::Report::from_json(&std::fs::read_to_string(&path).unwrap())
+            .unwrap();
+        (r.jobs[0].write.ios, r.jobs[0].workload.thinktime_blocks)
+    };
+    assert_eq!(writes(""), (400, 0), "each slot rests on its own");
+    assert_eq!(writes(",thinktime-blocks=8"), (800, 8), "100 bursts of 8");
+    let o = nines(&["sim", "--job", "w:thinktime=1ms,thinktime-blocks=0"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("thinktime-blocks"), "{}", stderr(&o));
+}

@@ -92,7 +92,8 @@ struct JobRates {
     all_have_ios: bool,
 }
 
-/// Each job's rate: its queue depth over a command's cycle (device, host, thinktime), capped
+/// Each job's rate: its queue depth over a command's cycle (device, host, thinktime; with
+/// thinktime_blocks, each burst and its rest), capped
 /// by --rate-iops.
 fn job_rates(i: &Inputs<'_>) -> JobRates {
     let host_ns = if i.host.completion == CompletionMode::None {
@@ -143,8 +144,15 @@ fn job_rates(i: &Inputs<'_>) -> JobRates {
         } else {
             c.overhead_ns + link_ns(c.write_bytes_per_s)
         };
-        let cycle_ns = (device_ns + host_ns + w.thinktime_ns) as f64;
-        let mut rate = f64::from(w.iodepth) * 1e9 / cycle_ns;
+        let mut rate = if w.thinktime_blocks > 0 && w.thinktime_ns > 0 {
+            // Bursts of B I/Os at the depth, then the rest: B I/Os per (B / depth cycles + rest).
+            let b = f64::from(w.thinktime_blocks);
+            let burst_ns = (b / f64::from(w.iodepth)).ceil() * (device_ns + host_ns) as f64;
+            b * 1e9 / (burst_ns + w.thinktime_ns as f64)
+        } else {
+            let cycle_ns = (device_ns + host_ns + w.thinktime_ns) as f64;
+            f64::from(w.iodepth) * 1e9 / cycle_ns
+        };
         if let Some(cap) = w.rate_iops {
             rate = rate.min(cap as f64);
         }

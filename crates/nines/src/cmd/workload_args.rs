@@ -59,6 +59,11 @@ pub struct WorkloadArgs {
     /// bare number is refused: fio counts it in µs, nines' other durations in seconds).
     #[arg(long, default_value = "0s", value_parser = parse_thinktime)]
     pub thinktime: u64,
+    /// fio's thinktime_blocks: issue bursts of N I/Os (as many at once as --iodepth allows),
+    /// wait until all of them complete, then rest --thinktime; without it each slot rests on its
+    /// own. fio job files get fio's default, 1 (which makes a thinking job queue depth 1).
+    #[arg(long, value_name = "N", requires = "thinktime")]
+    pub thinktime_blocks: Option<u32>,
     /// Offset distribution for random patterns: uniform or zipf:THETA.
     #[arg(long, default_value = "uniform", value_parser = parse_distribution)]
     pub distribution: Distribution,
@@ -77,7 +82,7 @@ pub struct WorkloadArgs {
 pub struct JobArgs {
     /// A named stream with its own options, e.g. `--job reads:rw=randread,iodepth=10 --job
     /// burst:rw=randwrite,bs=512k,thinktime=2.56s`; keys: rw, mix, bs, iodepth, thinktime,
-    /// rate-iops, arrival, size, offset, distribution, ios, seed. Repeat for several jobs; each
+    /// thinktime-blocks, rate-iops, arrival, size, offset, distribution, ios, seed. Repeat for several jobs; each
     /// starts from the other workload options and gets its own statistics.
     /// Or a fio job file, `--job FILE.fio`: its [global] and job sections are the jobs (fio's
     /// latency subset; every other option is refused by name and line). The command line's
@@ -548,7 +553,8 @@ pub struct TraceArgs {
     /// the trace decides the pattern, sizes, directions and arrival times), open loop at the
     /// recorded times relative to its first request.
     #[arg(long, conflicts_with_all = [
-        "rw", "mix", "bs", "iodepth", "ios", "rate_iops", "arrival", "thinktime", "distribution",
+        "rw", "mix", "bs", "iodepth", "ios", "rate_iops", "arrival", "thinktime",
+        "thinktime_blocks", "distribution",
         "size", "offset", "jobs",
     ])]
     pub trace: Option<PathBuf>,
@@ -719,6 +725,7 @@ impl WorkloadArgs {
             rate_iops: self.rate_iops,
             arrival: self.arrival,
             thinktime_ns: self.thinktime,
+            thinktime_blocks: self.thinktime_blocks.unwrap_or(0),
             distribution: self.distribution,
             seed: self.seed,
         };
