@@ -475,23 +475,54 @@ impl Default for MappingCache {
     }
 }
 
-/// Autonomous power state transitions (NVMe APST): after `idle_ns` without commands the device
-/// drops to a low-power state; the next command first pays `exit_ns`. Linux enters a state
-/// after 50 x (entry + exit latency) of idle (drivers/nvme/host/core.c,
-/// nvme_configure_apst). Off by default (servers disable APST).
+/// Autonomous power state transitions (NVMe APST). Which idle states a device enters, and after
+/// how long, is not the device's: the host programs it (the APST feature). So a description
+/// gives either the controller's power state `descriptors` (Identify Controller's table), which
+/// the simulated host's APST policy turns into states (`nines sim --apst`, as Linux's
+/// `nvme_configure_apst` does; `nines_sim::apst`), or the `states` themselves (a table already
+/// programmed). Neither: no power states (servers keep APST off). Not both.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Power {
-    /// Low-power states, shallow to deep (`idle_ns` increasing).
-    #[serde(default)]
+    /// Programmed low-power states, shallow to deep (`idle_ns` increasing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub states: Vec<PowerState>,
+    /// The controller's power state descriptors, as `nvme id-ctrl` prints them (PS0 first);
+    /// operational ones may be left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub descriptors: Vec<PowerDescriptor>,
 }
 
+/// A state the device is in after `idle_ns` without commands. It starts entering it `entry_ns`
+/// before (ENLAT): a command that arrives during the entry waits for the entry to end and then
+/// for the exit; one that arrives once the device is in the state waits `exit_ns` (EXLAT). No
+/// command is processed until the device is operational again, and then every queued command
+/// is (NVMe base specification 2.0, 8.15: a doorbell write wakes a non-operational controller,
+/// which processes no I/O commands in that state).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PowerState {
     pub idle_ns: u64,
     pub exit_ns: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub entry_ns: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One power state descriptor of Identify Controller: its index (PS0 is the highest power),
+/// whether the controller processes I/O in it (NOPS clear), and its entry and exit latencies
+/// (ENLAT, EXLAT, the maximum in microseconds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerDescriptor {
+    pub index: u8,
+    #[serde(default)]
+    pub operational: bool,
+    pub entry_us: u32,
+    pub exit_us: u32,
 }
 
 /// Flush and FUA (NVMe Flush command, Force Unit Access bit). With a power-loss-protected
@@ -672,7 +703,7 @@ impl DeviceConfig {
         if self.housekeeping.period_ns > 0 && self.housekeeping.duration_ns > 0 {
             v.push("housekeeping");
         }
-        if !self.power.states.is_empty() {
+        if !self.power.states.is_empty() || !self.power.descriptors.is_empty() {
             v.push("power-states");
         }
         if self.mapping.cache_bytes > 0 {
@@ -903,6 +934,7 @@ impl DeviceConfig {
                 [
                     ("power.states.idle_ns", p.idle_ns),
                     ("power.states.exit_ns", p.exit_ns),
+                    ("power.states.entry_ns", p.entry_ns),
                 ]
             }))
             .chain(
@@ -1057,6 +1089,29 @@ impl DeviceConfig {
             return Err(invalid(
                 "power.states",
                 "idle_ns must be positive and increase from one state to the next",
+            ));
+        }
+        if states.iter().any(|s| s.entry_ns > s.idle_ns) {
+            return Err(invalid(
+                "power.states",
+                "entry_ns must not exceed idle_ns (the entry starts after some idle time)",
+            ));
+        }
+        let d = &self.power.descriptors;
+        if !d.is_empty() && !states.is_empty() {
+            return Err(invalid(
+                "power",
+                "give the controller's descriptors (the host's APST policy programs them) or \
+                 programmed states, not both",
+            ));
+        }
+        if d.len() > 32
+            || d.windows(2).any(|w| w[1].index <= w[0].index)
+            || d.iter().any(|p| p.index > 31)
+        {
+            return Err(invalid(
+                "power.descriptors",
+                "at most 32 descriptors, indices 0 to 31 in increasing order",
             ));
         }
         for (field, points) in [

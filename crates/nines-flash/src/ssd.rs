@@ -616,6 +616,8 @@ pub(crate) struct Front {
     pub(crate) after_stall: u64,
     /// When the controller starts it.
     pub(crate) start: u64,
+    /// When the controller is operational (after a power-state exit).
+    awake: u64,
     power_exit: bool,
     stalled: bool,
 }
@@ -676,6 +678,8 @@ pub struct Ssd {
     reads_map_unwritten: bool,
     /// Until then the device is busy (for power-state entry after idle).
     active_until: u64,
+    /// Until then the controller is waking from a power state: commands wait for it.
+    awake_ns: u64,
     rng: Xoshiro256PlusPlus,
     pub(crate) counters: SsdCounters,
     // Warm: writes, GC, variance sources.
@@ -937,6 +941,7 @@ impl Ssd {
             programs_until: 0,
             open_ready: vec![0; pools as usize],
             active_until: 0,
+            awake_ns: 0,
             asleep: false,
             has_cmt: cmt.is_some(),
             cmt,
@@ -1106,17 +1111,30 @@ impl Ssd {
     pub(crate) fn front_end(&self, now_ns: u64) -> Front {
         let mut t = now_ns;
         let mut power_exit = false;
-        if self.has_power && (now_ns > self.active_until || self.asleep) {
-            let idle = if self.asleep {
-                u64::MAX
-            } else {
-                now_ns - self.active_until
-            };
-            if let Some(s) = self.power.iter().rev().find(|s| s.idle_ns <= idle) {
-                t += s.exit_ns;
-                power_exit = true;
+        if self.has_power {
+            if self.asleep {
+                if let Some(s) = self.power.last() {
+                    t += s.exit_ns;
+                    power_exit = true;
+                }
+            } else if now_ns > self.active_until {
+                // The deepest state whose entry began: a command during the entry waits for
+                // it to end, then for the exit.
+                let idle = now_ns - self.active_until;
+                if let Some(s) = self
+                    .power
+                    .iter()
+                    .rev()
+                    .find(|s| s.idle_ns - s.entry_ns <= idle)
+                {
+                    t = t.max(self.active_until + s.idle_ns) + s.exit_ns;
+                    power_exit = true;
+                }
             }
+            // A command that comes while the controller wakes waits until it is awake.
+            t = t.max(self.awake_ns);
         }
+        let awake = t;
         let mut stalled = false;
         if self.hk_period_ns > 0 {
             let x = (t + self.hk_phase_ns) % self.hk_period_ns;
@@ -1133,6 +1151,7 @@ impl Ssd {
         Front {
             after_stall: t,
             start,
+            awake,
             power_exit,
             stalled,
         }
@@ -1148,6 +1167,7 @@ impl Ssd {
         if f.power_exit {
             self.counters.power_exits += 1;
             self.asleep = false;
+            self.awake_ns = f.awake;
         }
         if self.command_ns > 0 {
             self.ctrl_free = f.start + self.command_ns;

@@ -78,20 +78,29 @@ fn real_devices_turn_on_the_sources_of_their_class() {
             "{name} has variance sources {m:?}"
         );
     }
-    // client-nvme's APST states are its id-ctrl table's exits after Linux's 50 x (en + ex).
+    // client-nvme gives its id-ctrl table's non-operational states; the host's APST policy
+    // (nines_sim::apst) decides which it enters and when.
     let c = DeviceConfig::preset("client-nvme").unwrap();
-    let states: Vec<_> = c
+    assert!(c.power.states.is_empty());
+    let d: Vec<_> = c
         .power
-        .states
+        .descriptors
         .iter()
-        .map(|s| (s.idle_ns, s.exit_ns))
+        .map(|p| (p.index, p.operational, p.entry_us, p.exit_us))
         .collect();
-    assert_eq!(
-        states,
-        vec![
-            (50 * (210 + 1_200) * 1_000, 1_200_000),
-            (50 * (2_000 + 8_000) * 1_000, 8_000_000)
-        ]
+    assert_eq!(d, vec![(3, false, 210, 1_200), (4, false, 2_000, 8_000)]);
+    // Both ways of giving power states at once are refused.
+    let mut both = c.clone();
+    both.power.states = vec![nines_flash::config::PowerState {
+        idle_ns: 1,
+        exit_ns: 1,
+        entry_ns: 0,
+    }];
+    assert!(
+        both.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("not both")
     );
     for d in preset_names() {
         assert!(!DeviceConfig::preset(d).unwrap().class.is_empty(), "{d}");

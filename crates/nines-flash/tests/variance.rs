@@ -63,10 +63,12 @@ fn power_states_add_their_exit_latency_after_idle() {
         nines_flash::config::PowerState {
             idle_ns: 1_000_000,
             exit_ns: 100_000,
+            entry_ns: 0,
         },
         nines_flash::config::PowerState {
             idle_ns: 100_000_000,
             exit_ns: 5_000_000,
+            entry_ns: 0,
         },
     ];
     let mut ssd = filled(&cfg);
@@ -85,6 +87,54 @@ fn power_states_add_their_exit_latency_after_idle() {
     let t = f + 500_000;
     let g = ssd.submit(t, Op::Read, 8192, 4096);
     assert_eq!(g - t, IDLE_READ_NS);
+    assert_eq!(ssd.counters().power_exits, 2);
+}
+
+/// Wake-ups as the NVMe base specification describes non-operational states: no I/O command is
+/// processed until the controller is operational again, a doorbell write starts the exit, and
+/// then every queued command is processed. So a command that arrives during an entry waits for
+/// the entry and then the exit (ENLAT + EXLAT at most); commands that arrive while it wakes wait
+/// for that one wake-up (none pays its own exit); the device is busy until its last completion.
+#[test]
+fn wake_ups_are_one_per_exit_and_an_entry_is_finished_first() {
+    let mut cfg = small(2, 2, 0.2);
+    // PS3: enters after 100 ms idle, 2 ms entry (in it at 102 ms), 8 ms exit.
+    cfg.power.states = vec![nines_flash::config::PowerState {
+        idle_ns: 102_000_000,
+        exit_ns: 8_000_000,
+        entry_ns: 2_000_000,
+    }];
+    // No controller occupancy: only the power state orders the commands.
+    cfg.controller.command_ns = 0;
+    let mut ssd = filled(&cfg);
+    let t0 = 1_000_000_000;
+    let a = ssd.submit(t0, Op::Read, 0, 4096);
+    assert_eq!(
+        a - t0,
+        8_000_000 + IDLE_READ_NS,
+        "after a long idle: the exit"
+    );
+    // Two more commands while it wakes: both wait for the same wake-up (they start with the
+    // first once it is awake, so they may queue behind it on the flash, never for an exit).
+    let b = ssd.submit(t0 + 1_000_000, Op::Read, 1 << 20, 4096);
+    let c = ssd.submit(t0 + 7_999_000, Op::Read, 2 << 20, 4096);
+    for x in [b, c] {
+        assert!(
+            (8_000_000 + IDLE_READ_NS..8_000_000 + 3 * IDLE_READ_NS).contains(&(x - t0)),
+            "{}",
+            x - t0
+        );
+    }
+    assert_eq!(ssd.counters().power_exits, 1, "one wake-up for the three");
+    // Idle 101 ms after the last completion: in the middle of the entry. The command waits
+    // the entry's last 1 ms, then the exit.
+    let t = c + 101_000_000;
+    let d = ssd.submit(t, Op::Read, 0, 4096);
+    assert_eq!(d - t, 1_000_000 + 8_000_000 + IDLE_READ_NS);
+    // Before the entry starts (99.9 ms idle): awake.
+    let t = d + 99_900_000;
+    let e = ssd.submit(t, Op::Read, 0, 4096);
+    assert_eq!(e - t, IDLE_READ_NS);
     assert_eq!(ssd.counters().power_exits, 2);
 }
 

@@ -190,6 +190,9 @@ pub fn doctor_summary(root: &Path) -> serde_json::Value {
         "root": root.display().to_string(),
         "counts": rep.counts,
         "findings": titles,
+        // The nvme driver's APST parameters: a replay can run under the same policy
+        // (`nines sim --apst RUN.json`).
+        "apst": host.apst_parameters,
     })
 }
 
@@ -243,6 +246,7 @@ pub fn analyze(h: &Host) -> Vec<Finding> {
     cpus(h, &mut o);
     irqs(h, &mut o);
     block(h, &mut o);
+    apst_policy(h, &mut o);
     nvme_controllers(h, &mut o);
     housekeeping(h, &mut o);
     process(h, &mut o);
@@ -768,6 +772,51 @@ fn block(h: &Host, o: &mut Out) {
     }
 }
 
+/// The nvme driver's APST policy, once (only where nvme_core is loaded): the parameters that
+/// decide which idle power states every controller enters and after how long.
+fn apst_policy(h: &Host, o: &mut Out) {
+    if h.apst_parameters.is_empty() {
+        return;
+    }
+    let get = |n: &str| h.apst_parameters.get(n).copied();
+    let rule = match (
+        get("default_ps_max_latency_us"),
+        get("apst_primary_timeout_ms"),
+        get("apst_primary_latency_tol_us"),
+    ) {
+        (Some(0), _, _) => "APST off for new controllers".to_string(),
+        (_, None, _) => {
+            "50 x (entry + exit latency) per state (a kernel before the 2021 rework)".to_string()
+        }
+        (_, Some(0), _) | (_, _, Some(0)) => {
+            "50 x (entry + exit latency) per state (the primary parameters are 0)".to_string()
+        }
+        (_, Some(p), Some(tol)) => format!(
+            "the deepest state within {tol} µs of entry + exit after {p} ms idle, a deeper one \
+             within {} µs after {} ms more",
+            get("apst_secondary_latency_tol_us").map_or("?".into(), |v| v.to_string()),
+            get("apst_secondary_timeout_ms").map_or("?".into(), |v| v.to_string())
+        ),
+        _ => "?".to_string(),
+    };
+    let values: Vec<String> = crate::host::APST_PARAMETERS
+        .iter()
+        .filter_map(|n| get(n).map(|v| format!("{n}={v}")))
+        .collect();
+    o.add(
+        "host.apst",
+        Severity::Info,
+        "host",
+        format!("nvme APST policy: {rule} ({})", values.join(", ")),
+        h.apst_parameters
+            .iter()
+            .map(|(n, v)| ev(format!("/sys/module/nvme_core/parameters/{n}"), v.to_string()))
+            .collect(),
+        "the kernel programs each controller's idle power states from these; `nines sim --apst host` (or a report of this host: --apst RUN.json) simulates a device under the same policy",
+        String::new(),
+    );
+}
+
 /// One line per NVMe controller: model, firmware, its namespaces' write cache and its APST state
 /// (with the fix when APST is on: the next I/O after an idle gap pays a power state's exit).
 fn nvme_controllers(h: &Host, o: &mut Out) {
@@ -1165,7 +1214,11 @@ pub fn check_plan(h: &Host, plan: &crate::plan::Plan) -> Vec<Finding> {
 impl DoctorReport {
     /// Adds the findings of [`check_plan`] (keeping the most-severe-first order and the counts).
     pub fn add_plan_findings(&mut self, h: &Host, plan: &crate::plan::Plan) {
-        let extra = check_plan(h, plan);
+        self.add_findings(check_plan(h, plan));
+    }
+
+    /// Adds findings made elsewhere (the binary's: those that need an NVMe admin command).
+    pub fn add_findings(&mut self, extra: Vec<Finding>) {
         for f in &extra {
             match f.severity {
                 Severity::Critical => self.counts.critical += 1,

@@ -118,6 +118,10 @@ pub struct Host {
     /// `nvme_core.default_ps_max_latency_us`: APST's exit-latency bound for new controllers
     /// (0: APST off).
     pub apst_max_latency_us: Option<i64>,
+    /// The nvme_core parameters of its APST policy (`default_ps_max_latency_us`,
+    /// `apst_primary_timeout_ms`, `apst_primary_latency_tol_us`, `apst_secondary_timeout_ms`,
+    /// `apst_secondary_latency_tol_us`) that this kernel has, by name.
+    pub apst_parameters: BTreeMap<String, i64>,
     pub procs: Vec<Proc>,
     pub smartd_conf: Option<(String, String)>,
     pub smartd_default_opts: Option<(String, String)>,
@@ -129,6 +133,15 @@ pub struct Host {
     /// Optional sources that were absent (informational).
     pub missing: Vec<String>,
 }
+
+/// nvme_core's APST parameters (drivers/nvme/host/core.c), in the kernel's order.
+pub const APST_PARAMETERS: [&str; 5] = [
+    "default_ps_max_latency_us",
+    "apst_primary_timeout_ms",
+    "apst_primary_latency_tol_us",
+    "apst_secondary_timeout_ms",
+    "apst_secondary_latency_tol_us",
+];
 
 /// Processes whose arguments doctor reads (housekeeping and interrupt balancing).
 pub const WATCHED_COMMS: [&str; 10] = [
@@ -417,6 +430,15 @@ impl Host {
                 fs,
                 "/sys/module/nvme_core/parameters/default_ps_max_latency_us",
             );
+            for name in APST_PARAMETERS {
+                let path = format!("/sys/module/nvme_core/parameters/{name}");
+                // Kernels before the 2021 rework have only the first.
+                if fs.exists(&path)
+                    && let Some(v) = self.opt_int(fs, &path)
+                {
+                    self.apst_parameters.insert(name.to_string(), v);
+                }
+            }
         }
         if !fs.exists("/sys/class/nvme") {
             return;

@@ -100,3 +100,57 @@ fn each_controller_is_listed_with_its_write_cache_and_apst_state() {
     );
     assert!(!analyze(&h).iter().any(|f| f.id == "block.nvme"));
 }
+
+/// The nvme driver's APST policy, once: today's kernels' five parameters and the rule they
+/// make, the older kernels' one (50 x the latencies), and off; the run report's host summary
+/// carries the parameters for a replay (`nines sim --apst RUN.json`).
+#[test]
+fn the_apst_policy_is_reported_with_its_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let params = [
+        ("default_ps_max_latency_us", "100000"),
+        ("apst_primary_timeout_ms", "100"),
+        ("apst_primary_latency_tol_us", "15000"),
+        ("apst_secondary_timeout_ms", "2000"),
+        ("apst_secondary_latency_tol_us", "100000"),
+    ];
+    for (n, v) in params {
+        w(
+            r,
+            &format!("/sys/module/nvme_core/parameters/{n}"),
+            &format!("{v}\n"),
+        );
+    }
+    let policy = |r: &Path| {
+        let h = Host::read(&HostFs::new(r));
+        analyze(&h)
+            .into_iter()
+            .find(|f| f.id == "host.apst")
+            .map(|f| (f.severity, f.title, f.evidence.len()))
+    };
+    let (sev, title, evidence) = policy(r).unwrap();
+    assert_eq!((sev, evidence), (Severity::Info, 5));
+    assert!(
+        title.contains("the deepest state within 15000 µs of entry + exit after 100 ms idle")
+            && title.contains("within 100000 µs after 2000 ms more")
+            && title.contains("apst_secondary_timeout_ms=2000"),
+        "{title}"
+    );
+    let summary = nines_host::doctor_summary(r);
+    assert_eq!(summary["apst"]["apst_primary_timeout_ms"], 100, "{summary}");
+    // An older kernel: only the exit-latency bound.
+    for (n, _) in &params[1..] {
+        std::fs::remove_file(r.join(format!("sys/module/nvme_core/parameters/{n}"))).unwrap();
+    }
+    assert!(policy(r).unwrap().1.contains("before the 2021 rework"));
+    w(
+        r,
+        "/sys/module/nvme_core/parameters/default_ps_max_latency_us",
+        "0\n",
+    );
+    assert!(policy(r).unwrap().1.contains("APST off"));
+    // No nvme driver: nothing said.
+    std::fs::remove_dir_all(r.join("sys/module/nvme_core")).unwrap();
+    assert!(policy(r).is_none());
+}

@@ -1,6 +1,7 @@
-//! A real NVMe device's power states as the SSD model's (`nines sim --calibrate
-//! --power-states-from`): the controller's power state descriptors (Identify Controller, read
-//! by `nines_io::nvme` or kept in a `nines profile` report) turned into `[[power.states]]`.
+//! The simulated host's APST policy: a controller's power state descriptors (a preset's
+//! `[[power.descriptors]]`, Identify Controller read by `nines_io::nvme` or kept in a `nines
+//! profile` report) turned into the SSD model's `[[power.states]]`, as the host's kernel
+//! programs them (`nines sim --apst`, `--calibrate --power-states-from`).
 //!
 //! The model's state ([`PowerState`]) is "after `idle_ns` without commands the device is in
 //! this state; the next command first pays `exit_ns`", deepest state reached wins. Which states
@@ -21,18 +22,23 @@
 //! Approximations, said in the notes the mapping returns:
 //!
 //! - `idle_ns` is when the device is *in* the state: the idle times of the states before it
-//!   plus their entry latencies and its own. A command that arrives during an entry pays, in the
-//!   model, the shallower state's exit (or nothing); a real one may wait up to ENLAT + EXLAT.
-//! - `exit_ns` is EXLAT, the descriptor's maximum, for every wake-up.
+//!   plus their entry latencies and its own; `entry_ns` is ENLAT, so a command that arrives
+//!   during the entry waits for its end and then the exit (up to ENLAT + EXLAT, the worst case
+//!   the descriptors allow).
+//! - `exit_ns` is EXLAT, the descriptor's maximum, for every wake-up; commands that arrive
+//!   while the controller wakes wait for the same wake-up, none pays its own.
 //! - Maximum power (MP), idle and active power are not modelled (the model has no power).
 //! - Linux's quirks (`NVME_QUIRK_NO_DEEPEST_PS`, `NO_APST`) and a per-device PM QoS latency
 //!   tolerance that differs from the module default are not seen.
 
-use nines_core::nvme::{IdentifyController, PowerStateDescriptor};
-use nines_flash::config::PowerState;
+use nines_core::nvme::IdentifyController;
+use nines_flash::config::{PowerDescriptor, PowerState};
 
-/// The nvme_core module parameters `nvme_configure_apst` reads, defaulting to Linux's values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The nvme_core module parameters `nvme_configure_apst` reads, defaulting to Linux's values
+/// (drivers/nvme/host/core.c since the 2021 rework of APST: primary and secondary timeouts with
+/// latency tolerances, after Microsoft's and Intel's drivers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ApstPolicy {
     /// `default_ps_max_latency_us` (100000): no state with a longer exit latency; 0: APST off.
     pub ps_max_latency_us: u64,
@@ -58,7 +64,120 @@ impl Default for ApstPolicy {
     }
 }
 
+/// The names of the module parameters, in [`ApstPolicy`]'s order.
+pub const APST_PARAMETERS: [&str; 5] = [
+    "default_ps_max_latency_us",
+    "apst_primary_timeout_ms",
+    "apst_primary_latency_tol_us",
+    "apst_secondary_timeout_ms",
+    "apst_secondary_latency_tol_us",
+];
+
+/// A policy that cannot be read: one line, what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("APST policy {text:?}: {reason}")]
+pub struct ApstPolicyError {
+    pub text: String,
+    pub reason: String,
+}
+
+impl std::str::FromStr for ApstPolicy {
+    type Err = ApstPolicyError;
+
+    /// `linux` (today's kernels: the defaults), `legacy` (kernels before the 2021 rework: each
+    /// usable state after 50 x (ENLAT + EXLAT), which the kernel still does when
+    /// `apst_primary_timeout_ms` is 0), `off` (`default_ps_max_latency_us=0`, as servers set
+    /// it), or `NAME=VALUE,...` over the defaults with the module parameters' names (the
+    /// `default_`/`apst_` prefixes may be left out).
+    fn from_str(text: &str) -> Result<ApstPolicy, ApstPolicyError> {
+        let err = |reason: String| ApstPolicyError {
+            text: text.to_string(),
+            reason,
+        };
+        let d = ApstPolicy::default();
+        match text.trim() {
+            "linux" => return Ok(d),
+            "legacy" => {
+                return Ok(ApstPolicy {
+                    primary_timeout_ms: 0,
+                    ..d
+                });
+            }
+            "off" => {
+                return Ok(ApstPolicy {
+                    ps_max_latency_us: 0,
+                    ..d
+                });
+            }
+            _ => {}
+        }
+        let mut p = d;
+        for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (name, value) = item.split_once('=').ok_or_else(|| {
+                err(format!(
+                    "{item:?} is not NAME=VALUE; give linux, legacy, off or NAME=VALUE,... with \
+                     NAME one of {}",
+                    APST_PARAMETERS.join(", ")
+                ))
+            })?;
+            let value: u64 = value.trim().parse().map_err(|_| {
+                err(format!(
+                    "{name}: {value:?} is not a whole number of its unit"
+                ))
+            })?;
+            let name = name.trim();
+            let full = APST_PARAMETERS
+                .iter()
+                .find(|n| {
+                    **n == name
+                        || n.strip_prefix("default_") == Some(name)
+                        || n.strip_prefix("apst_") == Some(name)
+                })
+                .ok_or_else(|| {
+                    err(format!(
+                        "unknown parameter {name:?}; use {}",
+                        APST_PARAMETERS.join(", ")
+                    ))
+                })?;
+            match *full {
+                "default_ps_max_latency_us" => p.ps_max_latency_us = value,
+                "apst_primary_timeout_ms" => p.primary_timeout_ms = value,
+                "apst_primary_latency_tol_us" => p.primary_latency_tol_us = value,
+                "apst_secondary_timeout_ms" => p.secondary_timeout_ms = value,
+                _ => p.secondary_latency_tol_us = value,
+            }
+        }
+        if p.primary_timeout_ms > ITPT_MS_MAX || p.secondary_timeout_ms > ITPT_MS_MAX {
+            return Err(err(format!(
+                "a timeout over {ITPT_MS_MAX} ms does not fit the APST table (24 bits of ms)"
+            )));
+        }
+        Ok(p)
+    }
+}
+
 impl ApstPolicy {
+    /// The values as the kernel's parameters, `NAME=VALUE,...`.
+    pub fn describe(&self) -> String {
+        let rule = if self.ps_max_latency_us == 0 {
+            "APST off"
+        } else if self.primary_timeout_ms == 0 || self.primary_latency_tol_us == 0 {
+            "50 x (ENLAT + EXLAT), the pre-2021 rule"
+        } else {
+            "primary/secondary timeouts"
+        };
+        format!(
+            "{rule}: default_ps_max_latency_us={}, apst_primary_timeout_ms={}, \
+             apst_primary_latency_tol_us={}, apst_secondary_timeout_ms={}, \
+             apst_secondary_latency_tol_us={}",
+            self.ps_max_latency_us,
+            self.primary_timeout_ms,
+            self.primary_latency_tol_us,
+            self.secondary_timeout_ms,
+            self.secondary_latency_tol_us
+        )
+    }
+
     /// The policy from the module parameters' files (`NAME` -> its text, e.g. read from
     /// /sys/module/nvme_core/parameters/NAME); a file missing or not a number keeps the default.
     pub fn from_parameters(read: impl Fn(&str) -> Option<String>) -> ApstPolicy {
@@ -97,8 +216,36 @@ pub fn power_states_from_nvme(
     controller: &IdentifyController,
     policy: &ApstPolicy,
 ) -> MappedPowerStates {
+    power_states_from_descriptors(
+        &descriptors_of(controller),
+        controller.apst_supported,
+        policy,
+    )
+}
+
+/// A controller's power state table as a description's `[[power.descriptors]]`.
+pub fn descriptors_of(controller: &IdentifyController) -> Vec<PowerDescriptor> {
+    controller
+        .power_states
+        .iter()
+        .map(|p| PowerDescriptor {
+            index: p.index,
+            operational: p.operational,
+            entry_us: p.latency_us_entry,
+            exit_us: p.latency_us_exit,
+        })
+        .collect()
+}
+
+/// Maps power state descriptors to the model's states under `policy`, as Linux's
+/// `nvme_configure_apst` programs them; `apst_supported` is the controller's APSTA bit.
+pub fn power_states_from_descriptors(
+    descriptors: &[PowerDescriptor],
+    apst_supported: bool,
+    policy: &ApstPolicy,
+) -> MappedPowerStates {
     let mut notes = Vec::new();
-    if !controller.apst_supported {
+    if !apst_supported {
         notes.push(
             "the controller does not support autonomous power state transitions (APSTA 0): \
              the model gets no power states"
@@ -121,13 +268,13 @@ pub fn power_states_from_nvme(
         };
     }
     // The states the host programs, deepest first, each with its idle time in the state before.
-    let mut chosen: Vec<(&PowerStateDescriptor, u64)> = Vec::new();
+    let mut chosen: Vec<(&PowerDescriptor, u64)> = Vec::new();
     let mut last_tolerance = u8::MAX;
-    for p in controller.power_states.iter().rev() {
+    for p in descriptors.iter().rev() {
         if p.operational {
             continue;
         }
-        let exit_us = u64::from(p.latency_us_exit);
+        let exit_us = u64::from(p.exit_us);
         if exit_us > policy.ps_max_latency_us {
             notes.push(format!(
                 "PS{}: exit latency {exit_us} µs is over default_ps_max_latency_us {}: not used",
@@ -135,7 +282,7 @@ pub fn power_states_from_nvme(
             ));
             continue;
         }
-        let total_us = exit_us + u64::from(p.latency_us_entry);
+        let total_us = exit_us + u64::from(p.entry_us);
         let transition_ms = if policy.primary_timeout_ms > 0 && policy.primary_latency_tol_us > 0 {
             match transition_time(total_us, policy, &mut last_tolerance) {
                 Some(ms) => ms,
@@ -158,37 +305,53 @@ pub fn power_states_from_nvme(
     let mut states = Vec::new();
     let mut at_ns = 0u64;
     for (p, transition_ms) in chosen {
+        let entry_ns = u64::from(p.entry_us) * 1000;
         at_ns = at_ns
             .saturating_add(transition_ms.saturating_mul(1_000_000))
-            .saturating_add(u64::from(p.latency_us_entry) * 1000);
+            .saturating_add(entry_ns);
+        // The model wants a positive, increasing idle time.
+        let idle_ns = at_ns.max(states.last().map_or(1, |s: &PowerState| s.idle_ns + 1));
         let state = PowerState {
-            // The model wants a positive, increasing idle time.
-            idle_ns: at_ns.max(states.last().map_or(1, |s: &PowerState| s.idle_ns + 1)),
-            exit_ns: u64::from(p.latency_us_exit) * 1000,
+            idle_ns,
+            exit_ns: u64::from(p.exit_us) * 1000,
+            entry_ns: entry_ns.min(idle_ns),
         };
         notes.push(format!(
-            "PS{} (non-operational, {:.4} W max): entered after {transition_ms} ms idle and {} \
-             µs entry, i.e. idle_ns {}, exit_ns {} (EXLAT)",
-            p.index,
-            p.power_uw_max as f64 * 1e-6,
-            p.latency_us_entry,
-            state.idle_ns,
-            state.exit_ns
+            "PS{} (non-operational): entered after {transition_ms} ms idle and {} µs entry, \
+             i.e. idle_ns {}, exit_ns {} (EXLAT)",
+            p.index, p.entry_us, state.idle_ns, state.exit_ns
         ));
         states.push(state);
     }
-    if states.is_empty() && !controller.power_states.iter().any(|p| !p.operational) {
+    if states.is_empty() && !descriptors.iter().any(|p| !p.operational) {
         notes.push(
             "the controller has no non-operational power state: the model gets no power states"
                 .into(),
         );
     }
     notes.push(
-        "not modelled: power (MP, idle, active), entry latency paid by a command that arrives \
-         during an entry, Linux quirks and per-device latency tolerances"
+        "not modelled: power (MP, idle, active), Linux quirks and per-device latency tolerances"
             .into(),
     );
     MappedPowerStates { states, notes }
+}
+
+/// Programs a description's power states as the host's policy does: its `descriptors`
+/// become `states` (the descriptors are then cleared); a description with states already, or
+/// none, is left as it is. Returns what was done, one line each (empty: nothing to do).
+pub fn program(device: &mut nines_flash::DeviceConfig, policy: &ApstPolicy) -> Vec<String> {
+    if device.power.descriptors.is_empty() {
+        return Vec::new();
+    }
+    let mapped = power_states_from_descriptors(&device.power.descriptors, true, policy);
+    device.power.descriptors.clear();
+    device.power.states = mapped.states;
+    let mut notes = vec![format!(
+        "APST as the host programs it ({})",
+        policy.describe()
+    )];
+    notes.extend(mapped.notes);
+    notes
 }
 
 /// `nvme_apst_get_transition_time`: the idle time (ms) of a state of `total_us` entry + exit
@@ -215,6 +378,7 @@ fn transition_time(total_us: u64, policy: &ApstPolicy, last: &mut u8) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nines_core::nvme::PowerStateDescriptor;
 
     fn ps(index: u8, operational: bool, enlat: u32, exlat: u32) -> PowerStateDescriptor {
         PowerStateDescriptor {
@@ -263,11 +427,12 @@ mod tests {
             m.states,
             vec![PowerState {
                 idle_ns: 100_000_000 + 2_000_000,
-                exit_ns: 8_000_000
+                exit_ns: 8_000_000,
+                entry_ns: 2_000_000,
             }]
         );
         assert!(m.notes.iter().any(|n| n.starts_with("PS3: entry + exit")));
-        assert!(m.notes.iter().any(|n| n.contains("PS4 (non-operational, 0.0010 W max): entered after 100 ms idle and 2000 µs entry, i.e. idle_ns 102000000, exit_ns 8000000")), "{:?}", m.notes);
+        assert!(m.notes.iter().any(|n| n.contains("PS4 (non-operational): entered after 100 ms idle and 2000 µs entry, i.e. idle_ns 102000000, exit_ns 8000000")), "{:?}", m.notes);
     }
 
     #[test]
@@ -281,11 +446,13 @@ mod tests {
             vec![
                 PowerState {
                     idle_ns: 100_000_000 + 210_000,
-                    exit_ns: 1_200_000
+                    exit_ns: 1_200_000,
+                    entry_ns: 210_000,
                 },
                 PowerState {
                     idle_ns: 100_000_000 + 210_000 + 2_000_000_000 + 10_000_000,
-                    exit_ns: 50_000_000
+                    exit_ns: 50_000_000,
+                    entry_ns: 10_000_000,
                 },
             ]
         );
@@ -316,11 +483,13 @@ mod tests {
             vec![
                 PowerState {
                     idle_ns: 71_000_000 + 210_000,
-                    exit_ns: 1_200_000
+                    exit_ns: 1_200_000,
+                    entry_ns: 210_000,
                 },
                 PowerState {
                     idle_ns: 71_000_000 + 210_000 + 500_000_000 + 2_000_000,
-                    exit_ns: 8_000_000
+                    exit_ns: 8_000_000,
+                    entry_ns: 2_000_000,
                 },
             ]
         );
@@ -353,6 +522,75 @@ mod tests {
                 .iter()
                 .any(|n| n.contains("no non-operational power state"))
         );
+    }
+
+    #[test]
+    fn policies_are_named_or_written_as_the_kernel_parameters() {
+        let d = ApstPolicy::default();
+        assert_eq!("linux".parse::<ApstPolicy>().unwrap(), d);
+        assert_eq!(
+            "legacy".parse::<ApstPolicy>().unwrap().primary_timeout_ms,
+            0
+        );
+        assert_eq!("off".parse::<ApstPolicy>().unwrap().ps_max_latency_us, 0);
+        let p: ApstPolicy =
+            "apst_primary_timeout_ms=50, secondary_timeout_ms=0,ps_max_latency_us=5000"
+                .parse()
+                .unwrap();
+        assert_eq!(
+            p,
+            ApstPolicy {
+                primary_timeout_ms: 50,
+                secondary_timeout_ms: 0,
+                ps_max_latency_us: 5000,
+                ..d
+            }
+        );
+        for (bad, says) in [
+            ("fast", "NAME=VALUE"),
+            ("primary_timeout=1", "unknown parameter"),
+            ("apst_primary_timeout_ms=-1", "whole number"),
+            ("apst_primary_timeout_ms=16777216", "24 bits"),
+        ] {
+            let e = bad.parse::<ApstPolicy>().unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_description_with_descriptors_is_programmed_by_the_policy() {
+        let mut dev = nines_flash::DeviceConfig::preset("client-nvme").unwrap();
+        assert!(dev.power.states.is_empty() && dev.power.descriptors.len() == 2);
+        let notes = program(&mut dev, &ApstPolicy::default());
+        assert!(dev.power.descriptors.is_empty());
+        assert_eq!(
+            dev.power.states,
+            [PowerState {
+                idle_ns: 102_000_000,
+                exit_ns: 8_000_000,
+                entry_ns: 2_000_000
+            }]
+        );
+        assert!(notes[0].contains("primary/secondary"), "{notes:?}");
+        let mut dev = nines_flash::DeviceConfig::preset("client-nvme").unwrap();
+        program(&mut dev, &"legacy".parse().unwrap());
+        assert_eq!(dev.power.states.len(), 2);
+        let mut dev = nines_flash::DeviceConfig::preset("client-nvme").unwrap();
+        program(&mut dev, &"off".parse().unwrap());
+        assert!(dev.power.states.is_empty() && dev.power.descriptors.is_empty());
+        // A description without descriptors is the policy's business no more.
+        let mut dev = nines_flash::DeviceConfig::preset("p4600").unwrap();
+        assert!(program(&mut dev, &ApstPolicy::default()).is_empty());
+    }
+
+    proptest::proptest! {
+        /// Any text: a policy or one line, never a panic.
+        #[test]
+        fn any_policy_text_parses_or_says_why(text in "\\PC{0,60}") {
+            if let Err(e) = text.parse::<ApstPolicy>() {
+                proptest::prop_assert!(!e.to_string().contains('\n'));
+            }
+        }
     }
 
     #[test]
@@ -391,7 +629,9 @@ mod tests {
                     let m = power_states_from_nvme(&c, &policy);
                     assert!(
                         m.states.windows(2).all(|w| w[0].idle_ns < w[1].idle_ns)
-                            && m.states.iter().all(|s| s.idle_ns > 0),
+                            && m.states
+                                .iter()
+                                .all(|s| s.idle_ns > 0 && s.entry_ns <= s.idle_ns),
                         "{m:?}"
                     );
                 }

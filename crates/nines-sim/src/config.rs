@@ -126,6 +126,9 @@ pub struct Prepared {
     pub members: Vec<SimMember>,
     /// Bytes of model state that exist (maps shared by devices that have not written count once).
     pub model_bytes_per_device: u64,
+    /// How the host's APST policy programmed the description's power states (empty: it has
+    /// no power state descriptors).
+    pub power_notes: Vec<String>,
 }
 
 impl Prepared {
@@ -217,6 +220,7 @@ pub fn prepare_until(
                 .map(|_| SimMember::Null { size_bytes: size })
                 .collect(),
             model_bytes_per_device: 0,
+            power_notes: Vec::new(),
         };
         check_volume_size(&prepared)?;
         return Ok(Some(prepared));
@@ -248,7 +252,9 @@ pub fn prepare_until(
         Some(s) => s,
         None => cfg.device.scale_for_budget(per_device),
     };
-    let scaled = cfg.device.scaled(want)?;
+    let mut scaled = cfg.device.scaled(want)?;
+    // The host's APST policy programs a description's power state descriptors.
+    let power_notes = crate::apst::program(&mut scaled, &cfg.host.apst);
     let model = scaled.model_bytes();
     if model.saturating_mul(copies) > maps_budget_bytes {
         return Err(SimError::Config(format!(
@@ -265,7 +271,10 @@ pub fn prepare_until(
     let scale =
         scaled.geometry.blocks_per_plane as f64 / cfg.device.geometry.blocks_per_plane as f64;
     if let Some(z) = &scaled.zoned {
-        return prepare_zoned(cfg, scaled.clone(), z.clone(), scale, model).map(Some);
+        return prepare_zoned(cfg, scaled.clone(), z.clone(), scale, model).map(|mut p| {
+            p.power_notes = power_notes;
+            Some(p)
+        });
     }
     let precondition = cfg.precondition.unwrap_or(if writes {
         Precondition::Steady
@@ -301,7 +310,8 @@ pub fn prepare_until(
         // The write buffer's device: its own model, fresh (an empty buffer), scaled like the
         // others; its buckets default to the NAND drive's erase unit (one block on every die).
         let bcfg = DeviceConfig::load(&b.device)?;
-        let bscaled = bcfg.scaled(bcfg.scale_for_budget(per_device))?;
+        let mut bscaled = bcfg.scaled(bcfg.scale_for_budget(per_device))?;
+        crate::apst::program(&mut bscaled, &cfg.host.apst);
         members.push(SimMember::Model(Ssd::new(&bscaled, seed ^ 0xb0ff)));
         let g = &scaled.geometry;
         let erase_unit =
@@ -315,6 +325,7 @@ pub fn prepare_until(
         precondition,
         members,
         model_bytes_per_device: model,
+        power_notes,
     };
     check_volume_size(&prepared)?;
     Ok(Some(prepared))
@@ -365,6 +376,7 @@ fn prepare_zoned(
         precondition: Precondition::None,
         members,
         model_bytes_per_device: model,
+        power_notes: Vec::new(),
     };
     check_volume_size(&prepared)?;
     Ok(prepared)

@@ -102,6 +102,10 @@ pub struct HostConfig {
     /// worker.
     pub cpus: Option<u32>,
     pub background: Option<Background>,
+    /// The kernel's APST policy: which power states of a device described by its
+    /// descriptors (`[[power.descriptors]]`) it enters, and after how long.
+    #[serde(default)]
+    pub apst: crate::apst::ApstPolicy,
 }
 
 impl HostConfig {
@@ -113,6 +117,7 @@ impl HostConfig {
             complete_ns,
             cpus: None,
             background: None,
+            apst: crate::apst::ApstPolicy::default(),
         }
     }
 }

@@ -464,6 +464,15 @@ fn run_extra(
             "cpu_wait_ns": host.cpu_wait_ns,
         }),
     );
+    if !prep.power_notes.is_empty() {
+        // Only for descriptions whose power states the host programs: others' reports stay
+        // byte for byte what they were.
+        extra["host_model"]["apst"] = json!({
+            "policy": cfg.host.apst,
+            "states": prep.scaled.power.states,
+            "notes": prep.power_notes,
+        });
+    }
     extra.insert("events".into(), json!(stats.events));
     extra.insert("sim_end_ns".into(), json!(stats.sim_end_ns));
     if stats.io_errors > 0 {

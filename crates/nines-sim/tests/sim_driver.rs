@@ -457,6 +457,7 @@ fn the_report_counts_what_the_variance_sources_did() {
     dev.power.states = vec![nines_flash::config::PowerState {
         idle_ns: 100_000,
         exit_ns: 20_000,
+        entry_ns: 0,
     }];
     // Think time longer than the idle entry: every read after the first wakes the device.
     let spec = WorkloadSpec {

@@ -1149,7 +1149,8 @@ fn calibrate_takes_power_states_from_an_nvme_report() {
         fitted.power.states,
         [nines_flash::config::PowerState {
             idle_ns: 102_000_000,
-            exit_ns: 8_000_000
+            exit_ns: 8_000_000,
+            entry_ns: 2_000_000,
         }],
         "{written}"
     );
@@ -1223,4 +1224,67 @@ fn thinktime_blocks_writes_bursts_then_rests() {
     let o = nines(&["sim", "--job", "w:thinktime=1ms,thinktime-blocks=0"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("thinktime-blocks"), "{}", stderr(&o));
+}
+
+/// `--apst`: the host's policy programs client-nvme's power-state descriptors. With 150 ms of
+/// think time between reads, today's kernels (ps4 after 100 ms idle and 2 ms entry) make every
+/// read after the first pay ps4's 8 ms exit; the pre-2021 rule enters ps3 after 70.5 ms, so
+/// they pay its 1.2 ms; off, none. The report says which policy and states applied.
+#[test]
+fn apst_policy_decides_which_power_state_an_idle_gap_reaches() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |apst: &str| {
+        let path = dir.path().join("apst.json");
+        let o = nines(&[
+            "sim",
+            "--quiet",
+            "--device",
+            "client-nvme",
+            "--apst",
+            apst,
+            "--ios",
+            "10",
+            "--job",
+            "r:rw=randread,thinktime=150ms",
+            "--json",
+            path.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let d = &v["devices"][0];
+        (
+            d["internals"]["power_exits"].as_u64().unwrap(),
+            d["read"]["lat_ns"]["max_ns"].as_u64().unwrap()
+                - d["read"]["lat_ns"]["min_ns"].as_u64().unwrap(),
+            v["config"]["extra"]["host_model"]["apst"]["states"].clone(),
+        )
+    };
+    let (exits, spread, states) = run("linux");
+    assert_eq!(exits, 9);
+    assert!((8_000_000..8_100_000).contains(&spread), "{spread}");
+    assert_eq!(states[0]["idle_ns"], 102_000_000, "{states}");
+    let (exits, spread, states) = run("legacy");
+    assert_eq!((exits, states.as_array().unwrap().len()), (9, 2));
+    assert!((1_200_000..1_300_000).contains(&spread), "{spread}");
+    assert_eq!(run("off").0, 0);
+    // Kernel parameters by name: a primary timeout longer than the gaps, no state reached.
+    assert_eq!(run("apst_primary_timeout_ms=200").0, 0);
+    for bad in ["bogus", "apst_primary_timeout_ms=x", "nosuch_ms=1"] {
+        let o = nines(&["sim", "--apst", bad, "--ios", "1"]);
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(
+            e.contains("--apst") && e.trim_end().lines().count() == 1,
+            "{e}"
+        );
+    }
+    // A report that records no policy is refused in one line.
+    let report = dir.path().join("apst.json");
+    let o = nines(&["sim", "--apst", report.to_str().unwrap(), "--ios", "1"]);
+    assert!(
+        stderr(&o).contains("records no APST policy"),
+        "{}",
+        stderr(&o)
+    );
 }

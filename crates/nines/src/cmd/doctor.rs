@@ -70,6 +70,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let fs = HostFs::new(&root);
     let host = Host::read(&fs);
     let mut report = DoctorReport::new(&root, &host);
+    if root == Path::new("/") {
+        report.add_findings(power_state_findings(&host));
+    }
     if let Some(p) = &args.plan {
         let plan = nines_host::plan::Plan::load(p)?;
         report.add_plan_findings(&host, &plan);
@@ -90,4 +93,103 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("nines doctor: captured {n} files to {}", path.display());
     }
     Ok(())
+}
+
+/// Each NVMe controller's power-state table (Identify Controller, an admin command: live host
+/// and root only) and the states this host's APST policy lets it enter, with their idle times
+/// and exit latencies (`nines_sim::apst`, the kernel's rules). A controller that cannot be
+/// asked (not root, an old kernel) gets a line saying so.
+fn power_state_findings(host: &nines_host::host::Host) -> Vec<nines_host::doctor::Finding> {
+    use nines_host::doctor::{Evidence, Finding, Severity};
+    use nines_io::nvme::{NvmeDevice, Probe};
+    let policy = nines_sim::apst::ApstPolicy::from_parameters(|name| {
+        std::fs::read_to_string(format!("/sys/module/nvme_core/parameters/{name}")).ok()
+    });
+    let mut out = Vec::new();
+    for c in &host.nvme_controllers {
+        let node = format!("/dev/{}", c.name);
+        let table = match NvmeDevice::open(Path::new(&node)) {
+            Ok(Probe::Nvme(dev)) => dev.identify_controller().map_err(|e| e.to_string()),
+            Ok(Probe::NotNvme(why)) => Err(why),
+            Err(e) => Err(e.to_string()),
+        };
+        let (title, evidence) = match table {
+            Ok(id) => {
+                let states: Vec<String> = id
+                    .power_states
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "PS{} {:.4} W {}{}",
+                            p.index,
+                            p.power_uw_max as f64 * 1e-6,
+                            if p.operational { "op" } else { "non-op" },
+                            if p.operational {
+                                String::new()
+                            } else {
+                                format!(
+                                    " enlat {} exlat {} µs",
+                                    p.latency_us_entry, p.latency_us_exit
+                                )
+                            }
+                        )
+                    })
+                    .collect();
+                let mapped = nines_sim::apst::power_states_from_nvme(&id, &policy);
+                let entered: Vec<String> = mapped
+                    .states
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "after {} idle (exit {})",
+                            nines_core::progress::short_ns(s.idle_ns),
+                            nines_core::progress::short_ns(s.exit_ns)
+                        )
+                    })
+                    .collect();
+                let allowed = if entered.is_empty() {
+                    "none".to_string()
+                } else {
+                    entered.join(", then ")
+                };
+                (
+                    format!(
+                        "{}: power states {}; APST{} enters: {allowed}",
+                        c.name,
+                        states.join(", "),
+                        if id.apst_supported {
+                            ""
+                        } else {
+                            " (not supported)"
+                        }
+                    ),
+                    mapped
+                        .notes
+                        .iter()
+                        .map(|n| Evidence {
+                            path: format!("{node} (Identify Controller)"),
+                            value: n.clone(),
+                        })
+                        .collect(),
+                )
+            }
+            Err(why) => (
+                format!(
+                    "{}: power-state table not read ({why}); run as root to read it",
+                    c.name
+                ),
+                Vec::new(),
+            ),
+        };
+        out.push(Finding {
+            id: "block.nvme.power_states".into(),
+            severity: Severity::Info,
+            subject: c.name.clone(),
+            title,
+            evidence,
+            why: "the states an idle controller enters, and each one's exit latency, are what the first I/O after an idle gap pays".into(),
+            fix: String::new(),
+        });
+    }
+    out
 }

@@ -13,6 +13,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use nines_core::units::{parse_duration_ns, parse_size_bytes};
 use nines_flash::{DeviceConfig, Precondition};
+use nines_sim::apst::ApstPolicy;
 use nines_sim::{
     Background, CompletionMode, HostConfig, LogNames, Logs, RunSpec, ServiceDist, SimError,
     SimHandle, SimSpec, SimulateError, TraceSpec, simulate,
@@ -69,6 +70,15 @@ pub struct Args {
     #[arg(help_heading = "Simulated host")]
     #[arg(long, value_parser = parse_duration)]
     pub complete_cost: Option<u64>,
+    /// The host's APST policy, which programs a device's power-state descriptors (a preset or
+    /// file with [[power.descriptors]], e.g. client-nvme): linux (today's kernels' rules), legacy
+    /// (each state after 50 x (entry + exit latency): kernels before 2021), off (servers), host
+    /// (this machine's nvme_core parameters), RUN.json (the policy of the host a `nines profile`
+    /// report was taken on), or NAME=VALUE,... with nvme_core's parameter names over linux's
+    /// [default: linux].
+    #[arg(help_heading = "Simulated host")]
+    #[arg(long, value_name = "POLICY")]
+    pub apst: Option<String>,
     /// Background tasks per second on every host CPU (Poisson), delaying I/O workers.
     #[arg(help_heading = "Simulated host")]
     #[arg(long)]
@@ -90,7 +100,8 @@ pub struct Args {
     pub trace: TraceArgs,
     /// How a --trace replay finds the devices: awake (the default) or asleep, in their deepest
     /// idle power state, so the first request pays that state's exit latency (a device with
-    /// [[power.states]]; a real capture often starts after a long idle).
+    /// power states: [[power.descriptors]] under --apst, or [[power.states]]; a real capture
+    /// often starts after a long idle).
     #[arg(help_heading = "Trace replay")]
     #[arg(long, requires = "trace", value_name = "awake|asleep", value_parser = ["awake", "asleep"])]
     pub trace_start: Option<String>,
@@ -366,6 +377,7 @@ fn host_config(args: &Args) -> Result<HostConfig> {
         bail!("--host-cpus {c}: give at most {HOST_CPUS_MAX} simulated host CPUs");
     }
     host.cpus = args.host_cpus;
+    host.apst = apst_policy(args.apst.as_deref())?;
     if let Some(rate) = args.bg_rate {
         if !(rate.is_finite() && (0.0..=1e7).contains(&rate)) {
             bail!("--bg-rate {rate}: give 0 to 10000000 tasks per second per CPU");
@@ -390,6 +402,48 @@ fn host_config(args: &Args) -> Result<HostConfig> {
         });
     }
     Ok(host)
+}
+
+/// `--apst POLICY` (see the option's help).
+fn apst_policy(text: Option<&str>) -> Result<ApstPolicy> {
+    let Some(text) = text else {
+        return Ok(ApstPolicy::default());
+    };
+    if text == "host" {
+        let dir = Path::new("/sys/module/nvme_core/parameters");
+        if !dir.is_dir() {
+            bail!(
+                "--apst host: this machine has no nvme driver loaded (no {}); give linux, \
+                 legacy, off or NAME=VALUE,...",
+                dir.display()
+            );
+        }
+        return Ok(ApstPolicy::from_parameters(|name| {
+            std::fs::read_to_string(dir.join(name)).ok()
+        }));
+    }
+    let path = Path::new(text);
+    if text.ends_with(".json") || path.is_file() {
+        super::output::note_inputs("--apst", [path]);
+        let body = std::fs::read_to_string(path)
+            .with_context(|| format!("--apst {text}: give a nines profile report"))?;
+        let v: serde_json::Value = serde_json::from_str(&body)
+            .with_context(|| format!("--apst {text}: not JSON; give a nines profile report"))?;
+        let params = v["host"]["apst"].as_object().filter(|m| !m.is_empty());
+        let Some(params) = params else {
+            bail!(
+                "--apst {text}: the report records no APST policy (its host had no nvme driver, \
+                 or nines before this version took it); give linux, legacy, off or NAME=VALUE,..."
+            );
+        };
+        let list: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        return list
+            .join(",")
+            .parse::<ApstPolicy>()
+            .with_context(|| format!("--apst {text}: the report's APST parameters"));
+    }
+    text.parse::<ApstPolicy>()
+        .map_err(|e| anyhow::anyhow!("--apst: {e}"))
 }
 
 fn parse_precondition(s: &str) -> Result<Option<Precondition>> {
@@ -574,15 +628,16 @@ fn with_power_states(
     let Some(p) = power else {
         return Ok(table);
     };
-    let replaced = cal.device.power.states.len();
+    let replaced = cal.device.power.states.len() + cal.device.power.descriptors.len();
     cal.device.power.states = p.mapped.states;
+    cal.device.power.descriptors.clear();
     cal.device
         .validate()
         .context("--power-states-from: the device's power states make no valid description")?;
     let mut lines = p.lines;
     if replaced > 0 {
         lines.push(format!(
-            "  they replace the {replaced} power states of --device"
+            "  they replace the {replaced} power states (or descriptors) of --device"
         ));
     }
     Ok(lines.join("\n") + "\n" + &table)
@@ -913,12 +968,20 @@ fn device_spec(args: &Args) -> Result<(DeviceConfig, Option<u64>)> {
     };
     let device = if args.ideal { device.ideal() } else { device };
     let asleep = args.trace_start.as_deref() == Some("asleep");
-    if asleep && (null_device_bytes.is_some() || device.power.states.is_empty()) {
-        bail!(
-            "--trace-start asleep: --device {} has no power states to sleep in; give a device \
-             whose description has [[power.states]], or drop --trace-start",
-            args.device
-        );
+    if asleep {
+        // The states the host's APST policy programs (descriptors) or the description's own.
+        let mut programmed = device.clone();
+        nines_sim::apst::program(&mut programmed, &apst_policy(args.apst.as_deref())?);
+        if null_device_bytes.is_some() || programmed.power.states.is_empty() {
+            bail!(
+                "--trace-start asleep: --device {} has no power states to sleep in under \
+                 --apst {}; give a device whose description has [[power.descriptors]] or \
+                 [[power.states]] (e.g. client-nvme) and an APST policy that uses them, or drop \
+                 --trace-start",
+                args.device,
+                args.apst.as_deref().unwrap_or("linux")
+            );
+        }
     }
     if DeviceConfig::is_file_spec(&args.device) {
         super::output::note_inputs("--device", [Path::new(&args.device)]);

@@ -26,13 +26,15 @@ pub fn read(path: &Path) -> Result<PowerSource> {
     let meta = std::fs::metadata(path)
         .with_context(|| format!("--power-states-from {shown}: cannot read it"))?;
     let (controller, source, policy, policy_source) = if meta.is_file() {
-        let (c, device) = from_report(path)?;
-        (
-            c,
-            format!("{device} as recorded in {shown}"),
-            ApstPolicy::default(),
-            "Linux's default APST parameters (a report does not record the measuring host's)",
-        )
+        let (c, device, recorded) = from_report(path)?;
+        let (policy, said) = match recorded {
+            Some(p) => (p, "the APST parameters of the host the report was taken on"),
+            None => (
+                ApstPolicy::default(),
+                "Linux's default APST parameters (the report does not record the measuring host's)",
+            ),
+        };
+        (c, format!("{device} as recorded in {shown}"), policy, said)
     } else {
         let c = from_device(path)?;
         let policy = ApstPolicy::from_parameters(|name| {
@@ -75,8 +77,9 @@ fn from_device(path: &Path) -> Result<IdentifyController> {
     }
 }
 
-/// The first NVMe device's (or member's) controller in a report, and its device node.
-fn from_report(path: &Path) -> Result<(IdentifyController, String)> {
+/// The first NVMe device's (or member's) controller in a report, its device node, and the
+/// measuring host's APST policy when the report records it (`host.apst`).
+fn from_report(path: &Path) -> Result<(IdentifyController, String, Option<ApstPolicy>)> {
     let shown = path.display();
     let text = nines_core::input::read_to_string(path, nines_core::input::REPORT_MAX_BYTES)
         .with_context(|| format!("--power-states-from {shown}: cannot read it"))?;
@@ -94,7 +97,22 @@ fn from_report(path: &Path) -> Result<(IdentifyController, String)> {
             )
         })
         .next()
-        .map(|n| (n.controller.clone(), n.device.clone()))
+        .map(|n| {
+            let policy = report
+                .host
+                .as_ref()
+                .and_then(|h| h["apst"].as_object())
+                .filter(|m| !m.is_empty())
+                .and_then(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                        .parse::<ApstPolicy>()
+                        .ok()
+                });
+            (n.controller.clone(), n.device.clone(), policy)
+        })
         .ok_or_else(|| {
             anyhow!(
                 "--power-states-from {shown}: the report has no NVMe device (its devices have \

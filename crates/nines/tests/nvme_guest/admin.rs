@@ -107,6 +107,28 @@ fn guest_admin_identify_qemu_controllers_through_every_node() {
             ),
         "{title}"
     );
+    // As root, each controller's power-state table and what the kernel's APST enters.
+    let ps = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "block.nvme.power_states" && f["subject"] == c0.as_str())
+        .unwrap_or_else(|| panic!("no power-state finding for {c0}: {doc}"));
+    let title = ps["title"].as_str().unwrap();
+    assert!(
+        title.starts_with(&format!("{c0}: power states PS0 "))
+            && title.contains(" op")
+            && title.ends_with("enters: none"),
+        "{title}"
+    );
+    assert!(
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["id"] == "host.apst"),
+        "{doc}"
+    );
     // What is not NVMe in the guest is said so, without an admin command.
     for path in ["/dev/null", "/proc/version", "/tmp"] {
         assert!(
@@ -166,6 +188,12 @@ fn guest_admin_smart_counts_a_profiles_writes_and_the_report_carries_it() {
     assert_eq!(n["nsid"], 1);
     assert_eq!(n["active_namespaces"], serde_json::json!([1]));
     assert_eq!(n["namespace"]["block_bytes"], 512);
+    // The host's APST policy (6.1's five nvme_core parameters) for a replay under it.
+    assert_eq!(
+        r["host"]["apst"]["apst_primary_timeout_ms"], 100,
+        "{}",
+        r["host"]
+    );
     assert_eq!(n["controller"]["power_states"][0]["latency_us_entry"], 16);
     assert!(n["controller"]["volatile_write_cache"].is_boolean());
     // The report's delta brackets the run: at least its writes, at most what this test saw.
