@@ -40,6 +40,9 @@ pub struct JobFile {
     pub hdr_log: Option<String>,
     /// `log_hist_msec`: the interval of the histogram log.
     pub hdr_interval_ns: Option<u64>,
+    /// fio's defaults the file left to fio and nines applied (`ioengine=psync`, `direct=0`):
+    /// where nines' own command line defaults differ, a job file still gets fio's.
+    pub fio_defaults: Vec<String>,
 }
 
 /// One option nines does not run as written, with its line and why (an option outside the
@@ -249,7 +252,8 @@ fn strip_comment(raw: &str) -> &str {
     raw
 }
 
-/// A fio time value: a bare number is in `default_unit_ns`, otherwise a nines duration.
+/// A fio time value: a bare number is in `default_unit_ns`, otherwise a duration with one of
+/// fio's units (parse.c `get_mult_time`: us/usec, ms/msec, s/sec, m/min, h/hour, d/day).
 fn fio_time_ns(v: &str, default_unit_ns: u64) -> Result<u64, String> {
     let v = v.trim();
     if !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()) {
@@ -259,7 +263,22 @@ fn fio_time_ns(v: &str, default_unit_ns: u64) -> Result<u64, String> {
             .and_then(|n| n.checked_mul(default_unit_ns))
             .ok_or_else(|| "too large".to_string());
     }
-    parse_duration_ns(v).map_err(|e| e.to_string())
+    let lower = v.to_ascii_lowercase();
+    let number = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &lower[number.len()..];
+    let days = |n: &str| -> Result<u64, String> {
+        parse_duration_ns(&format!("{n}h"))
+            .map_err(|e| e.to_string())?
+            .checked_mul(24)
+            .ok_or_else(|| "too large".to_string())
+    };
+    match unit {
+        "d" | "day" | "days" => days(number),
+        "hour" | "hours" => parse_duration_ns(&format!("{number}h")).map_err(|e| e.to_string()),
+        "usec" => parse_duration_ns(&format!("{number}us")).map_err(|e| e.to_string()),
+        "msec" => parse_duration_ns(&format!("{number}ms")).map_err(|e| e.to_string()),
+        _ => parse_duration_ns(v).map_err(|e| e.to_string()),
+    }
 }
 
 /// A fio boolean: a bare flag, or 0/1 (also true/false).
@@ -341,7 +360,7 @@ fn apply(
     // Options fio takes that change nothing nines measures.
     if matches!(
         o.key.as_str(),
-        "name" | "description" | "group_reporting" | "thread" | "norandommap"
+        "name" | "description" | "group_reporting" | "thread" | "threads" | "norandommap"
     ) {
         return Ok(true);
     }
@@ -381,6 +400,16 @@ fn apply_pattern(job: &mut JobSpec, o: &Opt) -> Result<bool, JobFileError> {
             let x = need(o)?;
             match x {
                 "read" | "write" | "randread" | "randwrite" | "randrw" => set(job, o, "rw", x)?,
+                _ if x.contains(':') => {
+                    let (mode, modifier) = x.split_once(':').unwrap_or((x, ""));
+                    return Err(bad(
+                        o,
+                        format!(
+                            "the `:{modifier}` after {mode} (fio's offset modifier: a skip or a \
+                             new random offset every N I/Os) is not supported; give rw={mode}"
+                        ),
+                    ));
+                }
                 "rw" | "readwrite" => {
                     return Err(bad(
                         o,
@@ -636,6 +665,7 @@ pub fn parse_replacing(
         return Err(JobFileError::Unsupported(unsupported));
     }
     validate_jobs(&jobs)?;
+    let mut fio_defaults = Vec::new();
     let targets = run
         .targets
         .map(|t| {
@@ -648,8 +678,15 @@ pub fn parse_replacing(
     Ok(JobFile {
         jobs,
         targets,
-        engine: run.engine,
-        buffered: run.buffered.unwrap_or(false),
+        // fio's defaults, not nines': psync, and buffered I/O (direct=0).
+        engine: Some(run.engine.unwrap_or_else(|| {
+            fio_defaults.push("ioengine=psync".to_string());
+            "psync".to_string()
+        })),
+        buffered: run.buffered.unwrap_or_else(|| {
+            fio_defaults.push("direct=0 (buffered)".to_string());
+            true
+        }),
         cpus: run.cpus,
         percentiles: run
             .percentiles
@@ -659,6 +696,7 @@ pub fn parse_replacing(
         hdr_interval_ns: run
             .hdr_interval
             .map(|ms| ms.parse::<u64>().expect("checked when read") * 1_000_000),
+        fio_defaults,
     })
 }
 
@@ -845,6 +883,37 @@ numjobs=2
         // Every job gets its own random stream; clones too.
         let seeds: Vec<u64> = f.jobs.iter().map(|j| j.workload.seed).collect();
         assert_eq!(seeds, [1, 2, 3]);
+    }
+
+    #[test]
+    fn fio_time_units_and_defaults_are_fios() {
+        for (v, ns) in [
+            ("365d", 365 * 86_400_000_000_000u64),
+            ("2hour", 7_200_000_000_000),
+            ("1min", 60_000_000_000),
+            ("500msec", 500_000_000),
+            ("10usec", 10_000),
+            ("30", 30_000_000_000),
+        ] {
+            let f = parse(&format!("[j]\nruntime={v}\ntime_based\n"), &base()).unwrap();
+            assert_eq!(f.jobs[0].workload.runtime_ns, Some(ns), "{v}");
+        }
+        assert!(parse("[j]\nruntime=1fortnight\n", &base()).is_err());
+        // Neither ioengine nor direct: fio's psync and buffered I/O, and the file says so.
+        let f = parse("[j]\nruntime=1\nthreads=1\n", &base()).unwrap();
+        assert_eq!((f.engine.as_deref(), f.buffered), (Some("psync"), true));
+        assert_eq!(f.fio_defaults, ["ioengine=psync", "direct=0 (buffered)"]);
+        let f = parse("[j]\nruntime=1\nioengine=libaio\ndirect=1\n", &base()).unwrap();
+        assert_eq!((f.engine.as_deref(), f.buffered), (Some("libaio"), false));
+        assert!(f.fio_defaults.is_empty());
+        // rw's offset modifier is named as what is not supported.
+        let e = parse("[j]\nruntime=1\nrw=read:-8k\n", &base())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`:-8k` after read") && e.contains("give rw=read"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -83,6 +83,9 @@ pub struct ProfileSpec {
     pub progress: bool,
     /// The placement plan used, as the report names it.
     pub plan: Option<String>,
+    /// What the caller wants said in the report's warnings (e.g. which of fio's defaults a
+    /// job file got).
+    pub notes: Vec<String>,
 }
 
 impl ProfileSpec {
@@ -107,6 +110,7 @@ impl ProfileSpec {
             interval_ns: 1_000_000_000,
             progress: false,
             plan: None,
+            notes: Vec::new(),
         }
     }
 }
@@ -195,6 +199,7 @@ pub fn profile(
     }
     let names: Vec<String> = volumes.iter().map(|v| v.name.clone()).collect();
     let mut warnings = opened.sparse.clone();
+    warnings.extend(spec.notes.iter().cloned());
     let _mlock = match spec.mlock {
         false => None,
         true => match crate::sched::lock_memory() {

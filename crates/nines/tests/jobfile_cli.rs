@@ -50,6 +50,8 @@ const SUBSET: &[&str] = &[
     "name",
     "description",
     "thread",
+    "threads",
+    "thinktime_blocks",
     "norandommap",
 ];
 
@@ -420,4 +422,60 @@ fn a_bare_thinktime_means_fio_microseconds_in_a_job_file_and_is_refused_elsewher
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("c.json")).unwrap()).unwrap();
     assert_eq!(r["jobs"][0]["workload"]["thinktime_ns"], 100_000);
+}
+
+/// A job file that names no ioengine and no direct runs as fio would run it, psync through the
+/// page cache, and the report says that fio's defaults applied; `--direct` (fio's name) replaces
+/// the file's default, and `--filename` (fio's) names the targets.
+#[test]
+fn a_job_file_gets_fios_defaults_and_the_report_says_so() {
+    let dir = disk_dir();
+    let target = make_file(dir.path(), "t.img", 2 << 20);
+    std::fs::write(
+        dir.path().join("j.fio"),
+        "[j]\nrw=randread\nruntime=100ms\ntime_based\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "profile",
+            "--job",
+            "j.fio",
+            "--no-mlock",
+            "-q",
+            "--json",
+            "r.json",
+        ];
+        a.extend_from_slice(extra);
+        let out = nines(&a, dir.path());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap())
+                .unwrap();
+        let said: Vec<String> = r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| {
+                w.as_str()
+                    .filter(|w| w.contains("fio's defaults"))
+                    .map(String::from)
+            })
+            .collect();
+        (r["config"]["engine"].as_str().unwrap().to_string(), said)
+    };
+    let (engine, said) = run(&[s(&target)]);
+    assert_eq!(engine, "psync");
+    assert!(
+        said.len() == 1 && said[0].contains("ioengine=psync, direct=0 (buffered)"),
+        "{said:?}"
+    );
+    let (engine, said) = run(&["--direct", "--engine", "libaio", "--filename", s(&target)]);
+    assert_eq!((engine.as_str(), said.len()), ("libaio", 0), "{said:?}");
+    let (_, said) = run(&["--direct=1", s(&target)]);
+    assert!(said.len() == 1 && !said[0].contains("direct=0"), "{said:?}");
 }

@@ -1235,7 +1235,10 @@ fn thinktime_blocks_rests_the_stream_after_each_burst() {
         serde_json::from_slice(&std::fs::read(dir.path().join("t.json")).unwrap()).unwrap();
     let ios = report.devices[0].read.ios;
     assert_eq!(report.jobs[0].workload.thinktime_blocks, 4);
-    assert!(ios > 0 && ios.is_multiple_of(4), "{ios} reads are not whole bursts");
+    assert!(
+        ios > 0 && ios.is_multiple_of(4),
+        "{ios} reads are not whole bursts"
+    );
     assert!(
         ios <= 4 * 501,
         "{ios} reads in 1 s: more than a burst per 2 ms"

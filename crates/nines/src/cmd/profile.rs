@@ -104,8 +104,21 @@ pub struct Args {
     pub force: bool,
     /// No O_DIRECT: go through the page cache (measures the cache, not the device).
     #[arg(help_heading = "Targets: writes and safety")]
-    #[arg(long)]
+    #[arg(long, conflicts_with = "direct")]
     pub buffered: bool,
+    /// fio's direct: 1 (O_DIRECT, nines' default) or 0 (as --buffered); replaces a job file's
+    /// direct= and the fio default (0) a job file without it gets.
+    #[arg(help_heading = "Targets: writes and safety")]
+    #[arg(long, value_name = "0|1", num_args = 0..=1, default_missing_value = "1",
+          value_parser = ["0", "1"])]
+    pub direct: Option<String>,
+    /// fio's filename: the targets, `:`-separated (the same as giving them as arguments).
+    #[arg(help_heading = "Targets: writes and safety")]
+    #[arg(long, value_name = "A:B:...")]
+    pub filename: Option<String>,
+    /// Notes for the report (which of fio's defaults a job file got).
+    #[arg(skip)]
+    pub notes: Vec<String>,
     /// Write the report as JSON (schema: docs/report-schema.md).
     #[arg(help_heading = "Outputs")]
     #[arg(long, value_name = "FILE")]
@@ -152,6 +165,8 @@ fn apply_job_file(args: &mut Args, f: JobFile) -> Result<()> {
     } else if !f.targets.is_empty() {
         eprintln!("nines: the targets on the command line replace filename= of {file}");
     }
+    // fio's defaults where the file left them to fio and the command line did not say.
+    let mut applied = Vec::new();
     if args.engine_arg.is_none()
         && let Some(e) = &f.engine
     {
@@ -159,8 +174,21 @@ fn apply_job_file(args: &mut Args, f: JobFile) -> Result<()> {
             e.parse()
                 .map_err(|e| anyhow::anyhow!("--job {file}: {e}"))?,
         );
+        applied.extend(f.fio_defaults.iter().filter(|d| d.starts_with("ioengine")));
     }
-    args.buffered |= f.buffered;
+    if args.direct.is_none() {
+        args.buffered |= f.buffered;
+        applied.extend(f.fio_defaults.iter().filter(|d| d.starts_with("direct")));
+    }
+    if !applied.is_empty() {
+        let list: Vec<&str> = applied.iter().map(|s| s.as_str()).collect();
+        args.notes.push(format!(
+            "job file {file}: fio's defaults applied where it gives none: {} (nines' own \
+             command-line defaults are libaio and O_DIRECT; give ioengine=/direct= in the file, \
+             or --engine/--direct, to choose)",
+            list.join(", ")
+        ));
+    }
     if args.cpus.is_none() && args.plan.is_none() {
         args.cpus = f.cpus.clone();
     }
@@ -239,6 +267,7 @@ pub fn run(mut args: Args) -> Result<()> {
         interval_ns: args.hdr_interval,
         progress: !args.quiet && std::io::stderr().is_terminal(),
         plan: args.plan.as_ref().map(|p| p.display().to_string()),
+        notes: args.notes.clone(),
     };
     // 4. The run, with the interrupt counters read before and after it (never during).
     let mut events = HostEvents {
@@ -317,9 +346,29 @@ struct Options {
 /// Parses and checks every option before a file is created or a byte written: the job file's,
 /// the workload, layout and trace, CPUs (from a plan), scheduling, targets, inputs and outputs.
 fn options(args: &mut Args) -> Result<Options> {
+    if let Some(list) = args.filename.take() {
+        if !args.targets.is_empty() {
+            anyhow::bail!(
+                "--filename {list}: the targets are given twice (as arguments too); give them once"
+            );
+        }
+        args.targets = list
+            .split(':')
+            .filter(|t| !t.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        if args.targets.is_empty() {
+            anyhow::bail!(
+                "--filename {list:?}: names no target; give e.g. --filename /dev/nvme0n1"
+            );
+        }
+    }
     let base = args.workload.to_spec()?;
     if let Some(f) = args.jobs.load_file(&base, &args.workload.replace())? {
         apply_job_file(args, f)?;
+    }
+    if args.direct.as_deref() == Some("0") {
+        args.buffered = true;
     }
     args.engine = args.engine_arg.unwrap_or(EngineKind::Libaio);
     let workload = args.workload.to_spec()?;
