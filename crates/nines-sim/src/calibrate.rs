@@ -394,6 +394,16 @@ fn starting_description(
     // says so).
     let size_bytes = runs[0].size_bytes;
     let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    // The geometry scaled to the measured capacity (fewer blocks per plane, the base's dies and
+    // pages, so its parallelism and timings stay): a 1 GiB device on a 960 GB geometry would
+    // otherwise be 99.9% spare and never collect garbage.
+    let factor = size_bytes as f64 / base.logical_bytes().max(1) as f64;
+    if size_bytes > 0
+        && factor < 1.0
+        && let Ok(scaled) = dev.scaled(factor)
+    {
+        dev = scaled;
+    }
     let mut held = dev.clone();
     held.capacity_bytes = Some(size_bytes);
     let capacity = if size_bytes > 0
@@ -401,7 +411,23 @@ fn starting_description(
         && held.validate().is_ok()
     {
         dev.capacity_bytes = Some(size_bytes);
-        format!("{size_bytes} bytes as measured")
+        let op = dev.effective_over_provisioning();
+        let base_op = base.effective_over_provisioning();
+        let note = if op > base_op + 0.05 {
+            format!(
+                "; the base geometry at its smallest ({} blocks per plane) holds more than the \
+                 device, so over-provisioning is {:.1}% where the base's is {:.1}%",
+                dev.geometry.blocks_per_plane,
+                op * 100.0,
+                base_op * 100.0
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "{size_bytes} bytes as measured, the geometry scaled to {} blocks per plane{note}",
+            dev.geometry.blocks_per_plane
+        )
     } else {
         dev.capacity_bytes = None;
         format!(

@@ -583,19 +583,25 @@ fn volume_members(
         .collect()
 }
 
-/// The warning of a run whose devices were scaled down, None at full size.
+/// The warning of a run whose devices were scaled down, None at full size (or when scaling
+/// left the over-provisioning as it was: nothing to say).
 fn scale_warning(prep: &Prepared, cfg: &SimConfig) -> Option<String> {
-    (prep.scale < 1.0).then(|| {
-        format!(
-            "simulated devices are scaled to {:.4} of {}'s blocks per plane ({} of {}); page \
+    let (scaled_op, full_op) = (
+        prep.scaled.effective_over_provisioning(),
+        cfg.device.effective_over_provisioning(),
+    );
+    (prep.scale < 1.0 && format!("{:.2}", scaled_op * 100.0) != format!("{:.2}", full_op * 100.0))
+        .then(|| {
+            format!(
+                "simulated devices are scaled to {:.4} of {}'s blocks per plane ({} of {}); page \
              geometry is unchanged and over-provisioning is {:.2}% instead of {:.2}% so that GC \
              keeps the full-size device's effective spare",
-            prep.scale,
-            cfg.device.name,
-            prep.scaled.geometry.blocks_per_plane,
-            cfg.device.geometry.blocks_per_plane,
-            prep.scaled.effective_over_provisioning() * 100.0,
-            cfg.device.effective_over_provisioning() * 100.0
-        )
-    })
+                prep.scale,
+                cfg.device.name,
+                prep.scaled.geometry.blocks_per_plane,
+                cfg.device.geometry.blocks_per_plane,
+                prep.scaled.effective_over_provisioning() * 100.0,
+                cfg.device.effective_over_provisioning() * 100.0
+            )
+        })
 }

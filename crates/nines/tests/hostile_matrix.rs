@@ -183,16 +183,30 @@ fn destinations(fx: &Path, z: &Zrams) -> Vec<(&'static str, String, bool)> {
         ("trailing slash", f("file.dat/"), true),
         ("over-long name", f(&"x".repeat(300)), true),
         ("empty", String::new(), true),
+        // The same bytes as file.dat through another name (same inode).
+        ("hard link", f("hard"), true),
+        // A fresh node of /dev/full's numbers: every write fails with ENOSPC.
+        ("full device", f("full"), true),
+        ("name with a newline", f("new\nline.out"), true),
+        ("the root directory", "/".into(), false),
     ]
 }
 
-const NUMBERS: [&str; 6] = [
+const NUMBERS: [&str; 14] = [
     "0",
     "-1",
     "18446744073709551616",
     "1e308",
     "99999999999999999999g",
     "nan",
+    "1",
+    "4294967296",
+    "9223372036854775807",
+    "1.5",
+    "inf",
+    "1e-9",
+    "0x10",
+    "-0",
 ];
 
 struct Zrams {
@@ -291,7 +305,12 @@ fn cases(fx: &Path, z: &Zrams) -> Vec<Case> {
             out.push(Case {
                 protected: (name == "the run's own input").then(|| value.clone()),
                 what: format!("{} {arg} = {name}", s.verb.join(" ")),
-                named: if may_change { vec![value] } else { Vec::new() },
+                named: match (may_change, name.as_str()) {
+                    // Named through another name: the same file.
+                    (true, "hard link") => vec![value, fx.join("file.dat").display().to_string()],
+                    (true, _) => vec![value],
+                    (false, _) => Vec::new(),
+                },
                 devices,
                 serve: s.verb == ["serve"],
                 args: a,
@@ -575,7 +594,7 @@ fn run_case(c: &Case, fx: &Path, work: &Path, n: usize, fx_lock: &Mutex<()>) -> 
 fn reset_fixtures(fx: &Path) {
     let keep = [
         "s.json", "s.lat", "s.hlog", "fl", "file.dat", "link", "dangling", "dir", "rodir", "fifo",
-        "null", "sock",
+        "null", "sock", "hard", "full",
     ];
     for e in std::fs::read_dir(fx).unwrap().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -600,6 +619,24 @@ fn reset_fixtures(fx: &Path) {
             let _ = std::fs::remove_dir_all(&l).or_else(|_| std::fs::remove_file(&l));
             std::os::unix::fs::symlink(&to, &l).unwrap();
         }
+    }
+    // The hard link names file.dat's inode, whatever a case did to either name.
+    let hard = fx.join("hard");
+    let same = |a: &Path, b: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::symlink_metadata(a), std::fs::symlink_metadata(b)) {
+            (Ok(x), Ok(y)) => x.ino() == y.ino() && x.dev() == y.dev(),
+            _ => false,
+        }
+    };
+    if !same(&hard, &file) {
+        let _ = std::fs::remove_dir_all(&hard).or_else(|_| std::fs::remove_file(&hard));
+        std::fs::hard_link(&file, &hard).unwrap();
+    }
+    let full = fx.join("full");
+    if !std::fs::symlink_metadata(&full).is_ok_and(|m| m.file_type().is_char_device()) {
+        let _ = std::fs::remove_dir_all(&full).or_else(|_| std::fs::remove_file(&full));
+        mknod_char(&full, 1, 7);
     }
     for d in ["dir", "rodir"] {
         let d = fx.join(d);
@@ -666,20 +703,26 @@ fn fixtures(fx: &Path) {
             .unwrap()
             .success()
     );
-    // A fresh node of the null device's numbers, never /dev/null itself.
-    assert!(
-        Command::new("mknod")
-            .arg(fx.join("null"))
-            .args(["c", "1", "3"])
-            .status()
-            .unwrap()
-            .success()
-    );
+    // Fresh nodes of the null and full devices' numbers, never /dev/null itself.
+    mknod_char(&fx.join("null"), 1, 3);
+    mknod_char(&fx.join("full"), 1, 7);
+    std::fs::hard_link(fx.join("file.dat"), fx.join("hard")).unwrap();
     assert!(
         std::fs::metadata(fx.join("null"))
             .unwrap()
             .file_type()
             .is_char_device()
+    );
+}
+
+fn mknod_char(path: &Path, major: u32, minor: u32) {
+    assert!(
+        Command::new("mknod")
+            .arg(path)
+            .args(["c", &major.to_string(), &minor.to_string()])
+            .status()
+            .unwrap()
+            .success()
     );
 }
 

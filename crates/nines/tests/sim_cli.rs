@@ -706,6 +706,19 @@ fn calibrates_a_zram_profile_to_within_ten_percent() {
     );
     assert!(written.contains("capacity_bytes = 67108864"), "{written}");
     assert!(!written.contains("960 GB"), "{written}");
+    // The geometry is scaled down to the capacity (issue 44: a 64 MiB device on the 960 GB
+    // geometry was 99.99% spare), as far as it goes, and what is left over is said.
+    let fitted = nines_flash::DeviceConfig::load(&s(&toml)).unwrap();
+    let base = nines_flash::DeviceConfig::preset("afa-m2-2018").unwrap();
+    assert!(
+        fitted.geometry.blocks_per_plane < base.geometry.blocks_per_plane / 10,
+        "{written}"
+    );
+    assert!(
+        written.contains("the geometry scaled to")
+            && written.contains("holds more than the device"),
+        "{written}"
+    );
     // The description carries its host model, so a run that names none simulates it as fitted
     // (issue 31 item 9), and says so.
     assert!(

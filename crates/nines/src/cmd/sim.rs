@@ -576,6 +576,23 @@ fn calibrate(mut args: Args) -> Result<()> {
     if !args.quiet {
         print!("{table}");
     }
+    let (op, base_op) = (
+        cal.device.effective_over_provisioning(),
+        base.effective_over_provisioning(),
+    );
+    if op > base_op + 0.05 {
+        eprintln!(
+            "warning: the measured device is smaller than {}'s geometry can be made ({} blocks \
+             per plane at the least): the fitted description is {:.1}% spare where {} is \
+             {:.1}%, so its writes meet GC far later than the device's; its read latencies are \
+             fitted, its write and GC behaviour is not (profile a larger device for that)",
+            base.name,
+            cal.device.geometry.blocks_per_plane,
+            op * 100.0,
+            base.name,
+            base_op * 100.0
+        );
+    }
     eprintln!(
         "nines sim: calibrated {} in {:.1} s ({} simulations); wrote {} (use --device {}; \
          {host_note})",
