@@ -14,6 +14,7 @@
 use crate::job::{JobError, JobSpec, validate_jobs};
 use crate::units::{parse_cpu_list, parse_duration_ns, parse_percentiles, parse_size_bytes};
 use crate::workload::WorkloadSpec;
+use crate::zbd::{ZbdOptions, ZoneMode, parse_open_zones, parse_ratio, parse_zone_mode};
 
 /// The largest job file read (fio's own examples are a few KiB).
 pub const JOB_FILE_BYTES_MAX: usize = 1 << 20;
@@ -40,6 +41,10 @@ pub struct JobFile {
     pub hdr_log: Option<String>,
     /// `log_hist_msec`: the interval of the histogram log.
     pub hdr_interval_ns: Option<u64>,
+    /// `zonemode=zbd` with its options (`zonesize`, `zonecapacity`, `max_open_zones`,
+    /// `zone_reset_threshold`, `zone_reset_frequency`, `read_beyond_wp`); None: `zonemode=none`
+    /// or not given.
+    pub zbd: Option<ZbdOptions>,
 }
 
 /// One option nines does not run as written, with its line and why (an option outside the
@@ -90,6 +95,8 @@ pub enum JobFileError {
          needs the size)"
     )]
     NoEnd { job: String },
+    #[error("{key}={value} applies with zonemode=zbd only; add zonemode=zbd or drop it")]
+    ZoneOption { key: &'static str, value: String },
     #[error("the job file is larger than {JOB_FILE_BYTES_MAX} bytes")]
     TooLarge,
     #[error("{0}")]
@@ -135,6 +142,17 @@ fn why_unsupported(key: &str) -> &'static str {
             "nines logs every I/O (write_lat_log) and interval histograms (write_hist_log)"
         }
         "include" => "include files are not read; paste their options in",
+        "job_max_open_zones" => "nines keeps one open-zone limit per device: use max_open_zones",
+        "ignore_zone_limits" => "nines keeps to the device's open and active zone limits; drop it",
+        "write_zone_remainders" => {
+            "nines finishes a zone whose room is smaller than the write; drop it"
+        }
+        "recover_zbd_write_error" => {
+            "a write error fails the run in nines (continue_on_error is not run either)"
+        }
+        "zonerange" | "zoneskip" => {
+            "fio's strided zone mode is not built (zonemode=zbd takes zonesize); drop it"
+        }
         _ => "not in the subset nines runs",
     }
 }
@@ -309,6 +327,14 @@ struct RunWide {
     lat_log: Option<String>,
     hdr_log: Option<String>,
     hdr_interval: Option<String>,
+    /// `zonemode` and its options, as given (checked when read).
+    zonemode: Option<String>,
+    zonesize: Option<String>,
+    zonecapacity: Option<String>,
+    max_open_zones: Option<String>,
+    zone_reset_threshold: Option<String>,
+    zone_reset_frequency: Option<String>,
+    read_beyond_wp: Option<String>,
 }
 
 fn agree(slot: &mut Option<String>, what: &'static str, value: String) -> Result<(), JobFileError> {
@@ -561,6 +587,13 @@ fn apply_run_wide(job: &JobSpec, job_run: &mut RunWide, o: &Opt) -> Result<bool,
         "write_hist_log" => {
             job_run.hdr_log = Some(format!("{}.hlog", v.unwrap_or(job.name.as_str())))
         }
+        "zonemode"
+        | "zonesize"
+        | "zonecapacity"
+        | "max_open_zones"
+        | "zone_reset_threshold"
+        | "zone_reset_frequency"
+        | "read_beyond_wp" => apply_zoned(job_run, o)?,
         "log_hist_msec" => {
             let ms: u64 = need(o)?
                 .parse()
@@ -572,6 +605,98 @@ fn apply_run_wide(job: &JobSpec, job_run: &mut RunWide, o: &Opt) -> Result<bool,
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// fio's zoned block device options (`zonemode=zbd` and what goes with it), each checked as
+/// read; which combination runs is decided once the jobs agree ([`zbd_options`]).
+fn apply_zoned(job_run: &mut RunWide, o: &Opt) -> Result<(), JobFileError> {
+    let v = o.value.as_deref();
+    let text = match o.key.as_str() {
+        "zonemode" => {
+            parse_zone_mode(need(o)?).map_err(|e| bad(o, e.to_string()))?;
+            &mut job_run.zonemode
+        }
+        "zonesize" | "zonecapacity" => {
+            let b = parse_size_bytes(need(o)?).map_err(|e| bad(o, e.to_string()))?;
+            if b == 0 || !b.is_multiple_of(512) {
+                return Err(bad(o, "give a size in whole 512-byte sectors".into()));
+            }
+            if o.key == "zonesize" {
+                &mut job_run.zonesize
+            } else {
+                &mut job_run.zonecapacity
+            }
+        }
+        "max_open_zones" => {
+            parse_open_zones(need(o)?).map_err(|e| bad(o, e.to_string()))?;
+            &mut job_run.max_open_zones
+        }
+        "zone_reset_threshold" | "zone_reset_frequency" => {
+            let what = if o.key == "zone_reset_threshold" {
+                "zone_reset_threshold"
+            } else {
+                "zone_reset_frequency"
+            };
+            parse_ratio(what, need(o)?).map_err(|e| bad(o, e.to_string()))?;
+            if o.key == "zone_reset_threshold" {
+                &mut job_run.zone_reset_threshold
+            } else {
+                &mut job_run.zone_reset_frequency
+            }
+        }
+        _ => {
+            let b = fio_bool(v).map_err(|r| bad(o, r))?;
+            job_run.read_beyond_wp = Some((b as u8).to_string());
+            return Ok(());
+        }
+    };
+    *text = Some(need(o).unwrap_or("").trim().to_string());
+    Ok(())
+}
+
+/// The run's `zonemode=zbd` options from the agreed zone keys (checked when read): None without
+/// `zonemode=zbd`; the other keys without it are refused, naming it.
+fn zbd_options(run: &RunWide) -> Result<Option<ZbdOptions>, JobFileError> {
+    let mode = run
+        .zonemode
+        .as_deref()
+        .map(|m| parse_zone_mode(m).expect("checked when read"));
+    let others = [
+        ("zonesize", &run.zonesize),
+        ("zonecapacity", &run.zonecapacity),
+        ("max_open_zones", &run.max_open_zones),
+        ("zone_reset_threshold", &run.zone_reset_threshold),
+        ("zone_reset_frequency", &run.zone_reset_frequency),
+        ("read_beyond_wp", &run.read_beyond_wp),
+    ];
+    if mode != Some(ZoneMode::Zbd) {
+        if let Some((key, Some(value))) = others.iter().find(|(_, v)| v.is_some()) {
+            return Err(JobFileError::ZoneOption {
+                key,
+                value: value.clone(),
+            });
+        }
+        return Ok(None);
+    }
+    let size = |v: &Option<String>| {
+        v.as_deref()
+            .map(|x| parse_size_bytes(x).expect("checked when read"))
+    };
+    let ratio = |what, v: &Option<String>| {
+        v.as_deref()
+            .map_or(0.0, |x| parse_ratio(what, x).expect("checked when read"))
+    };
+    Ok(Some(ZbdOptions {
+        max_open_zones: run
+            .max_open_zones
+            .as_deref()
+            .and_then(|x| parse_open_zones(x).expect("checked when read")),
+        zone_reset_threshold: ratio("zone_reset_threshold", &run.zone_reset_threshold),
+        zone_reset_frequency: ratio("zone_reset_frequency", &run.zone_reset_frequency),
+        read_beyond_wp: run.read_beyond_wp.as_deref() == Some("1"),
+        zone_size_bytes: size(&run.zonesize),
+        zone_capacity_bytes: size(&run.zonecapacity),
+    }))
 }
 
 /// Reads a fio job file. `base` is the workload the jobs start from (the command line's).
@@ -630,6 +755,7 @@ pub fn parse_replacing(
         return Err(JobFileError::Unsupported(unsupported));
     }
     validate_jobs(&jobs)?;
+    let zbd = zbd_options(&run)?;
     let targets = run
         .targets
         .map(|t| {
@@ -653,6 +779,7 @@ pub fn parse_replacing(
         hdr_interval_ns: run
             .hdr_interval
             .map(|ms| ms.parse::<u64>().expect("checked when read") * 1_000_000),
+        zbd,
     })
 }
 
@@ -749,6 +876,29 @@ fn agree_run_wide(run: &mut RunWide, job_run: RunWide) -> Result<(), JobFileErro
         (&mut run.lat_log, "write_lat_log", job_run.lat_log),
         (&mut run.hdr_log, "write_hist_log", job_run.hdr_log),
         (&mut run.hdr_interval, "log_hist_msec", job_run.hdr_interval),
+        (&mut run.zonemode, "zonemode", job_run.zonemode),
+        (&mut run.zonesize, "zonesize", job_run.zonesize),
+        (&mut run.zonecapacity, "zonecapacity", job_run.zonecapacity),
+        (
+            &mut run.max_open_zones,
+            "max_open_zones",
+            job_run.max_open_zones,
+        ),
+        (
+            &mut run.zone_reset_threshold,
+            "zone_reset_threshold",
+            job_run.zone_reset_threshold,
+        ),
+        (
+            &mut run.zone_reset_frequency,
+            "zone_reset_frequency",
+            job_run.zone_reset_frequency,
+        ),
+        (
+            &mut run.read_beyond_wp,
+            "read_beyond_wp",
+            job_run.read_beyond_wp,
+        ),
     ] {
         if let Some(v) = value {
             agree(slot, what, v)?;

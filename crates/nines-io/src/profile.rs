@@ -83,6 +83,9 @@ pub struct ProfileSpec {
     pub progress: bool,
     /// The placement plan used, as the report names it.
     pub plan: Option<String>,
+    /// fio's `zonemode=zbd` (`--zonemode zbd`): writes to host-managed zoned targets go at the
+    /// write pointers of zones the run picks, reads stay in written data (nines_array::zbd).
+    pub zbd: Option<nines_core::zbd::ZbdOptions>,
 }
 
 impl ProfileSpec {
@@ -107,6 +110,7 @@ impl ProfileSpec {
             interval_ns: 1_000_000_000,
             progress: false,
             plan: None,
+            zbd: None,
         }
     }
 }
@@ -178,8 +182,15 @@ pub fn profile(
     // Zone geometry (zoned emu: models and block devices) and FDP handles from the members;
     // writes a zoned device cannot take are refused here, before any I/O.
     let targets: Vec<&Target> = opened.targets.iter().collect();
-    crate::resolve::from_targets(&mut cfg.layout, &targets, opened.writes)
+    crate::resolve::from_targets_zbd(&mut cfg.layout, &targets, opened.writes, spec.zbd.as_ref())
         .map_err(ProfileError::Refused)?;
+    if spec.zbd.as_ref().is_some_and(|z| z.read_beyond_wp) && spec.verify {
+        return Err(ProfileError::Refused(
+            "--read-beyond-wp reads above the write pointers, where a zoned device returns \
+             zeros, so --verify would fail there; drop one of them"
+                .into(),
+        ));
+    }
     let volumes = driver::validate(&opened.driver_targets, &cfg)?;
     if let (Some(mut trace), Some(t)) = (cfg.trace.take(), run.trace.as_ref()) {
         // Fit the trace's devices onto the volumes and its offsets into the smallest.
@@ -428,6 +439,7 @@ fn driver_config(
         hdr_log: spec.hdr_log.take(),
         interval_ns: spec.interval_ns,
         progress: spec.progress,
+        zbd: spec.zbd.clone(),
     })
 }
 
@@ -728,6 +740,18 @@ fn report_extra(
     extra.insert("buffered".into(), json!(spec.buffered));
     extra.insert("embedded_default".into(), json!(spec.embedded));
     extra.insert("plan".into(), json!(spec.plan));
+    if let Some(z) = &spec.zbd {
+        extra.insert(
+            "zonemode".into(),
+            json!({
+                "mode": "zbd",
+                "max_open_zones": z.max_open_zones,
+                "zone_reset_threshold": z.zone_reset_threshold,
+                "zone_reset_frequency": z.zone_reset_frequency,
+                "read_beyond_wp": z.read_beyond_wp,
+            }),
+        );
+    }
     extra.insert(
         "interrupted".into(),
         json!(outcome.interrupted_ns.is_some()),
