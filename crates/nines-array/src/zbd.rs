@@ -84,6 +84,10 @@ struct ZoneState {
     data: u64,
     /// Zone commands (writes, resets, finishes) sent or waiting, not completed.
     pending: u32,
+    /// Of them, waiting (not sent).
+    waiting: u32,
+    /// The last `pump` pass that found this zone's first waiting command unable to go.
+    blocked_pass: u64,
     /// Reads in flight.
     reads: u32,
     /// Resets placed and not completed: reads stay away.
@@ -144,6 +148,7 @@ pub struct Zbd {
     mgmt_next: VecDeque<(CmdOp, u32)>,
     /// Commands waiting, in send order, and each one's zone.
     waiting: VecDeque<(MemberCmd, u32)>,
+    pass: u64,
     /// Per tag: placed since the last submit, where, its zone, op, and the result so far.
     placed: Vec<bool>,
     tag_off: Vec<u64>,
@@ -263,6 +268,7 @@ impl Zbd {
             write_cnt: reset_every,
             mgmt_next: VecDeque::with_capacity(2 * nz + 4),
             waiting: VecDeque::with_capacity((p.tags + mgmt) as usize),
+            pass: 0,
             placed: vec![false; tags],
             tag_off: vec![0; tags],
             tag_zone: vec![NONE; tags],
@@ -577,26 +583,39 @@ impl Zbd {
         cx.out.cmd(c);
     }
 
-    /// A zone command: now, or after those waiting.
+    /// A zone command: now, or after those of its zone waiting.
     fn emit(&mut self, c: MemberCmd, z: u32, cx: &mut Cx) {
         self.zs[z as usize].pending += 1;
-        if self.waiting.is_empty() && self.can_send(c.op, z) {
+        if self.zs[z as usize].waiting == 0 && self.can_send(c.op, z) {
             self.send(c, z, cx);
         } else {
+            self.zs[z as usize].waiting += 1;
             self.waiting.push_back((c, z));
             self.stats.waits += 1;
             self.stats.waiting_max = self.stats.waiting_max.max(self.waiting.len() as u64);
         }
     }
 
-    /// Sends what waits, in order, while it may go.
+    /// Sends what waits and may go, each zone's in order. A zone's commands never wait behind
+    /// another zone's: the writes that will fill a zone (and free its place under the limit)
+    /// go while a write to a new zone waits for that place.
     fn pump(&mut self, cx: &mut Cx) {
-        while let Some(&(c, z)) = self.waiting.front() {
-            if !self.can_send(c.op, z) {
-                return;
+        if self.waiting.is_empty() {
+            return;
+        }
+        self.pass += 1;
+        let pass = self.pass;
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let (c, z) = self.waiting[i];
+            if self.zs[z as usize].blocked_pass != pass && self.can_send(c.op, z) {
+                self.waiting.remove(i);
+                self.zs[z as usize].waiting -= 1;
+                self.send(c, z, cx);
+            } else {
+                self.zs[z as usize].blocked_pass = pass;
+                i += 1;
             }
-            self.waiting.pop_front();
-            self.send(c, z, cx);
         }
     }
 
