@@ -1060,7 +1060,7 @@ numjobs=2
     fn every_problem_is_named_once_with_its_line() {
         // A bad value, an unknown option in [global] (two jobs: named once), a bad value in the
         // second job, and a trailing comment that is not part of the value.
-        let text = "[global]\nnumjobs=2\t; two clones\nrw=rw\nzonemode=zbd\nruntime=1\n\
+        let text = "[global]\nnumjobs=2\t; two clones\nrw=rw\nexitall_on_error\nruntime=1\n\
                     [a]\nbs=4k\n[b]\niodepth=lots  # deep\n";
         let e = parse(text, &base()).unwrap_err();
         let JobFileError::Unsupported(u) = &e else {
@@ -1069,7 +1069,7 @@ numjobs=2
         let named: Vec<(usize, &str)> = u.iter().map(|x| (x.line, x.option.as_str())).collect();
         assert_eq!(
             named,
-            [(3, "rw=rw"), (4, "zonemode=zbd"), (9, "iodepth=lots")]
+            [(3, "rw=rw"), (4, "exitall_on_error"), (9, "iodepth=lots")]
         );
         assert!(u[2].why.contains("whole number"), "{e}");
         // No end anywhere and a refused option: the option is what is named.
@@ -1111,6 +1111,74 @@ numjobs=2
         assert_eq!(f.jobs[0].workload.block_size_bytes, 8192);
     }
 
+    #[test]
+    fn zonemode_zbd_and_its_options_as_fio_writes_them() {
+        let text = "[global]\nfilename=/dev/nvme0n2\nzonemode=zbd\nzonesize=64m\n\
+                    zonecapacity=48m\nmax_open_zones=4\nzone_reset_threshold=0.7\n\
+                    zone_reset_frequency=0.1\n[w]\nrw=randwrite\nsize=128m\n";
+        let f = parse(text, &base()).unwrap();
+        assert_eq!(
+            f.zbd,
+            Some(ZbdOptions {
+                max_open_zones: Some(4),
+                zone_reset_threshold: 0.7,
+                zone_reset_frequency: 0.1,
+                read_beyond_wp: false,
+                zone_size_bytes: Some(64 << 20),
+                zone_capacity_bytes: Some(48 << 20),
+            })
+        );
+        let f = parse(
+            "[j]\nzonemode=zbd\nread_beyond_wp=1\nrw=read\nsize=1m\n",
+            &base(),
+        )
+        .unwrap();
+        assert!(f.zbd.unwrap().read_beyond_wp);
+        // zonemode=none, or none given: no zone mode; its options alone are refused.
+        let f = parse("[j]\nzonemode=none\nrw=read\nsize=1m\n", &base()).unwrap();
+        assert_eq!(f.zbd, None);
+        let e = parse("[j]\nmax_open_zones=4\nrw=write\nsize=1m\n", &base())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "max_open_zones=4 applies with zonemode=zbd only; add zonemode=zbd or drop it"
+        );
+        // strided, a bad share, strided's options and fio's other zone knobs: named, one line.
+        let e = parse(
+            "[j]\nzonemode=strided\nzoneskip=4k\njob_max_open_zones=2\n\
+             zone_reset_threshold=2\nrw=write\nsize=1m\n",
+            &base(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(!e.contains('\n'), "{e}");
+        for want in [
+            "line 2 `zonemode=strided` (zonemode \"strided\": nines runs none or zbd",
+            "line 3 `zoneskip=4k` (fio's strided zone mode is not built",
+            "line 4 `job_max_open_zones=2` (nines keeps one open-zone limit per device",
+            "line 5 `zone_reset_threshold=2` (zone_reset_threshold \"2\": give a number from 0 to 1",
+        ] {
+            assert!(e.contains(want), "{want} not in {e}");
+        }
+        // Jobs must agree, as on every run-wide option.
+        let e = parse(
+            "[a]\nzonemode=zbd\nrw=write\nsize=1m\n[b]\nzonemode=none\nrw=read\nsize=1m\n",
+            &base(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                JobFileError::Differs {
+                    what: "zonemode",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
     proptest! {
         /// Any text parses into valid jobs or is refused with a one-line error; never a panic.
         #[test]
@@ -1125,6 +1193,36 @@ numjobs=2
                 Err(e) => {
                     let m = e.to_string();
                     prop_assert!(!m.is_empty() && !m.contains('\n'));
+                }
+            }
+        }
+
+        /// Any value of a zone option is taken exactly or refused in one line naming it.
+        #[test]
+        fn zone_options_round_trip_or_refuse(open in 0u32..5000, thr in 0.0f64..1.5,
+                                             zs_k in 0u64..1u64 << 22, junk in "\\PC{0,8}") {
+            let text = format!(
+                "[j]\nzonemode=zbd\nmax_open_zones={open}\nzone_reset_threshold={thr}\n\
+                 zonesize={zs_k}k\nzone_reset_frequency={junk}\nrw=write\nsize=1m\n"
+            );
+            match parse(&text, &base()) {
+                Ok(f) => {
+                    let z = f.zbd.expect("zonemode=zbd");
+                    prop_assert_eq!(z.max_open_zones, (open > 0).then_some(open));
+                    prop_assert!(open <= crate::zbd::MAX_OPEN_ZONES_MAX);
+                    prop_assert_eq!(z.zone_reset_threshold, thr);
+                    prop_assert!(thr <= 1.0 && zs_k > 0);
+                    prop_assert_eq!(z.zone_size_bytes, Some(zs_k << 10));
+                    prop_assert!((0.0..=1.0).contains(&z.zone_reset_frequency));
+                }
+                Err(e) => {
+                    let m = e.to_string();
+                    prop_assert!(!m.contains('\n'));
+                    prop_assert!(
+                        m.contains("max_open_zones") || m.contains("zone_reset_threshold")
+                            || m.contains("zonesize") || m.contains("zone_reset_frequency"),
+                        "{}", m
+                    );
                 }
             }
         }

@@ -426,9 +426,10 @@ mod tests {
             e,
             "nvme0n1 is host-managed zoned, 4 zones of 64 MiB (48 MiB writable), at most 4 open \
              and at most 6 active zones: writes there must go at each zone's write pointer, \
-             which random and in-place writes do not; read it (--rw read or randread), or \
-             write it through --layout serial --segment 48m (one zone's capacity per member \
-             of a column) over zoned members"
+             which random and in-place writes do not; read it (--rw read or randread), write \
+             it as fio's zonemode=zbd does with --zonemode zbd (each write at a zone's write \
+             pointer, full zones reset), or write it through --layout serial --segment 48m \
+             (one zone's capacity per member of a column) over zoned members"
         );
         assert!(!e.contains('\n'));
         let mut raid0 = LayoutSpec::Raid0 { stripe_bytes: 4096 };
@@ -504,5 +505,161 @@ mod tests {
         let e = from_members(&mut serial, &[s], true).unwrap_err();
         assert!(e.contains("sdb has 1 conventional"), "{e}");
         from_members(&mut LayoutSpec::Independent, &[s], false).unwrap();
+    }
+
+    #[test]
+    fn zonemode_zbd_lets_independent_writes_run_on_zoned_devices_only() {
+        let d = dev(64 << 20, 48 << 20, 4);
+        let m = |name| Member {
+            name,
+            zoned: Some(&d),
+            ..Member::default()
+        };
+        let z = ZbdOptions::default();
+        let mut ind = LayoutSpec::Independent;
+        from_members_zbd(&mut ind, &[m("nvme0n1"), m("nvme0n2")], true, Some(&z)).unwrap();
+        assert_eq!(ind, LayoutSpec::Independent);
+        // Without it, the refusal names it.
+        let e = from_members_zbd(&mut ind, &[m("nvme0n1")], true, None).unwrap_err();
+        assert!(e.contains("--zonemode zbd"), "{e}");
+        // A conventional target, another layout, other zones, too many open zones: one line.
+        let plain = Member {
+            name: "sda",
+            ..Member::default()
+        };
+        let e = from_members_zbd(&mut ind, &[plain], true, Some(&z)).unwrap_err();
+        assert!(
+            e.starts_with("--zonemode zbd: sda is not a host-managed zoned block device"),
+            "{e}"
+        );
+        let mut raid0 = LayoutSpec::Raid0 { stripe_bytes: 4096 };
+        let e = from_members_zbd(&mut raid0, &[m("a"), m("b")], true, Some(&z)).unwrap_err();
+        assert!(e.contains("--layout raid0 places its own writes"), "{e}");
+        let sized = ZbdOptions {
+            zone_size_bytes: Some(32 << 20),
+            ..ZbdOptions::default()
+        };
+        let e = from_members_zbd(&mut ind, &[m("nvme0n1")], true, Some(&sized)).unwrap_err();
+        assert_eq!(
+            e,
+            "--zonemode zbd: zonesize 32m but nvme0n1 has zones of 64 MiB (48 MiB writable); \
+             give 64m or leave it out (the device's is used)"
+        );
+        let capped = ZbdOptions {
+            zone_size_bytes: Some(64 << 20),
+            zone_capacity_bytes: Some(48 << 20),
+            ..ZbdOptions::default()
+        };
+        from_members_zbd(&mut ind, &[m("nvme0n1")], true, Some(&capped)).unwrap();
+        let many = ZbdOptions {
+            max_open_zones: Some(5),
+            ..ZbdOptions::default()
+        };
+        let e = from_members_zbd(&mut ind, &[m("nvme0n1")], true, Some(&many)).unwrap_err();
+        assert_eq!(
+            e,
+            "--max-open-zones 5: nvme0n1 allows at most 4 open zones (max_open_zones); give 4 \
+             or less, or leave it out (the device's limit is used)"
+        );
+        let b = Member {
+            buffered: true,
+            ..m("nvme0n1")
+        };
+        let e = from_members_zbd(&mut ind, &[b], true, Some(&z)).unwrap_err();
+        assert!(e.starts_with("--buffered"), "{e}");
+        // The limit a run keeps: the option, else the device's open limit, never above active.
+        assert_eq!(zbd_open_zones(&d, &z), 4);
+        assert_eq!(
+            zbd_open_zones(
+                &d,
+                &ZbdOptions {
+                    max_open_zones: Some(2),
+                    ..z.clone()
+                }
+            ),
+            2
+        );
+        let mut only_active = dev(64 << 20, 48 << 20, 4);
+        only_active.geometry.max_open_zones = 0;
+        assert_eq!(zbd_open_zones(&only_active, &z), 6);
+        only_active.geometry.max_active_zones = 0;
+        assert_eq!(zbd_open_zones(&only_active, &z), 0);
+    }
+
+    #[test]
+    fn serial_is_refused_where_the_zone_limits_are_below_its_needs() {
+        let mut one = dev(64 << 20, 48 << 20, 8);
+        one.geometry.max_open_zones = 1;
+        one.geometry.max_active_zones = 1;
+        let m = |name, d| Member {
+            name,
+            zoned: Some(d),
+            ..Member::default()
+        };
+        let spec = SerialSpec {
+            segment_bytes: 48 << 20,
+            stripe_bytes: 256 << 10,
+            rotate_free: 1,
+            gc_start: 2,
+            gc_stop: 3,
+            ..SerialSpec::default()
+        };
+        let mut serial = LayoutSpec::Serial(spec);
+        let e =
+            from_members(&mut serial, &[m("nvme0n1", &one), m("nvme0n2", &one)], true).unwrap_err();
+        assert_eq!(
+            e,
+            "--layout serial needs 2 open and 2 active zones on each member (a column's open \
+             segment, and the next while the last writes of the one before complete): 2 open \
+             and 2 active on nvme0n1, which allows at most 1 open and at most 1 active zones; \
+             give zoned devices that allow at least 2 open and 2 active zones \
+             (max_open_zones, max_active_zones)"
+        );
+        // A read-only check is refused alike (the volume could not have run there).
+        let mut serial = LayoutSpec::Serial(spec);
+        assert!(from_members(&mut serial, &[m("a", &one), m("b", &one)], false).is_err());
+        // Two of each, or no limit, is enough.
+        let mut two = one.clone();
+        two.geometry.max_open_zones = 2;
+        two.geometry.max_active_zones = 2;
+        let mut serial = LayoutSpec::Serial(spec);
+        from_members(&mut serial, &[m("a", &two), m("b", &two)], true).unwrap();
+        let mut free = one.clone();
+        free.geometry.max_open_zones = 0;
+        free.geometry.max_active_zones = 0;
+        let mut serial = LayoutSpec::Serial(spec);
+        from_members(&mut serial, &[m("a", &free), m("b", &free)], true).unwrap();
+        // Zones past the volume's left open or closed hold their share: 10 zones of 64 MiB and
+        // a smaller last one, which the volume never uses (nor resets), closed.
+        let mut big = dev(64 << 20, 48 << 20, 10);
+        big.geometry.max_open_zones = 2;
+        big.geometry.max_active_zones = 2;
+        let mut serial = LayoutSpec::Serial(spec);
+        from_members(&mut serial, &[m("a", &big), m("b", &big)], true).unwrap();
+        let mut big = big.clone();
+        big.zones.push(Zone {
+            start_bytes: 10 * (64 << 20),
+            len_bytes: 32 << 20,
+            capacity_bytes: 32 << 20,
+            wp_bytes: 10 * (64 << 20) + 4096,
+            kind: ZoneType::SeqWriteRequired,
+            cond: ZoneCond::Closed,
+            reset_recommended: false,
+            non_seq: false,
+        });
+        // 10 whole zones and a small last one: the volume uses the 10, the last is past it.
+        let mut serial = LayoutSpec::Serial(spec);
+        let e = from_members(&mut serial, &[m("a", &big), m("b", &big)], true).unwrap_err();
+        assert!(
+            e.contains("and 1 zones past the volume's 10 (zone 10 on) are open or closed (0 open)")
+                && e.contains(
+                    "2 open and 3 active on a, which allows at most 2 open and at most 2"
+                )
+                && e.contains("blkzone reset -o 1310720 a"),
+            "{e}"
+        );
+        // A read-only check does not count them (its audit names them).
+        let mut serial = LayoutSpec::Serial(spec);
+        from_members(&mut serial, &[m("a", &big), m("b", &big)], false).unwrap();
     }
 }
