@@ -62,15 +62,25 @@ pub struct ZbdParams {
     /// Zones holding writes at once at most (from `max_open_zones` and the device's limits);
     /// 0: no limit.
     pub open_zones_max: u32,
+    /// The device's active zone limit (0: none): zones partly written outside the region
+    /// take their share of it.
+    pub active_zones_max: u32,
     pub reset_threshold: f64,
     pub reset_frequency: f64,
     pub read_beyond_wp: bool,
+    /// Reset the region's zones that hold data before the first I/O (fio does with verify:
+    /// what was there carries no pattern of this run, and a zone full of it would be reset
+    /// under the reads anyway).
+    pub reset_first: bool,
     /// Writes (reads) are random: any job on the target writes (reads) at random offsets.
     pub random_writes: bool,
     pub random_reads: bool,
     pub block_bytes: u32,
     pub tags: u32,
     pub len_bytes_max: u32,
+    /// The largest write the member takes as one request (0: not known): a larger one would be
+    /// split into requests that nothing keeps in order in a zone.
+    pub max_write_bytes: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -98,6 +108,8 @@ struct ZoneState {
     in_set: bool,
     /// Written or reset by this run (listed in the report).
     touched: bool,
+    /// Reset before the run's first I/O (`reset_first`).
+    reset_at_start: bool,
     bytes_written: u64,
     resets_done: u64,
 }
@@ -112,6 +124,8 @@ pub struct ZbdStats {
     pub resets_full: u64,
     /// Resets of `zone_reset_threshold` / `zone_reset_frequency`.
     pub resets_threshold: u64,
+    /// Resets of zones holding data before the first I/O (`--verify`).
+    pub resets_start: u64,
     pub finishes: u64,
     /// Reads that found no written data to go to (read above a write pointer, not verified).
     pub reads_beyond_wp: u64,
@@ -186,6 +200,17 @@ impl Zbd {
                 size_text(cap)
             )));
         }
+        if p.max_write_bytes > 0 && u64::from(p.len_bytes_max) > p.max_write_bytes {
+            let fit = 1u64 << (63 - p.max_write_bytes.leading_zeros());
+            return Err(ArrayError::Invalid(format!(
+                "--zonemode zbd: a {}-byte I/O is more than the {} bytes the device takes as one \
+                 request (queue/max_sectors_kb and max_segments), and the pieces of a split \
+                 write can land out of order in a zone; use --bs {}k or less",
+                p.len_bytes_max,
+                p.max_write_bytes,
+                fit >> 10
+            )));
+        }
         if !(0.0..=1.0).contains(&p.reset_threshold) || !(0.0..=1.0).contains(&p.reset_frequency) {
             return Err(ArrayError::Invalid(
                 "zone_reset_threshold and zone_reset_frequency are shares from 0 to 1".into(),
@@ -216,25 +241,41 @@ impl Zbd {
             .copied()
             .filter(|z| p.zones.contains(z))
             .collect();
-        // Zones partly written before the run hold the device's open/active resources until
-        // written full: the random writer takes those of its region as its own (fio does), and
-        // the rest must leave it room.
-        let stuck = if p.random_writes {
-            partial.len() - in_range.len()
+        // Zones partly written before the run hold the device's active resources until written
+        // full or reset. Those of the region are the run's (the random writer takes them as its
+        // own, as fio does; the sequential one continues them when it gets there); the others
+        // are never touched and leave the rest of the device's active limit.
+        let stuck = (partial.len() - in_range.len()) as u64;
+        for &z in &partial {
+            if !p.zones.contains(&z) {
+                zs[z as usize].held = false;
+            }
+        }
+        let device_room = if p.active_zones_max == 0 {
+            u64::from(u32::MAX)
         } else {
-            partial.len()
+            u64::from(p.active_zones_max).saturating_sub(stuck)
         };
-        let room = u64::from(open_max).saturating_sub(stuck as u64);
-        if open_max != u32::MAX && (room == 0 || (p.random_writes && in_range.len() as u64 > room))
-        {
+        let room = u64::from(open_max).min(device_room);
+        let ours = in_range.len() as u64;
+        let limited = open_max != u32::MAX || p.active_zones_max > 0;
+        if limited && (room == 0 || ours > room || (!p.random_writes && ours >= room)) {
             return Err(ArrayError::Invalid(format!(
-                "{} zones are partly written (open or closed) and --zonemode zbd may keep {} \
-                 open: a write would wait for them forever; reset them first (blkzone reset), or \
-                 give --max-open-zones up to the device's limit",
+                "{} zones are partly written (open or closed), {ours} of them in the region, and \
+                 the run may keep {room} zones open (max_open_zones {}, the device's \
+                 max_active_zones {} less the {stuck} outside the region): a write could wait \
+                 for a zone forever; reset them first (blkzone reset), or give a region holding \
+                 them",
                 partial.len(),
-                open_max
+                if open_max == u32::MAX {
+                    "none".to_string()
+                } else {
+                    open_max.to_string()
+                },
+                p.active_zones_max
             )));
         }
+        let open_max = room.min(u64::from(u32::MAX)) as u32;
         let nz = p.zones.len();
         let set_max = (room.min(nz as u64)) as usize;
         let mut set = Vec::with_capacity(set_max.max(1));
@@ -244,7 +285,7 @@ impl Zbd {
                 set.push(z);
             }
         }
-        let held = partial.len() as u32;
+        let held = in_range.len() as u32;
         let valid_bytes = p.zones.clone().map(|z| zs[z as usize].issued).sum::<u64>();
         let reset_every = if p.reset_frequency > 0.0 {
             (1.0 / p.reset_frequency).round().max(1.0) as u64
@@ -252,7 +293,28 @@ impl Zbd {
             0
         };
         let tags = p.tags as usize;
-        let mgmt = p.tags * 2 + MGMT_SPARE;
+        let start: Vec<u32> = if p.reset_first {
+            p.zones
+                .clone()
+                .filter(|&z| zs[z as usize].issued > 0)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mgmt = p.tags * 2 + MGMT_SPARE + start.len() as u32;
+        let mut mgmt_next = VecDeque::with_capacity(2 * nz + 4 + start.len());
+        let mut resets_start = 0;
+        let mut valid_bytes = valid_bytes;
+        for &z in &start {
+            let s = &mut zs[z as usize];
+            valid_bytes -= s.issued.min(valid_bytes);
+            s.issued = 0;
+            s.resets += 1;
+            s.touched = true;
+            s.reset_at_start = true;
+            resets_start += 1;
+            mgmt_next.push_back((CmdOp::ZoneReset, z));
+        }
         Ok(Zbd {
             size_bytes: u64::from(n) * zs_bytes,
             open_max,
@@ -266,7 +328,7 @@ impl Zbd {
             valid_bytes,
             reset_every,
             write_cnt: reset_every,
-            mgmt_next: VecDeque::with_capacity(2 * nz + 4),
+            mgmt_next,
             waiting: VecDeque::with_capacity((p.tags + mgmt) as usize),
             pass: 0,
             placed: vec![false; tags],
@@ -278,6 +340,7 @@ impl Zbd {
             mgmt_of: vec![(CmdOp::ZoneReset, NONE); mgmt as usize],
             stats: ZbdStats {
                 open_zones_peak: u64::from(held),
+                resets_start,
                 ..ZbdStats::default()
             },
             p,
@@ -807,6 +870,7 @@ impl Volume for Zbd {
                     "write_pointer_bytes": s.done,
                     "bytes_written": s.bytes_written,
                     "resets": s.resets_done,
+                    "reset_at_start": s.reset_at_start,
                 })
             })
             .collect();

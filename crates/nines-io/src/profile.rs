@@ -523,7 +523,17 @@ fn build_report(
                     None => off_cpu.push((disk, d.cpu, vec![name.clone()], v.clone())),
                 }
             }
-            let zoned = zoned_internals(t, d.member_zoned.get(k).copied().flatten());
+            let mut zoned = zoned_internals(t, d.member_zoned.get(k).copied().flatten());
+            if single
+                && d.layout == "zbd"
+                && let Some(z) = zoned
+                    .as_mut()
+                    .and_then(|z| z.get_mut("zoned"))
+                    .and_then(|z| z.as_object_mut())
+            {
+                // --zonemode zbd: what the placement did (resets, finishes, each zone's pointer).
+                z.insert("zbd".into(), d.stats.clone());
+            }
             let nvme = opened.nvme.get(m as usize).cloned().flatten();
             if single {
                 b.device_extra(interrupts, zoned);

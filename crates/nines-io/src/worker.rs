@@ -404,14 +404,18 @@ fn zbd_volume(
         written_bytes: dev.zones.iter().map(|z| z.written_bytes()).collect(),
         zones: first as u32..last as u32,
         open_zones_max: crate::resolve::zbd_open_zones(dev, opts),
+        active_zones_max: g.max_active_zones,
         reset_threshold: opts.zone_reset_threshold,
         reset_frequency: opts.zone_reset_frequency,
         read_beyond_wp: opts.read_beyond_wp,
+        // What is there carries no pattern of this run (fio resets with verify too).
+        reset_first: plan.verify_seed.is_some(),
         random_writes,
         random_reads,
         block_bytes: params.block_bytes,
         tags: params.tags,
         len_bytes_max: params.len_bytes_max,
+        max_write_bytes: g.max_write_bytes,
     }))
 }
 

@@ -143,6 +143,9 @@ struct Setup {
     written: Vec<u64>,
     reset_threshold: f64,
     reset_frequency: f64,
+    reset_first: bool,
+    /// What was written before the run carries the pattern (else other bytes).
+    patterned: bool,
 }
 
 impl Setup {
@@ -155,6 +158,8 @@ impl Setup {
             written: vec![0; ZONES as usize],
             reset_threshold: 0.0,
             reset_frequency: 0.0,
+            reset_first: false,
+            patterned: true,
         }
     }
 }
@@ -167,14 +172,17 @@ impl Driver {
             written_bytes: s.written.clone(),
             zones: s.zones.clone(),
             open_zones_max: s.open_zones_max,
+            active_zones_max: s.open_zones_max,
             reset_threshold: s.reset_threshold,
             reset_frequency: s.reset_frequency,
             read_beyond_wp: false,
+            reset_first: s.reset_first,
             random_writes: s.random_writes,
             random_reads: s.random_reads,
             block_bytes: BLOCK,
             tags: TAGS,
             len_bytes_max: len_max,
+            max_write_bytes: 0,
         })
         .unwrap();
         let cmds = vol.cmds_max();
@@ -188,7 +196,12 @@ impl Driver {
         // What was written before the run carries its pattern too.
         for (z, &w) in s.written.iter().enumerate() {
             let at = z as u64 * ZONE;
-            pattern(&mut dev.data[at as usize..(at + w) as usize], at);
+            let old = &mut dev.data[at as usize..(at + w) as usize];
+            if s.patterned {
+                pattern(old, at);
+            } else {
+                old.fill(0xa5);
+            }
         }
         Driver {
             host: VolumeHost::new(nines_array::AnyVolume::Other(Box::new(vol)), 0, false),
@@ -543,6 +556,20 @@ fn partly_written_zones_are_continued_and_hold_their_share_of_the_limit() {
     let r = run(13, &s, 800, 100, 32 << 10);
     assert_eq!(r.d.dev.resets_not_full, 0);
     assert!(r.d.dev.open_max <= 3);
+    // One outside the region takes its share of the device's active limit: the run keeps 2.
+    let mut s = Setup::new(true, 3);
+    s.zones = 0..6;
+    s.written[2] = 32 << 10;
+    s.written[9] = 16 << 10;
+    let r = run(31, &s, 800, 100, 32 << 10);
+    assert!(r.d.dev.open_max <= 3, "the device saw {}", r.d.dev.open_max);
+    assert_eq!(
+        r.d.stats()["open_zones_max"],
+        2,
+        "3 active less the one outside"
+    );
+    assert!(r.d.stats()["open_zones_peak"].as_u64().unwrap() <= 2);
+    assert_eq!(r.d.dev.wp[9], 16 << 10, "outside the region: untouched");
     // Too many of them for the limit: refused in one line, before any I/O.
     let mut s = Setup::new(true, 1);
     s.written[2] = 32 << 10;
@@ -553,20 +580,23 @@ fn partly_written_zones_are_continued_and_hold_their_share_of_the_limit() {
         written_bytes: s.written.clone(),
         zones: 0..ZONES as u32,
         open_zones_max: 1,
+        active_zones_max: 1,
         reset_threshold: 0.0,
         reset_frequency: 0.0,
         read_beyond_wp: false,
+        reset_first: false,
         random_writes: true,
         random_reads: true,
         block_bytes: BLOCK,
         tags: TAGS,
         len_bytes_max: 4096,
+        max_write_bytes: 0,
     })
     .err()
     .unwrap()
     .to_string();
     assert!(
-        e.starts_with("2 zones are partly written")
+        e.starts_with("2 zones are partly written (open or closed), 2 of them in the region")
             && e.contains("reset them")
             && !e.contains('\n'),
         "{e}"
@@ -600,4 +630,38 @@ fn odd_room_is_finished_and_the_threshold_resets_zones_with_data() {
     assert_eq!(r.d.dev.resets, t + st["resets_full"].as_u64().unwrap());
     let on_dev: u64 = r.d.dev.wp.iter().sum();
     assert!(r.d.dev.bytes_written > on_dev, "resets dropped data");
+}
+
+#[test]
+fn with_verify_the_region_is_reset_first_and_every_read_checks() {
+    // Data of an earlier run (no pattern of this one) in part and full zones: reset before the
+    // first I/O, so every read of this run reads what it wrote.
+    let mut s = Setup::new(true, 4);
+    s.written[1] = 64 << 10;
+    s.written[4] = CAP;
+    s.written[9] = 16 << 10;
+    s.patterned = false;
+    s.reset_first = true;
+    let r = run(23, &s, 600, 60, 16 << 10);
+    let st = r.d.stats();
+    assert_eq!(st["resets_start"], 3, "{st}");
+    assert!(r.reads_checked > 50, "{}", r.reads_checked);
+    let zones = st["zones"].as_array().unwrap();
+    for z in [1, 4, 9] {
+        assert!(
+            zones
+                .iter()
+                .any(|e| e["zone"] == z && e["reset_at_start"] == true)
+        );
+    }
+    assert_eq!(
+        r.d.dev.resets_not_full, 2,
+        "zones 1 and 9 were part-written"
+    );
+    // Without the reset, the old bytes would be read as this run's (the check fails).
+    let mut s = Setup::new(false, 4);
+    s.written[0] = CAP;
+    s.patterned = false;
+    let res = std::panic::catch_unwind(|| run(29, &s, 20, 0, 16 << 10));
+    assert!(res.is_err(), "reads of another run's data passed the check");
 }
