@@ -624,7 +624,7 @@ fn odd_room_is_finished_and_the_threshold_resets_zones_with_data() {
     let st = r.d.stats();
     let t = st["resets_threshold"].as_u64().unwrap();
     assert!(
-        t >= 90 && t <= 100,
+        (90..=100).contains(&t),
         "about 400 / 4 threshold resets, not {t}"
     );
     assert_eq!(r.d.dev.resets, t + st["resets_full"].as_u64().unwrap());

@@ -51,6 +51,13 @@ const SUBSET: &[&str] = &[
     "description",
     "thread",
     "norandommap",
+    "zonemode",
+    "zonesize",
+    "zonecapacity",
+    "max_open_zones",
+    "zone_reset_threshold",
+    "zone_reset_frequency",
+    "read_beyond_wp",
 ];
 
 /// One option line of a job file as fio reads it: (line number, key, the option as written).

@@ -634,6 +634,13 @@ fn run_error(e: ProfileError, args: &Args) -> anyhow::Error {
                 .unwrap_or(Path::new(""))
                 .display()
         )),
+        (_, ProfileError::Refused(m))
+            if m.starts_with("--zonemode zbd") && args.zonemode.is_none() =>
+        {
+            // The job file asked for it.
+            let file = args.jobs.jobs.first().cloned().unwrap_or_default();
+            anyhow::anyhow!("--job {file}: zonemode=zbd: {m}")
+        }
         (_, e) => anyhow::Error::new(e),
     }
 }
