@@ -258,8 +258,12 @@ impl Zbd {
         };
         let room = u64::from(open_max).min(device_room);
         let ours = in_range.len() as u64;
+        // The sequential writer starts in the region's first zone and fills each part-written
+        // zone it reaches (freeing its place) before it needs a new one: those ahead of the
+        // first must leave it one place.
+        let ahead = ours - u64::from(zs[p.zones.start as usize].held);
         let limited = open_max != u32::MAX || p.active_zones_max > 0;
-        if limited && (room == 0 || ours > room || (!p.random_writes && ours >= room)) {
+        if limited && (room == 0 || ours > room || (!p.random_writes && ahead >= room)) {
             return Err(ArrayError::Invalid(format!(
                 "{} zones are partly written (open or closed), {ours} of them in the region, and \
                  the run may keep {room} zones open (max_open_zones {}, the device's \

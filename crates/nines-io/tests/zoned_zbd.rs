@@ -556,6 +556,19 @@ fn partly_written_zones_are_continued_and_hold_their_share_of_the_limit() {
     let r = run(13, &s, 800, 100, 32 << 10);
     assert_eq!(r.d.dev.resets_not_full, 0);
     assert!(r.d.dev.open_max <= 3);
+    // What a random run leaves (as many part-written zones as the limit, the first among
+    // them): the sequential writer continues them in turn.
+    let mut s = Setup::new(false, 6);
+    for z in 0..6 {
+        s.written[z] = (z as u64 + 1) * (16 << 10);
+    }
+    let r = run(37, &s, 200, 100, 16 << 10);
+    assert!(r.d.dev.open_max <= 6);
+    assert_eq!(r.d.dev.resets_not_full, 0);
+    // First pass: the six zones' room (176 + 160 + ... + 96 KiB) and six empty zones, 1968
+    // KiB; the other 1232 KiB of the 3200 go to zones reset when reached: 7 of 192 KiB.
+    assert_eq!(r.d.dev.resets, 7);
+    assert_eq!(r.d.dev.bytes_written, 3200 << 10);
     // One outside the region takes its share of the device's active limit: the run keeps 2.
     let mut s = Setup::new(true, 3);
     s.zones = 0..6;
