@@ -588,7 +588,7 @@ impl Zbd {
                 let rel = if range <= len {
                     0
                 } else {
-                    (io.offset_bytes - self.start(zb)) % (range - len) / blk * blk
+                    (io.offset_bytes % self.p.zone_size_bytes) % (range - len) / blk * blk
                 };
                 (z, rel)
             })
@@ -621,7 +621,8 @@ impl Zbd {
                 self.stats.reads_beyond_wp += 1;
                 self.tag_zone[tag] = NONE;
                 let zb = self.zone_of(io.offset_bytes);
-                let rel = (io.offset_bytes - self.start(zb)) % (self.cap() - len + 1) / blk * blk;
+                let rel =
+                    (io.offset_bytes % self.p.zone_size_bytes) % (self.cap() - len + 1) / blk * blk;
                 Placed {
                     offset_bytes: self.start(zb) + rel,
                     verify: false,

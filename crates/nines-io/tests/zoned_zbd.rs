@@ -678,3 +678,41 @@ fn with_verify_the_region_is_reset_first_and_every_read_checks() {
     let res = std::panic::catch_unwind(|| run(29, &s, 20, 0, 16 << 10));
     assert!(res.is_err(), "reads of another run's data passed the check");
 }
+
+#[test]
+fn offsets_before_the_regions_first_whole_zone_go_to_it() {
+    // --offset 4k: the region's whole zones are 1..4; the generator's first offsets are in
+    // zone 0's part, which the run never touches.
+    let mut s = Setup::new(true, 2);
+    s.zones = 1..4;
+    s.written[1] = 64 << 10;
+    let mut d = Driver::new(&s, 16 << 10);
+    for (op, off) in [(VolOp::Read, 4096), (VolOp::Write, 8192), (VolOp::Read, 0)] {
+        let io = VolIo {
+            tag: 0,
+            op,
+            offset_bytes: off,
+            len_bytes: 16 << 10,
+            fua: false,
+        };
+        let p = d.host.place(&io).unwrap();
+        assert!(
+            (ZONE..4 * ZONE).contains(&p.offset_bytes) && p.verify,
+            "{op:?} at {off}: {p:?}"
+        );
+        d.host.submit(
+            d.now,
+            VolIo {
+                offset_bytes: p.offset_bytes,
+                ..io
+            },
+            &mut d.data,
+        );
+        d.drain();
+        let mut rng = Rng(5);
+        while d.complete_one(&mut rng) {}
+        assert_eq!(std::mem::take(&mut d.done), [(0, IoResult::Ok)]);
+    }
+    assert_eq!(d.dev.wp[0], 0);
+    assert_eq!(d.dev.wp[1], 80 << 10, "the write continued zone 1");
+}
