@@ -56,6 +56,16 @@ pub struct VolIo {
     pub fua: bool,
 }
 
+/// Where a policy that chooses its own offsets put a volume I/O ([`Volume::place`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placed {
+    /// The offset the I/O is submitted at (and its data pattern is of, with `--verify`).
+    pub offset_bytes: u64,
+    /// Whether data read there is the last written (`false`: a read above every write pointer,
+    /// which returns zeros; `--verify` does not check it).
+    pub verify: bool,
+}
+
 /// How a volume I/O or member command ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoResult {
@@ -360,6 +370,15 @@ pub trait Volume: Send {
     fn cmds_max(&self) -> u32;
     /// Most outputs one call can push (the driver sizes [`Outputs`] with it).
     fn outputs_max(&self) -> usize;
+    /// Where this client request goes, for a policy that chooses offsets itself (fio's
+    /// `zonemode=zbd` over a zoned device, [`crate::zbd`]: writes at a write pointer, reads in
+    /// written data). The driver asks just before [`Volume::submit`], with the offset as
+    /// generated, and submits the I/O at the offset returned (its `--verify` pattern is of that
+    /// offset). None (every other layout): where it was asked.
+    fn place(&mut self, io: &VolIo) -> Option<Placed> {
+        let _ = io;
+        None
+    }
     /// A client request. Its buffer is `BufRef::Client { tag, offset: 0 }`.
     fn submit(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx);
     /// A member command completed.

@@ -17,6 +17,7 @@ pub mod raid5;
 pub mod serial;
 pub mod shaping;
 pub mod testing;
+pub mod zbd;
 
 use nines_core::stats::DeviceRecorder;
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,7 @@ pub use raid0::{Passthrough, Raid0};
 pub use raid5::{DndSpec, Raid5, Raid5Options, RebuildSpec};
 pub use serial::{Serial, SerialSpec};
 pub use shaping::ShapingSpec;
+pub use zbd::{Zbd, ZbdParams};
 
 /// Why a volume cannot be built: one line each, naming the option to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -315,6 +317,9 @@ impl Volume for AnyVolume {
     fn outputs_max(&self) -> usize {
         each!(self, v => v.outputs_max())
     }
+    fn place(&mut self, io: &VolIo) -> Option<Placed> {
+        each!(self, v => v.place(io))
+    }
     #[inline]
     fn submit(&mut self, now_ns: u64, io: VolIo, cx: &mut Cx) {
         each!(self, v => v.submit(now_ns, io, cx))
@@ -475,6 +480,12 @@ impl VolumeHost {
             self.now_ns
         );
         self.now_ns = now_ns;
+    }
+
+    /// Where a client request goes when the policy chooses ([`Volume::place`]); asked before
+    /// [`VolumeHost::submit`].
+    pub fn place(&mut self, io: &VolIo) -> Option<Placed> {
+        self.vol.place(io)
     }
 
     /// A client request at `now`.

@@ -14,6 +14,7 @@
 use crate::job::{JobError, JobSpec, validate_jobs};
 use crate::units::{parse_cpu_list, parse_duration_ns, parse_percentiles, parse_size_bytes};
 use crate::workload::WorkloadSpec;
+use crate::zbd::{ZbdOptions, ZoneMode, parse_open_zones, parse_ratio, parse_zone_mode};
 
 /// The largest job file read (fio's own examples are a few KiB).
 pub const JOB_FILE_BYTES_MAX: usize = 1 << 20;
@@ -43,6 +44,10 @@ pub struct JobFile {
     /// fio's defaults the file left to fio and nines applied (`ioengine=psync`, `direct=0`):
     /// where nines' own command line defaults differ, a job file still gets fio's.
     pub fio_defaults: Vec<String>,
+    /// `zonemode=zbd` with its options (`zonesize`, `zonecapacity`, `max_open_zones`,
+    /// `zone_reset_threshold`, `zone_reset_frequency`, `read_beyond_wp`); None: `zonemode=none`
+    /// or not given.
+    pub zbd: Option<ZbdOptions>,
 }
 
 /// One option nines does not run as written, with its line and why (an option outside the
@@ -93,6 +98,8 @@ pub enum JobFileError {
          needs the size)"
     )]
     NoEnd { job: String },
+    #[error("{key}={value} applies with zonemode=zbd only; add zonemode=zbd or drop it")]
+    ZoneOption { key: &'static str, value: String },
     #[error("the job file is larger than {JOB_FILE_BYTES_MAX} bytes")]
     TooLarge,
     #[error("{0}")]
@@ -138,6 +145,17 @@ fn why_unsupported(key: &str) -> &'static str {
             "nines logs every I/O (write_lat_log) and interval histograms (write_hist_log)"
         }
         "include" => "include files are not read; paste their options in",
+        "job_max_open_zones" => "nines keeps one open-zone limit per device: use max_open_zones",
+        "ignore_zone_limits" => "nines keeps to the device's open and active zone limits; drop it",
+        "write_zone_remainders" => {
+            "nines finishes a zone whose room is smaller than the write; drop it"
+        }
+        "recover_zbd_write_error" => {
+            "a write error fails the run in nines (continue_on_error is not run either)"
+        }
+        "zonerange" | "zoneskip" => {
+            "fio's strided zone mode is not built (zonemode=zbd takes zonesize); drop it"
+        }
         _ => "not in the subset nines runs",
     }
 }
@@ -328,6 +346,14 @@ struct RunWide {
     lat_log: Option<String>,
     hdr_log: Option<String>,
     hdr_interval: Option<String>,
+    /// `zonemode` and its options, as given (checked when read).
+    zonemode: Option<String>,
+    zonesize: Option<String>,
+    zonecapacity: Option<String>,
+    max_open_zones: Option<String>,
+    zone_reset_threshold: Option<String>,
+    zone_reset_frequency: Option<String>,
+    read_beyond_wp: Option<String>,
 }
 
 fn agree(slot: &mut Option<String>, what: &'static str, value: String) -> Result<(), JobFileError> {
@@ -591,6 +617,13 @@ fn apply_run_wide(job: &JobSpec, job_run: &mut RunWide, o: &Opt) -> Result<bool,
         "write_hist_log" => {
             job_run.hdr_log = Some(format!("{}.hlog", v.unwrap_or(job.name.as_str())))
         }
+        "zonemode"
+        | "zonesize"
+        | "zonecapacity"
+        | "max_open_zones"
+        | "zone_reset_threshold"
+        | "zone_reset_frequency"
+        | "read_beyond_wp" => apply_zoned(job_run, o)?,
         "log_hist_msec" => {
             let ms: u64 = need(o)?
                 .parse()
@@ -602,6 +635,98 @@ fn apply_run_wide(job: &JobSpec, job_run: &mut RunWide, o: &Opt) -> Result<bool,
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// fio's zoned block device options (`zonemode=zbd` and what goes with it), each checked as
+/// read; which combination runs is decided once the jobs agree ([`zbd_options`]).
+fn apply_zoned(job_run: &mut RunWide, o: &Opt) -> Result<(), JobFileError> {
+    let v = o.value.as_deref();
+    let text = match o.key.as_str() {
+        "zonemode" => {
+            parse_zone_mode(need(o)?).map_err(|e| bad(o, e.to_string()))?;
+            &mut job_run.zonemode
+        }
+        "zonesize" | "zonecapacity" => {
+            let b = parse_size_bytes(need(o)?).map_err(|e| bad(o, e.to_string()))?;
+            if b == 0 || !b.is_multiple_of(512) {
+                return Err(bad(o, "give a size in whole 512-byte sectors".into()));
+            }
+            if o.key == "zonesize" {
+                &mut job_run.zonesize
+            } else {
+                &mut job_run.zonecapacity
+            }
+        }
+        "max_open_zones" => {
+            parse_open_zones(need(o)?).map_err(|e| bad(o, e.to_string()))?;
+            &mut job_run.max_open_zones
+        }
+        "zone_reset_threshold" | "zone_reset_frequency" => {
+            let what = if o.key == "zone_reset_threshold" {
+                "zone_reset_threshold"
+            } else {
+                "zone_reset_frequency"
+            };
+            parse_ratio(what, need(o)?).map_err(|e| bad(o, e.to_string()))?;
+            if o.key == "zone_reset_threshold" {
+                &mut job_run.zone_reset_threshold
+            } else {
+                &mut job_run.zone_reset_frequency
+            }
+        }
+        _ => {
+            let b = fio_bool(v).map_err(|r| bad(o, r))?;
+            job_run.read_beyond_wp = Some((b as u8).to_string());
+            return Ok(());
+        }
+    };
+    *text = Some(need(o).unwrap_or("").trim().to_string());
+    Ok(())
+}
+
+/// The run's `zonemode=zbd` options from the agreed zone keys (checked when read): None without
+/// `zonemode=zbd`; the other keys without it are refused, naming it.
+fn zbd_options(run: &RunWide) -> Result<Option<ZbdOptions>, JobFileError> {
+    let mode = run
+        .zonemode
+        .as_deref()
+        .map(|m| parse_zone_mode(m).expect("checked when read"));
+    let others = [
+        ("zonesize", &run.zonesize),
+        ("zonecapacity", &run.zonecapacity),
+        ("max_open_zones", &run.max_open_zones),
+        ("zone_reset_threshold", &run.zone_reset_threshold),
+        ("zone_reset_frequency", &run.zone_reset_frequency),
+        ("read_beyond_wp", &run.read_beyond_wp),
+    ];
+    if mode != Some(ZoneMode::Zbd) {
+        if let Some((key, Some(value))) = others.iter().find(|(_, v)| v.is_some()) {
+            return Err(JobFileError::ZoneOption {
+                key,
+                value: value.clone(),
+            });
+        }
+        return Ok(None);
+    }
+    let size = |v: &Option<String>| {
+        v.as_deref()
+            .map(|x| parse_size_bytes(x).expect("checked when read"))
+    };
+    let ratio = |what, v: &Option<String>| {
+        v.as_deref()
+            .map_or(0.0, |x| parse_ratio(what, x).expect("checked when read"))
+    };
+    Ok(Some(ZbdOptions {
+        max_open_zones: run
+            .max_open_zones
+            .as_deref()
+            .and_then(|x| parse_open_zones(x).expect("checked when read")),
+        zone_reset_threshold: ratio("zone_reset_threshold", &run.zone_reset_threshold),
+        zone_reset_frequency: ratio("zone_reset_frequency", &run.zone_reset_frequency),
+        read_beyond_wp: run.read_beyond_wp.as_deref() == Some("1"),
+        zone_size_bytes: size(&run.zonesize),
+        zone_capacity_bytes: size(&run.zonecapacity),
+    }))
 }
 
 /// Reads a fio job file. `base` is the workload the jobs start from (the command line's).
@@ -666,6 +791,7 @@ pub fn parse_replacing(
     }
     validate_jobs(&jobs)?;
     let mut fio_defaults = Vec::new();
+    let zbd = zbd_options(&run)?;
     let targets = run
         .targets
         .map(|t| {
@@ -697,6 +823,7 @@ pub fn parse_replacing(
             .hdr_interval
             .map(|ms| ms.parse::<u64>().expect("checked when read") * 1_000_000),
         fio_defaults,
+        zbd,
     })
 }
 
@@ -793,6 +920,29 @@ fn agree_run_wide(run: &mut RunWide, job_run: RunWide) -> Result<(), JobFileErro
         (&mut run.lat_log, "write_lat_log", job_run.lat_log),
         (&mut run.hdr_log, "write_hist_log", job_run.hdr_log),
         (&mut run.hdr_interval, "log_hist_msec", job_run.hdr_interval),
+        (&mut run.zonemode, "zonemode", job_run.zonemode),
+        (&mut run.zonesize, "zonesize", job_run.zonesize),
+        (&mut run.zonecapacity, "zonecapacity", job_run.zonecapacity),
+        (
+            &mut run.max_open_zones,
+            "max_open_zones",
+            job_run.max_open_zones,
+        ),
+        (
+            &mut run.zone_reset_threshold,
+            "zone_reset_threshold",
+            job_run.zone_reset_threshold,
+        ),
+        (
+            &mut run.zone_reset_frequency,
+            "zone_reset_frequency",
+            job_run.zone_reset_frequency,
+        ),
+        (
+            &mut run.read_beyond_wp,
+            "read_beyond_wp",
+            job_run.read_beyond_wp,
+        ),
     ] {
         if let Some(v) = value {
             agree(slot, what, v)?;
@@ -1004,7 +1154,7 @@ numjobs=2
     fn every_problem_is_named_once_with_its_line() {
         // A bad value, an unknown option in [global] (two jobs: named once), a bad value in the
         // second job, and a trailing comment that is not part of the value.
-        let text = "[global]\nnumjobs=2\t; two clones\nrw=rw\nzonemode=zbd\nruntime=1\n\
+        let text = "[global]\nnumjobs=2\t; two clones\nrw=rw\nexitall_on_error\nruntime=1\n\
                     [a]\nbs=4k\n[b]\niodepth=lots  # deep\n";
         let e = parse(text, &base()).unwrap_err();
         let JobFileError::Unsupported(u) = &e else {
@@ -1013,7 +1163,7 @@ numjobs=2
         let named: Vec<(usize, &str)> = u.iter().map(|x| (x.line, x.option.as_str())).collect();
         assert_eq!(
             named,
-            [(3, "rw=rw"), (4, "zonemode=zbd"), (9, "iodepth=lots")]
+            [(3, "rw=rw"), (4, "exitall_on_error"), (9, "iodepth=lots")]
         );
         assert!(u[2].why.contains("whole number"), "{e}");
         // No end anywhere and a refused option: the option is what is named.
@@ -1055,6 +1205,74 @@ numjobs=2
         assert_eq!(f.jobs[0].workload.block_size_bytes, 8192);
     }
 
+    #[test]
+    fn zonemode_zbd_and_its_options_as_fio_writes_them() {
+        let text = "[global]\nfilename=/dev/nvme0n2\nzonemode=zbd\nzonesize=64m\n\
+                    zonecapacity=48m\nmax_open_zones=4\nzone_reset_threshold=0.7\n\
+                    zone_reset_frequency=0.1\n[w]\nrw=randwrite\nsize=128m\n";
+        let f = parse(text, &base()).unwrap();
+        assert_eq!(
+            f.zbd,
+            Some(ZbdOptions {
+                max_open_zones: Some(4),
+                zone_reset_threshold: 0.7,
+                zone_reset_frequency: 0.1,
+                read_beyond_wp: false,
+                zone_size_bytes: Some(64 << 20),
+                zone_capacity_bytes: Some(48 << 20),
+            })
+        );
+        let f = parse(
+            "[j]\nzonemode=zbd\nread_beyond_wp=1\nrw=read\nsize=1m\n",
+            &base(),
+        )
+        .unwrap();
+        assert!(f.zbd.unwrap().read_beyond_wp);
+        // zonemode=none, or none given: no zone mode; its options alone are refused.
+        let f = parse("[j]\nzonemode=none\nrw=read\nsize=1m\n", &base()).unwrap();
+        assert_eq!(f.zbd, None);
+        let e = parse("[j]\nmax_open_zones=4\nrw=write\nsize=1m\n", &base())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "max_open_zones=4 applies with zonemode=zbd only; add zonemode=zbd or drop it"
+        );
+        // strided, a bad share, strided's options and fio's other zone knobs: named, one line.
+        let e = parse(
+            "[j]\nzonemode=strided\nzoneskip=4k\njob_max_open_zones=2\n\
+             zone_reset_threshold=2\nrw=write\nsize=1m\n",
+            &base(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(!e.contains('\n'), "{e}");
+        for want in [
+            "line 2 `zonemode=strided` (zonemode \"strided\": nines runs none or zbd",
+            "line 3 `zoneskip=4k` (fio's strided zone mode is not built",
+            "line 4 `job_max_open_zones=2` (nines keeps one open-zone limit per device",
+            "line 5 `zone_reset_threshold=2` (zone_reset_threshold \"2\": give a number from 0 to 1",
+        ] {
+            assert!(e.contains(want), "{want} not in {e}");
+        }
+        // Jobs must agree, as on every run-wide option.
+        let e = parse(
+            "[a]\nzonemode=zbd\nrw=write\nsize=1m\n[b]\nzonemode=none\nrw=read\nsize=1m\n",
+            &base(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                JobFileError::Differs {
+                    what: "zonemode",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
     proptest! {
         /// Any text parses into valid jobs or is refused with a one-line error; never a panic.
         #[test]
@@ -1069,6 +1287,36 @@ numjobs=2
                 Err(e) => {
                     let m = e.to_string();
                     prop_assert!(!m.is_empty() && !m.contains('\n'));
+                }
+            }
+        }
+
+        /// Any value of a zone option is taken exactly or refused in one line naming it.
+        #[test]
+        fn zone_options_round_trip_or_refuse(open in 0u32..5000, thr in 0.0f64..1.5,
+                                             zs_k in 0u64..1u64 << 22, junk in "\\PC{0,8}") {
+            let text = format!(
+                "[j]\nzonemode=zbd\nmax_open_zones={open}\nzone_reset_threshold={thr}\n\
+                 zonesize={zs_k}k\nzone_reset_frequency={junk}\nrw=write\nsize=1m\n"
+            );
+            match parse(&text, &base()) {
+                Ok(f) => {
+                    let z = f.zbd.expect("zonemode=zbd");
+                    prop_assert_eq!(z.max_open_zones, (open > 0).then_some(open));
+                    prop_assert!(open <= crate::zbd::MAX_OPEN_ZONES_MAX);
+                    prop_assert_eq!(z.zone_reset_threshold, thr);
+                    prop_assert!(thr <= 1.0 && zs_k > 0);
+                    prop_assert_eq!(z.zone_size_bytes, Some(zs_k << 10));
+                    prop_assert!((0.0..=1.0).contains(&z.zone_reset_frequency));
+                }
+                Err(e) => {
+                    let m = e.to_string();
+                    prop_assert!(!m.contains('\n'));
+                    prop_assert!(
+                        m.contains("max_open_zones") || m.contains("zone_reset_threshold")
+                            || m.contains("zonesize") || m.contains("zone_reset_frequency"),
+                        "{}", m
+                    );
                 }
             }
         }

@@ -19,3 +19,4 @@ pub mod source;
 pub mod stats;
 pub mod units;
 pub mod workload;
+pub mod zbd;

@@ -92,6 +92,9 @@ pub struct DriverConfig {
     pub interval_ns: u64,
     /// Print a live status line on stderr.
     pub progress: bool,
+    /// fio's `zonemode=zbd` over host-managed zoned targets (`--zonemode zbd`): each such
+    /// independent target is a [`nines_array::Zbd`] volume.
+    pub zbd: Option<nines_core::zbd::ZbdOptions>,
 }
 
 impl DriverConfig {
@@ -115,6 +118,7 @@ impl DriverConfig {
             hdr_log: None,
             interval_ns: 1_000_000_000,
             progress: false,
+            zbd: None,
         }
     }
 
@@ -458,6 +462,7 @@ fn run_locked(
             iodepth_max,
             rt_priority: cfg.rt_priority,
             verify_seed: cfg.verify.then_some(jobs[0].workload.seed),
+            zbd: cfg.zbd.clone(),
             // Both set at the gate, once every worker is set up.
             start_ns: 0,
             interval_ns: cfg.interval_ns.max(1_000_000),

@@ -155,6 +155,8 @@ pub(crate) struct WorkerPlan {
     pub rt_priority: Option<u32>,
     /// `--verify`: the seed of the write pattern.
     pub verify_seed: Option<u64>,
+    /// `--zonemode zbd`: zoned members of independent volumes are `nines_array::Zbd` volumes.
+    pub zbd: Option<nines_core::zbd::ZbdOptions>,
     pub start_ns: u64,
     pub interval_ns: u64,
     pub intervals: Option<(SyncSender<IntervalMsg>, Receiver<Box<DeviceRecorder>>)>,

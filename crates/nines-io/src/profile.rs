@@ -86,6 +86,9 @@ pub struct ProfileSpec {
     /// What the caller wants said in the report's warnings (e.g. which of fio's defaults a
     /// job file got).
     pub notes: Vec<String>,
+    /// fio's `zonemode=zbd` (`--zonemode zbd`): writes to host-managed zoned targets go at the
+    /// write pointers of zones the run picks, reads stay in written data (nines_array::zbd).
+    pub zbd: Option<nines_core::zbd::ZbdOptions>,
 }
 
 impl ProfileSpec {
@@ -111,6 +114,7 @@ impl ProfileSpec {
             progress: false,
             plan: None,
             notes: Vec::new(),
+            zbd: None,
         }
     }
 }
@@ -182,8 +186,15 @@ pub fn profile(
     // Zone geometry (zoned emu: models and block devices) and FDP handles from the members;
     // writes a zoned device cannot take are refused here, before any I/O.
     let targets: Vec<&Target> = opened.targets.iter().collect();
-    crate::resolve::from_targets(&mut cfg.layout, &targets, opened.writes)
+    crate::resolve::from_targets_zbd(&mut cfg.layout, &targets, opened.writes, spec.zbd.as_ref())
         .map_err(ProfileError::Refused)?;
+    if spec.zbd.as_ref().is_some_and(|z| z.read_beyond_wp) && spec.verify {
+        return Err(ProfileError::Refused(
+            "--read-beyond-wp reads above the write pointers, where a zoned device returns \
+             zeros, so --verify would fail there; drop one of them"
+                .into(),
+        ));
+    }
     let volumes = driver::validate(&opened.driver_targets, &cfg)?;
     if let (Some(mut trace), Some(t)) = (cfg.trace.take(), run.trace.as_ref()) {
         // Fit the trace's devices onto the volumes and its offsets into the smallest.
@@ -433,6 +444,7 @@ fn driver_config(
         hdr_log: spec.hdr_log.take(),
         interval_ns: spec.interval_ns,
         progress: spec.progress,
+        zbd: spec.zbd.clone(),
     })
 }
 
@@ -516,7 +528,17 @@ fn build_report(
                     None => off_cpu.push((disk, d.cpu, vec![name.clone()], v.clone())),
                 }
             }
-            let zoned = zoned_internals(t, d.member_zoned.get(k).copied().flatten());
+            let mut zoned = zoned_internals(t, d.member_zoned.get(k).copied().flatten());
+            if single
+                && d.layout == "zbd"
+                && let Some(z) = zoned
+                    .as_mut()
+                    .and_then(|z| z.get_mut("zoned"))
+                    .and_then(|z| z.as_object_mut())
+            {
+                // --zonemode zbd: what the placement did (resets, finishes, each zone's pointer).
+                z.insert("zbd".into(), d.stats.clone());
+            }
             let nvme = opened.nvme.get(m as usize).cloned().flatten();
             if single {
                 b.device_extra(interrupts, zoned);
@@ -733,6 +755,18 @@ fn report_extra(
     extra.insert("buffered".into(), json!(spec.buffered));
     extra.insert("embedded_default".into(), json!(spec.embedded));
     extra.insert("plan".into(), json!(spec.plan));
+    if let Some(z) = &spec.zbd {
+        extra.insert(
+            "zonemode".into(),
+            json!({
+                "mode": "zbd",
+                "max_open_zones": z.max_open_zones,
+                "zone_reset_threshold": z.zone_reset_threshold,
+                "zone_reset_frequency": z.zone_reset_frequency,
+                "read_beyond_wp": z.read_beyond_wp,
+            }),
+        );
+    }
     extra.insert(
         "interrupted".into(),
         json!(outcome.interrupted_ns.is_some()),

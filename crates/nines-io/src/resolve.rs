@@ -7,8 +7,10 @@
 
 use crate::emu::EmuInfo;
 use crate::target::Target;
+use crate::zoned::ZoneCond;
 use crate::zoned::ZonedDevice;
 use nines_array::LayoutSpec;
+use nines_core::zbd::ZbdOptions;
 
 /// What one member says of itself.
 #[derive(Clone, Copy, Debug, Default)]
@@ -50,6 +52,94 @@ pub fn from_targets(
 ) -> Result<(), String> {
     let members: Vec<Member> = targets.iter().map(|t| Member::of(t)).collect();
     from_members(layout, &members, writes)
+}
+
+/// [`from_members_zbd`] over opened targets.
+pub fn from_targets_zbd(
+    layout: &mut LayoutSpec,
+    targets: &[&Target],
+    writes: bool,
+    zbd: Option<&ZbdOptions>,
+) -> Result<(), String> {
+    let members: Vec<Member> = targets.iter().map(|t| Member::of(t)).collect();
+    from_members_zbd(layout, &members, writes, zbd)
+}
+
+/// [`from_members`] for a run with fio's `zonemode=zbd` (`zbd`: `--zonemode zbd`): each target
+/// on its own (`--layout independent`) and every one a host-managed zoned block device, of the
+/// zone size and capacity the options name (if they do), with no more open zones asked for than
+/// it allows; then writes to them run (nines_array::zbd places them at write pointers).
+pub fn from_members_zbd(
+    layout: &mut LayoutSpec,
+    members: &[Member],
+    writes: bool,
+    zbd: Option<&ZbdOptions>,
+) -> Result<(), String> {
+    let Some(z) = zbd else {
+        return from_members(layout, members, writes);
+    };
+    if !matches!(layout, LayoutSpec::Independent) {
+        return Err(format!(
+            "--zonemode zbd writes each zoned target on its own (--layout independent); \
+             --layout {} places its own writes (serial writes zoned members itself): drop \
+             --zonemode",
+            layout.name()
+        ));
+    }
+    for m in members {
+        let Some(dev) = m.zoned else {
+            return Err(format!(
+                "--zonemode zbd: {} is not a host-managed zoned block device (zones emulated over \
+                 a conventional target or file, fio's zonesize= there, are not built); give a \
+                 zoned device or drop --zonemode",
+                m.name
+            ));
+        };
+        let g = &dev.geometry;
+        let check = |what: &str, given: Option<u64>, has: u64| match given {
+            Some(v) if v != has => Err(format!(
+                "--zonemode zbd: {what} {} but {} has zones of {} ({} writable); give {} or leave \
+                 it out (the device's is used)",
+                crate::zoned::size_arg(v),
+                m.name,
+                crate::zoned::size_text(g.zone_size_bytes),
+                crate::zoned::size_text(g.zone_capacity_bytes),
+                crate::zoned::size_arg(has)
+            )),
+            _ => Ok(()),
+        };
+        check("zonesize", z.zone_size_bytes, g.zone_size_bytes)?;
+        check("zonecapacity", z.zone_capacity_bytes, g.zone_capacity_bytes)?;
+        if let Some(n) = z.max_open_zones
+            && g.max_open_zones > 0
+            && n > g.max_open_zones
+        {
+            return Err(format!(
+                "--max-open-zones {n}: {} allows at most {} open zones (max_open_zones); give {} \
+                 or less, or leave it out (the device's limit is used)",
+                m.name, g.max_open_zones, g.max_open_zones
+            ));
+        }
+    }
+    // The independent layout's rules for reads and writes alike, with writes allowed.
+    let mut base = LayoutSpec::Independent;
+    from_members(&mut base, members, false)?;
+    if writes {
+        block_write_rules(members, true)?;
+    }
+    Ok(())
+}
+
+/// Zones a run with `zbd` keeps open at once on `dev` at most: `max_open_zones` when given,
+/// else the device's open limit, else its active limit (0: no limit), never above the active
+/// limit.
+pub fn zbd_open_zones(dev: &ZonedDevice, zbd: &ZbdOptions) -> u32 {
+    let g = &dev.geometry;
+    let limits = [
+        zbd.max_open_zones.unwrap_or(g.max_open_zones),
+        g.max_active_zones,
+    ];
+    limits.into_iter().filter(|&n| n > 0).min().unwrap_or(0)
 }
 
 /// Fills in `layout`'s zone geometry and placement handles from `members` (in layout order),
@@ -127,6 +217,131 @@ fn resolve_block_zones(
         // Reads go anywhere below the write pointers (and read zeros above them).
         return Ok(());
     }
+    block_write_rules(members, writes)?;
+    if base_in_place {
+        return Err(format!(
+            "{what}: writes there must go at each zone's write pointer, which random and \
+             in-place writes do not; read it (--rw read or randread), write it as fio's \
+             zonemode=zbd does with --zonemode zbd (each write at a zone's write pointer, full \
+             zones reset), or write it through --layout serial --segment {} (one zone's \
+             capacity per member of a column) over zoned members",
+            crate::zoned::size_arg(zone.1)
+        ));
+    }
+    layout.resolve_zones(Some(zone)).map_err(|e| {
+        let e = e.to_string();
+        let rest = e.strip_prefix("zoned ").unwrap_or(&e);
+        format!("{what} {rest}")
+    })?;
+    if let LayoutSpec::Serial(s) = layout.base() {
+        serial_zone_limits(s, members, writes)?;
+    }
+    // A member command is at most a stripe unit (xGC's moves stay inside one): it must reach
+    // the device as one request, or its pieces may land out of order in the zone.
+    let max = members
+        .iter()
+        .filter_map(|m| m.zoned.map(|z| (m.name, z.geometry.max_write_bytes)))
+        .filter(|&(_, b)| b > 0)
+        .min_by_key(|&(_, b)| b);
+    if let (Some((mname, max)), LayoutSpec::Serial(s)) = (max, layout.base())
+        && s.stripe_bytes > max
+    {
+        let fit = 1u64 << (63 - max.leading_zeros());
+        return Err(format!(
+            "--stripe {}: {mname} takes writes of at most {} as one request (queue/max_sectors_kb \
+             and max_segments), and a larger one is split into requests nothing keeps in order in \
+             a zone; use --stripe {} or less",
+            crate::zoned::size_arg(s.stripe_bytes),
+            crate::zoned::size_text(max),
+            crate::zoned::size_arg(fit)
+        ));
+    }
+    Ok(())
+}
+
+/// Open zones serial keeps on each member at once: a column's one open segment (the
+/// front-end's, or xGC's on a back-end), and the next one while the last writes of the one
+/// before complete (docs/arch-zoned.md, "Zone limits").
+pub const SERIAL_OPEN_ZONES: u32 = 2;
+
+/// Whether the members allow the open and active zones serial needs (`writes`: partly written
+/// zones past the volume's, which it never resets, hold some of them): one line naming the
+/// numbers and what to change, before any I/O.
+fn serial_zone_limits(
+    s: &nines_array::SerialSpec,
+    members: &[Member],
+    writes: bool,
+) -> Result<(), String> {
+    let columns = members.len() as u32 / s.column_members.max(1);
+    for m in members {
+        let Some(dev) = m.zoned else { continue };
+        let g = &dev.geometry;
+        let member_bytes = dev.zones.last().map_or(0, |z| z.start_bytes + z.len_bytes);
+        let used = s.segments_per_column(member_bytes, columns);
+        let (mut open_past, mut active_past) = (0u32, 0u32);
+        if writes {
+            for z in dev.zones.iter().skip(used as usize) {
+                match z.cond {
+                    ZoneCond::ImplicitOpen | ZoneCond::ExplicitOpen => {
+                        open_past += 1;
+                        active_past += 1;
+                    }
+                    ZoneCond::Closed => active_past += 1,
+                    _ => {}
+                }
+            }
+        }
+        let need_open = SERIAL_OPEN_ZONES + open_past;
+        let need_active = SERIAL_OPEN_ZONES + active_past;
+        let short_open = g.max_open_zones > 0 && need_open > g.max_open_zones;
+        let short_active = g.max_active_zones > 0 && need_active > g.max_active_zones;
+        if !(short_open || short_active) {
+            continue;
+        }
+        let limit = |n: u32| {
+            if n == 0 {
+                "no limit on".to_string()
+            } else {
+                format!("at most {n}")
+            }
+        };
+        let past = if active_past > 0 {
+            format!(
+                ", and {active_past} zones past the volume's {used} (zone {used} on) are open or \
+                 closed ({open_past} open) and hold theirs"
+            )
+        } else {
+            String::new()
+        };
+        let fix = if active_past > 0 {
+            format!(
+                "reset the zones from {used} on (blkzone reset -o {} {}) or give devices that \
+                 allow more",
+                used * g.zone_size_bytes / crate::zoned::SECTOR_BYTES,
+                m.name
+            )
+        } else {
+            format!(
+                "give zoned devices that allow at least {SERIAL_OPEN_ZONES} open and \
+                 {SERIAL_OPEN_ZONES} active zones (max_open_zones, max_active_zones)"
+            )
+        };
+        return Err(format!(
+            "--layout serial needs {SERIAL_OPEN_ZONES} open and {SERIAL_OPEN_ZONES} active zones \
+             on each member (a column's open segment, and the next while the last writes of the \
+             one before complete){past}: {need_open} open and {need_active} active on {}, which \
+             allows {} open and {} active zones; {fix}",
+            m.name,
+            limit(g.max_open_zones),
+            limit(g.max_active_zones)
+        ));
+    }
+    Ok(())
+}
+
+/// What refuses writes to zoned block devices whatever the layout: the page cache, and
+/// conventional, offline or read-only zones.
+fn block_write_rules(members: &[Member], writes: bool) -> Result<(), String> {
     if let Some(m) = members
         .iter()
         .find(|m| writes && m.zoned.is_some() && m.buffered)
@@ -147,40 +362,6 @@ fn resolve_block_zones(
              devices whose zones are all sequential and writable; give another device, or read \
              it (--rw read or randread)",
             m.name, g.conventional_zones, g.unwritable_zones
-        ));
-    }
-    if base_in_place {
-        return Err(format!(
-            "{what}: writes there must go at each zone's write pointer, which random and \
-             in-place writes do not; read it (--rw read or randread), or write it through \
-             --layout serial --segment {} (one zone's capacity per member of a column) over \
-             zoned members",
-            crate::zoned::size_arg(zone.1)
-        ));
-    }
-    layout.resolve_zones(Some(zone)).map_err(|e| {
-        let e = e.to_string();
-        let rest = e.strip_prefix("zoned ").unwrap_or(&e);
-        format!("{what} {rest}")
-    })?;
-    // A member command is at most a stripe unit (xGC's moves stay inside one): it must reach
-    // the device as one request, or its pieces may land out of order in the zone.
-    let max = members
-        .iter()
-        .filter_map(|m| m.zoned.map(|z| (m.name, z.geometry.max_write_bytes)))
-        .filter(|&(_, b)| b > 0)
-        .min_by_key(|&(_, b)| b);
-    if let (Some((mname, max)), LayoutSpec::Serial(s)) = (max, layout.base())
-        && s.stripe_bytes > max
-    {
-        let fit = 1u64 << (63 - max.leading_zeros());
-        return Err(format!(
-            "--stripe {}: {mname} takes writes of at most {} as one request (queue/max_sectors_kb \
-             and max_segments), and a larger one is split into requests nothing keeps in order in \
-             a zone; use --stripe {} or less",
-            crate::zoned::size_arg(s.stripe_bytes),
-            crate::zoned::size_text(max),
-            crate::zoned::size_arg(fit)
         ));
     }
     Ok(())
@@ -245,9 +426,10 @@ mod tests {
             e,
             "nvme0n1 is host-managed zoned, 4 zones of 64 MiB (48 MiB writable), at most 4 open \
              and at most 6 active zones: writes there must go at each zone's write pointer, \
-             which random and in-place writes do not; read it (--rw read or randread), or \
-             write it through --layout serial --segment 48m (one zone's capacity per member \
-             of a column) over zoned members"
+             which random and in-place writes do not; read it (--rw read or randread), write \
+             it as fio's zonemode=zbd does with --zonemode zbd (each write at a zone's write \
+             pointer, full zones reset), or write it through --layout serial --segment 48m \
+             (one zone's capacity per member of a column) over zoned members"
         );
         assert!(!e.contains('\n'));
         let mut raid0 = LayoutSpec::Raid0 { stripe_bytes: 4096 };
@@ -323,5 +505,161 @@ mod tests {
         let e = from_members(&mut serial, &[s], true).unwrap_err();
         assert!(e.contains("sdb has 1 conventional"), "{e}");
         from_members(&mut LayoutSpec::Independent, &[s], false).unwrap();
+    }
+
+    #[test]
+    fn zonemode_zbd_lets_independent_writes_run_on_zoned_devices_only() {
+        let d = dev(64 << 20, 48 << 20, 4);
+        let m = |name| Member {
+            name,
+            zoned: Some(&d),
+            ..Member::default()
+        };
+        let z = ZbdOptions::default();
+        let mut ind = LayoutSpec::Independent;
+        from_members_zbd(&mut ind, &[m("nvme0n1"), m("nvme0n2")], true, Some(&z)).unwrap();
+        assert_eq!(ind, LayoutSpec::Independent);
+        // Without it, the refusal names it.
+        let e = from_members_zbd(&mut ind, &[m("nvme0n1")], true, None).unwrap_err();
+        assert!(e.contains("--zonemode zbd"), "{e}");
+        // A conventional target, another layout, other zones, too many open zones: one line.
+        let plain = Member {
+            name: "sda",
+            ..Member::default()
+        };
+        let e = from_members_zbd(&mut ind, &[plain], true, Some(&z)).unwrap_err();
+        assert!(
+            e.starts_with("--zonemode zbd: sda is not a host-managed zoned block device"),
+            "{e}"
+        );
+        let mut raid0 = LayoutSpec::Raid0 { stripe_bytes: 4096 };
+        let e = from_members_zbd(&mut raid0, &[m("a"), m("b")], true, Some(&z)).unwrap_err();
+        assert!(e.contains("--layout raid0 places its own writes"), "{e}");
+        let sized = ZbdOptions {
+            zone_size_bytes: Some(32 << 20),
+            ..ZbdOptions::default()
+        };
+        let e = from_members_zbd(&mut ind, &[m("nvme0n1")], true, Some(&sized)).unwrap_err();
+        assert_eq!(
+            e,
+            "--zonemode zbd: zonesize 32m but nvme0n1 has zones of 64 MiB (48 MiB writable); \
+             give 64m or leave it out (the device's is used)"
+        );
+        let capped = ZbdOptions {
+            zone_size_bytes: Some(64 << 20),
+            zone_capacity_bytes: Some(48 << 20),
+            ..ZbdOptions::default()
+        };
+        from_members_zbd(&mut ind, &[m("nvme0n1")], true, Some(&capped)).unwrap();
+        let many = ZbdOptions {
+            max_open_zones: Some(5),
+            ..ZbdOptions::default()
+        };
+        let e = from_members_zbd(&mut ind, &[m("nvme0n1")], true, Some(&many)).unwrap_err();
+        assert_eq!(
+            e,
+            "--max-open-zones 5: nvme0n1 allows at most 4 open zones (max_open_zones); give 4 \
+             or less, or leave it out (the device's limit is used)"
+        );
+        let b = Member {
+            buffered: true,
+            ..m("nvme0n1")
+        };
+        let e = from_members_zbd(&mut ind, &[b], true, Some(&z)).unwrap_err();
+        assert!(e.starts_with("--buffered"), "{e}");
+        // The limit a run keeps: the option, else the device's open limit, never above active.
+        assert_eq!(zbd_open_zones(&d, &z), 4);
+        assert_eq!(
+            zbd_open_zones(
+                &d,
+                &ZbdOptions {
+                    max_open_zones: Some(2),
+                    ..z.clone()
+                }
+            ),
+            2
+        );
+        let mut only_active = dev(64 << 20, 48 << 20, 4);
+        only_active.geometry.max_open_zones = 0;
+        assert_eq!(zbd_open_zones(&only_active, &z), 6);
+        only_active.geometry.max_active_zones = 0;
+        assert_eq!(zbd_open_zones(&only_active, &z), 0);
+    }
+
+    #[test]
+    fn serial_is_refused_where_the_zone_limits_are_below_its_needs() {
+        let mut one = dev(64 << 20, 48 << 20, 8);
+        one.geometry.max_open_zones = 1;
+        one.geometry.max_active_zones = 1;
+        let m = |name, d| Member {
+            name,
+            zoned: Some(d),
+            ..Member::default()
+        };
+        let spec = SerialSpec {
+            segment_bytes: 48 << 20,
+            stripe_bytes: 256 << 10,
+            rotate_free: 1,
+            gc_start: 2,
+            gc_stop: 3,
+            ..SerialSpec::default()
+        };
+        let mut serial = LayoutSpec::Serial(spec);
+        let e =
+            from_members(&mut serial, &[m("nvme0n1", &one), m("nvme0n2", &one)], true).unwrap_err();
+        assert_eq!(
+            e,
+            "--layout serial needs 2 open and 2 active zones on each member (a column's open \
+             segment, and the next while the last writes of the one before complete): 2 open \
+             and 2 active on nvme0n1, which allows at most 1 open and at most 1 active zones; \
+             give zoned devices that allow at least 2 open and 2 active zones \
+             (max_open_zones, max_active_zones)"
+        );
+        // A read-only check is refused alike (the volume could not have run there).
+        let mut serial = LayoutSpec::Serial(spec);
+        assert!(from_members(&mut serial, &[m("a", &one), m("b", &one)], false).is_err());
+        // Two of each, or no limit, is enough.
+        let mut two = one.clone();
+        two.geometry.max_open_zones = 2;
+        two.geometry.max_active_zones = 2;
+        let mut serial = LayoutSpec::Serial(spec);
+        from_members(&mut serial, &[m("a", &two), m("b", &two)], true).unwrap();
+        let mut free = one.clone();
+        free.geometry.max_open_zones = 0;
+        free.geometry.max_active_zones = 0;
+        let mut serial = LayoutSpec::Serial(spec);
+        from_members(&mut serial, &[m("a", &free), m("b", &free)], true).unwrap();
+        // Zones past the volume's left open or closed hold their share: 10 zones of 64 MiB and
+        // a smaller last one, which the volume never uses (nor resets), closed.
+        let mut big = dev(64 << 20, 48 << 20, 10);
+        big.geometry.max_open_zones = 2;
+        big.geometry.max_active_zones = 2;
+        let mut serial = LayoutSpec::Serial(spec);
+        from_members(&mut serial, &[m("a", &big), m("b", &big)], true).unwrap();
+        let mut big = big.clone();
+        big.zones.push(Zone {
+            start_bytes: 10 * (64 << 20),
+            len_bytes: 32 << 20,
+            capacity_bytes: 32 << 20,
+            wp_bytes: 10 * (64 << 20) + 4096,
+            kind: ZoneType::SeqWriteRequired,
+            cond: ZoneCond::Closed,
+            reset_recommended: false,
+            non_seq: false,
+        });
+        // 10 whole zones and a small last one: the volume uses the 10, the last is past it.
+        let mut serial = LayoutSpec::Serial(spec);
+        let e = from_members(&mut serial, &[m("a", &big), m("b", &big)], true).unwrap_err();
+        assert!(
+            e.contains("and 1 zones past the volume's 10 (zone 10 on) are open or closed (0 open)")
+                && e.contains(
+                    "2 open and 3 active on a, which allows at most 2 open and at most 2"
+                )
+                && e.contains("blkzone reset -o 1310720 a"),
+            "{e}"
+        );
+        // A read-only check does not count them (its audit names them).
+        let mut serial = LayoutSpec::Serial(spec);
+        from_members(&mut serial, &[m("a", &big), m("b", &big)], false).unwrap();
     }
 }

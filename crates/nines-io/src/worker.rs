@@ -76,6 +76,8 @@ struct MemberFailure {
 struct Vol {
     index: u32,
     name: String,
+    /// The policy places its I/Os itself (`Volume::place`: `--zonemode zbd`).
+    places: bool,
     host: VolumeHost,
     members: Vec<MemberPlan>,
     /// Engine slot of each member.
@@ -118,6 +120,10 @@ struct Worker {
     vols: Vec<Vol>,
     /// Client buffer of each controller slot.
     client: Vec<(*mut u8, usize)>,
+    /// Per slot: the offset its I/O went to, and whether a read there is verified (a placing
+    /// policy may move it: `Volume::place`).
+    slot_off: Vec<u64>,
+    slot_verify: Vec<bool>,
     _client_bufs: Vec<AlignedBuf>,
     completions: Vec<Completion>,
     /// Synchronous member completions waiting to be handed to their volume.
@@ -308,7 +314,8 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
             tags,
             len_bytes_max: len_max,
         };
-        let vol = build_vol(&plan.layout, &params, vp, timing.ramp_end_ns())?;
+        let zbd = zbd_volume(plan, &vp, &params);
+        let vol = build_vol(&plan.layout, &params, vp, timing.ramp_end_ns(), zbd)?;
         let cmds = vol.cmd_len.len();
         depth_max += cmds as u64;
         sync_max += cmds;
@@ -330,6 +337,8 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         engine,
         ctl,
         vols,
+        slot_off: vec![0; client.len()],
+        slot_verify: vec![true; client.len()],
         client,
         _client_bufs: client_bufs,
         completions: vec![Completion::default(); depth_max.max(1) as usize],
@@ -352,6 +361,62 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         completed: 0,
         interval_start: 0,
     })
+}
+
+/// `--zonemode zbd` over an independent zoned block device: its volume (nines_array::zbd),
+/// with the region's whole zones, the jobs' randomness and the open-zone limit of
+/// `resolve::zbd_open_zones`. None: not such a volume.
+fn zbd_volume(
+    plan: &WorkerPlan,
+    vp: &VolumePlan,
+    params: &VolumeParams,
+) -> Option<Result<nines_array::Zbd, nines_array::ArrayError>> {
+    let opts = plan.zbd.as_ref()?;
+    if !matches!(plan.layout, LayoutSpec::Independent) || vp.members.len() != 1 {
+        return None;
+    }
+    let m = &vp.members[0];
+    let dev = m.zoned.as_ref()?;
+    let g = &dev.geometry;
+    let zs = g.zone_size_bytes.max(1);
+    let trace = vp.trace.is_some();
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    let (mut random_writes, mut random_reads) = (trace, trace);
+    for j in &plan.jobs {
+        let w = &j.workload;
+        lo = lo.min(w.region_offset_bytes);
+        let end = w
+            .region_size_bytes
+            .map_or(m.size_bytes, |s| w.region_offset_bytes.saturating_add(s));
+        hi = hi.max(end.min(m.size_bytes));
+        random_writes |= w.rw.is_random() && w.writes();
+        random_reads |= w.rw.is_random() && w.rw.reads(w.read_mix_pct);
+    }
+    if trace || plan.jobs.is_empty() {
+        (lo, hi) = (0, m.size_bytes);
+    }
+    let n = dev.zones.len() as u64;
+    let first = lo.div_ceil(zs).min(n);
+    let last = (hi / zs).min(n).max(first);
+    Some(nines_array::Zbd::new(nines_array::ZbdParams {
+        zone_size_bytes: g.zone_size_bytes,
+        zone_capacity_bytes: g.zone_capacity_bytes,
+        written_bytes: dev.zones.iter().map(|z| z.written_bytes()).collect(),
+        zones: first as u32..last as u32,
+        open_zones_max: crate::resolve::zbd_open_zones(dev, opts),
+        active_zones_max: g.max_active_zones,
+        reset_threshold: opts.zone_reset_threshold,
+        reset_frequency: opts.zone_reset_frequency,
+        read_beyond_wp: opts.read_beyond_wp,
+        // What is there carries no pattern of this run (fio resets with verify too).
+        reset_first: plan.verify_seed.is_some(),
+        random_writes,
+        random_reads,
+        block_bytes: params.block_bytes,
+        tags: params.tags,
+        len_bytes_max: params.len_bytes_max,
+        max_write_bytes: g.max_write_bytes,
+    }))
 }
 
 /// Each volume's member sizes, block size and volume size (from a probe volume of one tag).
@@ -465,12 +530,17 @@ fn build_vol(
     params: &VolumeParams,
     vp: VolumePlan,
     ramp_end_ns: u64,
+    zbd: Option<Result<nines_array::Zbd, nines_array::ArrayError>>,
 ) -> Result<Vol, DriverError> {
-    let vol: AnyVolume =
-        nines_array::build(layout, params).map_err(|error| DriverError::Volume {
-            volume: vp.name.clone(),
-            error,
-        })?;
+    let places = zbd.is_some();
+    let vol: AnyVolume = match zbd {
+        Some(z) => z.map(|z| AnyVolume::Other(Box::new(z))),
+        None => nines_array::build(layout, params),
+    }
+    .map_err(|error| DriverError::Volume {
+        volume: vp.name.clone(),
+        error,
+    })?;
     let cmds = vol.cmds_max() as usize;
     let (ns, sz) = vol.scratch();
     let mut scratch: Vec<AlignedBuf> = (0..ns).map(|_| AlignedBuf::new(sz as usize)).collect();
@@ -504,6 +574,7 @@ fn build_vol(
     Ok(Vol {
         index: vp.index,
         name: vp.name,
+        places,
         host: VolumeHost::new(vol, ramp_end_ns, record_members),
         members: vp.members,
         slots: Vec::new(),
@@ -925,7 +996,25 @@ impl Worker {
             match self.ctl.poll(s, now) {
                 Poll::Issue(is) => {
                     let v = self.ctl.target_of(s) as usize;
-                    let req = is.req;
+                    let mut req = is.req;
+                    let mut verify = true;
+                    if self.vols[v].places && !req.flush {
+                        // The policy chooses where (--zonemode zbd): the I/O, its pattern and
+                        // its check are of that place.
+                        let asked = VolIo {
+                            tag: is.slot,
+                            op: req.op.into(),
+                            offset_bytes: req.offset_bytes,
+                            len_bytes: req.len_bytes,
+                            fua: req.fua,
+                        };
+                        if let Some(p) = self.vols[v].host.place(&asked) {
+                            req.offset_bytes = p.offset_bytes;
+                            verify = p.verify;
+                        }
+                    }
+                    self.slot_off[is.slot as usize] = req.offset_bytes;
+                    self.slot_verify[is.slot as usize] = verify;
                     if let (Some(seed), Op::Write) = (self.verify_seed, req.op) {
                         let (ptr, _) = self.client[is.slot as usize];
                         // SAFETY: the slot's buffer holds the stream's largest request and no
@@ -1307,14 +1396,18 @@ impl Worker {
         }
         let c = self.ctl.complete(slot, now);
         self.completed += 1;
-        if let (Some(seed), Op::Read) = (self.verify_seed, c.req.op) {
+        // Where the I/O went (a placing policy's offset, else the request's).
+        let offset_bytes = self.slot_off[slot as usize];
+        if let (Some(seed), Op::Read, true) =
+            (self.verify_seed, c.req.op, self.slot_verify[slot as usize])
+        {
             let (ptr, _) = self.client[slot as usize];
             // SAFETY: the read completed; its buffer holds len_bytes bytes.
             let buf = unsafe { std::slice::from_raw_parts(ptr, c.req.len_bytes as usize) };
-            if let Some(bad) = check_pattern(buf, c.req.offset_bytes, seed) {
+            if let Some(bad) = check_pattern(buf, offset_bytes, seed) {
                 return Err(DriverError::Verify {
                     volume: self.vols[v].name.clone(),
-                    offset_bytes: c.req.offset_bytes,
+                    offset_bytes,
                     len_bytes: c.req.len_bytes,
                     bad_offset_bytes: bad,
                 });
@@ -1329,7 +1422,7 @@ impl Worker {
                 LatRecord {
                     completion_ns: now - self.start_ns,
                     latency_ns: c.latency_ns,
-                    offset_bytes: c.req.offset_bytes,
+                    offset_bytes,
                     device: vol.index as u16,
                     op: c.req.op,
                 }

@@ -53,6 +53,13 @@ const SUBSET: &[&str] = &[
     "threads",
     "thinktime_blocks",
     "norandommap",
+    "zonemode",
+    "zonesize",
+    "zonecapacity",
+    "max_open_zones",
+    "zone_reset_threshold",
+    "zone_reset_frequency",
+    "read_beyond_wp",
 ];
 
 /// One option line of a job file as fio reads it: (line number, key, the option as written).
@@ -186,9 +193,22 @@ fn every_debian_fio_example_runs_or_is_refused_option_by_option() {
             ran += 1;
             continue;
         }
-        let err = stderr.trim();
+        // The note that the test's target replaces the file's filename= comes first when the
+        // file itself parsed and the run was refused (zonemode=zbd on a regular file).
+        let err = stderr
+            .lines()
+            .filter(|l| !l.contains("the targets on the command line replace filename="))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let err = err.trim();
         assert_eq!(err.lines().count(), 1, "{name}: not one line: {err}");
-        assert!(err.contains(&format!("--job {}", path.display())), "{err}");
+        // A file that parsed may still not fit the test's 2 MiB stand-in (zbd-seq-read.fio's
+        // offset is 131 GiB in); everything else names the file.
+        assert!(
+            err.contains(&format!("--job {}", path.display()))
+                || (outside.is_empty() && err.contains("but the workload needs")),
+            "{err}"
+        );
         let listed: BTreeSet<(usize, String)> = named(err).into_iter().collect();
         if listed.is_empty() {
             // Refused as a whole (no end, jobs that disagree, an include): only when every

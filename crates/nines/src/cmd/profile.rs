@@ -21,6 +21,7 @@ use nines_spec::{LogNames, RunSpec, TraceSpec};
 use super::fio_export::FioArgs;
 use super::workload_args::{EmuArgs, JobArgs, TraceArgs, VolumeArgs, WorkloadArgs};
 use nines_core::jobfile::JobFile;
+use nines_core::zbd::ZoneMode;
 
 /// Files and size of the embedded default (no TARGET given).
 const DEFAULT_FILES: usize = 4;
@@ -68,6 +69,9 @@ pub struct Args {
     #[arg(help_heading = "Host: engine, CPUs, scheduling")]
     #[arg(long = "engine", value_name = "ENGINE", value_parser = parse_engine)]
     pub engine_arg: Option<EngineKind>,
+    /// A job file's zonemode=zbd options (the command line's replace them one by one).
+    #[arg(skip)]
+    pub job_zbd: Option<nines_core::zbd::ZbdOptions>,
     /// The engine the run uses: --engine, else a job file's ioengine, else libaio.
     #[arg(skip = EngineKind::Libaio)]
     pub engine: EngineKind,
@@ -102,6 +106,31 @@ pub struct Args {
     #[arg(help_heading = "Targets: writes and safety")]
     #[arg(long)]
     pub force: bool,
+    /// How offsets meet zones: none (as generated) or zbd (fio's zonemode=zbd, on host-managed
+    /// zoned block devices: each write at the write pointer of a zone the run picks, sequential
+    /// or random as --rw says, a full zone reset before it is written again, reads below the
+    /// write pointers). Writing a zoned device alone needs zbd
+    #[arg(help_heading = "Zoned devices (fio's zonemode=zbd)")]
+    #[arg(long, value_name = "MODE", value_parser = parse_zonemode)]
+    pub zonemode: Option<ZoneMode>,
+    /// Zones written at once at most [default: the device's max_open_zones, else its
+    /// max_active_zones]
+    #[arg(help_heading = "Zoned devices (fio's zonemode=zbd)")]
+    #[arg(long, value_name = "N", value_parser = parse_open_zones_arg)]
+    pub max_open_zones: Option<u32>,
+    /// Once the region's zones hold this share of its bytes (0 to 1), reset zones as
+    /// --zone-reset-frequency says
+    #[arg(help_heading = "Zoned devices (fio's zonemode=zbd)")]
+    #[arg(long, value_name = "SHARE", value_parser = |s: &str| nines_core::zbd::parse_ratio("--zone-reset-threshold", s).map_err(|e| e.to_string()))]
+    pub zone_reset_threshold: Option<f64>,
+    /// Past the threshold, reset the zone written first once every 1/SHARE writes (0: never)
+    #[arg(help_heading = "Zoned devices (fio's zonemode=zbd)")]
+    #[arg(long, value_name = "SHARE", value_parser = |s: &str| nines_core::zbd::parse_ratio("--zone-reset-frequency", s).map_err(|e| e.to_string()))]
+    pub zone_reset_frequency: Option<f64>,
+    /// Reads go where generated, above the write pointers too (zeros there, no flash read)
+    #[arg(help_heading = "Zoned devices (fio's zonemode=zbd)")]
+    #[arg(long)]
+    pub read_beyond_wp: bool,
     /// No O_DIRECT: go through the page cache (measures the cache, not the device).
     #[arg(help_heading = "Targets: writes and safety")]
     #[arg(long, conflicts_with = "direct")]
@@ -142,6 +171,62 @@ pub struct Args {
     #[arg(help_heading = "Outputs")]
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+fn parse_zonemode(s: &str) -> Result<ZoneMode, String> {
+    nines_core::zbd::parse_zone_mode(s).map_err(|e| e.to_string())
+}
+
+fn parse_open_zones_arg(s: &str) -> Result<u32, String> {
+    match nines_core::zbd::parse_open_zones(s) {
+        Ok(Some(n)) => Ok(n),
+        Ok(None) => Err("give 1 or more (leave it out for the device's limit)".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--zonemode` and its options (a job file's where the command line gives none): the run's
+/// zbd options, or None; the options without `--zonemode zbd` are refused.
+fn zbd_options(
+    args: &Args,
+    file: Option<&nines_core::zbd::ZbdOptions>,
+) -> Result<Option<nines_core::zbd::ZbdOptions>> {
+    let cli_mode = args.zonemode;
+    let given = args.max_open_zones.is_some()
+        || args.zone_reset_threshold.is_some()
+        || args.zone_reset_frequency.is_some()
+        || args.read_beyond_wp;
+    let mut z = match (cli_mode, file) {
+        (Some(ZoneMode::None), _) => {
+            if given {
+                bail!(
+                    "--max-open-zones, --zone-reset-* and --read-beyond-wp apply with --zonemode zbd; drop them or give --zonemode zbd"
+                );
+            }
+            return Ok(None);
+        }
+        (Some(ZoneMode::Zbd), f) => f.cloned().unwrap_or_default(),
+        (None, Some(f)) => f.clone(),
+        (None, None) => {
+            if given {
+                bail!(
+                    "--max-open-zones, --zone-reset-* and --read-beyond-wp apply with --zonemode zbd; add --zonemode zbd"
+                );
+            }
+            return Ok(None);
+        }
+    };
+    if let Some(n) = args.max_open_zones {
+        z.max_open_zones = Some(n);
+    }
+    if let Some(t) = args.zone_reset_threshold {
+        z.zone_reset_threshold = t;
+    }
+    if let Some(f) = args.zone_reset_frequency {
+        z.zone_reset_frequency = f;
+    }
+    z.read_beyond_wp |= args.read_beyond_wp;
+    Ok(Some(z))
 }
 
 fn parse_engine(s: &str) -> Result<EngineKind, String> {
@@ -189,6 +274,7 @@ fn apply_job_file(args: &mut Args, f: JobFile) -> Result<()> {
             list.join(", ")
         ));
     }
+    args.job_zbd = f.zbd.clone();
     if args.cpus.is_none() && args.plan.is_none() {
         args.cpus = f.cpus.clone();
     }
@@ -268,6 +354,7 @@ pub fn run(mut args: Args) -> Result<()> {
         progress: !args.quiet && std::io::stderr().is_terminal(),
         plan: args.plan.as_ref().map(|p| p.display().to_string()),
         notes: args.notes.clone(),
+        zbd: opts.zbd.clone(),
     };
     // 4. The run, with the interrupt counters read before and after it (never during).
     let mut events = HostEvents {
@@ -341,6 +428,7 @@ struct Options {
     layout: LayoutSpec,
     trace: Option<TraceSpec>,
     cpus: Vec<usize>,
+    zbd: Option<nines_core::zbd::ZbdOptions>,
 }
 
 /// Parses and checks every option before a file is created or a byte written: the job file's,
@@ -408,12 +496,14 @@ fn options(args: &mut Args) -> Result<Options> {
         volumes as u64,
         super::hostmem::host_memory(),
     )?;
+    let zbd = zbd_options(args, args.job_zbd.as_ref())?;
     Ok(Options {
         workload,
         percentiles,
         layout,
         trace,
         cpus,
+        zbd,
     })
 }
 
@@ -593,6 +683,13 @@ fn run_error(e: ProfileError, args: &Args) -> anyhow::Error {
                 .unwrap_or(Path::new(""))
                 .display()
         )),
+        (_, ProfileError::Refused(m))
+            if m.starts_with("--zonemode zbd") && args.zonemode.is_none() =>
+        {
+            // The job file asked for it.
+            let file = args.jobs.jobs.first().cloned().unwrap_or_default();
+            anyhow::anyhow!("--job {file}: zonemode=zbd: {m}")
+        }
         (_, e) => anyhow::Error::new(e),
     }
 }

@@ -899,6 +899,14 @@ fn display(path: &Option<PathBuf>) -> std::path::Display<'_> {
 fn specs(args: &mut Args) -> Result<(RunSpec, SimSpec)> {
     let base = args.workload.to_spec()?;
     if let Some(f) = args.jobs.load_file(&base, &args.workload.replace())? {
+        if f.zbd.is_some() {
+            let file = args.jobs.jobs.first().cloned().unwrap_or_default();
+            anyhow::bail!(
+                "--job {file}: zonemode=zbd runs on host-managed zoned block devices (nines \
+                 profile --zonemode zbd); the simulator's zoned model is written through \
+                 --layout serial: drop zonemode"
+            );
+        }
         apply_job_file(args, f);
     }
     let spec = args.workload.to_spec()?;
