@@ -48,6 +48,10 @@ pub struct JobFile {
     /// `zone_reset_threshold`, `zone_reset_frequency`, `read_beyond_wp`); None: `zonemode=none`
     /// or not given.
     pub zbd: Option<ZbdOptions>,
+    /// fio's own text logs beside nines' (`write_lat_log`, `write_bw_log`, `write_iops_log`,
+    /// `write_hist_log` prefixes; `log_avg_msec`, `log_hist_msec`, `log_hist_coarseness`,
+    /// `log_max_value`, `log_offset`), in fio's formats and file names (crate::fiolog).
+    pub fio_logs: crate::fiolog::FioLogSpec,
 }
 
 /// One option nines does not run as written, with its line and why (an option outside the
@@ -141,9 +145,16 @@ fn why_unsupported(key: &str) -> &'static str {
         }
         "disable_lat" | "disable_clat" | "disable_slat" | "gtod_reduce" | "clat_percentiles"
         | "lat_percentiles" | "slat_percentiles" => "nines always measures total latency",
-        "write_bw_log" | "write_iops_log" | "log_avg_msec" => {
-            "nines logs every I/O (write_lat_log) and interval histograms (write_hist_log)"
+        "per_job_logs"
+        | "log_unix_epoch"
+        | "log_alternate_epoch"
+        | "log_prio"
+        | "log_compression"
+        | "log_store_compressed"
+        | "log_entries" => {
+            "nines writes fio's logs one set per job, plain text, times from the end of the ramp"
         }
+        "bwavgtime" | "iopsavgtime" => "give log_avg_msec, which sets both",
         "include" => "include files are not read; paste their options in",
         "job_max_open_zones" => "nines keeps one open-zone limit per device: use max_open_zones",
         "ignore_zone_limits" => "nines keeps to the device's open and active zone limits; drop it",
@@ -354,6 +365,14 @@ struct RunWide {
     zone_reset_threshold: Option<String>,
     zone_reset_frequency: Option<String>,
     read_beyond_wp: Option<String>,
+    fio_lat: Option<String>,
+    fio_bw: Option<String>,
+    fio_iops: Option<String>,
+    fio_hist: Option<String>,
+    log_avg: Option<String>,
+    log_coarse: Option<String>,
+    log_max: Option<String>,
+    log_offset: Option<String>,
 }
 
 fn agree(slot: &mut Option<String>, what: &'static str, value: String) -> Result<(), JobFileError> {
@@ -612,10 +631,36 @@ fn apply_run_wide(job: &JobSpec, job_run: &mut RunWide, o: &Opt) -> Result<bool,
             job_run.percentiles = Some(x.replace(':', ","));
         }
         "write_lat_log" => {
-            job_run.lat_log = Some(format!("{}.lat", v.unwrap_or(job.name.as_str())))
+            let prefix = v.unwrap_or(job.name.as_str());
+            job_run.lat_log = Some(format!("{prefix}.lat"));
+            job_run.fio_lat = Some(prefix.to_string());
         }
         "write_hist_log" => {
-            job_run.hdr_log = Some(format!("{}.hlog", v.unwrap_or(job.name.as_str())))
+            let prefix = v.unwrap_or(job.name.as_str());
+            job_run.hdr_log = Some(format!("{prefix}.hlog"));
+            job_run.fio_hist = Some(prefix.to_string());
+        }
+        "write_bw_log" => job_run.fio_bw = Some(v.unwrap_or(job.name.as_str()).to_string()),
+        "write_iops_log" => job_run.fio_iops = Some(v.unwrap_or(job.name.as_str()).to_string()),
+        "log_avg_msec" => {
+            let ms: u64 = need(o)?
+                .parse()
+                .map_err(|_| bad(o, "give milliseconds (0: every I/O)".into()))?;
+            job_run.log_avg = Some(ms.to_string());
+        }
+        "log_hist_coarseness" => {
+            let c: u32 = need(o)?
+                .parse()
+                .ok()
+                .filter(|c| *c <= 6)
+                .ok_or_else(|| bad(o, "give 0 to 6".into()))?;
+            job_run.log_coarse = Some(c.to_string());
+        }
+        "log_max_value" => {
+            job_run.log_max = Some(fio_bool(v).map_err(|r| bad(o, r))?.to_string());
+        }
+        "log_offset" => {
+            job_run.log_offset = Some(fio_bool(v).map_err(|r| bad(o, r))?.to_string());
         }
         "zonemode"
         | "zonesize"
@@ -792,6 +837,7 @@ pub fn parse_replacing(
     validate_jobs(&jobs)?;
     let mut fio_defaults = Vec::new();
     let zbd = zbd_options(&run)?;
+    let fio_logs = fio_logs(&run);
     let targets = run
         .targets
         .map(|t| {
@@ -821,10 +867,28 @@ pub fn parse_replacing(
         hdr_log: run.hdr_log,
         hdr_interval_ns: run
             .hdr_interval
+            .as_ref()
             .map(|ms| ms.parse::<u64>().expect("checked when read") * 1_000_000),
         fio_defaults,
         zbd,
+        fio_logs,
     })
+}
+
+/// The fio text logs of the run-wide settings (each value checked when read).
+fn fio_logs(run: &RunWide) -> crate::fiolog::FioLogSpec {
+    let num = |s: &Option<String>| s.as_ref().map(|x| x.parse::<u64>().expect("checked"));
+    let mut f = crate::fiolog::FioLogSpec::new();
+    f.lat = run.fio_lat.clone();
+    f.bw = run.fio_bw.clone();
+    f.iops = run.fio_iops.clone();
+    f.hist = run.fio_hist.clone();
+    f.avg_msec = num(&run.log_avg).unwrap_or(0);
+    f.hist_msec = num(&run.hdr_interval).unwrap_or(f.hist_msec);
+    f.hist_coarseness = num(&run.log_coarse).unwrap_or(0) as u32;
+    f.log_max = run.log_max.as_deref() == Some("true");
+    f.log_offset = run.log_offset.as_deref() == Some("true");
+    f
 }
 
 /// Applies a section's options ([global] first) to its job; each option that cannot run is
@@ -943,6 +1007,18 @@ fn agree_run_wide(run: &mut RunWide, job_run: RunWide) -> Result<(), JobFileErro
             "read_beyond_wp",
             job_run.read_beyond_wp,
         ),
+        (&mut run.fio_lat, "write_lat_log", job_run.fio_lat),
+        (&mut run.fio_bw, "write_bw_log", job_run.fio_bw),
+        (&mut run.fio_iops, "write_iops_log", job_run.fio_iops),
+        (&mut run.fio_hist, "write_hist_log", job_run.fio_hist),
+        (&mut run.log_avg, "log_avg_msec", job_run.log_avg),
+        (
+            &mut run.log_coarse,
+            "log_hist_coarseness",
+            job_run.log_coarse,
+        ),
+        (&mut run.log_max, "log_max_value", job_run.log_max),
+        (&mut run.log_offset, "log_offset", job_run.log_offset),
     ] {
         if let Some(v) = value {
             agree(slot, what, v)?;
@@ -1033,6 +1109,52 @@ numjobs=2
         // Every job gets its own random stream; clones too.
         let seeds: Vec<u64> = f.jobs.iter().map(|j| j.workload.seed).collect();
         assert_eq!(seeds, [1, 2, 3]);
+    }
+
+    /// fio's log options: one set of text logs per job beside nines' binary logs.
+    #[test]
+    fn fio_log_options_become_fios_text_logs() {
+        let text = "[global]\nruntime=1\nwrite_lat_log=run\nwrite_bw_log=bw\nwrite_iops_log\n\
+                    write_hist_log=h\nlog_hist_msec=250\nlog_avg_msec=100\nlog_hist_coarseness=3\n\
+                    log_max_value=1\nlog_offset=1\n[a]\nrw=randread\n";
+        let f = parse(text, &base()).unwrap();
+        assert_eq!(
+            f.lat_log.as_deref(),
+            Some("run.lat"),
+            "nines' own log stays"
+        );
+        let l = &f.fio_logs;
+        assert_eq!(l.lat.as_deref(), Some("run"));
+        assert_eq!(l.bw.as_deref(), Some("bw"));
+        assert_eq!(
+            l.iops.as_deref(),
+            Some("a"),
+            "no value: the job's name, as fio"
+        );
+        assert_eq!(l.hist.as_deref(), Some("h"));
+        assert_eq!((l.avg_msec, l.hist_msec, l.hist_coarseness), (100, 250, 3));
+        assert!(l.log_max && l.log_offset);
+        let names: Vec<String> = l.files(1).into_iter().map(|(_, _, n)| n).collect();
+        assert_eq!(
+            names,
+            [
+                "run_lat.1.log",
+                "run_clat.1.log",
+                "run_slat.1.log",
+                "bw_bw.1.log",
+                "a_iops.1.log",
+                "h_clat_hist.1.log"
+            ]
+        );
+        for bad in ["log_hist_coarseness=7", "log_avg_msec=x", "log_offset=2"] {
+            let e = parse(&format!("[a]\nruntime=1\n{bad}\n"), &base()).unwrap_err();
+            assert!(
+                e.to_string().contains(bad.split('=').next().unwrap()),
+                "{e}"
+            );
+        }
+        let e = parse("[a]\nruntime=1\nper_job_logs=0\n", &base()).unwrap_err();
+        assert!(e.to_string().contains("one set per job"), "{e}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! build on this crate, so nothing here reads a clock, sleeps, spawns or touches a file, except
 //! [`input`], the bounded reader every parser of user files shares.
 
+pub mod fiolog;
 pub mod hdrlog;
 pub mod input;
 pub mod job;

@@ -415,6 +415,92 @@ pub fn exact_percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[rank.min(sorted.len()) - 1]
 }
 
+/// A target's latency split as fio splits it, beside its total latency: fio's `slat` (the
+/// submission: from when the I/O was issued until its submit call returned; empty for an engine
+/// that does the I/O inside that call, as fio keeps no slat for its sync engines) and `clat`
+/// (from the submit call's return until the completion was seen; the whole call for those).
+#[derive(Clone, Debug, Default)]
+pub struct LatencyParts {
+    pub slat: DeviceRecorder,
+    pub clat: DeviceRecorder,
+}
+
+impl LatencyParts {
+    pub fn merge_from(&mut self, other: &LatencyParts) {
+        self.slat.merge_from(&other.slat);
+        self.clat.merge_from(&other.clat);
+    }
+}
+
+/// Queue-depth distributions as fio samples them (`io_u_mark_depth`, `io_u_mark_submit`,
+/// `io_u_mark_complete` in fio's io_u.c), for fio's `iodepth_level`, `iodepth_submit` and
+/// `iodepth_complete`: seven buckets each, counted with no allocation (the worker's hot path).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoDepthCounts {
+    /// I/Os submitted, by the depth in flight once each was (1, 2-3, 4-7, 8-15, 16-31, 32-63,
+    /// 64 and over).
+    pub level: [u64; 7],
+    /// Submit calls by how many I/Os each carried (0, 1-4, 5-8, 9-16, 17-32, 33-64, over 64).
+    pub submit: [u64; 7],
+    /// Reaps by how many completions each returned (same buckets as `submit`).
+    pub complete: [u64; 7],
+}
+
+impl IoDepthCounts {
+    /// fio's `io_u_mark_depth`: `nr` I/Os submitted with `depth` in flight.
+    #[inline]
+    pub fn mark_depth(&mut self, depth: u64, nr: u64) {
+        let idx = match depth {
+            0..=1 => 0,
+            2..=3 => 1,
+            4..=7 => 2,
+            8..=15 => 3,
+            16..=31 => 4,
+            32..=63 => 5,
+            _ => 6,
+        };
+        self.level[idx] += nr;
+    }
+
+    /// fio's `__io_u_mark_map` bucket of a batch of `nr`.
+    #[inline]
+    fn batch_idx(nr: u64) -> usize {
+        match nr {
+            0 => 0,
+            1..=4 => 1,
+            5..=8 => 2,
+            9..=16 => 3,
+            17..=32 => 4,
+            33..=64 => 5,
+            _ => 6,
+        }
+    }
+
+    /// fio's `io_u_mark_submit`: one submit call carrying `nr` I/Os.
+    #[inline]
+    pub fn mark_submit(&mut self, nr: u64) {
+        self.submit[Self::batch_idx(nr)] += 1;
+    }
+
+    /// fio's `io_u_mark_complete`: one reap returning `nr` completions.
+    #[inline]
+    pub fn mark_complete(&mut self, nr: u64) {
+        self.complete[Self::batch_idx(nr)] += 1;
+    }
+
+    pub fn merge_from(&mut self, other: &IoDepthCounts) {
+        for (a, b) in [
+            (&mut self.level, &other.level),
+            (&mut self.submit, &other.submit),
+            (&mut self.complete, &other.complete),
+        ] {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

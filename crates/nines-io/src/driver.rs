@@ -88,6 +88,8 @@ pub struct DriverConfig {
     pub lat_log: Option<File>,
     /// Interval histogram log, already created.
     pub hdr_log: Option<File>,
+    /// fio's text logs (lat/clat/slat, bw, iops, clat_hist), opened at the start.
+    pub fio_log: Option<crate::fiolog_sink::FioLogOut>,
     /// Length of one interval of the HdrHistogram log and of the progress line.
     pub interval_ns: u64,
     /// Print a live status line on stderr.
@@ -116,6 +118,7 @@ impl DriverConfig {
             mlock: false,
             lat_log: None,
             hdr_log: None,
+            fio_log: None,
             interval_ns: 1_000_000_000,
             progress: false,
             zbd: None,
@@ -166,6 +169,8 @@ pub struct DeviceOutcome {
     pub member_clat: Vec<DeviceRecorder>,
     pub member_submit_ns: Vec<u64>,
     pub member_submit_calls: Vec<u64>,
+    /// fio's queue-depth distributions (`iodepth_level/submit/complete`), measured time.
+    pub depth: nines_core::stats::IoDepthCounts,
 }
 
 /// What one worker thread cost.
@@ -437,6 +442,7 @@ fn run_locked(
         gate: Barrier::new(groups.len() + 1),
         start_ns: AtomicU64::new(0),
         lanes: Mutex::new(groups.iter().map(|_| None).collect()),
+        fio_lanes: Mutex::new(groups.iter().map(|_| None).collect()),
     });
     let (ival_tx, ival_rx) = mpsc::sync_channel::<IntervalMsg>(volumes.len() * 4 + 4);
     let mut spare_txs = Vec::new();
@@ -468,6 +474,8 @@ fn run_locked(
             interval_ns: cfg.interval_ns.max(1_000_000),
             intervals,
             lat_log: None,
+            fio_log: None,
+            targets: volumes.len() as u32,
             shared: shared.clone(),
         });
     }
@@ -488,6 +496,7 @@ fn run_locked(
     let Started {
         sink,
         mut hdr,
+        fio,
         mut collect_error,
         ..
     } = started;
@@ -504,7 +513,7 @@ fn run_locked(
         &mut progress,
     );
     let (results, first_error) = join_workers(handles);
-    let first_error = finish_logs(sink, hdr, first_error);
+    let first_error = finish_logs(sink, hdr, fio, first_error);
     if let Some(e) = first_error.or(collect_error) {
         return Err(e);
     }
@@ -593,6 +602,7 @@ struct Started {
     start_unix_ns: u64,
     sink: Option<LatLogSink>,
     hdr: Option<HdrLog>,
+    fio: Option<LatLogSink>,
     collect_error: Option<DriverError>,
 }
 
@@ -611,15 +621,22 @@ fn start_at_gate(
     let setup_ns = 5_000_000;
     let start_ns = clock::now_ns() + setup_ns;
     let start_unix_ns = clock::unix_now_ns() + setup_ns;
-    let opened = open_logs(cfg, names, workers, start_unix_ns);
-    let (sink, hdr, collect_error) = match opened {
-        Ok((sink, lanes, hdr)) => {
+    let opened = open_logs(cfg, names, workers, start_unix_ns).and_then(|(sink, lanes, hdr)| {
+        let (fio, fio_lanes) = open_fio_logs(cfg, names.len(), workers)?;
+        Ok((sink, lanes, hdr, fio, fio_lanes))
+    });
+    let (sink, hdr, fio, collect_error) = match opened {
+        Ok((sink, lanes, hdr, fio, fio_lanes)) => {
             *shared.lanes.lock().expect("no worker holds the lanes yet") = lanes;
-            (sink, hdr, None)
+            *shared
+                .fio_lanes
+                .lock()
+                .expect("no worker holds the lanes yet") = fio_lanes;
+            (sink, hdr, fio, None)
         }
         Err(e) => {
             shared.abort.store(true, Ordering::Relaxed);
-            (None, None, Some(e))
+            (None, None, None, Some(e))
         }
     };
     shared.start_ns.store(start_ns, Ordering::Relaxed);
@@ -629,6 +646,7 @@ fn start_at_gate(
         start_unix_ns,
         sink,
         hdr,
+        fio,
         collect_error,
     }
 }
@@ -724,8 +742,17 @@ fn join_workers(handles: Vec<WorkerHandle>) -> (Vec<WorkerResult>, Option<Driver
 fn finish_logs(
     sink: Option<LatLogSink>,
     hdr: Option<HdrLog>,
+    fio: Option<LatLogSink>,
     mut first_error: Option<DriverError>,
 ) -> Option<DriverError> {
+    if let Some(fio) = fio
+        && let Err(source) = fio.finish()
+    {
+        first_error.get_or_insert(DriverError::Log {
+            what: "fio log",
+            error: source,
+        });
+    }
     if let Some(sink) = sink {
         let r = sink.finish();
         if let Err(source) = r {
@@ -817,6 +844,7 @@ fn device_outcome(g: &VolumeGeometry, cpu: usize, v: VolumeResult) -> DeviceOutc
         member_clat: v.member_clat,
         member_submit_ns: v.member_submit_ns,
         member_submit_calls: v.member_submit_calls,
+        depth: v.depth,
     }
 }
 
@@ -840,6 +868,41 @@ fn measured_span_ns(
 }
 
 type OpenedLogs = (Option<LatLogSink>, Vec<Option<LatLogLane>>, Option<HdrLog>);
+
+/// fio records per buffer of the fio text logs' lanes (48 bytes each: 3 MiB a buffer).
+const FIOLOG_RECORDS_PER_BUFFER: usize = 64 * 1024;
+
+/// Opens fio's text logs (one set per fio job: `jobs x targets`) and starts their writer.
+fn open_fio_logs(
+    cfg: &mut DriverConfig,
+    targets: usize,
+    workers: usize,
+) -> Result<(Option<LatLogSink>, Vec<Option<LatLogLane>>), DriverError> {
+    let Some(mut out) = cfg.fio_log.take().filter(|o| o.spec.any()) else {
+        return Ok((None, (0..workers).map(|_| None).collect()));
+    };
+    let jobs = if cfg.trace.is_some() {
+        1
+    } else {
+        cfg.effective_jobs().len()
+    };
+    let fio_error = |error: io::Error| DriverError::Log {
+        what: "fio log",
+        error,
+    };
+    let writer = crate::fiolog_sink::FioLogWriter::open(&mut out, (jobs * targets) as u32)
+        .map_err(|e| fio_error(io::Error::other(e)))?;
+    let (sink, lanes) = LatLogSink::start(
+        writer,
+        workers,
+        LATLOG_BUFFERS_PER_WORKER,
+        FIOLOG_RECORDS_PER_BUFFER,
+        nines_core::fiolog::FIO_RECORD_BYTES,
+        cfg.rt_priority,
+    )
+    .map_err(fio_error)?;
+    Ok((Some(sink), lanes.into_iter().map(Some).collect()))
+}
 
 /// Writes the per-I/O log's header and starts its writer, and starts the HdrHistogram log.
 fn open_logs(

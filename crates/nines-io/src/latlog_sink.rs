@@ -22,6 +22,30 @@ struct Full {
     buf: Vec<u8>,
 }
 
+/// What the writer thread does with each full buffer: a plain [`File`] gets the bytes as they
+/// are (nines' binary log); the fio text logs decode and format them (crate::fiolog_sink).
+pub trait SinkWriter: Send + 'static {
+    fn write_buf(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Everything was handed over: flush and make durable.
+    fn finish(&mut self) -> io::Result<()>;
+}
+
+impl SinkWriter for File {
+    fn write_buf(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.write_all(buf)
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.flush()?;
+        // Only a regular file has data to make durable: fdatasync of a pipe, a terminal or
+        // /dev/null fails (EINVAL) although every record was written.
+        if self.metadata()?.is_file() {
+            self.sync_data()?;
+        }
+        Ok(())
+    }
+}
+
 /// The writer side: owns the file and the writer thread.
 pub struct LatLogSink {
     thread: Option<JoinHandle<io::Result<u64>>>,
@@ -55,8 +79,8 @@ impl LatLogSink {
     /// Otherwise workers that never sleep (synchronous devices such as zram) would leave it no CPU,
     /// and they would stall on full buffers; above them it preempts a worker only for the short
     /// write of one buffer and then sleeps again.
-    pub fn start(
-        file: File,
+    pub fn start<W: SinkWriter>(
+        file: W,
         lanes: usize,
         buffers_per_lane: usize,
         records_per_buffer: usize,
@@ -115,8 +139,8 @@ impl LatLogSink {
     }
 }
 
-fn writer_loop(
-    mut file: File,
+fn writer_loop<W: SinkWriter>(
+    mut file: W,
     full_rx: Receiver<Full>,
     returns: Vec<SyncSender<Vec<u8>>>,
 ) -> io::Result<u64> {
@@ -125,7 +149,7 @@ fn writer_loop(
     // Ends when every lane has been dropped: the channel then disconnects.
     while let Ok(Full { lane, mut buf }) = full_rx.recv() {
         if failure.is_none() {
-            match file.write_all(&buf) {
+            match file.write_buf(&buf) {
                 Ok(()) => written += buf.len() as u64,
                 Err(e) => failure = Some(e),
             }
@@ -137,12 +161,7 @@ fn writer_loop(
     if let Some(e) = failure {
         return Err(e);
     }
-    file.flush()?;
-    // Only a regular file has data to make durable: fdatasync of a pipe, a terminal or
-    // /dev/null fails (EINVAL) although every record was written.
-    if file.metadata()?.is_file() {
-        file.sync_data()?;
-    }
+    file.finish()?;
     Ok(written)
 }
 

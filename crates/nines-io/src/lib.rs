@@ -9,6 +9,7 @@ mod data;
 pub mod driver;
 pub mod emu;
 pub mod engine;
+pub mod fiolog_sink;
 pub mod identity;
 pub mod latlog_sink;
 pub mod nvme;

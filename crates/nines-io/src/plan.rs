@@ -113,6 +113,8 @@ pub(crate) struct RunShared {
     pub gate: Barrier,
     pub start_ns: AtomicU64,
     pub lanes: Mutex<Vec<Option<LatLogLane>>>,
+    /// The fio text logs' lanes (`--fio-log`), handed over like `lanes`.
+    pub fio_lanes: Mutex<Vec<Option<LatLogLane>>>,
 }
 
 /// One member device as a worker receives it.
@@ -161,6 +163,11 @@ pub(crate) struct WorkerPlan {
     pub interval_ns: u64,
     pub intervals: Option<(SyncSender<IntervalMsg>, Receiver<Box<DeviceRecorder>>)>,
     pub lat_log: Option<LatLogLane>,
+    /// The fio text logs' lane (`--fio-log`): one [`nines_core::fiolog::FioRecord`] per
+    /// measured volume I/O.
+    pub fio_log: Option<LatLogLane>,
+    /// Targets of the run: a record's fio job is `job * targets + target`.
+    pub targets: u32,
     pub shared: Arc<RunShared>,
 }
 
@@ -185,6 +192,8 @@ pub(crate) struct VolumeResult {
     pub member_clat: Vec<DeviceRecorder>,
     pub member_submit_ns: Vec<u64>,
     pub member_submit_calls: Vec<u64>,
+    /// fio's queue-depth distributions of the volume (`iodepth_level/submit/complete`).
+    pub depth: nines_core::stats::IoDepthCounts,
 }
 
 /// What a worker returns.

@@ -38,7 +38,7 @@ use nines_core::op::Op;
 use nines_core::report::{
     DeviceMeta, NvmeReport, Report, ReportBuilder, RunConfig, RunKind, VolumeReport, WorkerReport,
 };
-use nines_core::stats::DeviceRecorder;
+use nines_core::stats::{DeviceRecorder, IoDepthCounts, LatencyParts};
 use nines_core::units::format_ns;
 use nines_spec::RunSpec;
 use serde_json::{Map, json};
@@ -77,6 +77,8 @@ pub struct ProfileSpec {
     /// The logs, opened by the caller: per-I/O and interval histograms.
     pub lat_log: Option<File>,
     pub hdr_log: Option<File>,
+    /// fio's text logs (`--fio-log`), their files opened at the start through the caller.
+    pub fio_log: Option<crate::fiolog_sink::FioLogOut>,
     /// Interval of `hdr_log`.
     pub interval_ns: u64,
     /// A live progress line on stderr.
@@ -110,6 +112,7 @@ impl ProfileSpec {
             emu: EmuContext::default(),
             lat_log: None,
             hdr_log: None,
+            fio_log: None,
             interval_ns: 1_000_000_000,
             progress: false,
             plan: None,
@@ -149,6 +152,11 @@ pub struct Profile {
     /// Each target's recorder, and per job.
     pub recorders: Vec<DeviceRecorder>,
     pub job_recorders: Vec<Vec<DeviceRecorder>>,
+    /// Each target's latency split as fio splits it (slat, clat), where a volume I/O is one
+    /// member command (a single unshaped device); None for other volumes.
+    pub parts: Vec<Option<LatencyParts>>,
+    /// Each target's queue-depth distributions, as fio's `iodepth_*`.
+    pub depth: Vec<IoDepthCounts>,
     /// One line per emulated device (preset, scale, the emulation's own overhead).
     pub emu_lines: Vec<String>,
     /// Stopped by SIGINT/SIGTERM: the report covers what was measured.
@@ -263,10 +271,23 @@ pub fn profile(
         .into_iter()
         .map(|(line, _)| line)
         .collect();
+    let parts = outcome
+        .devices
+        .iter()
+        .map(|d| {
+            (d.members.len() == 1 && run.layout.shaping().is_none()).then(|| LatencyParts {
+                slat: d.member_slat[0].clone(),
+                clat: d.member_clat[0].clone(),
+            })
+        })
+        .collect();
+    let depth = outcome.devices.iter().map(|d| d.depth).collect();
     Ok(Profile {
         report,
         recorders,
         job_recorders,
+        parts,
+        depth,
         emu_lines,
         interrupted: outcome.interrupted_ns.is_some(),
     })
@@ -442,6 +463,7 @@ fn driver_config(
         mlock: false,
         lat_log: spec.lat_log.take(),
         hdr_log: spec.hdr_log.take(),
+        fio_log: spec.fio_log.take(),
         interval_ns: spec.interval_ns,
         progress: spec.progress,
         zbd: spec.zbd.clone(),
@@ -1253,6 +1275,7 @@ mod tests {
                 member_clat: parts.iter().map(|p| p.1.clone()).collect(),
                 member_submit_ns: vec![50_000_000; n],
                 member_submit_calls: vec![1000; n],
+                depth: Default::default(),
             }
         };
         let outcome = |devices: Vec<DeviceOutcome>, groups: Vec<Vec<u32>>| DriverOutcome {

@@ -22,11 +22,12 @@ use nines_array::{
     AnyVolume, CmdDone, CmdOp, CmdResult, IoResult, LayoutSpec, MemberCmd, Output, VolIo, Volume,
     VolumeHost, VolumeParams,
 };
+use nines_core::fiolog::{FIO_RECORD_BYTES, FioRecord};
 use nines_core::latlog::{LatRecord, RECORD_BYTES};
 use nines_core::op::Op;
 use nines_core::run::{Controller, Poll, RunTiming, StreamSpec};
 use nines_core::source::Source;
-use nines_core::stats::DeviceRecorder;
+use nines_core::stats::{DeviceRecorder, IoDepthCounts};
 use nines_core::workload::Generator;
 
 use crate::buf::AlignedBuf;
@@ -112,6 +113,20 @@ struct Vol {
     scratch_ptrs: Vec<(*mut u8, usize)>,
     failure: Option<MemberFailure>,
     interval: Option<Box<DeviceRecorder>>,
+    /// fio's queue-depth counts, kept together (one or two cache lines touched per I/O).
+    depth: DepthState,
+}
+
+/// A volume's fio queue-depth counts (`iodepth_level`, `iodepth_complete`; `iodepth_submit` is
+/// derived from the submit calls at the end: each carries one command) and what they need.
+#[repr(C)]
+#[derive(Default)]
+struct DepthState {
+    /// Volume I/Os in flight (issued, not yet finished).
+    inflight_ios: u64,
+    /// Scratch: this volume's completions in the reap being counted (0 between reaps).
+    reaped: u64,
+    counts: IoDepthCounts,
 }
 
 struct Worker {
@@ -140,6 +155,16 @@ struct Worker {
     /// The clock read the controller issued the current volume I/O at, for the first member
     /// command it sends (taken by `send`, so follow-up commands read the clock themselves).
     issue_clock_ns: Option<u64>,
+    /// `--fio-log` is on: the per-slot stamps below are kept.
+    fio_log_on: bool,
+    /// The controller slot of the volume I/O being issued.
+    issue_slot: u32,
+    /// Per controller slot, for fio's per-I/O logs (`--fio-log`): when its I/O was issued, when
+    /// the submit call of its first member command returned, and whether that call did the I/O
+    /// (psync: no slat of its own).
+    slot_t0: Vec<u64>,
+    slot_t1: Vec<u64>,
+    slot_sync: Vec<bool>,
     /// Commands to emulated members, by completion time (CLOCK_MONOTONIC ns) and user data;
     /// at most the volumes' commands in flight (allocated for that many).
     emu_pending: BinaryHeap<Reverse<(u64, u64)>>,
@@ -156,6 +181,7 @@ struct Worker {
     verify_seed: Option<u64>,
     start_ns: u64,
     record: [u8; RECORD_BYTES],
+    fio_record: [u8; FIO_RECORD_BYTES],
     completed: u64,
     /// Start of the current interval of the interval log.
     interval_start: u64,
@@ -209,6 +235,12 @@ fn run_inner(mut plan: WorkerPlan, at_gate: &mut bool) -> Result<WorkerResult, D
         .lock()
         .map_err(|_| DriverError::Panic("the driver panicked while starting".into()))?[plan.index]
         .take();
+    plan.fio_log = plan
+        .shared
+        .fio_lanes
+        .lock()
+        .map_err(|_| DriverError::Panic("the driver panicked while starting".into()))?[plan.index]
+        .take();
     let mut w = build(&mut plan, &first_name)?;
 
     // Wait for the common start so all workers begin together.
@@ -226,7 +258,8 @@ fn run_inner(mut plan: WorkerPlan, at_gate: &mut bool) -> Result<WorkerResult, D
         interval_misses += w.swap_intervals(&mut plan, from, clock::now_ns(), true);
     }
     let usage = ThreadUsage::current_thread().since(&usage_start);
-    let latlog_stalls = plan.lat_log.take().map_or(0, |lane| lane.finish());
+    let latlog_stalls = plan.lat_log.take().map_or(0, |lane| lane.finish())
+        + plan.fio_log.take().map_or(0, |lane| lane.finish());
     let last = w.ctl.last_measured_completion_ns();
     let njobs = if plan.volumes.iter().any(|v| v.trace.is_some()) {
         1
@@ -258,6 +291,12 @@ fn run_inner(mut plan: WorkerPlan, at_gate: &mut bool) -> Result<WorkerResult, D
                 member_clat: vol.clat.clone(),
                 member_submit_ns: vol.submit_ns.clone(),
                 member_submit_calls: vol.submit_calls.clone(),
+                depth: {
+                    // Every submit call carries one command: fio's io_u_mark_submit(td, 1).
+                    let mut d = vol.depth.counts;
+                    d.submit = [0, vol.submit_calls.iter().sum(), 0, 0, 0, 0, 0];
+                    d
+                },
                 member_commands: cmds.to_vec(),
                 member_errors: errs.to_vec(),
                 member_zoned: vol
@@ -333,6 +372,7 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
             }
         })?;
     attach(&mut *engine, &mut vols, &client, plan, first_name)?;
+    let slots = ctl.slots();
     Ok(Worker {
         engine,
         ctl,
@@ -349,6 +389,11 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         peek: vec![Completion::default(); depth_max.max(1) as usize],
         parts: Vec::with_capacity(PARTS_BUF),
         issue_clock_ns: None,
+        fio_log_on: plan.fio_log.is_some(),
+        issue_slot: 0,
+        slot_t0: vec![0; slots],
+        slot_t1: vec![0; slots],
+        slot_sync: vec![false; slots],
         emu_pending: BinaryHeap::with_capacity(emu_cmds),
         vnow: 0,
         record_from_ns: timing.ramp_end_ns(),
@@ -358,6 +403,7 @@ fn build(plan: &mut WorkerPlan, first_name: &str) -> Result<Worker, DriverError>
         verify_seed: plan.verify_seed,
         start_ns,
         record: [0u8; RECORD_BYTES],
+        fio_record: [0u8; FIO_RECORD_BYTES],
         completed: 0,
         interval_start: 0,
     })
@@ -598,6 +644,7 @@ fn build_vol(
         scratch_ptrs,
         failure: None,
         interval: None,
+        depth: DepthState::default(),
     })
 }
 
@@ -764,6 +811,9 @@ impl Worker {
                 continue;
             }
             let t = clock::now_ns();
+            if t >= self.record_from_ns {
+                mark_reaped(&mut self.vols, &self.completions[..n]);
+            }
             for i in 0..n {
                 self.seen.push_back((self.completions[i], t));
             }
@@ -1044,6 +1094,19 @@ impl Worker {
                     // The I/O's first member command starts when the controller issued it (the
                     // clock read its latency counts from), so slat + clat = lat.
                     self.issue_clock_ns = Some(clock_ns);
+                    if self.fio_log_on {
+                        self.issue_slot = is.slot;
+                        let slot = is.slot as usize;
+                        self.slot_t0[slot] = clock_ns;
+                        self.slot_t1[slot] = clock_ns;
+                        self.slot_sync[slot] = false;
+                    }
+                    // fio's io_u_mark_depth: the depth in flight once this I/O is.
+                    let d = &mut vol.depth;
+                    d.inflight_ios += 1;
+                    if clock_ns >= self.record_from_ns {
+                        d.counts.mark_depth(d.inflight_ios, 1);
+                    }
                     vol.host.submit(now, io, &mut data);
                     let r = self.drain(v, now, plan);
                     self.issue_clock_ns = None;
@@ -1133,7 +1196,11 @@ impl Worker {
         );
         vol.host.sent(c, now);
         if vol.emu[m].is_some() {
-            return self.send_emu(v, c);
+            let r = self.send_emu(v, c);
+            if self.fio_log_on && issue_clock_ns.is_some() {
+                self.slot_t1[self.issue_slot as usize] = self.vols[v].cmd_t1[c.id as usize];
+            }
+            return r;
         }
         if let Some(seq) = vol.zseq[m].as_mut()
             && ZoneSeq::sequenced(c.op)
@@ -1210,7 +1277,14 @@ impl Worker {
         let t1 = clock::now_ns();
         vol.cmd_t0[id] = t0;
         vol.cmd_t1[id] = t1;
-        if t0 >= self.record_from_ns {
+        if self.fio_log_on && issue_clock_ns.is_some() {
+            // The I/O's first command: its submit call ends the I/O's fio slat.
+            let slot = self.issue_slot as usize;
+            self.slot_t1[slot] = t1;
+            self.slot_sync[slot] = self.sync_engine;
+        }
+        let measured = t0 >= self.record_from_ns;
+        if measured {
             vol.submit_ns[m] += t1 - t0;
             vol.submit_calls[m] += 1;
         }
@@ -1224,8 +1298,22 @@ impl Worker {
                 device: self.vols[v].members[m].name.clone(),
                 error: source,
             })?;
-        for k in 0..n {
-            self.seen.push_back((self.peek[k], t1));
+        if n > 0 {
+            // An asynchronous engine's completions are seen after this reap, as fio stamps a
+            // completion after its getevents: so a device that completed inside the submit call
+            // has the reap as its completion latency (fio's clat), not zero. psync's I/O ended
+            // with its call, which `t1` stamps already (fio stamps it there too).
+            let t2 = if self.sync_engine {
+                t1
+            } else {
+                clock::now_ns()
+            };
+            if measured {
+                mark_reaped(&mut self.vols, &self.peek[..n]);
+            }
+            for k in 0..n {
+                self.seen.push_back((self.peek[k], t2));
+            }
         }
         Ok(())
     }
@@ -1366,11 +1454,15 @@ impl Worker {
         if *first > t {
             return Ok(());
         }
+        let measured = t >= self.record_from_ns;
         while let Some(Reverse((done, ud))) = self.emu_pending.peek().copied() {
             if done > t {
                 break;
             }
             self.emu_pending.pop();
+            if measured {
+                self.vols[(ud >> 32) as usize].depth.reaped += 1;
+            }
             self.seen.push_back((
                 Completion {
                     user_data: ud,
@@ -1378,6 +1470,15 @@ impl Worker {
                 },
                 t,
             ));
+        }
+        if measured {
+            for v in &mut self.vols {
+                let d = &mut v.depth;
+                if d.reaped > 0 {
+                    d.counts.mark_complete(d.reaped);
+                    d.reaped = 0;
+                }
+            }
         }
         self.handle_seen(plan)
     }
@@ -1396,6 +1497,8 @@ impl Worker {
         }
         let c = self.ctl.complete(slot, now);
         self.completed += 1;
+        let d = &mut self.vols[v].depth;
+        d.inflight_ios = d.inflight_ios.saturating_sub(1);
         // Where the I/O went (a placing policy's offset, else the request's).
         let offset_bytes = self.slot_off[slot as usize];
         if let (Some(seed), Op::Read, true) =
@@ -1414,9 +1517,32 @@ impl Worker {
             }
         }
         if c.measured {
+            let nv = self.vols.len() as u32;
             let vol = &mut self.vols[v];
             if let Some(iv) = vol.interval.as_mut() {
                 iv.record(c.req.op, c.latency_ns, c.req.len_bytes);
+            }
+            if let Some(lane) = plan.fio_log.as_mut() {
+                let s = slot as usize;
+                let (t0, t1) = (self.slot_t0[s], self.slot_t1[s]);
+                let (slat_ns, clat_ns) = if self.slot_sync[s] {
+                    (None, now.saturating_sub(t0))
+                } else {
+                    (Some(t1.saturating_sub(t0)), now.saturating_sub(t1))
+                };
+                let job = c.stream / nv;
+                FioRecord {
+                    completion_ns: now.saturating_sub(self.record_from_ns),
+                    lat_ns: c.latency_ns,
+                    slat_ns,
+                    clat_ns,
+                    offset_bytes,
+                    len_bytes: c.req.len_bytes,
+                    job: job * plan.targets + vol.index,
+                    op: c.req.op,
+                }
+                .encode(&mut self.fio_record);
+                lane.push(&self.fio_record);
             }
             if let Some(lane) = plan.lat_log.as_mut() {
                 LatRecord {
@@ -1547,6 +1673,36 @@ impl Worker {
 
 /// A member command no engine queues here: flush, trim, write zeroes, device control.
 #[cold]
+/// Counts one reap in fio's `iodepth_complete` of each volume it returned completions of (a
+/// worker's reap serves all its volumes; a reap that returned none of a volume's is not one of
+/// its reaps). A worker of one volume adds one count; others go through [`mark_reaped_many`].
+#[inline(always)]
+fn mark_reaped(vols: &mut [Vol], done: &[Completion]) {
+    match vols {
+        [v] => v.depth.counts.mark_complete(done.len() as u64),
+        _ => mark_reaped_many(vols, done),
+    }
+}
+
+/// [`mark_reaped`] for a worker of several volumes: two passes over the completions.
+#[inline(never)]
+fn mark_reaped_many(vols: &mut [Vol], done: &[Completion]) {
+    let vol_of = |c: &Completion| (c.user_data >> 32) as usize;
+    for c in done {
+        if let Some(v) = vols.get_mut(vol_of(c)) {
+            v.depth.reaped += 1;
+        }
+    }
+    for c in done {
+        if let Some(v) = vols.get_mut(vol_of(c))
+            && v.depth.reaped > 0
+        {
+            v.depth.counts.mark_complete(v.depth.reaped);
+            v.depth.reaped = 0;
+        }
+    }
+}
+
 fn sync_command(m: &MemberPlan, op: CmdOp, offset_bytes: u64, len_bytes: u32) -> CmdResult {
     let fd: RawFd = m.fd;
     let ok = |rc: libc::c_int| {

@@ -7,25 +7,33 @@
 //!   target (`groupid` = the job's index). `jobname` is the target's name (`job@target` with several
 //!   jobs); `job options` say what fio would need to run the same workload (`filename` lists a
 //!   volume's members separated by `:`, as fio does).
-//! - nines measures submission to completion (or due time to completion under `--rate-iops`), which
-//!   fio calls `lat`. So `lat_ns` carries the statistics, percentiles and (json+) `bins`, exactly
-//!   as fio lays them out with `lat_percentiles=1, clat_percentiles=0` (which the job options say);
-//!   `slat_ns` and `clat_ns` carry the submission and completion parts (moments, no percentiles,
-//!   as with `clat_percentiles=0`) where nines measured them (real devices); otherwise `N: 0`, as
-//!   fio writes a latency it did not collect (simulated runs).
+//! - `slat_ns`, `clat_ns` and `lat_ns` are fio's: slat the submission (issue until the submit
+//!   call returned; `N: 0` for psync, which does the I/O inside the call, as fio writes for its
+//!   sync engines), clat from then until the completion was seen, lat the whole (from the due
+//!   time under `--rate-iops`). Percentiles as fio 3.33 writes them by default: under `clat_ns`
+//!   (`clat_percentiles=1`), and under `slat_ns`/`lat_ns` only when asked
+//!   ([`FioPercentiles`]); json+ `bins` beside each percentile list, in fio's own bucket scheme
+//!   (64 buckets per power of two: [`fio_plat_bins`]). Where nines did not split a job's latency
+//!   (simulated runs, volumes of several members, a target shared by several jobs) `slat_ns` and
+//!   `clat_ns` carry the report's moments or `N: 0`, and the percentiles go under `lat_ns`, as
+//!   fio writes with `lat_percentiles=1, clat_percentiles=0` (which the job options then say).
 //! - `bw_*`/`iops_*` sample statistics come from the interval histograms (`--hdr-log`), one
 //!   sample per interval (a trailing sliver left out); without them `*_samples` is 0, as fio
 //!   writes for a run shorter than one averaging period.
 //! - fio's default `percentile_list` is merged with the requested percentiles when recorders are
 //!   given (and the job options say so); from a report alone only the requested ones exist.
-//! - `latency_ns/us/ms` (percent of I/Os per bucket, both directions) and `bins` need the
-//!   recorders; `iodepth_level/submit/complete` are left out: nines does not sample queue depth.
+//! - `iodepth_level/submit/complete` are counted by the worker as fio counts them (the depth in
+//!   flight at each submission, I/Os per submit call, completions per reap; [`IoDepthCounts`]);
+//!   all zero, as fio writes a job it did not measure, for simulated runs. `latency_ns/us/ms`
+//!   (percent of I/Os per bucket, both directions) are of clat, as fio's `io_u_mark_latency`
+//!   (of lat where clat was not split), and need the recorders.
 //! - `usr_cpu`/`sys_cpu` (% of the run) and `ctx`: a nines worker drives several targets, so its
 //!   CPU time and context switches are shared among them by their I/O counts.
 
+pub use nines_core::fiolog::{fio_plat_idx, fio_plat_val};
 use nines_core::op::Op;
 use nines_core::report::{DirectionStats, Report};
-use nines_core::stats::{DeviceRecorder, DirRecorder};
+use nines_core::stats::{DeviceRecorder, DirRecorder, IoDepthCounts, LatencyParts};
 use nines_core::units::percentile_key;
 use nines_core::workload::{Distribution, RwMode, WorkloadSpec};
 
@@ -60,6 +68,13 @@ pub struct FioSource<'a> {
     /// statistics, merged histograms, summed rates), which is what fio-plot's `-l` expects;
     /// otherwise one fio job per target.
     pub group_reporting: bool,
+    /// Each target's slat and clat in report order (None: not split, e.g. a volume of several
+    /// members); absent for simulated runs.
+    pub parts: Option<&'a [Option<LatencyParts>]>,
+    /// Each target's queue-depth distributions in report order; absent for simulated runs.
+    pub depth: Option<&'a [IoDepthCounts]>,
+    /// Which latencies carry percentiles (fio's `*_percentiles` options).
+    pub percentiles: FioPercentiles,
 }
 
 impl<'a> FioSource<'a> {
@@ -70,7 +85,54 @@ impl<'a> FioSource<'a> {
             job_recorders: None,
             intervals: &[],
             group_reporting: false,
+            parts: None,
+            depth: None,
+            percentiles: FioPercentiles::default(),
         }
+    }
+}
+
+/// fio's `slat_percentiles`, `clat_percentiles` and `lat_percentiles`: which latency objects
+/// carry a `percentile` list (and, in json+, `bins`). fio's default is clat alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FioPercentiles {
+    pub slat: bool,
+    pub clat: bool,
+    pub lat: bool,
+}
+
+impl Default for FioPercentiles {
+    fn default() -> Self {
+        FioPercentiles {
+            slat: false,
+            clat: true,
+            lat: false,
+        }
+    }
+}
+
+impl FioPercentiles {
+    /// Parses `slat,clat,lat` (any of them, comma-separated; `none` for no percentiles).
+    pub fn parse(s: &str) -> Result<FioPercentiles, String> {
+        let mut out = FioPercentiles {
+            slat: false,
+            clat: false,
+            lat: false,
+        };
+        for k in s.split(',').map(str::trim) {
+            match k {
+                "slat" => out.slat = true,
+                "clat" => out.clat = true,
+                "lat" => out.lat = true,
+                "none" => {}
+                _ => {
+                    return Err(format!(
+                        "`{k}` is not a latency fio reports percentiles of: give slat, clat, lat (comma-separated) or none"
+                    ));
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -102,8 +164,8 @@ fn zero_lat() -> Json {
     o
 }
 
-/// A latency part nines measured (slat, clat: real devices) as fio writes it with
-/// `clat_percentiles=0`: the moments, no percentiles; `N: 0` when it was not measured.
+/// A latency part from the report alone (no recorder): its moments, no percentiles; `N: 0` when
+/// it was not measured.
 fn part_lat(part: Option<&nines_core::stats::LatencySummary>, ios: u64) -> Json {
     let Some(l) = part.filter(|_| ios > 0) else {
         return zero_lat();
@@ -114,6 +176,66 @@ fn part_lat(part: Option<&nines_core::stats::LatencySummary>, ios: u64) -> Json 
         .push("mean", l.mean_ns)
         .push("stddev", l.stddev_ns)
         .push("N", ios);
+    o
+}
+
+/// A recorder's histogram in fio's bucket scheme, as json+ `bins` and fio's histogram logs carry
+/// it: (fio's value of the bucket, count), ascending. Each 3-significant-digit bucket of the HDR
+/// histogram goes to the fio bucket of its lowest value; an HDR bucket is at most 1/1024 of its
+/// value wide and a fio bucket 1/64, so only values within that of a fio bucket's edge can land
+/// one bucket low.
+pub fn fio_plat_bins(rec: &DirRecorder) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    if rec.ios == 0 {
+        return out;
+    }
+    let mut last_idx = usize::MAX;
+    for v in rec.hist.iter_recorded() {
+        let low = rec.hist.lowest_equivalent(v.value_iterated_to());
+        let idx = fio_plat_idx(low);
+        if idx == last_idx {
+            out.last_mut().expect("pushed").1 += v.count_at_value();
+        } else {
+            out.push((fio_plat_val(idx), v.count_at_value()));
+            last_idx = idx;
+        }
+    }
+    out
+}
+
+/// fio's `add_ddir_lat_json`: moments of `rec`, and with `percentiles` its percentile list and
+/// (json+) its bins. `N` is the recorder's count, as fio's is the samples it took.
+fn rec_lat_json(
+    rec: &DirRecorder,
+    with_percentiles: bool,
+    percentiles: &[f64],
+    flavor: FioFlavor,
+) -> Json {
+    if rec.ios == 0 {
+        return zero_lat();
+    }
+    let summary = rec.summary(if with_percentiles { percentiles } else { &[] });
+    let mut o = Json::obj();
+    o.push("min", summary.min_ns)
+        .push("max", summary.max_ns)
+        .push("mean", summary.mean_ns)
+        .push("stddev", summary.stddev_ns)
+        .push("N", rec.ios);
+    if !with_percentiles {
+        return o;
+    }
+    let mut pct = Json::obj();
+    for (&p, (_, v)) in percentiles.iter().zip(summary.percentiles.iter()) {
+        pct.push(fio_percentile_key(p), v);
+    }
+    o.push("percentile", pct);
+    if flavor == FioFlavor::JsonPlus {
+        let mut bins = Json::obj();
+        for (value, count) in fio_plat_bins(rec) {
+            bins.push(value.to_string(), count);
+        }
+        o.push("bins", bins);
+    }
     o
 }
 
@@ -128,6 +250,10 @@ struct JobIn<'a> {
     read: &'a DirectionStats,
     write: &'a DirectionStats,
     rec: Option<&'a DeviceRecorder>,
+    /// The job's slat and clat, where nines split its latency.
+    parts: Option<&'a LatencyParts>,
+    /// The job's queue-depth distributions, where measured.
+    depth: Option<IoDepthCounts>,
     cpu: (f64, f64, u64),
     /// Share of the target's interval I/Os that belong to this job (1 with one job).
     interval_share: f64,
@@ -198,24 +324,10 @@ fn group_interval_iops(src: &FioSource, op: Op, share: f64) -> Vec<f64> {
         .collect()
 }
 
-/// The values and counts of a histogram's buckets, in ascending order: each bucket's highest
-/// equivalent value (clamped to the exact max, so no bucket lies above it) and its count.
-pub fn histogram_bins(rec: &DirRecorder) -> Vec<(u64, u64)> {
-    if rec.ios == 0 {
-        return Vec::new();
-    }
-    rec.hist
-        .iter_recorded()
-        .map(|v| {
-            let value = rec.hist.highest_equivalent(v.value_iterated_to());
-            (value.min(rec.latency_ns_max), v.count_at_value())
-        })
-        .collect()
-}
-
 fn lat_json(
     s: &DirectionStats,
     rec: Option<&DirRecorder>,
+    with_percentiles: bool,
     percentiles: &[f64],
     flavor: FioFlavor,
 ) -> Json {
@@ -226,7 +338,7 @@ fn lat_json(
         .push("mean", l.mean_ns)
         .push("stddev", l.stddev_ns)
         .push("N", s.ios);
-    if s.ios == 0 {
+    if s.ios == 0 || !with_percentiles {
         return o;
     }
     let mut pct = Json::obj();
@@ -253,12 +365,26 @@ fn lat_json(
     o.push("percentile", pct);
     if let (FioFlavor::JsonPlus, Some(r)) = (flavor, rec) {
         let mut bins = Json::obj();
-        for (value, count) in histogram_bins(r) {
+        for (value, count) in fio_plat_bins(r) {
             bins.push(value.to_string(), count);
         }
         o.push("bins", bins);
     }
     o
+}
+
+/// Which of a job's latencies carry percentiles: the ones asked where nines split its latency,
+/// else lat alone (fio's `lat_percentiles=1, clat_percentiles=0`).
+fn job_kinds(job: &JobIn, src: &FioSource) -> FioPercentiles {
+    if job.parts.is_some() {
+        src.percentiles
+    } else {
+        FioPercentiles {
+            slat: false,
+            clat: false,
+            lat: true,
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -276,6 +402,17 @@ fn dir_json(
         Op::Write => job.write,
     };
     let rec = job.rec.map(|r| r.dir(op));
+    let kinds = job_kinds(job, src);
+    let (slat, clat) = match job.parts {
+        Some(p) => (
+            rec_lat_json(p.slat.dir(op), kinds.slat, percentiles, flavor),
+            rec_lat_json(p.clat.dir(op), kinds.clat, percentiles, flavor),
+        ),
+        None => (
+            part_lat(s.slat_ns.as_ref(), s.ios),
+            part_lat(s.clat_ns.as_ref(), s.ios),
+        ),
+    };
     let mut o = Json::obj();
     o.push("io_bytes", s.bytes)
         .push("io_kbytes", s.bytes / 1024)
@@ -286,9 +423,9 @@ fn dir_json(
         .push("total_ios", s.ios)
         .push("short_ios", 0u64)
         .push("drop_ios", 0u64)
-        .push("slat_ns", part_lat(s.slat_ns.as_ref(), s.ios))
-        .push("clat_ns", part_lat(s.clat_ns.as_ref(), s.ios))
-        .push("lat_ns", lat_json(s, rec, percentiles, flavor));
+        .push("slat_ns", slat)
+        .push("clat_ns", clat)
+        .push("lat_ns", lat_json(s, rec, kinds.lat, percentiles, flavor));
     let iops: Vec<f64> = if s.ios > 0 {
         if job.group {
             group_interval_iops(src, op, job.interval_share)
@@ -328,8 +465,9 @@ fn dir_json(
     o
 }
 
-/// fio's latency bucket maps (percent of I/Os), from the merged histogram of both directions,
-/// as fio does: `latency_ns` covers [0, 1 us), `latency_us` [1 us, 1 ms), `latency_ms` the rest.
+/// fio's latency bucket maps (percent of I/Os, a bucket with any at least 0.01 as fio's
+/// `stat_calc_lat` writes it), from the merged histogram of both directions, as fio does:
+/// `latency_ns` covers [0, 1 us), `latency_us` [1 us, 1 ms), `latency_ms` the rest.
 fn latency_buckets(rec: &DeviceRecorder) -> [Json; 3] {
     let mut merged = rec.dir(Op::Read).hist.clone();
     merged.add(&rec.dir(Op::Write).hist).expect("same bounds");
@@ -345,10 +483,11 @@ fn latency_buckets(rec: &DeviceRecorder) -> [Json; 3] {
     };
     let pct = |lo: u64, hi: u64| -> f64 {
         if total == 0 {
-            0.0
-        } else {
-            (below(hi) - below(lo)) as f64 * 100.0 / total as f64
+            return 0.0;
         }
+        let n = below(hi) - below(lo);
+        let p = n as f64 * 100.0 / total as f64;
+        if n > 0 && p < 0.01 { 0.01 } else { p }
     };
     let mut maps = [Json::obj(), Json::obj(), Json::obj()];
     for (m, scale) in maps.iter_mut().zip([1u64, 1_000, 1_000_000]) {
@@ -406,7 +545,9 @@ fn percentile_list(report: &Report, with_recorders: bool) -> Vec<f64> {
     all
 }
 
-fn job_options(job: &JobIn, report: &Report, percentiles: &[f64]) -> Json {
+fn job_options(job: &JobIn, src: &FioSource, percentiles: &[f64]) -> Json {
+    let report = src.report;
+    let kinds = job_kinds(job, src);
     let w = job.workload;
     let buffered = report.config.extra.get("buffered") == Some(&serde_json::Value::Bool(true));
     let mut o = Json::obj();
@@ -427,7 +568,8 @@ fn job_options(job: &JobIn, report: &Report, percentiles: &[f64]) -> Json {
         .push("ioengine", report.config.engine.as_str())
         .push("direct", if buffered { "0" } else { "1" });
     if let Some(r) = w.runtime_ns {
-        o.push("runtime", fio_duration(r));
+        // nines runs for the runtime, wrapping around the region: fio's time_based.
+        o.push("runtime", fio_duration(r)).push("time_based", "1");
     }
     if let Some(n) = w.ios_max {
         o.push("number_ios", n.to_string());
@@ -452,8 +594,10 @@ fn job_options(job: &JobIn, report: &Report, percentiles: &[f64]) -> Json {
         o.push("random_distribution", w.distribution.to_string());
     }
     let list: Vec<String> = percentiles.iter().map(|p| percentile_key(*p)).collect();
-    o.push("lat_percentiles", "1")
-        .push("clat_percentiles", "0")
+    let flag = |b: bool| if b { "1" } else { "0" };
+    o.push("slat_percentiles", flag(kinds.slat))
+        .push("clat_percentiles", flag(kinds.clat))
+        .push("lat_percentiles", flag(kinds.lat))
         .push("percentile_list", list.join(":"));
     o
 }
@@ -492,6 +636,8 @@ fn jobs_of<'a>(src: &FioSource<'a>) -> Vec<JobIn<'a>> {
                 read: &d.read,
                 write: &d.write,
                 rec: src.recorders.and_then(|r| r.get(t)),
+                parts: src.parts.and_then(|p| p.get(t)?.as_ref()),
+                depth: src.depth.and_then(|d| d.get(t).copied()),
                 cpu: shares[t],
                 interval_share: 1.0,
                 group: false,
@@ -506,6 +652,7 @@ fn jobs_of<'a>(src: &FioSource<'a>) -> Vec<JobIn<'a>> {
             };
             let ios = stats.read.ios + stats.write.ios;
             let target_ios = d.read.ios + d.write.ios;
+            let alone = ios == target_ios;
             let share = if target_ios > 0 {
                 ios as f64 / target_ios as f64
             } else {
@@ -521,6 +668,13 @@ fn jobs_of<'a>(src: &FioSource<'a>) -> Vec<JobIn<'a>> {
                 read: &stats.read,
                 write: &stats.write,
                 rec: src.job_recorders.and_then(|r| r.get(j)?.get(t)),
+                // The target's split and depths are this job's only when no other job used it.
+                parts: alone
+                    .then(|| src.parts.and_then(|p| p.get(t)?.as_ref()))
+                    .flatten(),
+                depth: alone
+                    .then(|| src.depth.and_then(|d| d.get(t).copied()))
+                    .flatten(),
                 cpu: (
                     c.0 * share,
                     c.1 * share,
@@ -537,7 +691,7 @@ fn jobs_of<'a>(src: &FioSource<'a>) -> Vec<JobIn<'a>> {
 /// The fio jobs of a report under fio's `group_reporting`: one per nines job (one for a run
 /// without `--job`s), over every target: the job's own I/O-weighted statistics, the targets'
 /// recorders merged (`merged[j]`), CPU shared by I/O count, `filename` every target's.
-fn groups_of<'a>(src: &FioSource<'a>, merged: &'a [Option<DeviceRecorder>]) -> Vec<JobIn<'a>> {
+fn groups_of<'a>(src: &FioSource<'a>, merged: &'a [GroupMerge]) -> Vec<JobIn<'a>> {
     let report = src.report;
     let shares = target_cpu_shares(report);
     let cpu_all = shares
@@ -566,7 +720,9 @@ fn groups_of<'a>(src: &FioSource<'a>, merged: &'a [Option<DeviceRecorder>]) -> V
             target: first,
             read: &report.aggregate.read,
             write: &report.aggregate.write,
-            rec: merged.first().and_then(Option::as_ref),
+            rec: merged.first().and_then(|m| m.rec.as_ref()),
+            parts: merged.first().and_then(|m| m.parts.as_ref()),
+            depth: merged.first().and_then(|m| m.depth),
             cpu: cpu_all,
             interval_share: 1.0,
             group: true,
@@ -586,7 +742,9 @@ fn groups_of<'a>(src: &FioSource<'a>, merged: &'a [Option<DeviceRecorder>]) -> V
                 target: first,
                 read: &job.read,
                 write: &job.write,
-                rec: merged.get(j).and_then(Option::as_ref),
+                rec: merged.get(j).and_then(|m| m.rec.as_ref()),
+                parts: merged.get(j).and_then(|m| m.parts.as_ref()),
+                depth: merged.get(j).and_then(|m| m.depth),
                 cpu: (
                     cpu_all.0 * share,
                     cpu_all.1 * share,
@@ -599,32 +757,89 @@ fn groups_of<'a>(src: &FioSource<'a>, merged: &'a [Option<DeviceRecorder>]) -> V
         .collect()
 }
 
-/// Each group's merged recorder (see [`groups_of`]); None where a target's recorder is missing.
-fn group_recorders(src: &FioSource) -> Vec<Option<DeviceRecorder>> {
-    let merge = |recs: Vec<Option<&DeviceRecorder>>| -> Option<DeviceRecorder> {
-        let mut out = DeviceRecorder::new();
-        for r in recs {
-            out.merge_from(r?);
-        }
-        Some(out)
-    };
-    let targets = src.report.devices.len();
-    if src.report.jobs.len() <= 1 {
-        return vec![merge(
-            (0..targets)
-                .map(|t| src.recorders.and_then(|r| r.get(t)))
-                .collect(),
-        )];
-    }
-    (0..src.report.jobs.len())
+/// One group_reporting job's merged recorder, latency split and depths (see [`groups_of`]):
+/// each None where a target's is missing (or, with several jobs, shared with another job).
+struct GroupMerge {
+    rec: Option<DeviceRecorder>,
+    parts: Option<LatencyParts>,
+    depth: Option<IoDepthCounts>,
+}
+
+/// Each group's merged recorder, split and depths (see [`groups_of`]).
+fn group_recorders(src: &FioSource) -> Vec<GroupMerge> {
+    let report = src.report;
+    let targets = report.devices.len();
+    let njobs = report.jobs.len().max(1);
+    (0..njobs)
         .map(|j| {
-            merge(
-                (0..targets)
-                    .map(|t| src.job_recorders.and_then(|r| r.get(j)?.get(t)))
-                    .collect(),
-            )
+            let mut rec = Some(DeviceRecorder::new());
+            let mut parts = Some(LatencyParts::default());
+            let mut depth = Some(IoDepthCounts::default());
+            for t in 0..targets {
+                let (r, alone) = if report.jobs.len() <= 1 {
+                    (src.recorders.and_then(|r| r.get(t)), true)
+                } else {
+                    let d = &report.devices[t];
+                    let mine = report.jobs[j]
+                        .devices
+                        .get(t)
+                        .map_or(0, |s| s.read.ios + s.write.ios);
+                    (
+                        src.job_recorders.and_then(|r| r.get(j)?.get(t)),
+                        mine == d.read.ios + d.write.ios,
+                    )
+                };
+                match (rec.as_mut(), r) {
+                    (Some(acc), Some(r)) => acc.merge_from(r),
+                    _ => rec = None,
+                }
+                let p = src.parts.and_then(|p| p.get(t)?.as_ref()).filter(|_| alone);
+                match (parts.as_mut(), p) {
+                    (Some(acc), Some(p)) => acc.merge_from(p),
+                    _ => parts = None,
+                }
+                let dp = src.depth.and_then(|d| d.get(t)).filter(|_| alone);
+                match (depth.as_mut(), dp) {
+                    (Some(acc), Some(d)) => acc.merge_from(d),
+                    _ => depth = None,
+                }
+            }
+            GroupMerge { rec, parts, depth }
         })
         .collect()
+}
+
+/// fio's `stat_calc_dist`: each bucket's percent of `total`, at least 0.1 where any.
+fn depth_dist(map: &[u64; 7]) -> [f64; 7] {
+    let total: u64 = map.iter().sum();
+    let mut out = [0.0; 7];
+    if total == 0 {
+        return out;
+    }
+    for (o, &n) in out.iter_mut().zip(map) {
+        let p = n as f64 * 100.0 / total as f64;
+        *o = if n > 0 && p < 0.1 { 0.1 } else { p };
+    }
+    out
+}
+
+/// fio's `iodepth_level`, `iodepth_submit` and `iodepth_complete` objects, keyed as fio keys
+/// them; all zero for a job whose depths were not measured, as fio writes them.
+fn depth_json(d: Option<IoDepthCounts>) -> [Json; 3] {
+    let d = d.unwrap_or_default();
+    let level_keys = ["1", "2", "4", "8", "16", "32", ">=64"];
+    let batch_keys = ["0", "4", "8", "16", "32", "64", ">=64"];
+    let mut out = [Json::obj(), Json::obj(), Json::obj()];
+    for (o, (map, keys)) in out.iter_mut().zip([
+        (&d.level, level_keys),
+        (&d.submit, batch_keys),
+        (&d.complete, batch_keys),
+    ]) {
+        for (k, v) in keys.iter().zip(depth_dist(map)) {
+            o.push(*k, v);
+        }
+    }
+    out
 }
 
 /// The fio-format document.
@@ -671,7 +886,7 @@ pub fn export(src: &FioSource, flavor: FioFlavor) -> Json {
             .push("error", 0u64)
             .push("eta", 0u64)
             .push("elapsed", elapsed_s.round() as u64)
-            .push("job options", job_options(job, report, &percentiles));
+            .push("job options", job_options(job, src, &percentiles));
         for op in Op::ALL {
             let d = dir_json(
                 job,
@@ -689,6 +904,7 @@ pub fn export(src: &FioSource, flavor: FioFlavor) -> Json {
                 read: &EMPTY,
                 write: &EMPTY,
                 rec: None,
+                parts: None,
                 ..clone_job(job)
             },
             Op::Read,
@@ -708,7 +924,13 @@ pub fn export(src: &FioSource, flavor: FioFlavor) -> Json {
             .push("ctx", job.cpu.2)
             .push("majf", 0u64)
             .push("minf", 0u64);
-        if let Some(r) = job.rec {
+        let [level, submit, complete] = depth_json(job.depth);
+        o.push("iodepth_level", level)
+            .push("iodepth_submit", submit)
+            .push("iodepth_complete", complete);
+        // fio's io_u_mark_latency counts clat; lat where nines did not split it.
+        let bucket_rec = job.parts.map(|p| &p.clat).or(job.rec);
+        if let Some(r) = bucket_rec {
             let [ns, us, ms] = latency_buckets(r);
             o.push("latency_ns", ns)
                 .push("latency_us", us)
@@ -887,6 +1109,86 @@ mod tests {
         let o = &jobs[0]["job options"];
         assert_eq!(o["filename"], "/data/f0:/data/f1");
         assert_eq!(o["group_reporting"], "");
+    }
+
+    /// With the run's slat/clat split and depth counts: percentiles and fio-scheme bins under
+    /// clat_ns only (fio's default), the buckets of clat, the depth distributions as fio's
+    /// stat_calc_dist writes them, and lat/slat percentiles only when asked.
+    #[test]
+    fn split_latency_goes_where_fio_puts_it() {
+        let (report, recs) = build();
+        let parts: Vec<Option<LatencyParts>> = (0..2)
+            .map(|i| {
+                let mut p = LatencyParts::default();
+                for k in 0..1000u64 {
+                    p.slat.record(Op::Read, 500, 4096);
+                    // 900 at 1000 ns, 100 at 2 ms: latency_us "2" and latency_ms "4".
+                    p.clat
+                        .record(Op::Read, if k < 900 { 1000 } else { 2_000_000 + i }, 4096);
+                }
+                (i == 0).then_some(p)
+            })
+            .collect();
+        let mut d = IoDepthCounts::default();
+        for _ in 0..999 {
+            d.mark_depth(4, 1);
+            d.mark_submit(1);
+            d.mark_complete(1);
+        }
+        d.mark_depth(1, 1);
+        let depth = [d, d];
+        let src = FioSource {
+            recorders: Some(&recs),
+            parts: Some(&parts),
+            depth: Some(&depth),
+            ..FioSource::new(&report)
+        };
+        let v = export(&src, FioFlavor::JsonPlus).to_value();
+        let j = &v["jobs"][0];
+        let r = &j["read"];
+        assert_eq!(r["clat_ns"]["N"], 1000);
+        assert_eq!(r["clat_ns"]["min"], 1000);
+        assert_eq!(r["clat_ns"]["percentile"]["50.000000"], 1000);
+        assert_eq!(r["clat_ns"]["percentile"]["99.000000"], 2_000_000);
+        assert!(r["lat_ns"].get("percentile").is_none());
+        assert!(r["slat_ns"].get("percentile").is_none());
+        assert_eq!(r["slat_ns"]["mean"], 500.0);
+        // fio's buckets, one per value recorded.
+        let bins = r["clat_ns"]["bins"].as_object().unwrap();
+        assert_eq!(bins.len(), 2, "{bins:?}");
+        assert_eq!(bins[&fio_plat_val(fio_plat_idx(1000)).to_string()], 900);
+        assert_eq!(
+            bins[&fio_plat_val(fio_plat_idx(2_000_000)).to_string()],
+            100
+        );
+        assert_eq!(j["latency_us"]["2"], 90.0);
+        assert_eq!(j["latency_ms"]["4"], 10.0);
+        // 999 of 1000 at depth 4, one at 1: fio writes 0.1 for a bucket under it.
+        assert_eq!(j["iodepth_level"]["4"], 99.9);
+        assert_eq!(j["iodepth_level"]["1"], 0.1);
+        assert_eq!(j["iodepth_submit"]["4"], 100.0);
+        assert_eq!(j["iodepth_complete"]["0"], 0.0);
+        let o = &j["job options"];
+        assert_eq!(o["slat_percentiles"], "0");
+        assert_eq!(o["clat_percentiles"], "1");
+        assert_eq!(o["lat_percentiles"], "0");
+        // The other target was not split: lat carries its percentiles, and its options say so.
+        let j1 = &v["jobs"][1];
+        assert!(j1["read"]["lat_ns"]["percentile"].is_object());
+        assert!(j1["read"]["clat_ns"].get("percentile").is_none());
+        assert_eq!(j1["job options"]["lat_percentiles"], "1");
+        // Asked: slat and lat too.
+        let all = FioSource {
+            percentiles: FioPercentiles::parse("slat,clat,lat").unwrap(),
+            ..src
+        };
+        let v = export(&all, FioFlavor::Json).to_value();
+        let r = &v["jobs"][0]["read"];
+        for k in ["slat_ns", "clat_ns", "lat_ns"] {
+            assert!(r[k]["percentile"]["99.000000"].is_u64(), "{k}");
+            assert!(r[k].get("bins").is_none(), "{k}: plain json has no bins");
+        }
+        assert!(FioPercentiles::parse("clat,p99").is_err());
     }
 
     #[test]

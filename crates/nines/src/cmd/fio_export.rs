@@ -6,14 +6,16 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use nines_report::fio::{FioFlavor, FioSource};
+use nines_core::stats::{DeviceRecorder, IoDepthCounts, LatencyParts};
+use nines_report::fio::{FioFlavor, FioPercentiles, FioSource};
 use nines_report::intervals::IntervalSeries;
 
 #[derive(clap::Args, Debug, Default, Clone)]
 #[command(next_help_heading = "Outputs")]
 pub struct FioArgs {
     /// Write fio-compatible JSON (fio 3.33's --output-format=json, one job per target), for
-    /// fio-plot and other fio tooling; latency is fio's `lat` (docs/report-schema.md).
+    /// fio-plot and other fio tooling: slat, clat and lat as fio defines them, percentiles under
+    /// clat_ns as fio's default (docs/report-schema.md).
     #[arg(long, value_name = "FILE")]
     pub fio_json: Option<PathBuf>,
     /// Write fio's json+ layout: --fio-json plus every latency bucket's count (`bins`), for
@@ -25,6 +27,23 @@ pub struct FioArgs {
     /// -l shows nines' mean rather than the unweighted mean of per-target jobs.
     #[arg(long)]
     pub fio_group_reporting: bool,
+    /// Which latencies carry percentiles (and json+ bins) in --fio-json/--fio-json-plus, as
+    /// fio's slat_percentiles, clat_percentiles and lat_percentiles: any of slat,clat,lat, or
+    /// none. fio's default is clat.
+    #[arg(long, value_name = "KINDS", default_value = "clat", value_parser = FioPercentiles::parse)]
+    pub fio_percentiles: FioPercentiles,
+}
+
+/// What a run hands its fio exports beside the report.
+pub struct FioRun<'a> {
+    /// Each target's recorder (merged over jobs), and per job.
+    pub recorders: &'a [DeviceRecorder],
+    pub job_recorders: Option<&'a [Vec<DeviceRecorder>]>,
+    /// Each target's slat and clat, and its queue depths (real runs).
+    pub parts: Option<&'a [Option<LatencyParts>]>,
+    pub depth: Option<&'a [IoDepthCounts]>,
+    pub group_reporting: bool,
+    pub percentiles: FioPercentiles,
 }
 
 /// The interval series of a run's --hdr-log, for the fio bandwidth and IOPS samples. A log that

@@ -4,6 +4,7 @@ pub mod check;
 pub mod compare;
 pub mod doctor;
 pub mod fio_export;
+pub mod fio_log;
 pub mod fleet;
 pub mod hostmem;
 pub mod latlog_estimate;

@@ -851,9 +851,7 @@ impl RunOutputs {
     pub fn write_report(
         &mut self,
         report: &nines_core::report::Report,
-        recorders: &[nines_core::stats::DeviceRecorder],
-        job_recorders: Option<&[Vec<nines_core::stats::DeviceRecorder>]>,
-        fio_group_reporting: bool,
+        fio: &super::fio_export::FioRun<'_>,
     ) -> Result<()> {
         if let Some(mut f) = self.json.take() {
             f.write_all(report.to_json().as_bytes())
@@ -886,10 +884,13 @@ impl RunOutputs {
                     flavor,
                     &nines_report::fio::FioSource {
                         report,
-                        recorders: Some(recorders),
-                        job_recorders,
+                        recorders: Some(fio.recorders),
+                        job_recorders: fio.job_recorders,
                         intervals: &intervals,
-                        group_reporting: fio_group_reporting,
+                        group_reporting: fio.group_reporting,
+                        parts: fio.parts,
+                        depth: fio.depth,
+                        percentiles: fio.percentiles,
                     },
                 )?;
             }

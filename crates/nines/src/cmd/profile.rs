@@ -154,6 +154,11 @@ pub struct Args {
     pub json: Option<PathBuf>,
     #[command(flatten)]
     pub fio: FioArgs,
+    #[command(flatten)]
+    pub fio_log: super::fio_log::FioLogArgs,
+    /// A job file's fio text logs (write_lat_log, write_bw_log, ...), used without --fio-log.
+    #[arg(skip)]
+    pub job_fio_logs: nines_core::fiolog::FioLogSpec,
     /// Write interval histograms in the HdrHistogram log format, one tag per device and direction.
     #[arg(help_heading = "Outputs")]
     #[arg(long, value_name = "FILE")]
@@ -229,6 +234,18 @@ fn zbd_options(
     Ok(Some(z))
 }
 
+/// What the fio exports take from a finished profile beside its report.
+fn fio_run<'a>(args: &Args, done: &'a nines_io::profile::Profile) -> super::fio_export::FioRun<'a> {
+    super::fio_export::FioRun {
+        recorders: &done.recorders,
+        job_recorders: Some(&done.job_recorders),
+        parts: Some(&done.parts),
+        depth: Some(&done.depth),
+        group_reporting: args.fio.fio_group_reporting,
+        percentiles: args.fio.fio_percentiles,
+    }
+}
+
 fn parse_engine(s: &str) -> Result<EngineKind, String> {
     s.parse::<EngineKind>().map_err(|e| e.to_string())
 }
@@ -285,6 +302,7 @@ fn apply_job_file(args: &mut Args, f: JobFile) -> Result<()> {
         &mut args.hdr_log,
         &mut args.hdr_interval,
     );
+    args.job_fio_logs = f.fio_logs;
     Ok(())
 }
 
@@ -311,6 +329,8 @@ pub fn run(mut args: Args) -> Result<()> {
         hdr_log: args.hdr_log.as_deref(),
         lat_log: args.lat_log.as_deref(),
     })?;
+    let (fio_logs, fio_log) =
+        super::fio_log::FioLogFiles::asked(&args.fio_log, &args.job_fio_logs)?;
     let recorded = |p: &Option<PathBuf>| {
         p.as_deref()
             .map(|p| recorded_log_path(p, args.json.as_deref()))
@@ -350,6 +370,7 @@ pub fn run(mut args: Args) -> Result<()> {
         emu: args.emu.context(opts.workload.seed)?,
         lat_log: outputs.lat_log.take(),
         hdr_log: outputs.hdr_log.take(),
+        fio_log,
         interval_ns: args.hdr_interval,
         progress: !args.quiet && std::io::stderr().is_terminal(),
         plan: args.plan.as_ref().map(|p| p.display().to_string()),
@@ -364,13 +385,9 @@ pub fn run(mut args: Args) -> Result<()> {
     let done = profile(run, spec, &mut events).map_err(|e| run_error(e, &args))?;
     // 5. Print (unless --quiet), then write the outputs.
     print_table(&args, &done);
-    outputs.write_report(
-        &done.report,
-        &done.recorders,
-        Some(&done.job_recorders),
-        args.fio.fio_group_reporting,
-    )?;
+    outputs.write_report(&done.report, &fio_run(&args, &done))?;
     outputs.commit()?;
+    fio_logs.map(|f| f.commit()).transpose()?;
     if args.json.is_none() && !args.quiet {
         // A first run writes nothing: say how to keep it and look at it (a new user's next step).
         eprintln!(

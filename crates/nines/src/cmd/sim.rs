@@ -314,6 +314,10 @@ fn apply_job_file(args: &mut Args, f: JobFile) {
         (f.engine.is_some(), "ioengine"),
         (f.buffered, "direct=0"),
         (f.cpus.is_some(), "cpus_allowed"),
+        (
+            f.fio_logs.any(),
+            "fio's text logs (write_*_log: `nines profile` writes them)",
+        ),
     ]
     .iter()
     .filter(|(set, _)| *set)
@@ -856,9 +860,14 @@ pub fn run(mut args: Args) -> Result<()> {
     }
     outputs.write_report(
         &done.report,
-        &done.recorders,
-        None,
-        args.fio.fio_group_reporting,
+        &super::fio_export::FioRun {
+            recorders: &done.recorders,
+            job_recorders: None,
+            parts: None,
+            depth: None,
+            group_reporting: args.fio.fio_group_reporting,
+            percentiles: args.fio.fio_percentiles,
+        },
     )?;
     outputs.commit()?;
     if done.interrupted {
