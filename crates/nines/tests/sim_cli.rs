@@ -708,7 +708,7 @@ fn calibrates_a_zram_profile_to_within_ten_percent() {
     assert!(!written.contains("960 GB"), "{written}");
     // The geometry is scaled down to the capacity (issue 44: a 64 MiB device on the 960 GB
     // geometry was 99.99% spare), as far as it goes, and what is left over is said.
-    let fitted = nines_flash::DeviceConfig::load(&s(&toml)).unwrap();
+    let fitted = nines_flash::DeviceConfig::load(s(&toml)).unwrap();
     let base = nines_flash::DeviceConfig::preset("afa-m2-2018").unwrap();
     assert!(
         fitted.geometry.blocks_per_plane < base.geometry.blocks_per_plane / 10,

@@ -113,7 +113,8 @@ impl OpensslTls {
                 }
             }
             Credentials::Psk { file } => {
-                let text = std::fs::read_to_string(file)
+                // Bounded and of a readable kind: a device node such as /dev/zero never ends.
+                let text = nines_core::input::read_to_string(file, 1 << 20)
                     .with_context(|| format!("--tls-psk: cannot read {}", file.display()))?;
                 let keys = PskKeys::parse(&text)
                     .with_context(|| format!("--tls-psk: {}", file.display()))?;

@@ -365,6 +365,21 @@ fn memory_budget(given: Option<u64>, host: Option<super::hostmem::HostMemory>) -
 /// The host model the command line describes.
 fn host_config(args: &Args) -> Result<HostConfig> {
     let mut host = HostConfig::new(args.completion.unwrap_or(CompletionMode::Interrupt));
+    // A CPU cost is microseconds; more than a second per I/O is no host, and the sums of
+    // such costs over a run would overflow the simulated clock.
+    for (flag, cost) in [
+        ("--submit-cost", args.submit_cost),
+        ("--complete-cost", args.complete_cost),
+    ] {
+        if let Some(c) = cost
+            && c > 1_000_000_000
+        {
+            bail!(
+                "{flag} {}: give at most 1s of CPU time per I/O (with its unit, e.g. 2us)",
+                nines_core::progress::short_ns(c)
+            );
+        }
+    }
     if let Some(c) = args.submit_cost {
         host.submit_ns = c;
     }
