@@ -232,8 +232,17 @@ fn scan_rows(
             // md's speed_limit_max: row k starts no earlier than its bytes allow.
             let due =
                 Duration::from_secs_f64((scan.checked * row_read_bytes) as f64 / args.rate as f64);
-            if let Some(wait) = due.checked_sub(start.elapsed()) {
-                std::thread::sleep(wait);
+            // In steps of at most 100 ms, so a SIGINT is acted on within that (--rate 1 waits
+            // for hours).
+            while let Some(wait) = due.checked_sub(start.elapsed()) {
+                if nines_io::sched::interrupted() {
+                    break;
+                }
+                std::thread::sleep(wait.min(Duration::from_millis(100)));
+            }
+            if nines_io::sched::interrupted() {
+                scan.interrupted = true;
+                break;
             }
         }
         let m = meta::check_raid5_row(n, args.chunk, row, args.repair, &mut io, &mut bufs)
