@@ -1,6 +1,7 @@
 //! A blkparse replay carries what the device saw: FUA writes pay the model's FUA cost, flush
 //! requests reach the model as flushes (and pay a power-state exit when they are the first
-//! command after an idle gap, instead of the read after them), and `--trace-start asleep` makes
+//! command after an idle gap, instead of the read after them, which waits only for the rest of
+//! that wake-up), and `--trace-start asleep` makes
 //! the first request pay the deepest state's exit. Exact times on a one-die device without any
 //! variance source.
 
@@ -118,14 +119,16 @@ const TRACE: &str = "\
 fn fua_writes_and_flushes_reach_the_model_with_their_exact_costs() {
     let (got, info) = replay(TRACE, false, false);
     // Power-loss protection: the FUA write costs flush_ns more than the plain one; the read after
-    // 17 ms of idle does not pay the power-state exit: the flush before it did.
+    // 17 ms of idle does not pay a power-state exit of its own: the flush 100 us before it
+    // woke the device, and the read waits for the rest of that wake-up (no I/O command is
+    // processed until the controller is operational: 1 ms from the flush, 900 us from it).
     assert_eq!(
         got,
         vec![
             (0, Op::Write, WRITE_NS),
             (4096, Op::Write, WRITE_NS + FLUSH_NS),
             (64 * 512, Op::Read, READ_NS),
-            (128 * 512, Op::Read, READ_NS),
+            (128 * 512, Op::Read, READ_NS + EXIT_NS - 100_000),
         ]
     );
     let i = &info["internals"];
