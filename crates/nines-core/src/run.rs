@@ -497,6 +497,16 @@ mod tests {
         }
     }
 
+    /// A controller of one stream of `spec` on target 0, from time 0, without a ramp.
+    fn one_stream(spec: &WorkloadSpec) -> Controller {
+        let t = RunTiming {
+            start_ns: 0,
+            ramp_ns: 0,
+            runtime_ns: spec.runtime_ns,
+        };
+        Controller::new(t, vec![gen_stream(spec, 0, 0)]).unwrap()
+    }
+
     /// A device that takes `service` ns per I/O, one at a time, in FIFO order: drives the
     /// controller like a driver would and returns (issue, completion) times of measured I/Os.
     fn drive(c: &mut Controller, service: u64, limit: usize) -> Vec<(u64, u64)> {
@@ -578,12 +588,7 @@ mod tests {
             ios_max: None,
             ..spec()
         };
-        let t = RunTiming {
-            start_ns: 0,
-            ramp_ns: 0,
-            runtime_ns: s.runtime_ns,
-        };
-        let mut c = Controller::new(t, vec![gen_stream(&s, 0, 0)]).unwrap();
+        let mut c = one_stream(&s);
         let done = drive(&mut c, 300, 100_000);
         assert!(c.finished());
         assert!(done.iter().all(|(i, _)| *i < 10_000));
@@ -602,12 +607,7 @@ mod tests {
             ios_max: None,
             ..spec()
         };
-        let t = RunTiming {
-            start_ns: 0,
-            ramp_ns: 0,
-            runtime_ns: s.runtime_ns,
-        };
-        let mut c = Controller::new(t, vec![gen_stream(&s, 0, 0)]).unwrap();
+        let mut c = one_stream(&s);
         let done = drive(&mut c, 1_000, 100);
         assert_eq!(done.len(), 1);
         assert!(c.finished(), "the stream ended instead of waiting an hour");
@@ -622,12 +622,7 @@ mod tests {
             ios_max: Some(12),
             ..spec()
         };
-        let t = RunTiming {
-            start_ns: 0,
-            ramp_ns: 0,
-            runtime_ns: None,
-        };
-        let mut c = Controller::new(t, vec![gen_stream(&s, 0, 0)]).unwrap();
+        let mut c = one_stream(&s);
         // 1000 ns per I/O, one at a time: the first burst fills the 4 slots at 0 and issues its
         // 5th and 6th as slots free (1000, 2000); its last I/O completes at 6000, so the second
         // burst starts at 16000.
@@ -651,12 +646,7 @@ mod tests {
             ios_max: Some(5),
             ..spec()
         };
-        let t = RunTiming {
-            start_ns: 0,
-            ramp_ns: 0,
-            runtime_ns: None,
-        };
-        let mut c = Controller::new(t, vec![gen_stream(&s, 0, 0)]).unwrap();
+        let mut c = one_stream(&s);
         let done = drive(&mut c, 1_000, 1_000);
         assert_eq!(
             done,
@@ -677,12 +667,7 @@ mod tests {
             ios_max: Some(10),
             ..spec()
         };
-        let t = RunTiming {
-            start_ns: 0,
-            ramp_ns: 0,
-            runtime_ns: None,
-        };
-        let mut c = Controller::new(t, vec![gen_stream(&s, 0, 0)]).unwrap();
+        let mut c = one_stream(&s);
         // 2500 ns per I/O at depth 1: I/Os fall behind; each one's latency includes its wait.
         let done = drive(&mut c, 2_500, 1_000);
         assert_eq!(done.len(), 10);
@@ -718,12 +703,7 @@ mod tests {
             runtime_ns: Some(1_000_000),
             ..spec()
         };
-        let t = RunTiming {
-            start_ns: 0,
-            ramp_ns: 0,
-            runtime_ns: s.runtime_ns,
-        };
-        let mut c = Controller::new(t, vec![gen_stream(&s, 0, 0)]).unwrap();
+        let mut c = one_stream(&s);
         let mut slots = Vec::new();
         while let Poll::Issue(i) = c.poll(0, 10) {
             slots.push(i.slot);
