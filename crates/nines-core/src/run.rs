@@ -36,6 +36,9 @@ use crate::source::Source;
 use crate::stats::DeviceRecorder;
 use crate::workload::Request;
 
+/// A stream's `rest_until_ns` while a finished burst's I/Os are in flight.
+const DRAINING: u64 = u64::MAX;
+
 /// The most slots one controller holds (over all its streams).
 pub const SLOTS_MAX: usize = 1 << 24;
 
@@ -130,13 +133,14 @@ struct Stream {
     job: u32,
     target: u32,
     thinktime_ns: u64,
+    /// A slot's rest after its completion: the thinktime, or 0 with bursts.
+    slot_rest_ns: u64,
     /// Burst length (0: per-slot thinktime).
     burst_ios: u32,
     /// I/Os issued in the current burst.
     burst_issued: u32,
-    /// The burst is complete: nothing issues until its I/Os are done.
-    draining: bool,
-    /// The stream's rest after a burst ends then.
+    /// Nothing issues before then: the rest after the last burst, or [`DRAINING`] while a
+    /// finished burst's I/Os are in flight (one field, so the hot path reads one word).
     rest_until_ns: u64,
     ios_max: u64,
     source: Source,
@@ -205,17 +209,18 @@ impl Controller {
                     },
                 });
             }
+            let burst_ios = if s.thinktime_ns > 0 {
+                s.thinktime_blocks
+            } else {
+                0
+            };
             streams.push(Stream {
                 job: s.job,
                 target: s.target,
                 thinktime_ns: s.thinktime_ns,
-                burst_ios: if s.thinktime_ns > 0 {
-                    s.thinktime_blocks
-                } else {
-                    0
-                },
+                slot_rest_ns: if burst_ios > 0 { 0 } else { s.thinktime_ns },
+                burst_ios,
                 burst_issued: 0,
-                draining: false,
                 rest_until_ns: 0,
                 ios_max: s.ios_max.unwrap_or(u64::MAX),
                 source: s.source,
@@ -333,9 +338,6 @@ impl Controller {
         if now_ns >= end || s.source.exhausted() {
             return self.close_once(i);
         }
-        if s.draining {
-            return Poll::Busy;
-        }
         let Some(&slot) = s.free.front() else {
             return Poll::Busy;
         };
@@ -344,6 +346,10 @@ impl Controller {
         // The earliest time this I/O may go: its slot rested and the request due.
         let at = ready.max(due.unwrap_or(0));
         if at >= end {
+            if s.rest_until_ns == DRAINING {
+                // A burst's I/Os are in flight: its rest is not known yet.
+                return Poll::Busy;
+            }
             return self.close_once(i);
         }
         // Whether it would be measured: by its intended time (the due time when paced, else when
@@ -368,7 +374,7 @@ impl Controller {
             s.burst_issued += 1;
             if s.burst_issued == s.burst_ios {
                 s.burst_issued = 0;
-                s.draining = true;
+                s.rest_until_ns = DRAINING;
             }
         }
         if measured {
@@ -410,14 +416,9 @@ impl Controller {
         let measured = sl.measured;
         let latency_ns = now_ns.saturating_sub(req.intended_ns);
         s.inflight -= 1;
-        if s.burst_ios == 0 {
-            sl.ready_ns = now_ns.saturating_add(s.thinktime_ns);
-        } else {
-            sl.ready_ns = now_ns;
-            if s.draining && s.inflight == 0 {
-                s.draining = false;
-                s.rest_until_ns = now_ns.saturating_add(s.thinktime_ns);
-            }
+        sl.ready_ns = now_ns.saturating_add(s.slot_rest_ns);
+        if s.inflight == 0 && s.rest_until_ns == DRAINING {
+            s.rest_until_ns = now_ns.saturating_add(s.thinktime_ns);
         }
         s.free.push_back(slot);
         if measured {

@@ -678,8 +678,6 @@ pub struct Ssd {
     reads_map_unwritten: bool,
     /// Until then the device is busy (for power-state entry after idle).
     active_until: u64,
-    /// Until then the controller is waking from a power state: commands wait for it.
-    awake_ns: u64,
     rng: Xoshiro256PlusPlus,
     pub(crate) counters: SsdCounters,
     // Warm: writes, GC, variance sources.
@@ -708,6 +706,9 @@ pub struct Ssd {
     jitter_read: QuantileDist,
     jitter_write: QuantileDist,
     power: Vec<PowerState>,
+    /// Until then the controller is waking from a power state: commands wait for it. Read
+    /// only with power states, so kept out of the hot lines.
+    awake_ns: u64,
     pub(crate) volatile_cache: bool,
     gc_copyback: bool,
     write_miss_reads: bool,
