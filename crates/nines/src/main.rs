@@ -77,6 +77,17 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return usage_error(err),
     };
+    // Until a verb takes SIGINT/SIGTERM over, they end the process at once, its temporary
+    // files removed, with README's status (serve's normal end is a signal: 0).
+    let status = if matches!(cli.command, Command::Serve(_)) {
+        0
+    } else {
+        cmd::EXIT_INTERRUPTED
+    };
+    if let Err(e) = cmd::early_signal::install(status) {
+        eprintln!("nines: cannot install the SIGINT/SIGTERM handler: {e}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Profile(args) => cmd::profile::run(*args),
         Command::Log(args) => cmd::log::run(args),

@@ -3,6 +3,7 @@
 pub mod check;
 pub mod compare;
 pub mod doctor;
+pub mod early_signal;
 pub mod fio_export;
 pub mod fio_log;
 pub mod fleet;

@@ -355,6 +355,8 @@ fn temporary_name(real: &Path) -> PathBuf {
 /// work, not after it.
 fn probe_temporary(option: &str, path: &Path, real: &Path) -> Result<()> {
     let tmp = temporary_name(real);
+    // A signal while the probe exists removes it (super::early_signal).
+    let _registered = super::early_signal::register(&tmp);
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -615,6 +617,8 @@ pub struct PendingOutput {
     /// written in place or streamed.
     renamed: Option<(PathBuf, PathBuf)>,
     committed: bool,
+    /// The temporary name, for removal by an early signal (super::early_signal).
+    _registered: Option<super::early_signal::Registered>,
 }
 
 impl PendingOutput {
@@ -628,6 +632,7 @@ impl PendingOutput {
                     path: path.to_path_buf(),
                     renamed: None,
                     committed: true,
+                    _registered: None,
                 },
                 file,
             )
@@ -662,6 +667,7 @@ impl PendingOutput {
                     .unwrap_or_default();
                 remove_stale_partials(&dir, &name);
                 let tmp = temporary_name(&real);
+                let registered = super::early_signal::register(&tmp);
                 let file = File::create(&tmp).with_context(|| {
                     format!(
                         "{option} {}: cannot create a file in {}",
@@ -675,6 +681,7 @@ impl PendingOutput {
                         path: path.to_path_buf(),
                         renamed: Some((real, tmp)),
                         committed: false,
+                        _registered: Some(registered),
                     },
                     file,
                 ))
