@@ -1390,3 +1390,50 @@ fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
     out.sort();
     out
 }
+
+/// Item 4: a verb with no work loop of its own (report, merge, log, compare...) stopped by
+/// SIGINT or SIGTERM exits 130 with one line, as the verbs with a loop do, instead of dying of
+/// the signal; an output it had begun (its temporary name) is removed. Here report waits on
+/// an input FIFO whose writer never writes.
+#[test]
+fn verbs_without_a_loop_exit_130_on_a_signal_and_leave_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fifo = d.join("in.json");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // A writer that holds the FIFO open and writes nothing: report blocks reading it.
+        let holder = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                let f = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+                std::thread::sleep(Duration::from_secs(4));
+                drop(f);
+            })
+        };
+        let (code, err, _) = signalled(
+            &["report", "in.json", "--output", "out.html"],
+            d,
+            Duration::from_millis(800),
+            sig,
+            Duration::from_secs(5),
+        );
+        holder.join().unwrap();
+        assert_eq!(code, Some(130), "signal {sig}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.starts_with("nines: interrupted"), "{err}");
+        let left: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "in.json")
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}
