@@ -1176,3 +1176,37 @@ fn the_failed_member_may_be_missing_or_truncated() {
     drop(c);
     s.stop_ok();
 }
+
+/// Issue 44: `nines serve m0.img` on a raid member served it as a plain writable disk, and a
+/// client's writes overwrote the array's data and superblock. Refused in one line naming the
+/// array, unless --read-only (served, writes refused) or --force.
+#[test]
+fn a_raid_member_served_alone_is_refused_unless_read_only_or_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let members: Vec<PathBuf> = (0..3).map(|i| d.join(format!("m{i}.img"))).collect();
+    let mut args = vec!["--layout", "raid5", "--size", "4m"];
+    args.extend(strs(&members));
+    serve_write(d, &args, 0, 0x3a);
+    let before = md5s(&members);
+    for (i, m) in members.iter().enumerate() {
+        let e = refused(d, &[m.to_str().unwrap()]);
+        assert!(
+            e.contains(&format!("is member {i} of a 3-member raid5 array"))
+                && e.contains("--read-only")
+                && e.contains("--layout raid5"),
+            "{e}"
+        );
+        let e = refused(d, &["--exports-from-files", m.to_str().unwrap()]);
+        assert!(e.contains("raid5 array"), "{e}");
+    }
+    assert_eq!(md5s(&members), before, "a refused serve wrote a member");
+    // Read-only: served.
+    let s = Serving::start(d, &["--read-only", members[0].to_str().unwrap()]);
+    s.stop_ok();
+    assert_eq!(md5s(&members), before);
+    // A plain file is still served as before.
+    let plain = file(d, "plain.img", 1 << 20);
+    let s = Serving::start(d, &[plain.to_str().unwrap()]);
+    s.stop_ok();
+}

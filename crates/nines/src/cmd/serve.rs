@@ -199,6 +199,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut spec = serve_spec(&args)?;
     spec.check()?;
     check_paths(&args, &spec)?;
+    refuse_lone_members(&args, &spec)?;
     spec.emu = args.emu.context(1)?;
     let mut events = Events {
         args: &args,
@@ -301,6 +302,49 @@ fn check_paths(args: &Args, spec: &ServeSpec) -> anyhow::Result<()> {
                 p.display()
             );
         }
+    }
+    Ok(())
+}
+
+/// A raid0/raid5 member served alone and writable would have its array's data (and the
+/// superblock in its last page) overwritten by a client that sees one plain disk: refused in one
+/// line unless `--read-only` or `--force`. Per-file exports count as alone too.
+fn refuse_lone_members(args: &Args, spec: &ServeSpec) -> anyhow::Result<()> {
+    if spec.read_only || spec.force || !matches!(spec.layout, nines_array::LayoutSpec::Independent)
+    {
+        return Ok(());
+    }
+    for (i, p) in args.targets.iter().enumerate() {
+        // Emulated members and paths that do not open are not arrays' (the open says why).
+        let Ok(f) = std::fs::File::open(p) else {
+            continue;
+        };
+        let Ok(found) = nines_io::array_meta::read_sb(&f) else {
+            continue;
+        };
+        let Ok(sb) = found.sb else {
+            continue;
+        };
+        let layout = match sb.layout {
+            nines_array::meta::MetaLayout::Raid0 => "raid0",
+            nines_array::meta::MetaLayout::Raid5 => "raid5",
+        };
+        let at = if args.targets.len() > 1 {
+            format!(" (target {i})")
+        } else {
+            String::new()
+        };
+        bail!(
+            "{}{at} is member {} of a {}-member {layout} array (nines superblock, array {}): \
+             served alone, a client's writes would overwrite the array's data; serve the array \
+             (`nines serve --layout {layout}` with all {} members in order), or pass \
+             --read-only to look at this member, or --force to overwrite it",
+            p.display(),
+            sb.role,
+            sb.members,
+            nines_array::meta::uuid_text(&sb.array_uuid),
+            sb.members
+        );
     }
     Ok(())
 }
