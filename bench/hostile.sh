@@ -9,8 +9,9 @@
 #
 # Matrix mode (issue 39): MATRIX=1 bench/hostile.sh [NINES_BINARY] runs the hostile matrix that
 # crates/nines/tests/hostile_matrix.rs generates from the clap definitions (every path flag on
-# every hostile destination, every number flag on every extreme), all of it (QUICK=1: the first
-# 1000 cases of its shuffled order, a few minutes), against that binary, printing each failure,
+# every hostile destination, every number flag on every extreme, every verb signalled at 19
+# moments; 10,267 cases, about 12 minutes on 2 CPUs), all of it (QUICK=1: the first 1000 cases of
+# its shuffled order, about a minute), against that binary, printing each failure,
 # and ends with exactly: RESULT runs=N failures=M
 set -u
 . "$(dirname "$0")/lib.sh"

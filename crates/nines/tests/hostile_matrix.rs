@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 
 fn bin() -> PathBuf {
     match std::env::var_os("NINES") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
+        // Absolute: cases run in their own directories.
+        Some(p) if !p.is_empty() => std::path::absolute(PathBuf::from(p)).unwrap(),
         _ => PathBuf::from(env!("CARGO_BIN_EXE_nines")),
     }
 }
@@ -63,7 +64,7 @@ fn spec() -> Vec<Spec> {
             }
         })
         // Strings parsed later ("--scale", "--cpus", lists) get the numeric extremes too.
-        .filter(|s| ["path", "number", "other"].contains(&s.kind.as_str()))
+        .filter(|s| ["path", "number", "other", "choice"].contains(&s.kind.as_str()))
         .collect();
     assert!(v.len() > 100, "the spec lists too few arguments: {text}");
     v
@@ -189,10 +190,20 @@ fn destinations(fx: &Path, z: &Zrams) -> Vec<(&'static str, String, bool)> {
         ("full device", f("full"), true),
         ("name with a newline", f("new\nline.out"), true),
         ("the root directory", "/".into(), false),
+        // Streams by name: standard output is /dev/null here, which must stay what it is.
+        ("standard output (-)", "-".into(), true),
+        ("/dev/stdout", "/dev/stdout".into(), true),
+        // A new name through a symbolic link to a directory.
+        ("through a directory link", f("dirlink/new.out"), true),
+        // A name under a regular file (ENOTDIR).
+        ("under a regular file", f("file.dat/new.out"), true),
+        // A new name on a full filesystem (ENOSPC on the first block) and on a read-only one.
+        ("full filesystem", f("fullfs/new.out"), true),
+        ("read-only filesystem", f("rofs/new.out"), true),
     ]
 }
 
-const NUMBERS: [&str; 14] = [
+const NUMBERS: [&str; 32] = [
     "0",
     "-1",
     "18446744073709551616",
@@ -207,7 +218,42 @@ const NUMBERS: [&str; 14] = [
     "1e-9",
     "0x10",
     "-0",
+    "18446744073709551615",
+    "-9223372036854775808",
+    " 1",
+    "+1",
+    "1k",
+    "1t",
+    "1e3",
+    "0.0",
+    "1e-308",
+    "-inf",
+    "4096",
+    "65536",
+    "-1k",
+    "1e19",
+    "1_000",
+    "0.5",
+    "1E3",
+    "1 ",
 ];
+
+/// Values for arguments that are strings or choices parsed later (lists, CPU sets, job names,
+/// policies): empty, blank, very long, not UTF-8-clean, separators only, a traversal, a format
+/// string.
+fn strings() -> Vec<(String, String)> {
+    vec![
+        ("empty string".into(), String::new()),
+        ("a blank".into(), " ".into()),
+        ("100,000 characters".into(), "x".repeat(100_000)),
+        ("a replacement character".into(), "\u{fffd}\u{202e}".into()),
+        ("separators only".into(), ",,:,".into()),
+        ("a list with an empty item".into(), "1,,2".into()),
+        ("a double dash".into(), "--".into()),
+        ("a traversal".into(), "../../../../etc/passwd".into()),
+        ("a format string".into(), "%s%n%x{}".into()),
+    ]
+}
 
 struct Zrams {
     blank: String,
@@ -226,8 +272,16 @@ struct Case {
     /// A file of the case's directory the run reads, given as this case's value: it must not
     /// change, whatever its name.
     protected: Option<String>,
+    /// A file of the case's directory a loop device is set up over for the run; the device's
+    /// path replaces [`LOOP`] in `args`.
+    loop_over: Option<String>,
+    /// A signal sent this long after the start (if the run is still going then).
+    signal: Option<(libc::c_int, Duration)>,
     serve: bool,
 }
+
+/// Stands for the loop device of [`Case::loop_over`] in a case's arguments.
+const LOOP: &str = "{LOOP}";
 
 fn cases(fx: &Path, z: &Zrams) -> Vec<Case> {
     let mut out = Vec::new();
@@ -240,16 +294,27 @@ fn cases(fx: &Path, z: &Zrams) -> Vec<Case> {
                 .into_iter()
                 .map(|(n, p, w)| (n.to_string(), p, w))
                 .collect();
-            // The run's own input: what its base command reads, in the case's directory.
+            // The run's own input: what its base command reads, in the case's directory, by
+            // its name and through a loop device over it (the same bytes by another path).
             if let Some(input) = own_input(&s.verb) {
                 v.push(("the run's own input".into(), input.into(), false));
+                v.push((
+                    "a loop device over the run's own input".into(),
+                    LOOP.into(),
+                    false,
+                ));
             }
             v
         } else {
-            NUMBERS
+            let numbers = NUMBERS
                 .iter()
-                .map(|n| (n.to_string(), n.to_string(), false))
-                .collect()
+                .map(|n| (n.to_string(), n.to_string(), false));
+            let strings = strings().into_iter().map(|(n, v)| (n, v, false));
+            match s.kind.as_str() {
+                "number" => numbers.collect(),
+                "other" => numbers.chain(strings).collect(),
+                _ => strings.collect(),
+            }
         };
         for (name, value, may_change) in values {
             let mut a: Vec<String> = Vec::new();
@@ -303,7 +368,17 @@ fn cases(fx: &Path, z: &Zrams) -> Vec<Case> {
                 Vec::new()
             };
             out.push(Case {
-                protected: (name == "the run's own input").then(|| value.clone()),
+                protected: match name.as_str() {
+                    "the run's own input" => Some(value.clone()),
+                    "a loop device over the run's own input" => {
+                        own_input(&s.verb).map(String::from)
+                    }
+                    _ => None,
+                },
+                loop_over: (value == LOOP)
+                    .then(|| own_input(&s.verb).map(String::from))
+                    .flatten(),
+                signal: None,
                 what: format!("{} {arg} = {name}", s.verb.join(" ")),
                 named: match (may_change, name.as_str()) {
                     // Named through another name: the same file.
@@ -330,6 +405,204 @@ fn own_input(verb: &[String]) -> Option<&'static str> {
         "rebuild" | "check" => "a.img",
         _ => return None,
     })
+}
+
+/// A base command of a verb that runs for seconds, so that a signal finds it at work: a timed
+/// profile, a long simulation, a sweep, a fleet, a paced rebuild and check.
+fn long_base(verb: &[String]) -> Option<Vec<String>> {
+    let v: Vec<&str> = verb.iter().map(String::as_str).collect();
+    Some(sv(match v.as_slice() {
+        ["profile"] => &[
+            "profile",
+            "--quiet",
+            "--runtime",
+            "30s",
+            "--size",
+            "1m",
+            "--json",
+            "o_p.json",
+            "--lat-log",
+            "o_p.lat",
+            "o_t.dat",
+        ],
+        ["sim"] => &[
+            "sim",
+            "--quiet",
+            "--runtime",
+            "3000s",
+            "--precondition",
+            "none",
+            "--json",
+            "o_s.json",
+            "--lat-log",
+            "o_s.lat",
+        ],
+        ["sweep"] => &[
+            "sweep",
+            "--sim",
+            "afa-m2-2018",
+            "--qd",
+            "1,4,16",
+            "--output",
+            "o_sw",
+            "--",
+            "--runtime",
+            "60s",
+            "--precondition",
+            "none",
+        ],
+        ["fleet"] => &[
+            "fleet",
+            "--tasks",
+            "2",
+            "--out",
+            "o_fl",
+            "--",
+            "sim",
+            "--runtime",
+            "3000s",
+            "--precondition",
+            "none",
+        ],
+        ["rebuild"] => &[
+            "rebuild",
+            "--member",
+            "1",
+            "--rate",
+            "256k",
+            "--json",
+            "o_rb.json",
+            "a.img",
+            "o_b.img",
+            "c.img",
+        ],
+        ["check"] => &[
+            "check",
+            "--quiet",
+            "--rate",
+            "256k",
+            "--json",
+            "o_ck.json",
+            "a.img",
+            "o_b.img",
+            "c.img",
+        ],
+        _ => return None,
+    }))
+}
+
+/// The signals a run may get, and when (ms after its start): from before `main` to well into
+/// the work, start-up, the first writes and the end of short verbs among them.
+const SIGNALS: [libc::c_int; 5] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGKILL,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+];
+const MOMENTS_MS: [u64; 19] = [
+    0, 1, 2, 3, 6, 10, 16, 25, 40, 60, 90, 130, 200, 300, 450, 700, 1000, 1500, 2500,
+];
+
+/// Per verb, its base command and its long one (where it has one), each signalled with every
+/// signal at every moment.
+fn signal_cases() -> Vec<Case> {
+    let verbs: BTreeSet<Vec<String>> = spec().into_iter().map(|s| s.verb).collect();
+    let mut out = Vec::new();
+    for verb in verbs {
+        let Some((args, pos)) = base(&verb) else {
+            continue;
+        };
+        let short: Vec<String> = args
+            .iter()
+            .map(|x| {
+                if x == "{P}" {
+                    pos.clone().unwrap()
+                } else {
+                    x.clone()
+                }
+            })
+            .collect();
+        let mut variants = vec![("base", short)];
+        if let Some(l) = long_base(&verb) {
+            variants.push(("long", l));
+        }
+        for (variant, a) in variants {
+            for sig in SIGNALS {
+                for ms in MOMENTS_MS {
+                    out.push(Case {
+                        what: format!("{} ({variant}) signal {sig} at {ms} ms", verb.join(" ")),
+                        args: a.clone(),
+                        named: Vec::new(),
+                        devices: Vec::new(),
+                        protected: None,
+                        loop_over: None,
+                        signal: Some((sig, Duration::from_millis(ms))),
+                        serve: verb == ["serve"],
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// How long a run may take to act on a signal: 2 s, longer in proportion on a host loaded past
+/// its CPUs (a signal is acted on when the process next runs).
+fn signal_bound() -> Duration {
+    let load: f64 = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    Duration::from_secs_f64(2.0 * (load / cpus).max(1.0))
+}
+
+/// Processes whose working directory is `dir` or under it (what a run started there, and its
+/// children, which inherit it), with their names.
+fn processes_in(dir: &Path) -> Vec<(u32, String)> {
+    let mut v = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return v;
+    };
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) else {
+            continue;
+        };
+        if cwd.starts_with(dir) {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            // A zombie waits only for its parent to reap it: it runs nothing.
+            let rest = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+            if rest.split_whitespace().next() == Some("Z") {
+                continue;
+            }
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            v.push((pid, comm.trim().to_string()));
+        }
+    }
+    v
+}
+
+/// Every entry under `dir` (depth first), for the partial-file and whole-JSON checks.
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir()) {
+                stack.push(p.clone());
+            }
+            v.push(p);
+        }
+    }
+    v
 }
 
 /// A deterministic shuffle (xorshift), so any prefix is a spread sample of the whole matrix.
@@ -411,7 +684,9 @@ fn fifo_keeper(path: PathBuf, stop: &AtomicBool) {
 /// Exit statuses seen, for the summary line.
 static CODES: Mutex<BTreeMap<String, usize>> = Mutex::new(BTreeMap::new());
 
-const BOUND: Duration = Duration::from_secs(40);
+/// Every base command ends within a second or two; a case still running at this bound was asked
+/// to be long (a tiny --rate, a huge --runtime) and is then interrupted as a user would.
+const BOUND: Duration = Duration::from_secs(15);
 /// How long a run may take to stop after the SIGINT it gets past [`BOUND`].
 const INTERRUPT_BOUND: Duration = Duration::from_secs(5);
 
@@ -452,12 +727,35 @@ fn run_case(c: &Case, fx: &Path, work: &Path, n: usize, fx_lock: &Mutex<()>) -> 
     let local_before = snapshot(&dir);
     let stop = AtomicBool::new(false);
     let uses_fifo = c.args.iter().any(|a| a.ends_with("/fifo"));
+    // A loop device over one of the case's files, standing for LOOP in its arguments.
+    let lo = c.loop_over.as_ref().map(|name| {
+        let o = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(dir.join(name))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    });
+    let args: Vec<String> = c
+        .args
+        .iter()
+        .map(|a| match &lo {
+            Some(dev) => a.replace(LOOP, dev),
+            None => a.clone(),
+        })
+        .collect();
+    let mut signalled_at: Option<Instant> = None;
     let result = std::thread::scope(|s| {
         if uses_fifo {
             s.spawn(|| fifo_keeper(fx.join("fifo"), &stop));
         }
         let mut child = Command::new(bin())
-            .args(&c.args)
+            .args(&args)
             .current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -473,11 +771,27 @@ fn run_case(c: &Case, fx: &Path, work: &Path, n: usize, fx_lock: &Mutex<()>) -> 
         let t0 = Instant::now();
         let mut signalled = false;
         let mut interrupted = false;
+        let bound = signal_bound();
         let status = loop {
             if let Some(st) = child.try_wait().unwrap() {
                 break Some(st);
             }
+            if let Some((sig, at)) = c.signal
+                && signalled_at.is_none()
+                && t0.elapsed() >= at
+            {
+                // SAFETY: a signal to our own child, not yet reaped.
+                unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+                signalled_at = Some(Instant::now());
+            }
+            if signalled_at.is_some_and(|t| t.elapsed() > bound) {
+                // Not acted on: a failure (below), and the run is ended.
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
             if c.serve
+                && c.signal.is_none()
                 && !signalled
                 && (dir.join("o_nbd.sock").exists() || t0.elapsed() > Duration::from_secs(5))
             {
@@ -498,13 +812,26 @@ fn run_case(c: &Case, fx: &Path, work: &Path, n: usize, fx_lock: &Mutex<()>) -> 
                 let _ = child.wait();
                 break None;
             }
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(match c.signal {
+                Some((_, at)) if signalled_at.is_none() => at
+                    .saturating_sub(t0.elapsed())
+                    .min(Duration::from_millis(10)),
+                _ => Duration::from_millis(10),
+            });
         };
         stop.store(true, Ordering::Relaxed);
         let err = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
         (status, err)
     });
     let (status, err) = result;
+    if let Some(dev) = &lo {
+        let _ = Command::new("losetup").args(["-d", dev]).status();
+    }
+    // What the signal was, if one reached the run before its end.
+    let sent = c
+        .signal
+        .filter(|_| signalled_at.is_some())
+        .map(|(sig, _)| sig);
     *CODES
         .lock()
         .unwrap()
@@ -524,11 +851,38 @@ fn run_case(c: &Case, fx: &Path, work: &Path, n: usize, fx_lock: &Mutex<()>) -> 
         .rev()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("");
+    use std::os::unix::process::ExitStatusExt;
+    let local_new: Vec<String> = snapshot(&dir)
+        .keys()
+        .filter(|k| !local_before.contains_key(*k))
+        .map(|k| k.display().to_string())
+        .collect();
+    // Whether the run died of the signal it was sent, and may have: SIGKILL always; SIGHUP and
+    // SIGQUIT (no handler: their default is to die); SIGINT and SIGTERM only before the run
+    // wrote anything (before its handlers were installed).
+    let died_of = status.and_then(|s| s.signal());
+    let may_die = match (sent, died_of) {
+        (Some(s), Some(d)) if s == d => {
+            [libc::SIGKILL, libc::SIGHUP, libc::SIGQUIT].contains(&s) || local_new.is_empty()
+        }
+        _ => false,
+    };
     match status.map(|s| s.code()) {
+        None if sent.is_some() => why.push(format!(
+            "not ended within {:?} of signal {}",
+            signal_bound(),
+            sent.unwrap()
+        )),
         None => why.push(format!(
             "no end within {BOUND:?}, nor {INTERRUPT_BOUND:?} after a SIGINT"
         )),
-        Some(None) => why.push("killed by a signal".to_string()),
+        Some(None) if may_die => {}
+        Some(None) => why.push(format!(
+            "killed by signal {:?} (sent {sent:?}) after writing {local_new:?}",
+            died_of
+        )),
+        // serve's normal end is a signal: it exits 0 (README).
+        Some(Some(130)) if c.serve => why.push("serve exited 130, not 0, on a signal".into()),
         Some(Some(101)) => why.push("exit 101".to_string()),
         Some(Some(code)) if ![0, 1, 2, 130].contains(&code) => why.push(format!("exit {code}")),
         Some(Some(code)) if code != 0 && !last.starts_with("nines") => {
@@ -539,12 +893,71 @@ fn run_case(c: &Case, fx: &Path, work: &Path, n: usize, fx_lock: &Mutex<()>) -> 
     if err.contains("panicked") {
         why.push("panicked".into());
     }
+    // Children die with the run (README: even when it dies of SIGKILL, SIGHUP or SIGQUIT).
+    let t_end = Instant::now();
+    let mut left = processes_in(&dir);
+    while !left.is_empty() && t_end.elapsed() < signal_bound() {
+        std::thread::sleep(Duration::from_millis(20));
+        left = processes_in(&dir);
+    }
+    if !left.is_empty() {
+        why.push(format!("left processes running: {left:?}"));
+        for (pid, _) in &left {
+            // SAFETY: a process the run left behind, found by its working directory.
+            unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+    // Outputs are whole or absent; temporary names go with the run unless it could not act
+    // (SIGKILL and the default dispositions leave them for the next run to remove).
+    let may_leave_partials = sent.is_some() && died_of.is_some();
+    for p in entries(&dir) {
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if name.contains(".nines-partial-") && !may_leave_partials {
+            why.push(format!("left a temporary file {name}"));
+        }
+        if name.starts_with("o_")
+            && name.ends_with(".json")
+            && std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file())
+            && std::fs::read(&p)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .is_none()
+        {
+            why.push(format!("{name} is not whole JSON"));
+        }
+    }
+    // The host's nodes stay what they are.
+    for (node, rdev) in [("/dev/null", (1, 3)), ("/dev/full", (1, 7))] {
+        use std::os::unix::fs::MetadataExt;
+        let ok = std::fs::symlink_metadata(node).is_ok_and(|m| {
+            m.file_type().is_char_device() && (libc::major(m.rdev()), libc::minor(m.rdev())) == rdev
+        });
+        if !ok {
+            why.push(format!("{node} is no longer the host's node"));
+        }
+    }
+    if std::fs::read_link("/dev/stdout").is_err() {
+        why.push("/dev/stdout is no longer a link".into());
+    }
     if err.contains("Error {") || err.contains("Os {") {
         why.push("a Rust debug structure on stderr".into());
     }
     if let Some(before) = before {
         let after = snapshot(fx);
-        let named: Vec<PathBuf> = c.named.iter().map(PathBuf::from).collect();
+        let mut named: Vec<PathBuf> = c.named.iter().map(PathBuf::from).collect();
+        // A new name through a link to a directory is that directory's (and so are the
+        // outputs derived from it).
+        for n in named.clone() {
+            if let (Some(d), Some(name)) = (n.parent(), n.file_name())
+                && let Ok(t) = std::fs::read_link(d)
+            {
+                named.push(d.parent().unwrap_or(d).join(t).join(name));
+            }
+        }
         let allowed = |p: &Path| {
             named.iter().any(|n| {
                 p.starts_with(n)
@@ -589,7 +1002,13 @@ fn run_case(c: &Case, fx: &Path, work: &Path, n: usize, fx_lock: &Mutex<()>) -> 
     for (k, v) in &local_before {
         let name = k.file_name().unwrap().to_string_lossy();
         let protected = c.protected.as_deref() == Some(&*name);
-        if (protected || !name.starts_with("o_")) && local_after.get(k) != Some(v) {
+        // An output is an `o_*` entry of the case's directory, or anything under one.
+        let output = k
+            .strip_prefix(&dir)
+            .ok()
+            .and_then(|r| r.components().next())
+            .is_some_and(|c| c.as_os_str().to_string_lossy().starts_with("o_"));
+        if (protected || !output) && local_after.get(k) != Some(v) {
             why.push(format!("{name} (an input) changed"));
         }
     }
@@ -613,8 +1032,17 @@ fn run_case(c: &Case, fx: &Path, work: &Path, n: usize, fx_lock: &Mutex<()>) -> 
 fn reset_fixtures(fx: &Path) {
     let keep = [
         "s.json", "s.lat", "s.hlog", "fl", "file.dat", "link", "dangling", "dir", "rodir", "fifo",
-        "null", "sock", "hard", "full",
+        "null", "sock", "hard", "full", "dirlink", "fullfs", "rofs",
     ];
+    // What a case made on the full filesystem (nothing, if it is still full).
+    if let Ok(rd) = std::fs::read_dir(fx.join("fullfs")) {
+        for e in rd.flatten() {
+            if e.file_name() != "filler" {
+                let _ =
+                    std::fs::remove_dir_all(e.path()).or_else(|_| std::fs::remove_file(e.path()));
+            }
+        }
+    }
     for e in std::fs::read_dir(fx).unwrap().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if !keep.contains(&name.as_str()) {
@@ -632,6 +1060,7 @@ fn reset_fixtures(fx: &Path) {
     for (link, to) in [
         ("link", fx.join("file.dat")),
         ("dangling", fx.join("nowhere")),
+        ("dirlink", fx.join("dir")),
     ] {
         let l = fx.join(link);
         if std::fs::read_link(&l).ok().as_deref() != Some(&to) {
@@ -726,12 +1155,52 @@ fn fixtures(fx: &Path) {
     mknod_char(&fx.join("null"), 1, 3);
     mknod_char(&fx.join("full"), 1, 7);
     std::fs::hard_link(fx.join("file.dat"), fx.join("hard")).unwrap();
+    std::os::unix::fs::symlink(fx.join("dir"), fx.join("dirlink")).unwrap();
     assert!(
         std::fs::metadata(fx.join("null"))
             .unwrap()
             .file_type()
             .is_char_device()
     );
+}
+
+/// The two small filesystems the matrix writes into: `fullfs` (tmpfs with no free block: its
+/// `filler` took them) and `rofs` (tmpfs mounted read-only). Unmounted on drop.
+struct Mounts(Vec<PathBuf>);
+
+impl Mounts {
+    fn new(fx: &Path) -> Mounts {
+        let mut m = Mounts(Vec::new());
+        for (name, opts) in [("fullfs", "size=64k,mode=0755"), ("rofs", "size=64k,ro")] {
+            let at = fx.join(name);
+            std::fs::create_dir(&at).unwrap();
+            let st = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", opts, "nines-hostile"])
+                .arg(&at)
+                .status()
+                .unwrap();
+            assert!(
+                st.success(),
+                "mount -t tmpfs on {}: run as root",
+                at.display()
+            );
+            m.0.push(at);
+        }
+        // Fill fullfs to its last block.
+        let mut f = std::fs::File::create(fx.join("fullfs/filler")).unwrap();
+        let block = vec![1u8; 4096];
+        while std::io::Write::write_all(&mut f, &block).is_ok() {}
+        let _ = f.sync_all();
+        m
+    }
+}
+
+impl Drop for Mounts {
+    fn drop(&mut self) {
+        for at in &self.0 {
+            let _ = Command::new("umount").arg("-l").arg(at).status();
+        }
+    }
 }
 
 fn mknod_char(path: &Path, major: u32, minor: u32) {
@@ -768,8 +1237,10 @@ fn matrix(limit: Option<usize>) {
     std::fs::create_dir(&work).unwrap();
     fixtures(&fx);
     let z = zrams();
+    let _mounts = Mounts::new(&fx);
     let _sock = std::os::unix::net::UnixListener::bind(fx.join("sock")).unwrap();
     let mut all = cases(&fx, &z);
+    all.extend(signal_cases());
     let total = all.len();
     shuffle(&mut all);
     if let Some(n) = limit {
@@ -780,10 +1251,11 @@ fn matrix(limit: Option<usize>) {
     let fx_lock = Mutex::new(());
     let t0 = Instant::now();
     std::thread::scope(|s| {
+        // Four at a time: most cases wait (on a pace, a signal's moment, a bound), not compute.
         let workers = if std::env::var_os("NINES_HOSTILE_SERIAL").is_some() {
             1
         } else {
-            2
+            4
         };
         for _ in 0..workers {
             s.spawn(|| {
