@@ -819,7 +819,17 @@ fn raid0_member_errors_are_printed_and_passthrough_member_commands_counted() {
     assert!(s.sigterm_within(Duration::from_secs(10)).is_some());
 
     let json = d.join("one.json");
-    let s = Serving::start(d, &["--json", json.to_str().unwrap(), m0.to_str().unwrap()]);
+    // m0 alone (a raid0 member, so --allow-writes --force: overwriting the array is meant).
+    let s = Serving::start(
+        d,
+        &[
+            "--allow-writes",
+            "--force",
+            "--json",
+            json.to_str().unwrap(),
+            m0.to_str().unwrap(),
+        ],
+    );
     for i in 0..4 {
         write_read_back(&s.socket, i * 4096, i as u8).unwrap();
     }

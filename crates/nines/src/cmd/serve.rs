@@ -338,7 +338,7 @@ fn refuse_lone_members(args: &Args, spec: &ServeSpec) -> anyhow::Result<()> {
             "{}{at} is member {} of a {}-member {layout} array (nines superblock, array {}): \
              served alone, a client's writes would overwrite the array's data; serve the array \
              (`nines serve --layout {layout}` with all {} members in order), or pass \
-             --read-only to look at this member, or --force to overwrite it",
+             --read-only to look at this member, or --allow-writes --force to overwrite it",
             p.display(),
             sb.role,
             sb.members,
