@@ -15,6 +15,13 @@ log="$W/crash-sim.log"
   cargo test --release -q -p nines-array --test crash_sim -- --nocapture --test-threads 2) \
   >"$log" 2>&1
 rc=$?
+# raid0 and raid5 as nines serve starts them (superblocks, bitmap resync, D/ND, rebuild,
+# degraded): nines-io's test, whose recovery is the server's start-up.
+(cd "$ROOT" && NINES_CRASH_SIM_SEEDS=$seeds NINES_CRASH_SIM_POINTS=$points \
+  cargo test --release -q -p nines-io --test crash_sim_meta -- --nocapture --test-threads 2) \
+  >>"$log" 2>&1
+rc2=$?
+[ "$rc" = 0 ] && rc=$rc2
 # (cargo's progress dots may stand before a line: match inside lines)
 grep -o 'crash-sim [^:]*: [0-9]* crash points.*' "$log" >"$W/summary"
 grep -o 'crash-sim [^:]*: seed .*' "$log" | head -20
