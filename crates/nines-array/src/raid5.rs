@@ -1929,6 +1929,23 @@ impl Raid5 {
             q.row += 1;
             q.phase = Phase::Idle;
             self.start_row(t, cx);
+        } else if q.io.fua
+            && q.io.op == VolOp::Write
+            && q.result == IoResult::Ok
+            && self.dnd.is_some()
+        {
+            // A FUA write under D/ND went into the write-back buffer, not to its members: it
+            // is acknowledged as a FLUSH is, once every member wrote the buffer out and
+            // flushed (issue 38's crash simulator: FUA writes and zeroes acknowledged from
+            // the buffer were lost by a power loss).
+            q.phase = Phase::Waiting;
+            let d = self.dnd.as_mut().expect("D/ND");
+            if d.any_used() {
+                d.flush_waiters.push_back(t);
+                self.kick(cx);
+            } else {
+                self.send_flushes(t, cx);
+            }
         } else {
             q.phase = Phase::Idle;
             let result = q.result;

@@ -2,6 +2,9 @@
 //! (at least 10,000 crash points per layout); bench/crash-sim.sh explores many more. `NINES_CRASH_SIM_SEEDS` and `NINES_CRASH_SIM_POINTS`
 //! set the seeds per configuration and crashes per seed; `NINES_CRASH_SIM_SEED` replays one seed.
 //! Every violation prints its seed: keep it as a regression case in `REGRESSIONS` below.
+//! raid0 and raid5 as `nines serve` runs them (superblocks; raid5's bitmap, resync, D/ND,
+//! rebuild, degraded) are explored in nines-io's tests/crash_sim_meta.rs, whose recovery is the
+//! server's start-up.
 
 use nines_array::crashsim::{CrashConfig, Fault, Outcome, explore};
 use nines_array::{LayoutSpec, SerialSpec};
@@ -41,6 +44,7 @@ fn serial(fault: Fault, members: usize, column_members: u32) -> CrashConfig {
         commands_per_crash: 200,
         region_units: 0,
         zeroes: true,
+        recovery: None,
     }
 }
 
@@ -73,6 +77,7 @@ fn raid0(fault: Fault) -> CrashConfig {
         commands_per_crash: 200,
         region_units: 0,
         zeroes: true,
+        recovery: None,
     }
 }
 
@@ -94,6 +99,7 @@ fn raid5(fault: Fault) -> CrashConfig {
         commands_per_crash: 200,
         region_units: 0,
         zeroes: true,
+        recovery: None,
     }
 }
 
